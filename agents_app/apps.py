@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class AgentsAppConfig(AppConfig):
+    name = "agents_app"
+    verbose_name = "智能体与 MCP 服务"

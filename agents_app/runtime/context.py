@@ -1,0 +1,15 @@
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class RunContext:
+    """What a turn carries to every hop. The campus token is for sub-agents only (DESIGN §7)."""
+
+    request_id: str
+    conversation_id: str
+    user_id: int | None = None
+    campus_token: str | None = None
+    hint_domain: str | None = None
+
+    def __repr__(self) -> str:  # never print the campus token, whoever logs the context
+        return f"RunContext(request_id={self.request_id!r}, conversation_id={self.conversation_id!r})"

@@ -1,0 +1,43 @@
+"""Per-protocol checks of an McpService config, shared by admin (model clean) and imports."""
+from urllib.parse import urlparse
+
+STDIO_KEYS = {"command", "args", "env", "cwd"}
+HTTP_KEYS = {"url", "headers"}
+
+
+def _string_map_errors(value, field: str) -> list[str]:
+    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        return [f"“{field}” 必须是字符串到字符串的对象，如 {{\"KEY\": \"value\"}}。"]
+    return []
+
+
+def mcp_config_errors(*, protocol: str, config) -> list[str]:
+    """Messages staff can act on; empty when the config is usable for the protocol."""
+    if not isinstance(config, dict):
+        return ["连接配置必须是 JSON 对象。"]
+    errors: list[str] = []
+    if protocol == "stdio":
+        command = config.get("command")
+        if not isinstance(command, str) or not command.strip():
+            errors.append("stdio 需要 “command”：要运行的程序，字符串，如 \"python\"。")
+        args = config.get("args", [])
+        if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+            errors.append("“args” 必须是字符串列表，如 [\"-m\", \"my_server\"]。")
+        if "env" in config:
+            errors += _string_map_errors(config["env"], "env")
+        if "cwd" in config and not isinstance(config["cwd"], str):
+            errors.append("“cwd” 必须是目录路径字符串。")
+        unknown = set(config) - STDIO_KEYS
+    elif protocol in ("sse", "streamable-http"):
+        url = config.get("url")
+        parsed = urlparse(url) if isinstance(url, str) else None
+        if not parsed or parsed.scheme not in ("http", "https") or not parsed.netloc:
+            errors.append(f"{protocol} 需要 “url”：http:// 或 https:// 开头的地址。")
+        if "headers" in config:
+            errors += _string_map_errors(config["headers"], "headers")
+        unknown = set(config) - HTTP_KEYS
+    else:
+        return [f"未知协议 “{protocol}”。"]
+    if unknown:
+        errors.append(f"不认识的键：{', '.join(sorted(unknown))}。")
+    return errors

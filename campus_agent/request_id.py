@@ -1,0 +1,75 @@
+"""One request id per request, carried by a ContextVar that the log patcher reads.
+
+A ContextVar set here is gone by the time a streamed body or a spawned task runs, so the
+streaming generator and each tool run call `request_id_set()` again with the id they carry.
+"""
+import re
+import time
+import uuid
+from contextvars import ContextVar
+
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction
+from loguru import logger
+
+HEADER = "X-Request-Id"
+_META_KEY = "HTTP_X_REQUEST_ID"
+_VALID = re.compile(r"^[0-9a-f]{16}$")
+
+_request_id: ContextVar[str] = ContextVar("request_id", default="-")
+
+
+def request_id_new() -> str:
+    return uuid.uuid4().hex[:16]
+
+
+def request_id_get() -> str:
+    return _request_id.get()
+
+
+def request_id_set(value: str) -> None:
+    _request_id.set(value)
+
+
+def request_id_from_header(raw: str | None) -> str:
+    """The client's id when it is 16 hex characters, else a fresh one (never trust free text
+    into log lines and downstream headers)."""
+    value = (raw or "").strip().lower()
+    return value if _VALID.match(value) else request_id_new()
+
+
+class RequestIdMiddleware:
+    """Reads or makes the request id, logs the request's start and end, echoes the header.
+
+    Async-capable so that async views (the chat stream) run without a thread per request.
+    """
+
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+        if iscoroutinefunction(get_response):
+            markcoroutinefunction(self)
+
+    def _start(self, request) -> float:
+        rid = request_id_from_header(request.META.get(_META_KEY))
+        request.request_id = rid
+        request_id_set(rid)
+        logger.info("→ {} {}", request.method, request.path)
+        return time.perf_counter()
+
+    def _finish(self, request, response, started: float):
+        response[HEADER] = request.request_id
+        cost_ms = (time.perf_counter() - started) * 1000
+        logger.info("← {} {} status={} cost_ms={:.1f}", request.method, request.path, response.status_code, cost_ms)
+        return response
+
+    def __call__(self, request):
+        if iscoroutinefunction(self):
+            return self.__acall__(request)
+        started = self._start(request)
+        return self._finish(request, self.get_response(request), started)
+
+    async def __acall__(self, request):
+        started = self._start(request)
+        return self._finish(request, await self.get_response(request), started)

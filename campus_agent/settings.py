@@ -1,0 +1,147 @@
+"""Settings for Campus Agent, all read from the environment (and `.env` when present).
+
+Every variable is documented in `.env.example`; each has a default that runs the product on a
+fresh machine (SQLite, no model configured, no Redis).
+"""
+from pathlib import Path
+
+import environ
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+env = environ.Env()
+environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
+
+# --- core -------------------------------------------------------------------------------------
+DEBUG = env.bool("DEBUG", default=False)
+# The default key only serves a local demo; production sets SECRET_KEY.
+SECRET_KEY = env.str("SECRET_KEY", default="dev-insecure-campus-agent-change-me-0123456789abcdef")
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]", "testserver"])
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+
+INSTALLED_APPS = [
+    # daphne first: its runserver replaces Django's so `manage.py runserver` serves ASGI.
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "channels",
+    "campus_agent",
+    "subagents_app",
+    "agents_app",
+    "chat_app",
+]
+
+# Every middleware here is async-capable, so async views run without a thread hop.
+MIDDLEWARE = [
+    "campus_agent.request_id.RequestIdMiddleware",
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "campus_agent.urls"
+ASGI_APPLICATION = "campus_agent.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- database ---------------------------------------------------------------------------------
+DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}")}
+# Under ASGI a long CONN_MAX_AGE leaks connections (Django #33497, #35059): close per request.
+DATABASES["default"]["CONN_MAX_AGE"] = 0
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # Streams write from several tasks at once; wait for the lock instead of failing at once.
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {"timeout": 20, "transaction_mode": "IMMEDIATE"}
+    )
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- channels (several workers share a Redis channel layer when REDIS_URL is set) -------------
+REDIS_URL = env.str("REDIS_URL", default="")
+if REDIS_URL:
+    CHANNEL_LAYERS = {
+        "default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [REDIS_URL]}}
+    }
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+# --- auth, i18n, static -----------------------------------------------------------------------
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "zh-hans"
+TIME_ZONE = env.str("TIME_ZONE", default="Asia/Shanghai")
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = BASE_DIR / "staticfiles"
+
+DATA_UPLOAD_MAX_MEMORY_SIZE = 64 * 1024  # DESIGN §7: body ≤ 64 KB
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [],
+    "DEFAULT_PERMISSION_CLASSES": [],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "UNAUTHENTICATED_USER": None,
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Campus Agent API",
+    "DESCRIPTION": "校园小智 chat gateway: streaming chat, conversations, agents, auth.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+}
+
+# --- LLM (the main agent) ---------------------------------------------------------------------
+LLM_BASE_URL = env.str("LLM_BASE_URL", default="")  # empty: no model configured
+LLM_API_KEY = env.str("LLM_API_KEY", default="")
+LLM_MODEL = env.str("LLM_MODEL", default="qwen-plus")
+LLM_TIMEOUT = env.float("LLM_TIMEOUT", default=60.0)
+LLM_MAX_TOKENS = env.int("LLM_MAX_TOKENS", default=2048)
+
+# --- app knobs (read here once; tests override with override_settings) ------------------------
+MAX_HISTORY = env.int("MAX_HISTORY", default=20)
+MAX_TOOL_ROUNDS = env.int("MAX_TOOL_ROUNDS", default=5)
+TURN_BUDGET_SEC = env.float("TURN_BUDGET_SEC", default=180.0)
+SSE_PING_SEC = env.float("SSE_PING_SEC", default=15.0)
+CHAT_MAX_CONCURRENT_STREAMS = env.int("CHAT_MAX_CONCURRENT_STREAMS", default=3)
+CHAT_RATE_PER_MINUTE = env.int("CHAT_RATE_PER_MINUTE", default=20)
+KEYWORD_FALLBACK_ENABLED = env.bool("KEYWORD_FALLBACK_ENABLED", default=True)
+
+# --- auth tokens ------------------------------------------------------------------------------
+JWT_TTL_HOURS = env.int("JWT_TTL_HOURS", default=24)
+JWT_ISSUER = env.str("JWT_ISSUER", default="campus-agent")
+CAMPUS_SSO_USERINFO_URL = env.str("CAMPUS_SSO_USERINFO_URL", default="")
+
+# --- logging (configured by campus_agent.logging at start-up, see apps.py) -------------------
+LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
+LOG_DIR = env.path("LOG_DIR", default=BASE_DIR / "logs")
+LOGGING_CONFIG = None  # loguru owns logging; stdlib loggers are bridged into it

@@ -1,0 +1,13 @@
+from django.contrib import admin
+from django.urls import path
+
+from campus_agent.health import healthz
+
+admin.site.site_header = "校园小智 管理后台"
+admin.site.site_title = "校园小智"
+admin.site.index_title = "智能体与服务管理"
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("healthz", healthz, name="healthz"),
+]

@@ -1,0 +1,69 @@
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from agents_app.models import Agent
+from campus_agent.models import TimeStampedModel
+
+DEFAULT_TITLE = "新对话"
+
+
+class Conversation(TimeStampedModel):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="conversations", verbose_name="用户"
+    )
+    agent = models.ForeignKey(
+        Agent, on_delete=models.SET_NULL, null=True, blank=True, related_name="conversations", verbose_name="智能体"
+    )
+    title = models.CharField("标题", max_length=64, default=DEFAULT_TITLE)
+    hint_domain = models.CharField("业务域提示", max_length=64, blank=True, default="")
+
+    class Meta:
+        verbose_name = "对话"
+        verbose_name_plural = "对话"
+        ordering = ["-updated_at"]
+        indexes = [models.Index(fields=["user", "-updated_at"], name="conversation_user_recent")]
+
+    def __str__(self) -> str:
+        return self.title
+
+
+class Message(models.Model):
+    class Role(models.TextChoices):
+        USER = "user", "用户"
+        ASSISTANT = "assistant", "助手"
+        TOOL = "tool", "工具"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="messages", verbose_name="对话"
+    )
+    role = models.CharField("角色", max_length=16, choices=Role.choices)
+    content = models.TextField("内容", blank=True, default="")
+    meta = models.JSONField(
+        "元数据",
+        default=dict,
+        blank=True,
+        help_text="tool_calls（调用了工具的助手消息）、tool_call_id 与 tool（工具消息）、interrupted、usage。",
+    )
+    chart = models.JSONField("图表", null=True, blank=True)
+    agent_name = models.CharField("智能体", max_length=100, blank=True, default="")
+    request_id = models.CharField("请求 ID", max_length=32, blank=True, default="", db_index=True)
+    created_at = models.DateTimeField("创建时间", auto_now_add=True, db_index=True)
+    # Rows stored in one batch share a timestamp; seq keeps them in the order they were appended.
+    seq = models.PositiveIntegerField("序号", default=0)
+
+    class Meta:
+        verbose_name = "消息"
+        verbose_name_plural = "消息"
+        ordering = ["created_at", "seq"]
+        constraints = [
+            models.CheckConstraint(condition=Q(role__in=["user", "assistant", "tool"]), name="message_role_valid"),
+        ]
+        indexes = [models.Index(fields=["conversation", "created_at", "seq"], name="message_conversation_order")]
+
+    def __str__(self) -> str:
+        return f"{self.role}: {self.content[:30]}"

@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# Runs Campus Agent on its embedded defaults: SQLite, demo catalog, ASGI on 127.0.0.1:8000.
+source "$(dirname "$0")/_venv.sh" requirements.txt
+.venv/bin/python manage.py migrate --noinput
+.venv/bin/python manage.py load_demo
+exec .venv/bin/python manage.py runserver "${HOST:-127.0.0.1}:${PORT:-8000}"

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class SubagentsAppConfig(AppConfig):
+    name = "subagents_app"
+    verbose_name = "子 Agent"

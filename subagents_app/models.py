@@ -1,0 +1,72 @@
+from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator, URLValidator
+from django.db import models
+
+from campus_agent.models import TimeStampedModel
+
+NAME_PATTERN = r"^[a-z][a-z0-9-]{1,62}$"
+TIMEOUT_MIN, TIMEOUT_MAX = 1, 300
+
+
+class SubAgent(TimeStampedModel):
+    """An independently deployed sub-agent, offered to the model as the tool `call_<name>`."""
+
+    name = models.CharField(
+        "名称",
+        max_length=63,
+        unique=True,
+        validators=[RegexValidator(NAME_PATTERN, "名称须以小写字母开头，只含小写字母、数字和连字符，2–63 个字符。")],
+        help_text="小写字母开头，只含小写字母、数字和 “-”，如 canteen、course-select。模型看到的工具名是 call_<名称>（“-” 换成 “_”）。",
+    )
+    description = models.TextField(
+        "描述",
+        help_text="模型读这段描述来决定何时调用该子 Agent：请写清它能做什么，并包含触发关键词（如“食堂、菜单、吃什么”）。",
+    )
+    base_url = models.URLField(
+        "服务地址",
+        max_length=500,
+        help_text="子 Agent 的根地址，如 http://canteen-agent:8000 。网关会 POST {服务地址}/api/v1/chat 。",
+    )
+    domain = models.CharField(
+        "业务域",
+        max_length=64,
+        blank=True,
+        help_text="随每次调用发给子 Agent 的 domain 字段，如 canteen、course。",
+    )
+    timeout_sec = models.PositiveSmallIntegerField(
+        "超时（秒）",
+        default=30,
+        validators=[MinValueValidator(TIMEOUT_MIN), MaxValueValidator(TIMEOUT_MAX)],
+        help_text="整次调用（含流式输出）的最长时间，1–300 秒；超时后学生看到“子 Agent 响应超时，请稍后重试。”",
+    )
+    enabled = models.BooleanField("启用", default=True, help_text="停用后，任何智能体都不会再调用它（下一轮对话即生效）。")
+
+    class Meta:
+        verbose_name = "子 Agent"
+        verbose_name_plural = "子 Agent"
+        ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(timeout_sec__gte=TIMEOUT_MIN, timeout_sec__lte=TIMEOUT_MAX),
+                name="subagent_timeout_range",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def tool_name(self) -> str:
+        return "call_" + self.name.replace("-", "_")
+
+    def clean(self) -> None:
+        errors = {}
+        if self.description is not None and not self.description.strip():
+            errors["description"] = "描述不能为空：模型靠它决定何时调用。"
+        if self.base_url:
+            try:
+                URLValidator(schemes=["http", "https"])(self.base_url)
+            except ValidationError:
+                errors["base_url"] = "服务地址须是 http:// 或 https:// 开头的完整地址。"
+        if errors:
+            raise ValidationError(errors)
