@@ -1,5 +1,5 @@
 from django.contrib import admin
-from django.urls import path
+from django.urls import include, path
 
 from campus_agent.health import healthz
 
@@ -10,4 +10,6 @@ admin.site.index_title = "智能体与服务管理"
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("healthz", healthz, name="healthz"),
+    path("api/v1/", include("chat_app.api_urls")),
+    path("", include("chat_app.page_urls")),
 ]

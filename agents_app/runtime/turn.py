@@ -1,9 +1,14 @@
 """The one entry point chat_app uses to run a chat turn."""
 from collections.abc import AsyncIterator
 
+from django.conf import settings
+
 from agents_app.models import Agent
 from agents_app.runtime.context import RunContext
-from agents_app.runtime.events import Event
+from agents_app.runtime.events import Done, Error, Event
+from campus_agent.errors import DOWNSTREAM
+
+MODEL_UNAVAILABLE = "AI 模型暂时不可用，请稍后重试。"
 
 
 async def turn_stream(*, agent: Agent, history: list[dict], ctx: RunContext) -> AsyncIterator[Event]:
@@ -11,6 +16,21 @@ async def turn_stream(*, agent: Agent, history: list[dict], ctx: RunContext) -> 
 
     `history` is the OpenAI-format message list without the system prompt (the runtime puts the
     agent's prompt first), ending with the new user message.
+
+    When the model is not configured or fails before the turn produced anything, the turn is
+    answered by keyword routing (issue #6) if enabled, else with a 50003 error.
     """
-    raise NotImplementedError  # built in issue #3 (tool loop) and #6 (keyword fallback)
-    yield  # pragma: no cover
+    from agents_app.runtime.loop import LlmUnavailable, run_turn  # issue #3
+
+    try:
+        async for event in run_turn(agent=agent, history=history, ctx=ctx):
+            yield event
+    except LlmUnavailable as exc:
+        if settings.KEYWORD_FALLBACK_ENABLED:
+            from agents_app.runtime.fallback import fallback_turn  # issue #6
+
+            async for event in fallback_turn(agent=agent, history=history, ctx=ctx, reason=str(exc)):
+                yield event
+        else:
+            yield Error(DOWNSTREAM, MODEL_UNAVAILABLE)
+            yield Done(full_text="", interrupted=True)

@@ -16,3 +16,20 @@ def user(db, password):
 @pytest.fixture
 def staff_user(db, password):
     return get_user_model().objects.create_user(username="teacher", password=password, is_staff=True, is_superuser=True)
+
+
+@pytest.fixture
+def live_asgi(transactional_db):
+    """The whole project (campus_agent.asgi) served by uvicorn on loopback, against the test DB.
+
+    Use with `@pytest.mark.django_db(transaction=True)`: the server thread only sees committed
+    rows. Yields the base URL, e.g. http://127.0.0.1:43121.
+    """
+    from campus_agent.asgi import application
+    from campus_agent.testing.servers import ThreadedAsgiServer
+
+    server = ThreadedAsgiServer(application).start()
+    try:
+        yield server.url
+    finally:
+        server.stop()

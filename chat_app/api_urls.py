@@ -1,0 +1,3 @@
+"""/api/v1/… routes (chat stream, auth, REST)."""
+
+urlpatterns: list = []

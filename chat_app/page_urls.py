@@ -1,0 +1,3 @@
+"""Routes of the server-rendered student page (/, login, logout)."""
+
+urlpatterns: list = []
