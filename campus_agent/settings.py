@@ -69,6 +69,10 @@ TEMPLATES = [
 
 # --- database ---------------------------------------------------------------------------------
 DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}")}
+_db = DATABASES["default"]
+if _db["ENGINE"] == "django.db.backends.sqlite3" and _db["NAME"] not in ("", ":memory:"):
+    # `sqlite:///db.sqlite3` means the project's file, whatever directory manage.py runs from.
+    _db["NAME"] = str(BASE_DIR / _db["NAME"])
 # Under ASGI a long CONN_MAX_AGE leaks connections (Django #33497, #35059): close per request.
 DATABASES["default"]["CONN_MAX_AGE"] = 0
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
@@ -78,12 +82,14 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-# --- channels (several workers share a Redis channel layer when REDIS_URL is set) -------------
+# --- channels and cache (several workers share Redis when REDIS_URL is set) ------------------
 REDIS_URL = env.str("REDIS_URL", default="")
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [REDIS_URL]}}
     }
+    # The per-user chat limits count in the cache: shared, they hold across workers.
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
@@ -135,6 +141,11 @@ SSE_PING_SEC = env.float("SSE_PING_SEC", default=15.0)
 CHAT_MAX_CONCURRENT_STREAMS = env.int("CHAT_MAX_CONCURRENT_STREAMS", default=3)
 CHAT_RATE_PER_MINUTE = env.int("CHAT_RATE_PER_MINUTE", default=20)
 KEYWORD_FALLBACK_ENABLED = env.bool("KEYWORD_FALLBACK_ENABLED", default=True)
+# Where `load_demo` points the demo sub-agents (served by this same server, issue #6); set it
+# when the server listens elsewhere than 127.0.0.1:$PORT. Each gets <DEMO_BASE_URL>/<name>.
+DEMO_BASE_URL = env.str("DEMO_BASE_URL", default="") or (
+    f"http://127.0.0.1:{env.int('PORT', default=8000)}/demo/subagents"
+)
 
 # --- auth tokens ------------------------------------------------------------------------------
 JWT_TTL_HOURS = env.int("JWT_TTL_HOURS", default=24)
@@ -143,5 +154,5 @@ CAMPUS_SSO_USERINFO_URL = env.str("CAMPUS_SSO_USERINFO_URL", default="")
 
 # --- logging (configured by campus_agent.logging at start-up, see apps.py) -------------------
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
-LOG_DIR = env.path("LOG_DIR", default=BASE_DIR / "logs")
+LOG_DIR = BASE_DIR / env.str("LOG_DIR", default="logs")  # a relative LOG_DIR is inside the project
 LOGGING_CONFIG = None  # loguru owns logging; stdlib loggers are bridged into it

@@ -11,5 +11,6 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("healthz", healthz, name="healthz"),
     path("api/v1/", include("chat_app.api_urls")),
+    path("demo/subagents/", include("subagents_app.demo.urls")),  # issue #6: demo sub-agents
     path("", include("chat_app.page_urls")),
 ]

@@ -3,4 +3,6 @@
 source "$(dirname "$0")/_venv.sh" requirements.txt
 .venv/bin/python manage.py migrate --noinput
 .venv/bin/python manage.py load_demo
-exec .venv/bin/python manage.py runserver "${HOST:-127.0.0.1}:${PORT:-8000}"
+# --insecure: serve /static/ (admin CSS/JS, the chat page's assets) with DEBUG off, as a local
+# run needs; production serves collectstatic's STATIC_ROOT from nginx (docs/operations.md).
+exec .venv/bin/python manage.py runserver --insecure "${HOST:-127.0.0.1}:${PORT:-8000}"

@@ -1,3 +1,5 @@
+import re
+
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator, URLValidator
 from django.db import models
@@ -6,6 +8,29 @@ from campus_agent.models import TimeStampedModel
 
 NAME_PATTERN = r"^[a-z][a-z0-9-]{1,62}$"
 TIMEOUT_MIN, TIMEOUT_MAX = 1, 300
+
+
+class ServiceUrlValidator(URLValidator):
+    """An http(s) URL whose host may be a single label, as in `http://canteen-agent:8000`.
+
+    Sub-agents usually run beside the gateway under a container or service name, which
+    Django's URLValidator rejects for lacking a top-level domain.
+    """
+
+    host_re = (
+        "(" + URLValidator.hostname_re + URLValidator.domain_re + "(?:" + URLValidator.tld_re + ")?|localhost)"
+    )
+    regex = re.compile(
+        r"^(?:[a-z0-9.+-]*)://"
+        r"(?:[^\s:@/]+(?::[^\s:@/]*)?@)?"
+        r"(?:" + URLValidator.ipv4_re + "|" + URLValidator.ipv6_re + "|" + host_re + ")"
+        r"(?::[0-9]{1,5})?"
+        r"(?:[/?#][^\s]*)?"
+        r"\Z",
+        re.IGNORECASE,
+    )
+    schemes = ["http", "https"]
+    message = "服务地址须是 http:// 或 https:// 开头的完整地址，如 http://canteen-agent:8000 。"
 
 
 class SubAgent(TimeStampedModel):
@@ -22,9 +47,11 @@ class SubAgent(TimeStampedModel):
         "描述",
         help_text="模型读这段描述来决定何时调用该子 Agent：请写清它能做什么，并包含触发关键词（如“食堂、菜单、吃什么”）。",
     )
-    base_url = models.URLField(
+    # A CharField with its own validator: URLField would refuse single-label service hosts.
+    base_url = models.CharField(
         "服务地址",
         max_length=500,
+        validators=[ServiceUrlValidator()],
         help_text="子 Agent 的根地址，如 http://canteen-agent:8000 。网关会 POST {服务地址}/api/v1/chat 。",
     )
     domain = models.CharField(
@@ -63,10 +90,5 @@ class SubAgent(TimeStampedModel):
         errors = {}
         if self.description is not None and not self.description.strip():
             errors["description"] = "描述不能为空：模型靠它决定何时调用。"
-        if self.base_url:
-            try:
-                URLValidator(schemes=["http", "https"])(self.base_url)
-            except ValidationError:
-                errors["base_url"] = "服务地址须是 http:// 或 https:// 开头的完整地址。"
         if errors:
             raise ValidationError(errors)

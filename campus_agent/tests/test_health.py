@@ -1,4 +1,7 @@
+import httpx
 import pytest
+
+from campus_agent.tests.processes import asgi_server, project_env
 
 
 @pytest.mark.django_db
@@ -7,3 +10,25 @@ def test_healthz_reports_database_ok(client):
     assert response.status_code == 200
     assert response.json() == {"status": "ok", "db": "ok"}
     assert len(response["X-Request-Id"]) == 16
+
+
+@pytest.mark.parametrize(
+    "database_url",
+    [
+        # A file in a directory that does not exist: SQLite cannot open it.
+        "sqlite:///{tmp}/missing-dir/db.sqlite3",
+        # Nothing listens on port 1: PostgreSQL's connect is refused, as when the server is down.
+        "postgres://postgres@127.0.0.1:1/campus_agent",
+    ],
+    ids=["sqlite", "postgresql"],
+)
+def test_healthz_answers_503_when_the_database_does_not(tmp_path, database_url):
+    env = project_env(tmp_path, DATABASE_URL=database_url.format(tmp=tmp_path))
+    with asgi_server("uvicorn", env=env) as url:
+        response = httpx.get(f"{url}/healthz", timeout=10)
+        again = httpx.get(f"{url}/healthz", timeout=10)
+
+    assert response.status_code == 503
+    assert response.json() == {"status": "degraded", "db": "unavailable"}
+    assert len(response.headers["X-Request-Id"]) == 16
+    assert again.status_code == 503  # the failure does not poison the process

@@ -1,0 +1,9 @@
+"""Settings for the test run only (registered in the root conftest's pytest_plugins)."""
+
+
+def pytest_configure(config) -> None:
+    from django.conf import settings
+
+    # PBKDF2 costs ~0.3 s per password on a small machine and most tests create a user or two;
+    # the hash algorithm is not under test anywhere, the login flows are.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

@@ -1,0 +1,87 @@
+"""Run the project the way an operator does: manage.py and ASGI servers as child processes.
+
+A server gets a socket the test bound to 127.0.0.1 port 0 (passed as an inherited fd), so
+there is no port to guess and no race for one.
+"""
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+from django.conf import settings
+
+BASE_DIR = Path(settings.BASE_DIR)
+SERVERS = {
+    "uvicorn": lambda fd: ["-m", "uvicorn", "campus_agent.asgi:application", "--fd", str(fd), "--log-level", "warning"],
+    "daphne": lambda fd: ["-m", "daphne", "--fd", str(fd), "-v", "0", "campus_agent.asgi:application"],
+}
+
+
+def project_env(tmp_path: Path, **overrides: str) -> dict:
+    """The caller's environment minus the project's own variables, so a child sees only what
+    the test sets (the lead may run the suite with DATABASE_URL pointing at PostgreSQL)."""
+    ours = set(_example_keys())
+    env = {k: v for k, v in os.environ.items() if k not in ours}
+    env.update({"LOG_DIR": str(tmp_path / "logs"), "PYTHONUNBUFFERED": "1", **overrides})
+    return env
+
+
+def _example_keys() -> list[str]:
+    lines = (BASE_DIR / ".env.example").read_text(encoding="utf-8").splitlines()
+    return [line.split("=", 1)[0] for line in lines if "=" in line and not line.startswith("#")]
+
+
+def manage(*args: str, env: dict, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run(  # noqa: PLW1510 (callers assert the return code)
+        [sys.executable, "manage.py", *args], cwd=BASE_DIR, env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
+@contextmanager
+def asgi_server(kind: str, *, env: dict, start_timeout: float = 30) -> Iterator[str]:
+    """Starts `uvicorn`/`daphne campus_agent.asgi:application`; yields its base URL."""
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    fd = listener.fileno()
+    proc = subprocess.Popen(
+        [sys.executable, *SERVERS[kind](fd)],
+        cwd=BASE_DIR,
+        env=env,
+        pass_fds=[fd],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    listener.close()  # the child holds its own copy
+    try:
+        _wait_until_serving(proc, url, start_timeout)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _wait_until_serving(proc: subprocess.Popen, url: str, timeout: float) -> None:
+    # Connections queue on the listening socket before the child accepts them; a long read
+    # timeout covers Django's import time, the loop covers a child that died.
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited with {proc.returncode}:\n{proc.stdout.read()}")
+        try:
+            httpx.get(f"{url}/healthz", timeout=2)
+            return
+        except httpx.TransportError:
+            time.sleep(0.1)
+    raise RuntimeError("server did not answer in time")

@@ -1,0 +1,96 @@
+import logging
+import re
+import threading
+
+import pytest
+from loguru import logger
+
+from campus_agent.logging import BRIDGED_LOGGERS, LOG_FORMAT
+from campus_agent.request_id import request_id_set
+
+
+@pytest.fixture
+def log_lines():
+    """Every loguru line, as `request_id|level|name:function|message`, while the test runs."""
+    lines: list[str] = []
+    sink_id = logger.add(
+        lambda message: lines.append(str(message).rstrip("\n")),
+        level="DEBUG",
+        format="{extra[request_id]}|{level}|{name}:{function}|{message}",
+    )
+    yield lines
+    logger.remove(sink_id)
+
+
+@pytest.mark.django_db
+def test_request_lines_carry_the_request_id(client, log_lines):
+    client.get("/healthz?ticket=should-not-be-logged", headers={"X-Request-Id": "0123456789abcdef"})
+
+    mine = [line for line in log_lines if line.startswith("0123456789abcdef|")]
+    assert any(line.endswith("|→ GET /healthz") for line in mine), log_lines
+    assert any(re.search(r"\|← GET /healthz status=200 cost_ms=\d+\.\d$", line) for line in mine), log_lines
+    assert not any("should-not-be-logged" in line for line in log_lines)  # no query strings
+
+
+@pytest.mark.django_db
+def test_generated_request_id_is_the_one_logged(client, log_lines):
+    echoed = client.get("/healthz")["X-Request-Id"]
+    assert [line.split("|")[0] for line in log_lines if "GET /healthz" in line] == [echoed, echoed]
+
+
+def test_log_format_on_a_file_sink(tmp_path):
+    path = tmp_path / "campus_agent.log"
+    sink_id = logger.add(path, format=LOG_FORMAT, level="INFO", encoding="utf-8")
+    try:
+        request_id_set("abcdef0123456789")
+        logger.info("食堂菜单已更新")
+    finally:
+        logger.remove(sink_id)
+
+    (line,) = path.read_text(encoding="utf-8").splitlines()
+    assert re.fullmatch(
+        r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} \| INFO     \| request_id=abcdef0123456789 \| "
+        r"campus_agent\.tests\.test_logging:test_log_format_on_a_file_sink:\d+ - 食堂菜单已更新",
+        line,
+    ), line
+
+
+@pytest.mark.parametrize("name", BRIDGED_LOGGERS)
+def test_stdlib_loggers_are_bridged_with_the_request_id(log_lines, name):
+    request_id_set("1111222233334444")
+    logging.getLogger(name).warning("upstream said %s", "no")
+
+    # The caller is this test, not the logging module's internals.
+    expected = "1111222233334444|WARNING|campus_agent.tests.test_logging:test_stdlib_loggers_are_bridged_with_the_request_id|upstream said no"
+    assert expected in log_lines
+
+
+def test_child_and_unlisted_stdlib_loggers_reach_loguru_too(log_lines):
+    request_id_set("5555666677778888")
+    logging.getLogger("django.request").error("bad request")
+    logging.getLogger("some.library").warning("library warning")
+    assert "5555666677778888|ERROR|campus_agent.tests.test_logging:test_child_and_unlisted_stdlib_loggers_reach_loguru_too|bad request" in log_lines
+    assert any(line.endswith("|library warning") and line.startswith("5555666677778888|") for line in log_lines)
+
+
+def test_stdlib_exceptions_keep_their_traceback(log_lines):
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        logging.getLogger("django").exception("failed")
+    (line,) = [line for line in log_lines if "|failed" in line.splitlines()[0]]
+    assert "|ERROR|" in line
+    assert "ValueError: boom" in line  # the traceback travels with the record
+
+
+def test_lines_outside_a_request_say_dash(log_lines):
+    # A fresh thread starts with an empty context: no request, no id.
+    thread = threading.Thread(target=lambda: logger.info("background job"))
+    thread.start()
+    thread.join()
+    assert "-|INFO|campus_agent.tests.test_logging:<lambda>|background job" in log_lines
+
+
+def test_noisy_http_client_loggers_stay_at_warning(log_lines):
+    logging.getLogger("httpx").info("HTTP Request: GET https://example.edu.cn/?token=x")
+    assert not any("HTTP Request" in line for line in log_lines)
