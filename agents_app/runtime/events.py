@@ -8,12 +8,16 @@ from typing import Any
 
 @dataclass(frozen=True, slots=True)
 class Chunk:
-    """A delta of the model's own text."""
+    """A delta of the model's own text (or, with `fallback`, of the keyword-routing answer)."""
 
     content: str
+    fallback: bool = False  # written by keyword routing, not by the model (issue #6)
 
     def frame(self) -> dict:
-        return {"type": "chunk", "content": self.content}
+        payload = {"type": "chunk", "content": self.content}
+        if self.fallback:
+            payload["fallback"] = True
+        return payload
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,9 +80,13 @@ class Done:
     chart: dict | None = None
     usage: dict[str, Any] = field(default_factory=dict)
     interrupted: bool = False
+    fallback: bool = False  # the turn was answered by keyword routing (issue #6)
 
     def frame(self, *, message_id: str) -> dict:
-        return {"type": "done", "full_text": self.full_text, "message_id": message_id, "chart": self.chart}
+        payload = {"type": "done", "full_text": self.full_text, "message_id": message_id, "chart": self.chart}
+        if self.fallback:
+            payload["fallback"] = True
+        return payload
 
 
 Event = Chunk | ToolCall | ToolChunk | ToolResult | Error | Done

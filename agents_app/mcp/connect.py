@@ -1,0 +1,74 @@
+"""Open an MCP client for an McpService row, whatever its transport."""
+from __future__ import annotations
+
+import hashlib
+import json
+from contextlib import AsyncExitStack
+
+import httpx2
+from mcp import Client, StdioServerParameters
+from mcp.client.sse import sse_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from agents_app.models import McpService
+
+# A pooled HTTP session idles between turns; the stream may stay quiet that long.
+IDLE_READ_TIMEOUT = 3600.0
+
+
+def mcp_service_fingerprint(service: McpService) -> str:
+    """Changes whenever the service is saved: a session or tool list made under another
+    fingerprint is stale (this also covers workers that did not receive the save signal)."""
+    raw = json.dumps(
+        [service.pk, service.protocol, service.config, service.timeout_sec, str(service.updated_at)],
+        sort_keys=True,
+        default=str,
+    )
+    return hashlib.sha1(raw.encode()).hexdigest()
+
+
+def stdio_parameters(config: dict) -> StdioServerParameters:
+    """argv list, no shell; the child gets the SDK's minimal environment (PATH, HOME …) plus
+    only the variables the config names, never the gateway's SECRET_KEY or database URL."""
+    return StdioServerParameters(
+        command=config["command"],
+        args=list(config.get("args", [])),
+        env=dict(config.get("env", {})) or None,
+        cwd=config.get("cwd") or None,
+    )
+
+
+async def mcp_client_enter(*, service: McpService, stack: AsyncExitStack) -> Client:
+    """Enters a connected, initialised `mcp.Client` on `stack` (exit it in the same task)."""
+    config = service.config or {}
+    timeout = float(service.timeout_sec)
+    if service.protocol == McpService.Protocol.STDIO:
+        transport = stdio_client_transport(config)
+    elif service.protocol == McpService.Protocol.SSE:
+        transport = sse_client(
+            config["url"], headers=config.get("headers") or None, timeout=timeout, sse_read_timeout=IDLE_READ_TIMEOUT
+        )
+    elif service.protocol == McpService.Protocol.STREAMABLE_HTTP:
+        http = create_mcp_http_client(
+            headers=config.get("headers") or None, timeout=httpx2.Timeout(timeout, read=IDLE_READ_TIMEOUT)
+        )
+        await stack.enter_async_context(http)
+        transport = streamable_http_client(config["url"], http_client=http)
+    else:
+        raise ValueError(f"unknown MCP protocol {service.protocol!r}")
+    return await stack.enter_async_context(Client(transport, read_timeout_seconds=timeout))
+
+
+def stdio_client_transport(config: dict):
+    from mcp.client.stdio import stdio_client
+
+    return stdio_client(stdio_parameters(config))
+
+
+def exception_text(exc: BaseException) -> str:
+    """A readable reason from what the SDK raised (anyio task groups wrap errors in groups)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -1,0 +1,152 @@
+"""MCP sessions kept open and reused across turns: one per service per process (event loop).
+
+The SDK's transports are anyio context managers that must be entered and exited in the same
+task, so each session has an owner task that enters the client, parks until told to close,
+and exits it. Requests (list_tools, call_tool) are made from the turns' own tasks over the
+session's streams, which is safe from any task.
+
+A session is replaced when the service was saved since it opened (fingerprint differs), when
+its owner task ended (the server process died, the HTTP stream closed), or when a request
+failed on a broken connection; the replacement opens on the next use.
+"""
+from __future__ import annotations
+
+import asyncio
+import weakref
+from contextlib import AsyncExitStack
+
+from loguru import logger
+from mcp import Client
+
+from agents_app.mcp.connect import (
+    exception_text,
+    mcp_client_enter,
+    mcp_service_fingerprint,
+)
+from agents_app.models import McpService
+
+# After a failed open, the service is left out at once for this long instead of making every
+# turn wait up to its timeout again (a saved config change retries immediately).
+OPEN_RETRY_SEC = 15.0
+
+
+class McpUnavailable(Exception):
+    """The service could not be reached (open failed or timed out)."""
+
+
+class PooledSession:
+    def __init__(self, service: McpService):
+        self.service_id = service.pk
+        self.name = service.name
+        self.fingerprint = mcp_service_fingerprint(service)
+        self.broken = False
+        self._ready: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
+        self._close = asyncio.Event()
+        self._task = asyncio.create_task(self._own(service), name=f"mcp-session-{service.name}")
+
+    async def _own(self, service: McpService) -> None:
+        try:
+            async with AsyncExitStack() as stack:
+                client = await mcp_client_enter(service=service, stack=stack)
+                self._ready.set_result(client)
+                logger.info("MCP session opened service={} protocol={}", service.name, service.protocol)
+                await self._close.wait()
+        except asyncio.CancelledError:
+            if not self._ready.done():
+                self._ready.cancel()
+            raise
+        except BaseException as exc:  # noqa: BLE001 - the SDK raises groups; keep the reason for callers
+            if not self._ready.done():
+                self._ready.set_exception(McpUnavailable(exception_text(exc)))
+            logger.warning("MCP session ended service={} reason={}", self.name, exception_text(exc))
+        finally:
+            self.broken = True
+
+    @property
+    def alive(self) -> bool:
+        return not self.broken and not self._task.done()
+
+    async def client(self, timeout: float) -> Client:
+        try:
+            return await asyncio.wait_for(asyncio.shield(self._ready), timeout)
+        except TimeoutError:
+            self._task.cancel()
+            raise McpUnavailable(f"连接超时（{timeout:g} 秒）") from None
+
+    async def close(self) -> None:
+        self._close.set()
+        if not self._ready.done():
+            self._task.cancel()
+        try:
+            await asyncio.wait_for(asyncio.shield(self._task), 10)
+        except (TimeoutError, asyncio.CancelledError, Exception):  # noqa: BLE001 - closing is best effort
+            self._task.cancel()
+
+
+class McpPool:
+    """The sessions of one event loop, by service id."""
+
+    def __init__(self):
+        self._sessions: dict[int, PooledSession] = {}
+        self._closing: set[asyncio.Task] = set()
+        self._failed: dict[int, tuple[str, float, str]] = {}  # id -> (fingerprint, retry at, reason)
+        self._lock = asyncio.Lock()
+
+    async def client(self, service: McpService) -> Client:
+        """A connected client for the service, opening (or replacing) its session if needed."""
+        fingerprint = mcp_service_fingerprint(service)
+        now = asyncio.get_running_loop().time()
+        failed = self._failed.get(service.pk)
+        if failed and failed[0] == fingerprint and failed[1] > now:
+            raise McpUnavailable(f"{failed[2]}（{failed[1] - now:.0f} 秒后重试连接）")
+        async with self._lock:
+            session = self._sessions.get(service.pk)
+            if session is not None and (not session.alive or session.fingerprint != fingerprint):
+                self._sessions.pop(service.pk)
+                closing = asyncio.create_task(session.close())  # this turn does not wait for it
+                self._closing.add(closing)  # a task nobody references may be collected mid-way
+                closing.add_done_callback(self._closing.discard)
+                session = None
+            if session is None:
+                session = PooledSession(service)
+                self._sessions[service.pk] = session
+        try:
+            client = await session.client(float(service.timeout_sec))
+        except McpUnavailable as exc:
+            session.broken = True
+            self._failed[service.pk] = (fingerprint, asyncio.get_running_loop().time() + OPEN_RETRY_SEC, str(exc))
+            raise
+        self._failed.pop(service.pk, None)
+        return client
+
+    def discard(self, service_id: int) -> None:
+        """Marks the session broken: the next use opens a new one."""
+        session = self._sessions.get(service_id)
+        if session is not None:
+            session.broken = True
+
+    async def close(self) -> None:
+        sessions, self._sessions = list(self._sessions.values()), {}
+        await asyncio.gather(*(s.close() for s in sessions), *self._closing, return_exceptions=True)
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+
+_pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, McpPool] = weakref.WeakKeyDictionary()
+
+
+def mcp_pool() -> McpPool:
+    """This process's pool (per event loop: a session's streams belong to the loop that made them)."""
+    loop = asyncio.get_running_loop()
+    pool = _pools.get(loop)
+    if pool is None:
+        pool = _pools[loop] = McpPool()
+    return pool
+
+
+async def mcp_pool_close() -> None:
+    """Closes every session of the running loop (tests, shutdown); stdio servers exit."""
+    pool = _pools.pop(asyncio.get_running_loop(), None)
+    if pool is not None:
+        await pool.close()

@@ -1,0 +1,41 @@
+"""A sub-agent offered to the model as `call_<name>(message)`."""
+from __future__ import annotations
+
+from agents_app.runtime.context import RunContext
+from agents_app.runtime.tools import Emit, ToolOutcome
+from campus_agent.request_id import request_id_set
+from subagents_app.client import subagent_call
+from subagents_app.models import SubAgent
+
+MESSAGE_PARAMETERS = {
+    "type": "object",
+    "properties": {"message": {"type": "string", "description": "要交给该子 Agent 的问题，写完整、自包含。"}},
+    "required": ["message"],
+}
+MISSING_MESSAGE_TEXT = "调用参数缺少 message（要交给子 Agent 的问题）。"
+
+
+class SubAgentTool:
+    parameters = MESSAGE_PARAMETERS
+
+    def __init__(self, *, sub_agent: SubAgent, name: str):
+        self.sub_agent = sub_agent
+        self.name = name
+        self.description = sub_agent.description
+
+    async def run(self, args: dict, ctx: RunContext, emit: Emit) -> ToolOutcome:
+        request_id_set(ctx.request_id)  # a task does not see the request's ContextVar value
+        message = args.get("message")
+        if not isinstance(message, str) or not message.strip():
+            return ToolOutcome(text=MISSING_MESSAGE_TEXT, ok=False, error=MISSING_MESSAGE_TEXT)
+        reply = await subagent_call(
+            sub_agent=self.sub_agent,
+            message=message,
+            request_id=ctx.request_id,
+            conversation_id=ctx.conversation_id,
+            campus_token=ctx.campus_token,  # the only hop the campus token is sent to
+            on_chunk=emit,
+        )
+        if reply.ok:
+            return ToolOutcome(text=reply.text, chart=reply.chart)
+        return ToolOutcome(text=reply.text, ok=False, error=reply.text, code=reply.code)

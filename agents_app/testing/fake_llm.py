@@ -1,0 +1,286 @@
+"""A scripted OpenAI-compatible chat-completions server for tests and demos.
+
+It speaks the wire format the real providers speak (SSE `chat.completion.chunk` frames, tool
+calls streamed as fragments keyed by `index`, usage in a final chunk when the client asks with
+`stream_options.include_usage`), so the `openai` SDK and our loop are exercised for real.
+
+Script it with a queue of replies (`reply_text`, `reply_tool_calls`, `fail`, `stall`, or any
+`Reply`), or with a function that computes the reply from the request (`responder`), which lets
+a browser test run as many turns as it likes. Every request is recorded in `.requests`.
+See docs/testing.md.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, StreamingResponse
+from starlette.routing import Route
+
+from campus_agent.testing.servers import ThreadedAsgiServer
+
+NO_SCRIPT_MESSAGE = "fake LLM: no scripted reply left"
+
+
+@dataclass
+class ScriptedCall:
+    """One tool call the fake model makes. `arguments` may be a dict (sent as JSON) or raw text
+    (to test arguments that are not a JSON object)."""
+
+    name: str
+    arguments: dict | str = field(default_factory=dict)
+    id: str = ""
+
+    def arguments_text(self) -> str:
+        return self.arguments if isinstance(self.arguments, str) else json.dumps(self.arguments, ensure_ascii=False)
+
+
+@dataclass
+class Reply:
+    """What the fake model answers to one request.
+
+    - `text`: streamed in pieces of `chunk_size` characters (with `tool_calls`: text said before
+      the calls, as some models do);
+    - `tool_calls`: streamed as fragments by index, `interleave=True` mixes the fragments of
+      several calls the way some providers do;
+    - `status` ≠ 200: an HTTP error with an OpenAI-style JSON body (500, 429 …);
+    - `stall_sec`: wait that long before answering (headers included): a hung upstream;
+    - `chunk_delay`: pause between chunks (slow pacing);
+    - `hang_after_chunks`: send that many chunks, then stop sending (stream stalls mid-way);
+    - `drop_after_chunks`: send that many chunks, then cut the connection;
+    - `usage`: the usage reported in the final chunk (computed from the text when None).
+    """
+
+    text: str = ""
+    tool_calls: list[ScriptedCall] = field(default_factory=list)
+    status: int = 200
+    stall_sec: float = 0.0
+    chunk_delay: float = 0.0
+    chunk_size: int = 4
+    hang_after_chunks: int | None = None
+    drop_after_chunks: int | None = None
+    interleave: bool = False
+    usage: dict | None = None
+
+
+@dataclass
+class RecordedRequest:
+    body: dict
+    headers: dict[str, str]  # lower-case names
+
+    @property
+    def messages(self) -> list[dict]:
+        return self.body.get("messages", [])
+
+    @property
+    def tools(self) -> list[dict]:
+        return self.body.get("tools") or []
+
+    @property
+    def tool_names(self) -> list[str]:
+        return [t["function"]["name"] for t in self.tools]
+
+
+Responder = Callable[[RecordedRequest], "Reply | str"]
+
+
+class FakeLlm:
+    """The scripted model. `app` is the Starlette app; `serve()` runs it on loopback."""
+
+    def __init__(self, *, model: str = "fake-model"):
+        self.model = model
+        self.requests: list[RecordedRequest] = []
+        self.responder: Responder | None = None
+        self._script: deque[Reply] = deque()
+        self._lock = threading.Lock()
+        self._server: ThreadedAsgiServer | None = None
+        self.app = Starlette(
+            routes=[
+                Route("/v1/chat/completions", self._chat, methods=["POST"]),
+                Route("/v1/models", self._models, methods=["GET"]),
+            ]
+        )
+
+    # --- scripting ----------------------------------------------------------------------------
+    def queue(self, *replies: Reply | str) -> FakeLlm:
+        with self._lock:
+            self._script.extend(_as_reply(r) for r in replies)
+        return self
+
+    def reply_text(self, text: str, **options) -> FakeLlm:
+        return self.queue(Reply(text=text, **options))
+
+    def reply_tool_calls(self, *calls: ScriptedCall | tuple, text: str = "", **options) -> FakeLlm:
+        """`reply_tool_calls(("add", {"a": 1}), ("echo", {"text": "hi"}))` — several calls in one turn."""
+        scripted = [c if isinstance(c, ScriptedCall) else ScriptedCall(*c) for c in calls]
+        return self.queue(Reply(text=text, tool_calls=scripted, **options))
+
+    def fail(self, status: int = 500, *, times: int = 1) -> FakeLlm:
+        return self.queue(*[Reply(status=status) for _ in range(times)])
+
+    def stall(self, seconds: float = 30.0) -> FakeLlm:
+        return self.queue(Reply(text="（迟到的回答）", stall_sec=seconds))
+
+    @property
+    def pending(self) -> int:
+        return len(self._script)
+
+    @property
+    def last_request(self) -> RecordedRequest:
+        return self.requests[-1]
+
+    # --- serving ------------------------------------------------------------------------------
+    def serve(self) -> FakeLlm:
+        self._server = ThreadedAsgiServer(self.app).start()
+        return self
+
+    def stop(self) -> None:
+        if self._server:
+            self._server.stop()
+
+    @property
+    def url(self) -> str:
+        """The base URL a client is configured with, ending in /v1."""
+        return f"{self._server.url}/v1"
+
+    @property
+    def root_url(self) -> str:
+        return self._server.url
+
+    # --- handlers -----------------------------------------------------------------------------
+    def _next_reply(self, request: RecordedRequest) -> Reply | None:
+        with self._lock:
+            if self._script:
+                return self._script.popleft()
+        if self.responder is not None:
+            return _as_reply(self.responder(request))
+        return None
+
+    async def _models(self, request: Request) -> JSONResponse:
+        return JSONResponse({"object": "list", "data": [{"id": self.model, "object": "model"}]})
+
+    async def _chat(self, request: Request):
+        body = await request.json()
+        recorded = RecordedRequest(body=body, headers={k.lower(): v for k, v in request.headers.items()})
+        self.requests.append(recorded)
+        reply = self._next_reply(recorded)
+        if reply is None:
+            return _error_response(500, NO_SCRIPT_MESSAGE)
+        if reply.stall_sec:
+            await asyncio.sleep(reply.stall_sec)
+        if reply.status != 200:
+            return _error_response(reply.status, f"fake LLM scripted status {reply.status}")
+        model = body.get("model") or self.model
+        if not body.get("stream"):
+            return JSONResponse(_completion(reply, model))
+        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        return StreamingResponse(
+            self._stream(reply, model, include_usage, request), media_type="text/event-stream"
+        )
+
+    async def _stream(self, reply: Reply, model: str, include_usage: bool, request: Request):
+        chunks = list(_chunks(reply, model))
+        if include_usage:
+            chunks.append(_chunk_envelope(model, [], usage=_usage(reply)))
+        for sent, payload in enumerate(chunks):
+            if reply.hang_after_chunks is not None and sent >= reply.hang_after_chunks:
+                await asyncio.sleep(3600)  # the client's timeout (or its going away) ends this
+            if reply.drop_after_chunks is not None and sent >= reply.drop_after_chunks:
+                raise ConnectionResetError("fake LLM drops the connection")
+            if sent and reply.chunk_delay:
+                await asyncio.sleep(reply.chunk_delay)
+            yield f"data: {json.dumps(payload, ensure_ascii=False)}\n\n"
+        yield "data: [DONE]\n\n"
+
+
+def _as_reply(value: Reply | str) -> Reply:
+    return value if isinstance(value, Reply) else Reply(text=value)
+
+
+def _error_response(status: int, message: str) -> JSONResponse:
+    kind = "rate_limit_error" if status == 429 else "server_error"
+    return JSONResponse({"error": {"message": message, "type": kind, "code": str(status)}}, status_code=status)
+
+
+def _usage(reply: Reply) -> dict:
+    if reply.usage is not None:
+        return reply.usage
+    completion = len(reply.text) + sum(len(c.arguments_text()) for c in reply.tool_calls)
+    return {"prompt_tokens": 10, "completion_tokens": completion, "total_tokens": 10 + completion}
+
+
+def _chunk_envelope(model: str, choices: list, usage: dict | None = None) -> dict:
+    payload = {
+        "id": "chatcmpl-fake",
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": model,
+        "choices": choices,
+    }
+    if usage is not None:
+        payload["usage"] = usage
+    return payload
+
+
+def _delta(model: str, delta: dict, finish_reason: str | None = None) -> dict:
+    return _chunk_envelope(model, [{"index": 0, "delta": delta, "finish_reason": finish_reason}])
+
+
+def _pieces(text: str, size: int) -> list[str]:
+    size = max(1, size)
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def _call_fragments(index: int, call: ScriptedCall, size: int) -> list[dict]:
+    call_id = call.id or f"call_{uuid.uuid4().hex[:12]}"
+    head = {"index": index, "id": call_id, "type": "function", "function": {"name": call.name, "arguments": ""}}
+    parts = [{"index": index, "function": {"arguments": p}} for p in _pieces(call.arguments_text(), size)]
+    return [head, *parts]
+
+
+def _chunks(reply: Reply, model: str):
+    yield _delta(model, {"role": "assistant", "content": ""})
+    for piece in _pieces(reply.text, reply.chunk_size):
+        yield _delta(model, {"content": piece})
+    per_call = [_call_fragments(i, c, reply.chunk_size * 2) for i, c in enumerate(reply.tool_calls)]
+    if reply.interleave:
+        ordered = []
+        for step in range(max((len(f) for f in per_call), default=0)):
+            ordered += [frags[step] for frags in per_call if step < len(frags)]
+    else:
+        ordered = [frag for frags in per_call for frag in frags]
+    for fragment in ordered:
+        yield _delta(model, {"tool_calls": [fragment]})
+    yield _delta(model, {}, finish_reason="tool_calls" if reply.tool_calls else "stop")
+
+
+def _completion(reply: Reply, model: str) -> dict:
+    message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
+    if reply.tool_calls:
+        message["tool_calls"] = [
+            {
+                "id": c.id or f"call_{uuid.uuid4().hex[:12]}",
+                "type": "function",
+                "function": {"name": c.name, "arguments": c.arguments_text()},
+            }
+            for c in reply.tool_calls
+        ]
+    return {
+        "id": "chatcmpl-fake",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {"index": 0, "message": message, "finish_reason": "tool_calls" if reply.tool_calls else "stop"}
+        ],
+        "usage": _usage(reply),
+    }

@@ -1,0 +1,123 @@
+"""Fixtures for the agent runtime: the scripted LLM, MCP test servers and catalog rows.
+
+Registered in the root conftest.py. How to script them: docs/testing.md.
+"""
+import sys
+
+import pytest
+from django.conf import settings as django_settings
+
+from agents_app.models import Agent, McpService
+from agents_app.testing.fake_llm import FakeLlm
+from agents_app.testing.mcp_servers import SPAWN_LOG_ENV, serve_http
+
+
+@pytest.fixture
+def llm_server():
+    """The scripted OpenAI-compatible server: `.url` (ends /v1), `.reply_text()`, `.requests` …"""
+    server = FakeLlm().serve()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def llm_settings(settings, llm_server):
+    """Points the LLM_* settings at `llm_server` (and returns it). Short timeout keeps fault tests fast."""
+    settings.LLM_BASE_URL = llm_server.url
+    settings.LLM_API_KEY = "sk-test-0123456789abcdef"
+    settings.LLM_MODEL = "fake-model"
+    settings.LLM_TIMEOUT = 5.0
+    return llm_server
+
+
+@pytest.fixture
+def agent_factory(db):
+    def make(**fields) -> Agent:
+        mcp_services = fields.pop("mcp_services", [])
+        sub_agents = fields.pop("sub_agents", [])
+        values = {
+            "slug": "xiaozhi",
+            "name": "校园小智",
+            "system_prompt": "你是校园小智，回答学生关于校园生活的问题。",
+            "is_default": True,
+        }
+        values.update(fields)
+        agent = Agent.objects.create(**values)
+        agent.mcp_services.set(mcp_services)
+        agent.sub_agents.set(sub_agents)
+        return agent
+
+    return make
+
+
+@pytest.fixture
+def agent(agent_factory, sub_agent) -> Agent:
+    """The default agent `xiaozhi`, offered the `canteen` sub-agent (tool `call_canteen`)."""
+    return agent_factory(sub_agents=[sub_agent])
+
+
+@pytest.fixture
+def mcp_spawn_log(tmp_path):
+    """A file the stdio test server appends its pid to at each start (count lines = spawns)."""
+    path = tmp_path / "mcp-spawns.log"
+    path.touch()
+    return path
+
+
+@pytest.fixture
+def mcp_service_stdio(db, mcp_spawn_log) -> McpService:
+    """McpService `tools` over stdio running agents_app.testing.mcp_servers (tools `tools__add` …)."""
+    return McpService.objects.create(
+        name="tools",
+        protocol="stdio",
+        config={
+            "command": sys.executable,
+            "args": ["-m", "agents_app.testing.mcp_servers"],
+            "env": {SPAWN_LOG_ENV: str(mcp_spawn_log)},
+            "cwd": str(django_settings.BASE_DIR),
+        },
+        timeout_sec=5,
+    )
+
+
+@pytest.fixture
+def mcp_sse_server():
+    server = serve_http("sse")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def mcp_http_server():
+    server = serve_http("streamable-http")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def mcp_service_sse(db, mcp_sse_server) -> McpService:
+    return McpService.objects.create(
+        name="sse-tools", protocol="sse", config={"url": mcp_sse_server.url}, timeout_sec=5
+    )
+
+
+@pytest.fixture
+def mcp_service_http(db, mcp_http_server) -> McpService:
+    return McpService.objects.create(
+        name="http-tools", protocol="streamable-http", config={"url": mcp_http_server.url}, timeout_sec=5
+    )
+
+
+@pytest.fixture
+async def mcp_pool_cleanup():
+    """Closes the MCP sessions this test's event loop opened (stdio servers exit)."""
+    yield
+    from agents_app.mcp.pool import mcp_pool_close
+
+    await mcp_pool_close()

@@ -1,0 +1,114 @@
+"""MCP test servers written with the mcp SDK's own server API (mcp 2.x `MCPServer`).
+
+One tool set, three transports:
+
+- stdio: `python -m agents_app.testing.mcp_servers` (what a stdio McpService runs). When the
+  environment names `MCP_TEST_SPAWN_LOG`, each process start appends its pid to that file, so
+  a test can count how many servers were spawned.
+- SSE and streamable-http: `serve_http(transport)` runs the same tools on a loopback port.
+
+Tools: `add`, `echo`, `fail` (answers isError), `slow` (sleeps), `picture` (text + image
+content), `env_keys` (which environment variables the server process got), `pid`.
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from dataclasses import dataclass
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import ImageContent, TextContent
+
+from campus_agent.testing.servers import ThreadedAsgiServer
+
+SPAWN_LOG_ENV = "MCP_TEST_SPAWN_LOG"
+# A 1×1 transparent PNG: the smallest real image a tool can return.
+PIXEL_PNG_B64 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+
+
+def build_server(name: str = "campus-test") -> MCPServer:
+    server = MCPServer(name, log_level="WARNING")
+
+    @server.tool(description="把两个整数相加。Add two integers.")
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    @server.tool(description="原样返回文本。Echo the text back.")
+    def echo(text: str) -> str:
+        return text
+
+    @server.tool(description="总是失败的工具（测试 isError）。")
+    def fail(message: str = "故意失败") -> str:
+        raise ToolError(message)
+
+    @server.tool(description="等待若干秒后返回。")
+    async def slow(seconds: float = 1.0) -> str:
+        await asyncio.sleep(seconds)
+        return f"slept {seconds}"
+
+    @server.tool(description="返回一段文字和一张图片。")
+    def picture() -> list[TextContent | ImageContent]:
+        return [
+            TextContent(text="这是一张图"),
+            ImageContent(data=PIXEL_PNG_B64, mime_type="image/png"),
+        ]
+
+    @server.tool(description="列出服务器进程能看到的环境变量名。")
+    def env_keys() -> str:
+        return ",".join(sorted(os.environ))
+
+    @server.tool(description="服务器进程号。")
+    def pid() -> str:
+        return str(os.getpid())
+
+    return server
+
+
+def stdio_argv() -> list[str]:
+    """The argv a stdio McpService config uses to run this server (no shell)."""
+    return [sys.executable, "-m", "agents_app.testing.mcp_servers"]
+
+
+@dataclass
+class HttpMcpServer:
+    """A running HTTP MCP server; `url` is what an McpService config points at."""
+
+    transport: str
+    server: ThreadedAsgiServer
+
+    @property
+    def url(self) -> str:
+        path = "/sse" if self.transport == "sse" else "/mcp"
+        return f"{self.server.url}{path}"
+
+    def stop(self) -> None:
+        self.server.stop()
+
+
+def serve_http(transport: str) -> HttpMcpServer:
+    """Serve the tools over `sse` or `streamable-http` on a loopback port (OS-picked)."""
+    mcp = build_server()
+    if transport == "sse":
+        app = mcp.sse_app()
+    elif transport == "streamable-http":
+        app = mcp.streamable_http_app()
+    else:
+        raise ValueError(transport)
+    server = ThreadedAsgiServer(app)
+    # The streamable-http session manager runs in the app's lifespan.
+    server.config.lifespan = "on"
+    return HttpMcpServer(transport=transport, server=server.start())
+
+
+def main() -> None:
+    log = os.environ.get(SPAWN_LOG_ENV)
+    if log:
+        with open(log, "a", encoding="utf-8") as fh:
+            fh.write(f"{os.getpid()}\n")
+    build_server().run("stdio")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,258 @@
+"""The tool loop against the scripted model, the contract sub-agent and real MCP servers."""
+import asyncio
+import json
+import time
+
+import pytest
+from asgiref.sync import sync_to_async
+
+from agents_app.runtime.context import RunContext
+from agents_app.runtime.events import (
+    Chunk,
+    Done,
+    Error,
+    ToolCall,
+    ToolChunk,
+    ToolResult,
+)
+from agents_app.runtime.loop import (
+    BAD_ARGUMENTS_NOTE,
+    MODEL_INTERRUPTED_TEXT,
+    TOOL_CRASHED_TEXT,
+    TURN_TIMEOUT_TEXT,
+    UNKNOWN_TOOL_TEXT,
+    LlmUnavailable,
+    _Call,
+    _run_one,
+    run_turn,
+)
+from agents_app.testing.fake_llm import Reply, ScriptedCall
+from campus_agent.errors import CAMPUS_TOKEN_EXPIRED, DOWNSTREAM
+from subagents_app.client import ERROR_EVENT_TEXT, TIMEOUT_TEXT, subagent_client_close
+from subagents_app.testing.contract_agent import CHART, EXPIRED_MESSAGE, answer_chunks
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+CTX = RunContext(request_id="0123456789abcdef", conversation_id="conv-42", user_id=1,
+                 campus_token="campus-secret-token-0001")
+HISTORY = [{"role": "user", "content": "今天中午吃啥"}]
+
+
+async def collect(agent, history=HISTORY, ctx=CTX):
+    return [event async for event in run_turn(agent=agent, history=history, ctx=ctx)]
+
+
+@pytest.fixture(autouse=True)
+async def _close_shared_clients(mcp_pool_cleanup):
+    yield
+    await subagent_client_close()
+
+
+async def test_plain_answer_streams_and_prepends_system_prompt(llm_settings, agent):
+    llm_settings.reply_text("你好，我是校园小智。")
+    events = await collect(agent)
+    assert "".join(e.content for e in events if isinstance(e, Chunk)) == "你好，我是校园小智。"
+    assert sum(isinstance(e, Chunk) for e in events) >= 3
+    done = events[-1]
+    assert isinstance(done, Done) and done.full_text == "你好，我是校园小智。" and not done.interrupted
+    assert done.usage["completion_tokens"] == len("你好，我是校园小智。")
+    sent = llm_settings.requests[0]
+    assert sent.messages == [{"role": "system", "content": agent.system_prompt}, *HISTORY]
+    assert sent.tool_names == ["call_canteen"]
+    assert sent.body["tool_choice"] == "auto"
+
+
+async def test_sub_agent_call_streams_live_and_the_result_goes_back_to_the_model(llm_settings, agent, subagent_server):
+    llm_settings.reply_tool_calls(ScriptedCall("call_canteen", {"message": "今天吃啥"}, id="call_1"), text="我查一下。")
+    llm_settings.reply_text("一食堂今天有红烧肉。")
+    events = await collect(agent)
+    kinds = [type(e).__name__ for e in events]
+    assert kinds.index("ToolCall") < kinds.index("ToolChunk") < kinds.index("ToolResult") < kinds.index("Done")
+    assert [e.content for e in events if isinstance(e, ToolChunk)] == answer_chunks("今天吃啥")
+    result = next(e for e in events if isinstance(e, ToolResult))
+    assert result.ok and result.content == "".join(answer_chunks("今天吃啥"))
+    done = events[-1]
+    assert done.full_text == "我查一下。一食堂今天有红烧肉。" and done.chart == CHART
+    second = llm_settings.requests[1].messages
+    assert second[-2] == {"role": "assistant", "content": "我查一下。", "tool_calls": [
+        {"id": "call_1", "type": "function", "function": {"name": "call_canteen", "arguments": '{"message": "今天吃啥"}'}}]}
+    assert second[-1] == {"role": "tool", "tool_call_id": "call_1", "content": result.content}
+    # The campus token goes to the sub-agent only, never to the model.
+    assert subagent_server.last_request.headers["authorization"] == f"Bearer {CTX.campus_token}"
+    for request in llm_settings.requests:
+        assert CTX.campus_token not in json.dumps(request.body, ensure_ascii=False)
+        assert CTX.campus_token not in json.dumps(request.headers)
+    assert subagent_server.last_request.headers["x-request-id"] == CTX.request_id
+    assert subagent_server.last_request.headers["x-parent-conversation-id"] == CTX.conversation_id
+
+
+async def test_several_calls_run_concurrently_and_tool_messages_keep_call_order(
+    llm_settings, agent_factory, sub_agent_factory
+):
+    slow = await sync_to_async(sub_agent_factory)(name="notice", description="通知公告")
+    fast = await sync_to_async(sub_agent_factory)(name="canteen")
+    agent = await sync_to_async(agent_factory)(sub_agents=[slow, fast])
+    llm_settings.queue(Reply(interleave=True, tool_calls=[
+        ScriptedCall("call_notice", {"message": "[[mode:trickle]]"}, id="a"),
+        ScriptedCall("call_canteen", {"message": "吃啥"}, id="b"),
+    ]))
+    llm_settings.reply_text("好的")
+    await sync_to_async(type(slow).objects.filter(pk=slow.pk).update)(timeout_sec=1)
+    started = time.perf_counter()
+    events = await collect(agent)
+    took = time.perf_counter() - started
+    results = [e for e in events if isinstance(e, ToolResult)]
+    # canteen finished while notice was still trickling: concurrent, and reported as each ends.
+    assert [r.call_id for r in results] == ["b", "a"]
+    assert results[1].content == TIMEOUT_TEXT and not results[1].ok
+    # The trickle was forwarded live, while that tool was still running.
+    trickle = [i for i, e in enumerate(events) if isinstance(e, ToolChunk) and e.call_id == "a"]
+    assert trickle and events.index(results[0]) < trickle[0] < trickle[-1] < events.index(results[1])
+    assert took < 1 + 1.5
+    tool_messages = [m for m in llm_settings.requests[1].messages if m["role"] == "tool"]
+    assert [m["tool_call_id"] for m in tool_messages] == ["a", "b"]
+
+
+async def test_arguments_that_are_not_an_object_become_empty_and_the_model_is_told(
+    llm_settings, agent_factory, mcp_service_stdio
+):
+    agent = await sync_to_async(agent_factory)(mcp_services=[mcp_service_stdio])
+    llm_settings.reply_tool_calls(("tools__pid", "not json"), ("tools__pid", "[1, 2]"))
+    llm_settings.reply_text("好")
+    events = await collect(agent)
+    calls = [e for e in events if isinstance(e, ToolCall)]
+    assert [c.args for c in calls] == ["{}", "{}"]
+    tool_messages = [m for m in llm_settings.requests[1].messages if m["role"] == "tool"]
+    assert all(m["content"].startswith(BAD_ARGUMENTS_NOTE) for m in tool_messages)
+    assistant = llm_settings.requests[1].messages[-3]
+    assert [c["function"]["arguments"] for c in assistant["tool_calls"]] == ["{}", "{}"]
+
+
+async def test_unknown_tool_becomes_a_result_the_model_reads(llm_settings, agent):
+    llm_settings.reply_tool_calls(ScriptedCall("no_such_tool", {}, id="x"))
+    llm_settings.reply_text("抱歉")
+    events = await collect(agent)
+    result = next(e for e in events if isinstance(e, ToolResult))
+    assert not result.ok and result.content == UNKNOWN_TOOL_TEXT.format(name="no_such_tool")
+    assert llm_settings.requests[1].messages[-1]["content"] == result.content
+    assert events[-1].full_text == "抱歉"
+
+
+class ExplodingTool:
+    """A tool whose run raises: the loop must turn that into a result, not a dead turn."""
+
+    name, description, parameters = "explode", "raises", {"type": "object", "properties": {}}
+
+    async def run(self, args, ctx, emit):
+        await emit("准备中")
+        raise RuntimeError("boom")
+
+
+async def test_a_tool_that_raises_becomes_a_failed_result():
+    queue = asyncio.Queue()
+    call = _Call(id="c1", name="explode", arguments="{}")
+    call.finish()
+    await _run_one(call, ExplodingTool(), CTX, queue)
+    chunk, (_, outcome) = queue.get_nowait(), queue.get_nowait()
+    assert chunk == ToolChunk(call_id="c1", tool="explode", content="准备中")
+    assert not outcome.ok and outcome.text == TOOL_CRASHED_TEXT.format(reason="RuntimeError: boom")
+
+
+async def test_sub_agent_description_changed_in_db_reaches_the_model_next_turn(llm_settings, agent, sub_agent):
+    llm_settings.reply_text("一")
+    llm_settings.reply_text("二")
+    await collect(agent)
+    sub_agent.description = "食堂助手（新）：食堂、夜宵、外卖。"
+    await sync_to_async(sub_agent.save)()
+    await collect(agent)
+    first, second = (r.tools[0]["function"]["description"] for r in llm_settings.requests)
+    assert first.startswith("食堂助手：") and second == "食堂助手（新）：食堂、夜宵、外卖。"
+
+
+async def test_disabled_sub_agent_is_not_offered_next_turn(llm_settings, agent, sub_agent):
+    llm_settings.reply_text("一")
+    llm_settings.reply_text("二")
+    await collect(agent)
+    sub_agent.enabled = False
+    await sync_to_async(sub_agent.save)()
+    await collect(agent)
+    assert [r.tool_names for r in llm_settings.requests] == [["call_canteen"], []]
+    assert "tools" not in llm_settings.requests[1].body
+
+
+async def test_max_tool_rounds_then_one_last_request_without_tools(llm_settings, agent_factory, sub_agent):
+    agent = await sync_to_async(agent_factory)(sub_agents=[sub_agent], max_tool_rounds=2)
+    llm_settings.responder = lambda req: (
+        Reply(tool_calls=[ScriptedCall("call_canteen", {"message": "再查"})]) if req.tools else "只能直接回答了。"
+    )
+    events = await collect(agent)
+    assert len(llm_settings.requests) == 3
+    assert [bool(r.tools) for r in llm_settings.requests] == [True, True, False]
+    assert sum(isinstance(e, ToolCall) for e in events) == 2
+    assert events[-1].full_text == "只能直接回答了。"
+
+
+async def test_expired_campus_token_is_surfaced_with_its_code(llm_settings, agent):
+    llm_settings.reply_tool_calls(("call_canteen", {"message": "[[mode:expired]]"}))
+    llm_settings.reply_text("请重新登录。")
+    events = await collect(agent)
+    errors = [e for e in events if isinstance(e, Error)]
+    assert errors == [Error(CAMPUS_TOKEN_EXPIRED, ERROR_EVENT_TEXT.format(message=EXPIRED_MESSAGE))]
+    assert isinstance(events[-1], Done)
+
+
+@pytest.mark.parametrize("fault", [Reply(status=500), Reply(status=429), Reply(stall_sec=5)])
+async def test_model_failing_before_any_event_raises_llm_unavailable(llm_settings, agent, settings, fault):
+    settings.LLM_TIMEOUT = 1.0
+    llm_settings.queue(fault)
+    started = time.perf_counter()
+    with pytest.raises(LlmUnavailable):
+        await collect(agent)
+    assert time.perf_counter() - started < 3
+
+
+async def test_unconfigured_model_raises_llm_unavailable(settings, agent):
+    settings.LLM_BASE_URL = ""
+    with pytest.raises(LlmUnavailable):
+        await collect(agent)
+
+
+async def test_model_failing_after_tool_calls_ends_with_error_and_interrupted_done(llm_settings, agent, settings):
+    settings.LLM_TIMEOUT = 1.0
+    llm_settings.reply_tool_calls(("call_canteen", {"message": "吃啥"}))
+    llm_settings.fail(500)
+    events = await collect(agent)
+    assert events[-2] == Error(DOWNSTREAM, MODEL_INTERRUPTED_TEXT)
+    assert isinstance(events[-1], Done) and events[-1].interrupted
+
+
+async def test_stream_stalling_mid_answer_keeps_partial_text(llm_settings, agent, settings):
+    settings.LLM_TIMEOUT = 1.0
+    llm_settings.queue(Reply(text="今天食堂有红烧肉和青菜", chunk_size=2, hang_after_chunks=3))
+    events = await collect(agent)
+    done = events[-1]
+    assert done.interrupted and done.full_text == "今天食堂"
+    assert events[-2] == Error(DOWNSTREAM, MODEL_INTERRUPTED_TEXT)
+
+
+async def test_llm_request_carries_request_id_limits_and_usage_option(llm_settings, agent, settings):
+    settings.LLM_MAX_TOKENS = 321
+    llm_settings.reply_text("好")
+    await collect(agent)
+    sent = llm_settings.requests[0]
+    assert sent.headers["x-request-id"] == CTX.request_id
+    assert sent.headers["authorization"] == "Bearer sk-test-0123456789abcdef"
+    assert sent.body["max_tokens"] == 321 and sent.body["stream"] is True
+    assert sent.body["stream_options"] == {"include_usage": True}
+    assert sent.body["model"] == "fake-model" and sent.body["temperature"] == agent.temperature
+
+
+async def test_turn_budget_ends_a_turn_whose_tools_run_too_long(llm_settings, agent, settings):
+    settings.TURN_BUDGET_SEC = 1.0
+    llm_settings.reply_tool_calls(("call_canteen", {"message": "[[mode:trickle]]"}))
+    started = time.perf_counter()
+    events = await collect(agent)
+    assert time.perf_counter() - started < 1 + 1
+    assert events[-2] == Error(DOWNSTREAM, TURN_TIMEOUT_TEXT)
+    assert isinstance(events[-1], Done) and events[-1].interrupted
+    assert len(llm_settings.requests) == 1

@@ -1,0 +1,167 @@
+"""A contract sub-agent (DESIGN §5) with fault modes, for tests and demos.
+
+`POST /api/v1/chat` answers with the §5 SSE frames. The behaviour is chosen per call by a marker
+in the message text, `[[mode:<name>]]` (so an end-to-end test can pick it through the model's
+tool arguments), else by the server's `default_mode`:
+
+    normal     session, several chunks (paced by `chunk_delay`), tool_call/tool_result, done + chart
+    timeout    sleeps `stall_sec` before answering anything (longer than any test timeout)
+    trickle    a chunk every 0.2 s, forever (only a whole-stream deadline ends it)
+    http500    HTTP 500
+    error      an `error` event (50001, ERROR_MESSAGE), then `done`
+    expired    an `error` event 40102 (campus token expired), then `done`
+    quirky     legal but unusual SSE: CRLF line ends, `data:` without the space, comment lines,
+               `event:`/`id:` fields, one JSON split over several `data:` lines
+    nonjson    frames that are not JSON (must be ignored) mixed into a normal answer
+    drop       one chunk, then the connection is cut mid-stream
+
+Every request is recorded in `.requests` (headers lower-cased, Authorization included, body).
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from dataclasses import dataclass
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, StreamingResponse
+from starlette.routing import Route
+
+from campus_agent.testing.servers import ThreadedAsgiServer
+
+MODE_PATTERN = re.compile(r"\[\[mode:([a-z0-9_-]+)\]\]")
+MODES = ("normal", "timeout", "trickle", "http500", "error", "expired", "quirky", "nonjson", "drop")
+ERROR_MESSAGE = "教务系统维护中"
+EXPIRED_MESSAGE = "校园令牌已过期，请重新登录"
+CHART = {"type": "bar", "title": "各食堂当前人数", "labels": ["一食堂", "二食堂", "三食堂"], "values": [120, 80, 45]}
+
+
+def answer_chunks(message: str) -> list[str]:
+    """The text pieces a normal answer streams; their concatenation is `full_text`."""
+    clean = MODE_PATTERN.sub("", message).strip()
+    return ["子Agent", "已收到：", clean or "（空）", "。", "这是查询结果。"]
+
+
+def mode_of(message: str, default: str) -> str:
+    found = MODE_PATTERN.search(message or "")
+    return found.group(1) if found else default
+
+
+@dataclass
+class RecordedCall:
+    headers: dict[str, str]
+    body: dict
+
+    @property
+    def message(self) -> str:
+        return self.body.get("message", "")
+
+
+def _frame(payload: dict) -> str:
+    return f"data: {json.dumps(payload, ensure_ascii=False)}\n\n"
+
+
+class ContractAgent:
+    def __init__(self, *, name: str = "demo", default_mode: str = "normal", chunk_delay: float = 0.02,
+                 stall_sec: float = 30.0):
+        self.name = name
+        self.default_mode = default_mode
+        self.chunk_delay = chunk_delay
+        self.stall_sec = stall_sec
+        self.requests: list[RecordedCall] = []
+        self._server: ThreadedAsgiServer | None = None
+        self.app = Starlette(routes=[Route("/api/v1/chat", self._chat, methods=["POST"])])
+
+    def serve(self) -> ContractAgent:
+        self._server = ThreadedAsgiServer(self.app).start()
+        return self
+
+    def stop(self) -> None:
+        if self._server:
+            self._server.stop()
+
+    @property
+    def url(self) -> str:
+        """The base_url of a SubAgent row (the client appends /api/v1/chat)."""
+        return self._server.url
+
+    @property
+    def last_request(self) -> RecordedCall:
+        return self.requests[-1]
+
+    async def _chat(self, request: Request):
+        try:
+            body = await request.json()
+        except ValueError:
+            body = {}
+        self.requests.append(RecordedCall(headers={k.lower(): v for k, v in request.headers.items()}, body=body))
+        mode = mode_of(body.get("message", ""), self.default_mode)
+        if mode == "timeout":
+            await asyncio.sleep(self.stall_sec)
+        if mode == "http500":
+            return JSONResponse({"code": 50001, "message": "internal"}, status_code=500)
+        stream = getattr(self, f"_mode_{mode}", self._mode_normal)
+        return StreamingResponse(stream(body), media_type="text/event-stream")
+
+    async def _pace(self):
+        if self.chunk_delay:
+            await asyncio.sleep(self.chunk_delay)
+
+    async def _normal_body(self, body: dict):
+        chunks = answer_chunks(body.get("message", ""))
+        for piece in chunks:
+            await self._pace()
+            yield _frame({"type": "chunk", "content": piece})
+        yield _frame({"type": "done", "full_text": "".join(chunks), "chart": CHART})
+
+    async def _mode_normal(self, body: dict):
+        yield _frame({"type": "session", "session_id": "sub-1", "agent": self.name})
+        yield _frame({"type": "tool_call", "tool": "query_db", "args": "{}"})
+        yield _frame({"type": "tool_result", "tool": "query_db", "ok": True})
+        async for frame in self._normal_body(body):
+            yield frame
+
+    _mode_timeout = _mode_normal
+
+    async def _mode_trickle(self, body: dict):
+        yield _frame({"type": "session", "session_id": "sub-1"})
+        while True:
+            await asyncio.sleep(0.2)
+            yield _frame({"type": "chunk", "content": "…"})
+
+    async def _mode_error(self, body: dict):
+        yield _frame({"type": "session", "session_id": "sub-1"})
+        yield _frame({"type": "error", "code": 50001, "message": ERROR_MESSAGE})
+        yield _frame({"type": "done", "full_text": ""})
+
+    async def _mode_expired(self, body: dict):
+        yield _frame({"type": "session", "session_id": "sub-1"})
+        yield _frame({"type": "error", "code": 40102, "message": EXPIRED_MESSAGE})
+        yield _frame({"type": "done", "full_text": ""})
+
+    async def _mode_quirky(self, body: dict):
+        chunks = answer_chunks(body.get("message", ""))
+        yield ": a comment line the parser must skip\r\n\r\n"
+        yield 'event: message\r\nid: 1\r\ndata:{"type":"session","session_id":"sub-1"}\r\n\r\n'
+        for piece in chunks:
+            await self._pace()
+            # One JSON value over two `data:` lines: the parser joins them with "\n".
+            yield 'data:{"type": "chunk",\r\ndata: "content": ' + json.dumps(piece, ensure_ascii=False) + "}\r\n\r\n"
+        done = json.dumps({"type": "done", "full_text": "".join(chunks), "chart": CHART}, ensure_ascii=False)
+        yield f"data:{done}\r\n\r\n"
+
+    async def _mode_nonjson(self, body: dict):
+        yield "data: this is not json\n\n"
+        yield "data: {broken\n\n"
+        yield "data: [1, 2]\n\n"
+        async for frame in self._normal_body(body):
+            yield frame
+            yield "data: <html>oops</html>\n\n"
+
+    async def _mode_drop(self, body: dict):
+        yield _frame({"type": "session", "session_id": "sub-1"})
+        yield _frame({"type": "chunk", "content": "说到一半"})
+        await asyncio.sleep(0.05)
+        raise ConnectionResetError("contract agent drops the connection mid-stream")

@@ -1,0 +1,134 @@
+"""The sub-agent client against the real contract sub-agent on loopback (DESIGN §5)."""
+import socket
+import time
+
+import pytest
+
+from campus_agent.errors import CAMPUS_TOKEN_EXPIRED, DOWNSTREAM, SUBAGENT_INTERNAL
+from subagents_app.client import (
+    CONNECT_FAILED_TEXT,
+    ERROR_EVENT_TEXT,
+    HTTP_ERROR_TEXT,
+    TIMEOUT_TEXT,
+    subagent_call,
+    subagent_client_close,
+)
+from subagents_app.models import SubAgent
+from subagents_app.testing.contract_agent import (
+    CHART,
+    ERROR_MESSAGE,
+    EXPIRED_MESSAGE,
+    answer_chunks,
+)
+
+pytestmark = pytest.mark.django_db
+
+TOKEN = "campus-token-abcdefghijklmnop"
+
+
+@pytest.fixture
+async def call(sub_agent):
+    """Calls the `canteen` sub-agent; returns (reply, chunks seen live, seconds taken)."""
+
+    async def run(message: str, *, agent=None, token: str | None = TOKEN):
+        seen: list[tuple[float, str]] = []
+
+        async def on_chunk(text: str) -> None:
+            seen.append((time.perf_counter(), text))
+
+        started = time.perf_counter()
+        reply = await subagent_call(
+            sub_agent=agent or sub_agent, message=message, request_id="0123456789abcdef",
+            conversation_id="conv-1", campus_token=token, on_chunk=on_chunk,
+        )
+        return reply, seen, time.perf_counter() - started
+
+    yield run
+    await subagent_client_close()
+
+
+async def test_answer_streams_live_with_contract_headers_and_chart(call, subagent_server):
+    reply, seen, _ = await call("今天吃啥")
+    assert reply.ok and reply.text == "".join(answer_chunks("今天吃啥"))
+    assert reply.chart == CHART
+    assert [c for _, c in seen] == answer_chunks("今天吃啥")
+    # Chunks are handed over as they arrive (paced 20 ms apart), not all at the end.
+    assert seen[-1][0] - seen[0][0] >= 0.05
+    sent = subagent_server.last_request
+    assert sent.headers["authorization"] == f"Bearer {TOKEN}"
+    assert sent.headers["x-request-id"] == "0123456789abcdef"
+    assert sent.headers["x-parent-conversation-id"] == "conv-1"
+    assert sent.headers["content-type"] == "application/json"
+    assert sent.body == {"message": "今天吃啥", "domain": "canteen"}
+
+
+async def test_no_authorization_header_without_a_campus_token(call, subagent_server):
+    reply, _, _ = await call("你好", token=None)
+    assert reply.ok
+    assert "authorization" not in subagent_server.last_request.headers
+
+
+@pytest.mark.parametrize("mode", ["quirky", "nonjson"])
+async def test_parser_accepts_what_sse_allows_and_skips_undecodable_frames(call, mode):
+    reply, seen, _ = await call(f"[[mode:{mode}]]今天吃啥")
+    assert reply.ok, reply.text
+    assert reply.text == "".join(answer_chunks("今天吃啥"))
+    assert [c for _, c in seen] == answer_chunks("今天吃啥")
+    assert reply.chart == CHART
+
+
+def _variant(sub_agent, **fields) -> SubAgent:
+    """An unsaved copy with other settings: the client only reads its fields."""
+    values = {f: getattr(sub_agent, f) for f in ("name", "description", "base_url", "domain", "timeout_sec")}
+    return SubAgent(**(values | fields))
+
+
+async def test_sleep_past_timeout_maps_to_timeout_text_in_time(call, sub_agent):
+    short = _variant(sub_agent, timeout_sec=1)
+    reply, _, took = await call("[[mode:timeout]]", agent=short)
+    assert (reply.ok, reply.text, reply.code) == (False, TIMEOUT_TEXT, DOWNSTREAM)
+    assert took < 1 + 1
+
+
+async def test_endless_trickle_still_ends_at_the_deadline(call, sub_agent):
+    short = _variant(sub_agent, timeout_sec=1)
+    reply, seen, took = await call("[[mode:trickle]]", agent=short)
+    assert (reply.ok, reply.text) == (False, TIMEOUT_TEXT)
+    assert seen  # the trickle was forwarded while it lasted
+    assert took < 1 + 1
+
+
+async def test_http_500_maps_to_status_text(call):
+    reply, _, took = await call("[[mode:http500]]")
+    assert (reply.ok, reply.text, reply.code) == (False, HTTP_ERROR_TEXT.format(status=500), SUBAGENT_INTERNAL)
+    assert took < 3 + 1
+
+
+async def test_error_event_maps_to_its_message(call):
+    reply, _, _ = await call("[[mode:error]]")
+    assert (reply.ok, reply.text, reply.code) == (False, ERROR_EVENT_TEXT.format(message=ERROR_MESSAGE), SUBAGENT_INTERNAL)
+
+
+async def test_expired_campus_token_keeps_code_40102(call):
+    reply, _, _ = await call("[[mode:expired]]")
+    assert (reply.ok, reply.code) == (False, CAMPUS_TOKEN_EXPIRED)
+    assert reply.text == ERROR_EVENT_TEXT.format(message=EXPIRED_MESSAGE)
+
+
+async def test_connection_cut_mid_stream_is_a_call_failure_without_retry(call, subagent_server):
+    reply, seen, _ = await call("[[mode:drop]]")
+    assert not reply.ok and reply.code == DOWNSTREAM
+    assert reply.text.startswith(CONNECT_FAILED_TEXT.format(reason=""))
+    assert [c for _, c in seen] == ["说到一半"]
+    assert len(subagent_server.requests) == 1  # no retry
+
+
+async def test_connection_refused_names_the_reason(call, sub_agent):
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    down = _variant(sub_agent, base_url=f"http://127.0.0.1:{port}", timeout_sec=2)
+    reply, _, took = await call("你好", agent=down)
+    prefix = CONNECT_FAILED_TEXT.format(reason="")
+    assert not reply.ok and reply.text.startswith(prefix) and len(reply.text) > len(prefix)
+    assert took < 2 + 1
