@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from chat_app.models import Conversation, Message
+from chat_app.models import AuthSession, Conversation, Message
 
 
 class MessageInline(admin.TabularInline):
@@ -32,3 +32,28 @@ class ConversationAdmin(admin.ModelAdmin):
     list_select_related = ("user", "agent")
     readonly_fields = ("id", "user", "agent", "hint_domain", "created_at", "updated_at")
     inlines = [MessageInline]
+
+
+@admin.register(AuthSession)
+class AuthSessionAdmin(admin.ModelAdmin):
+    """API login sessions. Deleting one revokes the JWT that names it (its `sid`).
+
+    The campus token is a credential: it is never shown here, only whether there is one.
+    """
+
+    list_display = ("user", "via", "has_campus_token", "created_at", "expires_at")
+    list_filter = ("via",)
+    search_fields = ("user__username", "id")
+    list_select_related = ("user",)
+    fields = ("id", "user", "via", "roles", "has_campus_token", "created_at", "expires_at")
+    readonly_fields = fields
+
+    @admin.display(boolean=True, description="有校园令牌")
+    def has_campus_token(self, obj: AuthSession) -> bool:
+        return bool(obj.campus_token)
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False

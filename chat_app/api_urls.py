@@ -1,3 +1,24 @@
-"""/api/v1/… routes (chat stream, auth, REST)."""
+"""/api/v1/… routes (chat stream, auth, REST, OpenAPI schema and docs)."""
+from django.urls import path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-urlpatterns: list = []
+from chat_app.views import auth, rest
+from chat_app.views.stream import chat_stream
+from chat_app.views.stream_schema import ChatStreamSchemaView
+
+urlpatterns = [
+    path("chat", chat_stream, name="chat-stream"),
+    # Same route, never reached: documents the stream in the OpenAPI schema (see stream_schema).
+    path("chat", ChatStreamSchemaView.as_view(), name="chat-stream-schema"),
+    path("auth/token", auth.TokenView.as_view(), name="auth-token"),
+    path("auth/sso", auth.SsoView.as_view(), name="auth-sso"),
+    path("auth/logout", auth.LogoutView.as_view(), name="auth-logout"),
+    path("agents", rest.AgentListView.as_view(), name="agent-list"),
+    path("conversations", rest.ConversationListView.as_view(), name="conversation-list"),
+    path("conversations/<uuid:conversation_id>", rest.ConversationDetailView.as_view(), name="conversation-detail"),
+    path(
+        "conversations/<uuid:conversation_id>/messages", rest.MessageListView.as_view(), name="conversation-messages"
+    ),
+    path("schema", SpectacularAPIView.as_view(), name="schema"),
+    path("docs", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
+]

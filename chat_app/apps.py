@@ -4,3 +4,6 @@ from django.apps import AppConfig
 class ChatAppConfig(AppConfig):
     name = "chat_app"
     verbose_name = "对话"
+
+    def ready(self) -> None:
+        from chat_app import schema  # noqa: F401  (registers the OpenAPI auth extension)

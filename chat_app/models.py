@@ -67,3 +67,37 @@ class Message(models.Model):
 
     def __str__(self) -> str:
         return f"{self.role}: {self.content[:30]}"
+
+
+class AuthSession(models.Model):
+    """A server-side login session that a JWT names in its `sid` claim.
+
+    The campus token is a credential, so it lives here and not in the JWT (anyone holding a JWT
+    can decode its payload). Deleting the row (logout, admin) revokes every JWT naming it.
+    """
+
+    class Via(models.TextChoices):
+        PASSWORD = "password", "用户名密码"
+        SSO = "sso", "校园统一认证"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="auth_sessions", verbose_name="用户"
+    )
+    via = models.CharField("登录方式", max_length=16, choices=Via.choices, default=Via.PASSWORD)
+    roles = models.JSONField("角色", default=list, blank=True)
+    # Sent to sub-agents only (DESIGN §7); never logged, never in frames or the JWT payload.
+    campus_token = models.TextField("校园令牌", blank=True, default="")
+    created_at = models.DateTimeField("创建时间", auto_now_add=True)
+    expires_at = models.DateTimeField("过期时间", db_index=True)
+
+    class Meta:
+        verbose_name = "登录会话"
+        verbose_name_plural = "登录会话"
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.user_id} · {self.get_via_display()} · {self.created_at:%Y-%m-%d %H:%M}"
+
+    def __repr__(self) -> str:  # never print the campus token, whoever logs the row
+        return f"<AuthSession {self.id} user={self.user_id} via={self.via}>"

@@ -1,0 +1,338 @@
+"""Benchmark: what the chat gateway adds over calling the model directly, and how many slow
+streams one gateway worker holds.
+
+    .venv/bin/python bench/stream_overhead.py                 # modest defaults, about a minute
+    .venv/bin/python bench/stream_overhead.py --hold 1000     # the 1,000-stream goal
+
+Three processes, so the client's own work does not share a GIL with what it measures:
+
+- the scripted model (agents_app.testing.fake_llm) paced at --pace seconds per chunk;
+- one gateway worker (uvicorn, campus_agent.asgi) against a throw-away SQLite file;
+- this script: the clients.
+
+"direct" is the openai SDK streaming from the fake model; "gateway" is POST /api/v1/chat with a
+JWT, read as SSE. Time to first chunk (TTFC) and total time are measured at 1 stream (sequential
+runs) and at --concurrency streams at once; "added" is gateway minus direct at the same
+percentile. Then --hold streams are opened against a very slow model and kept open; the gateway
+process's RSS before and while holding them gives the memory per stream.
+
+Goals (issue #4): added TTFC p50 ≤ 5 ms and p99 ≤ 15 ms at 1 stream, p99 ≤ 50 ms at 64;
+≥ 1,000 streams per worker.
+"""
+import argparse
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PY = sys.executable
+GOALS = {"ttfc_p50_1": 5.0, "ttfc_p99_1": 15.0, "ttfc_p99_n": 50.0, "hold": 1000}
+
+
+# --- the processes ----------------------------------------------------------------------------
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def serve_llm(port: int, pace: float, chunks: int) -> None:
+    """Child process: the fake model answering every request with `chunks` paced chunks."""
+    sys.path.insert(0, str(ROOT))
+    import uvicorn
+
+    from agents_app.testing.fake_llm import FakeLlm, Reply
+
+    llm = FakeLlm()
+    text = "".join(f"第{i}段。" for i in range(chunks))
+    llm.responder = lambda request: Reply(text=text, chunk_size=len(text) // chunks, chunk_delay=pace)
+    uvicorn.run(llm.app, host="127.0.0.1", port=port, log_level="warning", access_log=False,
+                limit_concurrency=None, backlog=4096)
+
+
+def _wait_port(port: int, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"nothing listens on {port}")
+
+
+def _cpu_sec(pid: int) -> float:
+    """User + system CPU time a process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _rss_kb(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+class Stack:
+    """Starts the fake model and one gateway worker; prepares the database and a JWT."""
+
+    def __init__(self, *, pace: float, chunks: int):
+        self.tmp = tempfile.TemporaryDirectory(prefix="bench-stream-")
+        self.llm_port, self.gw_port = _free_port(), _free_port()
+        self.env = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "campus_agent.settings",
+            "DATABASE_URL": f"sqlite:///{self.tmp.name}/bench.sqlite3",
+            "LOG_DIR": f"{self.tmp.name}/logs",
+            "LLM_BASE_URL": f"http://127.0.0.1:{self.llm_port}/v1",
+            "LLM_API_KEY": "sk-bench",
+            "LLM_MODEL": "fake-model",
+            "CHAT_MAX_CONCURRENT_STREAMS": "100000",
+            "CHAT_RATE_PER_MINUTE": "1000000",
+            "TURN_BUDGET_SEC": "600",
+            "KEYWORD_FALLBACK_ENABLED": "false",
+        }
+        self.procs: list[subprocess.Popen] = []
+        self.pace, self.chunks = pace, chunks
+
+    def start(self) -> "Stack":
+        subprocess.run([PY, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=self.env, check=True)
+        self.token = subprocess.run(
+            [PY, "manage.py", "shell", "-c", _SEED], cwd=ROOT, env=self.env, check=True, capture_output=True, text=True
+        ).stdout.strip().splitlines()[-1]
+        self.procs.append(subprocess.Popen(
+            [PY, __file__, "--serve-llm", str(self.llm_port), "--pace", str(self.pace), "--chunks", str(self.chunks)],
+            cwd=ROOT, env=self.env,
+        ))
+        self.gateway = subprocess.Popen(
+            [PY, "-m", "uvicorn", "campus_agent.asgi:application", "--host", "127.0.0.1", "--port", str(self.gw_port),
+             "--lifespan", "off", "--no-access-log", "--log-level", "warning", "--backlog", "4096"],
+            cwd=ROOT, env=self.env, stdout=subprocess.DEVNULL,
+        )
+        self.procs.append(self.gateway)
+        _wait_port(self.llm_port)
+        _wait_port(self.gw_port)
+        return self
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            proc.terminate()
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        self.tmp.cleanup()
+
+
+_SEED = """
+from django.contrib.auth import get_user_model
+from agents_app.models import Agent
+from chat_app.services.auth import auth_session_create
+user, _ = get_user_model().objects.get_or_create(username="bench")
+Agent.objects.get_or_create(slug="bench", defaults={"name": "bench", "is_default": True, "system_prompt": "bench"})
+print(auth_session_create(user=user, via="password", roles=["student"]).access_token)
+"""
+
+
+# --- the clients ------------------------------------------------------------------------------
+async def direct_stream(client, question: str) -> tuple[float, float]:
+    started = time.perf_counter()
+    first = None
+    stream = await client.chat.completions.create(
+        model="fake-model", messages=[{"role": "user", "content": question}], stream=True, max_tokens=256
+    )
+    async for chunk in stream:
+        if first is None and chunk.choices and chunk.choices[0].delta.content:
+            first = time.perf_counter()
+    end = time.perf_counter()
+    return (first - started) * 1000, (end - started) * 1000
+
+
+async def gateway_stream(http, token: str, question: str, *, on_first=None) -> tuple[float, float]:
+    started = time.perf_counter()
+    first = None
+    buffer = ""
+    async with http.stream("POST", "/api/v1/chat", json={"message": question},
+                           headers={"Authorization": f"Bearer {token}"}) as response:
+        if response.status_code != 200:
+            raise RuntimeError(f"HTTP {response.status_code}: {(await response.aread())[:200]!r}")
+        async for text in response.aiter_text():
+            buffer += text
+            while "\n\n" in buffer:
+                block, buffer = buffer.split("\n\n", 1)
+                if not block.startswith("data: "):
+                    continue
+                frame = json.loads(block[6:])
+                if frame["type"] == "chunk" and first is None:
+                    first = time.perf_counter()
+                    if on_first:
+                        on_first()
+                elif frame["type"] == "error":
+                    raise RuntimeError(f"error frame: {frame}")
+                elif frame["type"] == "done":
+                    end = time.perf_counter()
+                    return (first - started) * 1000, (end - started) * 1000
+    raise RuntimeError("stream ended without done")
+
+
+def _pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(p / 100 * len(ordered) + 0.5) - 1))]
+
+
+async def measure(stack: Stack, *, runs: int, concurrency: int) -> dict:
+    import httpx
+    import openai
+
+    direct_client = openai.AsyncOpenAI(base_url=f"http://127.0.0.1:{stack.llm_port}/v1", api_key="sk", max_retries=0,
+                                       http_client=httpx.AsyncClient(limits=httpx.Limits(max_connections=None), timeout=60))
+    gw = httpx.AsyncClient(base_url=f"http://127.0.0.1:{stack.gw_port}", timeout=60,
+                           limits=httpx.Limits(max_connections=None, max_keepalive_connections=concurrency))
+    results = {}
+    try:
+        for mode in ("direct", "gateway"):  # warm-up: connection pools, code paths, SQLite pages
+            for _ in range(3):
+                await (direct_stream(direct_client, "热身") if mode == "direct" else gateway_stream(gw, stack.token, "热身"))
+        for label, width, total_runs in (("1", 1, runs), (str(concurrency), concurrency, concurrency * 2)):
+            for mode in ("direct", "gateway"):
+                samples: list[tuple[float, float]] = []
+                semaphore = asyncio.Semaphore(width)
+
+                async def one(i: int, mode=mode, samples=samples, semaphore=semaphore):
+                    async with semaphore:
+                        if mode == "direct":
+                            samples.append(await direct_stream(direct_client, f"问题{i}"))
+                        else:
+                            samples.append(await gateway_stream(gw, stack.token, f"问题{i}"))
+
+                cpu_before = _cpu_sec(stack.gateway.pid)
+                await asyncio.gather(*(one(i) for i in range(total_runs)))
+                results[(label, mode)] = samples
+                if mode == "gateway":
+                    results[(label, "cpu_ms")] = (_cpu_sec(stack.gateway.pid) - cpu_before) * 1000 / total_runs
+    finally:
+        await gw.aclose()
+        await direct_client.close()
+    return results
+
+
+async def hold(stack: Stack, *, streams: int, ramp: int) -> dict:
+    """Opens `streams` gateway streams on a slow model and keeps them open; returns RSS figures."""
+    import httpx
+
+    gw = httpx.AsyncClient(base_url=f"http://127.0.0.1:{stack.gw_port}", timeout=httpx.Timeout(600, connect=60),
+                           limits=httpx.Limits(max_connections=None, max_keepalive_connections=0))
+    rss_before = _rss_kb(stack.gateway.pid)
+    started_streams = 0
+    errors: list[str] = []
+    all_open = asyncio.Event()
+
+    def seen_first():
+        nonlocal started_streams
+        started_streams += 1
+        if started_streams == streams:
+            all_open.set()
+
+    async def one(i: int):
+        try:
+            await gateway_stream(gw, stack.token, f"慢问题{i}", on_first=seen_first)
+        except Exception as exc:  # noqa: BLE001 - counted and reported
+            errors.append(f"{type(exc).__name__}: {exc}"[:160])
+            if len(errors) + started_streams >= streams:
+                all_open.set()
+
+    t0 = time.perf_counter()
+    tasks = []
+    for i in range(streams):
+        tasks.append(asyncio.create_task(one(i)))
+        if (i + 1) % ramp == 0:
+            await asyncio.sleep(0.25)  # ramp up: the streams' first DB writes queue on SQLite
+    await asyncio.wait_for(all_open.wait(), timeout=180)
+    open_sec = time.perf_counter() - t0
+    await asyncio.sleep(1.0)
+    rss_holding = _rss_kb(stack.gateway.pid)
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    await gw.aclose()
+    return {"streams": streams, "open": started_streams, "errors": errors, "open_sec": open_sec,
+            "rss_before_mb": rss_before / 1024, "rss_holding_mb": rss_holding / 1024,
+            "kb_per_stream": (rss_holding - rss_before) / max(started_streams, 1)}
+
+
+def report(results: dict, held: dict | None, concurrency: int, args_chunks: int) -> None:
+    print("\nTime to first chunk (TTFC) and total, milliseconds (gateway vs direct to the same paced model)")
+    header = f"{'streams':>7} {'metric':<6} {'pct':<4} {'direct':>9} {'gateway':>9} {'added':>8} {'ratio':>6}"
+    print(header)
+    print("-" * len(header))
+    verdicts = []
+    for label in ("1", str(concurrency)):
+        direct, gateway = results[(label, "direct")], results[(label, "gateway")]
+        for metric, index in (("ttfc", 0), ("total", 1)):
+            for p in (50, 99):
+                d = _pct([s[index] for s in direct], p)
+                g = _pct([s[index] for s in gateway], p)
+                print(f"{label:>7} {metric:<6} p{p:<3} {d:9.1f} {g:9.1f} {g - d:8.1f} {g / d:6.2f}")
+                if metric == "ttfc":
+                    goal = GOALS["ttfc_p50_1"] if (label == "1" and p == 50) else (
+                        GOALS["ttfc_p99_1"] if label == "1" else GOALS["ttfc_p99_n"] if p == 99 else None)
+                    if goal is not None:
+                        verdicts.append(f"added TTFC p{p} at {label}: {g - d:.1f} ms (goal ≤ {goal:.0f}) "
+                                        f"{'OK' if g - d <= goal else 'MISSED'}")
+    print(f"\n(samples: {len(results[('1', 'gateway')])} sequential, {len(results[(str(concurrency), 'gateway')])} "
+          f"at {concurrency} concurrent)")
+    print(f"gateway CPU per stream: {results[('1', 'cpu_ms')]:.1f} ms sequential, "
+          f"{results[(str(concurrency), 'cpu_ms')]:.1f} ms at {concurrency} concurrent "
+          f"({args_chunks} chunks each)")
+    if held:
+        print("\nSlow streams held by one gateway worker")
+        print(f"  opened {held['open']}/{held['streams']} in {held['open_sec']:.1f} s, errors: {len(held['errors'])}")
+        print(f"  gateway RSS {held['rss_before_mb']:.0f} MB idle → {held['rss_holding_mb']:.0f} MB holding "
+              f"= {held['kb_per_stream']:.0f} KB per stream")
+        for err in held["errors"][:5]:
+            print("   ", err)
+        verdicts.append(f"streams held: {held['open']} (goal ≥ {GOALS['hold']}) "
+                        f"{'OK' if held['open'] >= GOALS['hold'] and not held['errors'] else 'below goal'}")
+    print("\n" + "\n".join(verdicts))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=40, help="sequential streams per side at 1 stream")
+    parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--pace", type=float, default=0.01, help="seconds between the model's chunks")
+    parser.add_argument("--chunks", type=int, default=20)
+    parser.add_argument("--hold", type=int, default=300, help="slow streams to hold open (0: skip)")
+    parser.add_argument("--ramp", type=int, default=100, help="streams opened per 0.25 s while holding")
+    parser.add_argument("--serve-llm", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve_llm:
+        serve_llm(args.serve_llm, args.pace, args.chunks)
+        return
+
+    stack = Stack(pace=args.pace, chunks=args.chunks).start()
+    try:
+        results = asyncio.run(measure(stack, runs=args.runs, concurrency=args.concurrency))
+    finally:
+        stack.stop()
+    held = None
+    if args.hold:
+        # A model that takes ~2 minutes per answer: every stream stays open while we count.
+        slow = Stack(pace=5.0, chunks=30).start()
+        try:
+            held = asyncio.run(hold(slow, streams=args.hold, ramp=args.ramp))
+        finally:
+            slow.stop()
+    report(results, held, args.concurrency, args.chunks)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,69 @@
+"""JSON error bodies of the API (DESIGN §4): `{"code": …, "message": …}` with the HTTP status.
+
+The contract fixes 40001, 40101 and the 5xxxx codes (campus_agent.errors); the codes below
+complete it for answers the contract leaves open (documented in docs/api.md).
+"""
+from django.http import JsonResponse
+
+from campus_agent.errors import INVALID_BODY, TOKEN_INVALID, ApplicationError
+
+INVALID_CREDENTIALS = 40103
+CSRF_FAILED = 40301
+NOT_FOUND = 40401
+METHOD_NOT_ALLOWED = 40501
+TOO_MANY_STREAMS = 42901
+RATE_LIMITED = 42902
+
+# 401 messages are fixed machine-readable words (DESIGN §4), not prose.
+TOKEN_MISSING_MESSAGE = "token_missing"
+TOKEN_INVALID_MESSAGE = "token_invalid"
+
+MSG_BODY_TOO_LARGE = "请求体过大（上限 64 KB）。"
+MSG_BODY_NOT_JSON = "请求体必须是 JSON 对象。"
+MSG_MESSAGE_MISSING = "message 不能为空。"
+MSG_MESSAGE_TOO_LONG = "message 不能超过 8000 个字符。"
+MSG_FIELD_TYPE = "{field} 的类型不正确。"
+MSG_CONVERSATION_ID = "conversation_id 不是有效的对话 ID。"
+MSG_AGENT_UNKNOWN = "智能体不存在或已停用。"
+MSG_NO_AGENT = "暂无可用的智能体，请联系管理员。"
+MSG_NOT_FOUND = "对话不存在。"
+MSG_CSRF = "CSRF 校验失败，请刷新页面后重试。"
+MSG_TOO_MANY_STREAMS = "同时进行的对话太多，请等当前回答结束后再试。"
+MSG_RATE_LIMITED = "发送太频繁，请稍后再试。"
+MSG_BAD_CREDENTIALS = "用户名或密码错误。"
+MSG_SSO_NOT_CONFIGURED = "未配置校园统一认证，暂不能用校园令牌登录。"
+MSG_SSO_UNAVAILABLE = "校园统一认证暂时不可用，请稍后重试。"
+MSG_METHOD = "不支持该请求方法。"
+MSG_INTERNAL = "服务内部错误，请稍后重试。"
+
+
+class ApiError(ApplicationError):
+    """An error answered before any streaming, as a JSON body with its HTTP status."""
+
+    def __init__(self, message: str, *, code: int, status: int, headers: dict | None = None):
+        super().__init__(message, code=code, status=status)
+        self.headers = headers or {}
+
+
+def token_missing() -> ApiError:
+    return ApiError(TOKEN_MISSING_MESSAGE, code=TOKEN_INVALID, status=401, headers={"WWW-Authenticate": "Bearer"})
+
+
+def token_invalid() -> ApiError:
+    return ApiError(TOKEN_INVALID_MESSAGE, code=TOKEN_INVALID, status=401, headers={"WWW-Authenticate": "Bearer"})
+
+
+def invalid_body(message: str) -> ApiError:
+    return ApiError(message, code=INVALID_BODY, status=400)
+
+
+def not_found() -> ApiError:
+    return ApiError(MSG_NOT_FOUND, code=NOT_FOUND, status=404)
+
+
+def error_response(error: ApiError) -> JsonResponse:
+    response = JsonResponse({"code": error.code, "message": error.message}, status=error.status)
+    for name, value in error.headers.items():
+        response[name] = value
+    return response
+

@@ -1,0 +1,104 @@
+"""Who is calling: a Bearer JWT naming a live AuthSession row, or the page's Django session.
+
+With an `Authorization` header the JWT alone decides (a bad JWT is 401 even when a session
+cookie is also sent). Without one, the Django session is used and its POSTs must carry the
+CSRF token: a cookie is sent by the browser on its own, a header is not, so only the session
+path needs CSRF protection.
+"""
+from dataclasses import dataclass
+
+from django.contrib.auth import get_user
+from django.middleware.csrf import CsrfViewMiddleware
+from rest_framework import authentication, exceptions
+
+from chat_app import api_errors as errors
+from chat_app.models import AuthSession
+from chat_app.selectors import auth_session_get_valid
+from chat_app.tokens import TokenInvalid, jwt_decode
+
+
+@dataclass(frozen=True)
+class Caller:
+    user: object
+    auth_session: AuthSession | None  # None for the page's Django session
+
+    @property
+    def campus_token(self) -> str | None:
+        return (self.auth_session.campus_token or None) if self.auth_session else None
+
+
+def bearer_token(request) -> str | None:
+    """The token of an `Authorization: Bearer …` header; "" for any other Authorization value;
+    None without the header."""
+    header = request.META.get("HTTP_AUTHORIZATION")
+    if header is None:
+        return None
+    scheme, _, token = header.strip().partition(" ")
+    return token.strip() if scheme.lower() == "bearer" else ""
+
+
+def jwt_session_resolve(*, token: str) -> AuthSession:
+    """The AuthSession a valid JWT names (with its user). Raises TokenInvalid."""
+    if not token:
+        raise TokenInvalid("empty")
+    claims = jwt_decode(token=token)
+    session = auth_session_get_valid(session_id=claims["sid"], user_id=int(claims["sub"]))
+    if session is None:
+        raise TokenInvalid("session")
+    return session
+
+
+def _session_user(request):
+    user = get_user(request)
+    return user if user.is_authenticated else None
+
+
+def _csrf_failure(request) -> bool:
+    # The view is csrf_exempt (JWT calls need no token); the check runs here for the session path.
+    check = CsrfViewMiddleware(lambda req: None)
+    check.process_request(request)
+    return check.process_view(request, None, (), {}) is not None
+
+
+def chat_caller_resolve(request) -> Caller:
+    """Sync (runs in the stream view's one thread hop). Raises ApiError: 401 token_missing /
+    token_invalid, 403 when a session POST lacks its CSRF token."""
+    token = bearer_token(request)
+    if token is not None:
+        try:
+            session = jwt_session_resolve(token=token)
+        except TokenInvalid:
+            raise errors.token_invalid() from None
+        return Caller(user=session.user, auth_session=session)
+    user = _session_user(request)
+    if user is None:
+        raise errors.token_missing()
+    if _csrf_failure(request):
+        raise errors.ApiError(errors.MSG_CSRF, code=errors.CSRF_FAILED, status=403)
+    return Caller(user=user, auth_session=None)
+
+
+class JwtAuthentication(authentication.BaseAuthentication):
+    """DRF side of the same JWT rule; `request.auth` is the AuthSession."""
+
+    def authenticate(self, request):
+        token = bearer_token(request._request)
+        if token is None:
+            return None
+        try:
+            session = jwt_session_resolve(token=token)
+        except TokenInvalid:
+            raise exceptions.AuthenticationFailed(errors.TOKEN_INVALID_MESSAGE) from None
+        return session.user, session
+
+    def authenticate_header(self, request) -> str:
+        return "Bearer"
+
+
+class SessionAuthentication(authentication.SessionAuthentication):
+    """DRF's session auth (CSRF enforced), tried only when no Authorization header was sent."""
+
+    def authenticate(self, request):
+        if bearer_token(request._request) is not None:
+            return None
+        return super().authenticate(request)

@@ -1,0 +1,59 @@
+"""The body of `POST /api/v1/chat` (DESIGN §4), checked before anything is stored."""
+import json
+import uuid
+from dataclasses import dataclass
+
+from chat_app import api_errors as errors
+
+MESSAGE_MAX = 8000
+HINT_DOMAIN_MAX = 64
+AGENT_SLUG_MAX = 64
+
+
+@dataclass(frozen=True)
+class ChatInput:
+    message: str
+    conversation_id: uuid.UUID | None
+    agent: str | None
+    hint_domain: str | None
+
+
+def _optional_str(body: dict, name: str, limit: int) -> str | None:
+    value = body.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, str) or len(value) > limit:
+        raise errors.invalid_body(errors.MSG_FIELD_TYPE.format(field=name))
+    return value.strip() or None
+
+
+def chat_input_parse(*, raw: bytes) -> ChatInput:
+    """Raises ApiError 400 (40001) for anything but a JSON object with a 1–8000 character message."""
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        raise errors.invalid_body(errors.MSG_BODY_NOT_JSON) from None
+    if not isinstance(body, dict):
+        raise errors.invalid_body(errors.MSG_BODY_NOT_JSON)
+    message = body.get("message")
+    if message is not None and not isinstance(message, str):
+        raise errors.invalid_body(errors.MSG_FIELD_TYPE.format(field="message"))
+    message = (message or "").strip()
+    if not message:
+        raise errors.invalid_body(errors.MSG_MESSAGE_MISSING)
+    if len(message) > MESSAGE_MAX:
+        raise errors.invalid_body(errors.MSG_MESSAGE_TOO_LONG)
+    conversation_id = body.get("conversation_id")
+    if conversation_id is not None:
+        try:
+            conversation_id = uuid.UUID(str(conversation_id)) if isinstance(conversation_id, str) else None
+        except ValueError:
+            conversation_id = None
+        if conversation_id is None:
+            raise errors.invalid_body(errors.MSG_CONVERSATION_ID)
+    return ChatInput(
+        message=message,
+        conversation_id=conversation_id,
+        agent=_optional_str(body, "agent", AGENT_SLUG_MAX),
+        hint_domain=_optional_str(body, "hint_domain", HINT_DOMAIN_MAX),
+    )

@@ -1,0 +1,77 @@
+"""Reads of chat_app: sessions, agents, conversations, messages, and the model's history."""
+import uuid
+
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from agents_app.models import Agent
+from chat_app.models import AuthSession, Conversation, Message
+
+
+def auth_session_get_valid(*, session_id: str, user_id: int) -> AuthSession | None:
+    """The unexpired row a JWT names, for an active user; None when revoked or expired."""
+    try:
+        sid = uuid.UUID(session_id)
+    except ValueError:
+        return None
+    return (
+        AuthSession.objects.select_related("user")
+        .filter(id=sid, user_id=user_id, user__is_active=True, expires_at__gt=timezone.now())
+        .first()
+    )
+
+
+def agent_list() -> QuerySet[Agent]:
+    return Agent.objects.filter(enabled=True).order_by("-is_default", "name")
+
+
+def agent_get_enabled(*, slug: str) -> Agent | None:
+    return Agent.objects.filter(slug=slug, enabled=True).first()
+
+
+def agent_get_default() -> Agent | None:
+    """The default agent; without one, the first enabled agent (the page lists them in this order)."""
+    return agent_list().first()
+
+
+def conversation_list(*, user) -> QuerySet[Conversation]:
+    return Conversation.objects.filter(user=user).select_related("agent").order_by("-updated_at")
+
+
+def conversation_get(*, user, conversation_id) -> Conversation | None:
+    """The user's own conversation, or None: another user's conversation is indistinguishable from a
+    missing one (IDOR answers 404)."""
+    return conversation_list(user=user).filter(id=conversation_id).first()
+
+
+def message_list(*, conversation: Conversation) -> QuerySet[Message]:
+    return Message.objects.filter(conversation=conversation).order_by("created_at", "seq")
+
+
+def _openai_message(message: Message) -> dict | None:
+    if message.role == Message.Role.TOOL:
+        return {"role": "tool", "tool_call_id": message.meta.get("tool_call_id", ""), "content": message.content}
+    if message.role == Message.Role.ASSISTANT:
+        tool_calls = message.meta.get("tool_calls")
+        if tool_calls:
+            return {"role": "assistant", "content": message.content or None, "tool_calls": tool_calls}
+        if not message.content:
+            return None  # an interrupted turn that said nothing tells the model nothing
+        return {"role": "assistant", "content": message.content}
+    return {"role": "user", "content": message.content}
+
+
+def history_build(*, conversation: Conversation, limit: int) -> list[dict]:
+    """The last `limit` stored messages in OpenAI format, oldest first (DESIGN §6).
+
+    The window never starts inside an assistant-tool_calls/tool group: a leading `tool` row whose
+    assistant `tool_calls` row fell outside the window is dropped, since the API rejects a tool
+    message that answers no call. The system prompt is put first by the runtime.
+    """
+    rows = list(
+        Message.objects.filter(conversation=conversation).order_by("-created_at", "-seq")[: max(limit, 0)]
+    )
+    rows.reverse()
+    while rows and rows[0].role == Message.Role.TOOL:
+        rows.pop(0)
+    return [m for m in (_openai_message(row) for row in rows) if m is not None]

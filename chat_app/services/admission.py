@@ -1,0 +1,42 @@
+"""Admitting one chat turn: everything decided before the stream starts, in one sync call.
+
+The stream view crosses into sync code once for all of it (auth lookup, limits, the user
+message, the history), instead of once per step: each crossing is a thread hand-off and, with
+CONN_MAX_AGE=0 on pool threads, a fresh database connection.
+"""
+from dataclasses import dataclass
+
+from chat_app import api_errors as errors
+from chat_app.authentication import Caller, chat_caller_resolve
+from chat_app.chat_input import ChatInput
+from chat_app.limits import StreamSlot, message_rate_allow, stream_slot_acquire, stream_slot_release
+from chat_app.services.turns import TurnStart, turn_begin
+
+
+@dataclass(frozen=True)
+class Admission:
+    caller: Caller
+    start: TurnStart
+    slot: StreamSlot
+
+
+def chat_turn_admit(*, request, chat: ChatInput | None, body_error: errors.ApiError | None, request_id: str) -> Admission:
+    """401/403 (auth) → 400 (body, parsed by the caller) → 429 (streams, rate) → 404/400 (conversation,
+    agent) → the user message stored. Raises ApiError; holds a stream slot only when it returns."""
+    caller = chat_caller_resolve(request)
+    if body_error is not None:
+        raise body_error
+    user_id = caller.user.pk
+    slot = stream_slot_acquire(user_id=user_id)
+    if slot is None:
+        raise errors.ApiError(errors.MSG_TOO_MANY_STREAMS, code=errors.TOO_MANY_STREAMS, status=429)
+    try:
+        if not message_rate_allow(user_id=user_id):
+            raise errors.ApiError(
+                errors.MSG_RATE_LIMITED, code=errors.RATE_LIMITED, status=429, headers={"Retry-After": "60"}
+            )
+        start = turn_begin(user=caller.user, chat=chat, request_id=request_id)
+    except BaseException:
+        stream_slot_release(slot=slot)
+        raise
+    return Admission(caller=caller, start=start, slot=slot)

@@ -1,0 +1,116 @@
+"""Writes of the API's authentication: login sessions, JWTs, users from the campus SSO."""
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import httpx
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from django.utils import timezone
+from loguru import logger
+
+from campus_agent.redaction import mask_token
+from chat_app.models import AuthSession
+from chat_app.tokens import jwt_encode
+
+SSO_TIMEOUT_SEC = 10.0
+USERNAME_MAX = 150
+
+
+class SsoNotConfigured(Exception):
+    pass
+
+
+class SsoRejected(Exception):
+    """The campus user-info endpoint did not accept the token (401/403)."""
+
+
+class SsoUnavailable(Exception):
+    """The campus user-info endpoint could not be asked or gave an unusable answer."""
+
+
+@dataclass(frozen=True)
+class IssuedToken:
+    access_token: str
+    expires_at: datetime
+    session: AuthSession
+
+    @property
+    def expires_in(self) -> int:
+        return int(_ttl().total_seconds())
+
+
+def _ttl() -> timedelta:
+    return timedelta(hours=settings.JWT_TTL_HOURS)
+
+
+def user_roles(*, user) -> list[str]:
+    return ["staff"] if user.is_staff else ["student"]
+
+
+def auth_session_create(*, user, via: str, roles: list[str], campus_token: str = "") -> IssuedToken:
+    """A new AuthSession row and the JWT that names it. The user's expired rows are dropped on the way."""
+    now = timezone.now()
+    expires_at = now + _ttl()
+    with transaction.atomic():
+        AuthSession.objects.filter(user=user, expires_at__lte=now).delete()
+        session = AuthSession.objects.create(
+            user=user, via=via, roles=roles, campus_token=campus_token, expires_at=expires_at
+        )
+    token = jwt_encode(user_id=user.pk, session_id=str(session.id), roles=roles, issued_at=now, expires_at=expires_at)
+    logger.info("auth session created user={} via={} sid={}", user.pk, via, session.id)
+    return IssuedToken(access_token=token, expires_at=expires_at, session=session)
+
+
+def auth_session_revoke(*, session: AuthSession) -> None:
+    """Deleting the row revokes every JWT whose `sid` names it."""
+    AuthSession.objects.filter(pk=session.pk).delete()
+    logger.info("auth session revoked user={} sid={}", session.user_id, session.id)
+
+
+def campus_profile_fetch(*, campus_token: str) -> dict:
+    """`GET CAMPUS_SSO_USERINFO_URL` with the campus token → `{"sub", "name", "roles"}`."""
+    url = settings.CAMPUS_SSO_USERINFO_URL
+    if not url:
+        raise SsoNotConfigured()
+    try:
+        response = httpx.get(url, headers={"Authorization": f"Bearer {campus_token}"}, timeout=SSO_TIMEOUT_SEC)
+    except httpx.HTTPError as exc:
+        logger.warning("campus SSO unreachable: {}", type(exc).__name__)
+        raise SsoUnavailable() from None
+    if response.status_code in (401, 403):
+        logger.info("campus SSO rejected token {}", mask_token(campus_token))
+        raise SsoRejected()
+    if response.status_code != 200:
+        logger.warning("campus SSO answered HTTP {}", response.status_code)
+        raise SsoUnavailable()
+    try:
+        profile = response.json()
+    except ValueError:
+        raise SsoUnavailable() from None
+    sub = profile.get("sub") if isinstance(profile, dict) else None
+    if not isinstance(sub, str) or not sub.strip() or len(sub.strip()) > USERNAME_MAX:
+        logger.warning("campus SSO answer without a usable sub")
+        raise SsoUnavailable()
+    roles = profile.get("roles")
+    return {
+        "sub": sub.strip(),
+        "name": str(profile.get("name") or "")[:150],
+        "roles": [str(r) for r in roles] if isinstance(roles, list) else [],
+    }
+
+
+def sso_user_upsert(*, profile: dict):
+    """The user whose username is the campus `sub`, created or refreshed from the profile.
+
+    Campus roles go into the JWT and the session row; they never grant Django staff rights.
+    """
+    User = get_user_model()
+    user, created = User.objects.get_or_create(username=profile["sub"], defaults={"first_name": profile["name"]})
+    if created:
+        user.set_unusable_password()
+        user.save(update_fields=["password"])
+    elif profile["name"] and user.first_name != profile["name"]:
+        user.first_name = profile["name"]
+        user.save(update_fields=["first_name"])
+    return user

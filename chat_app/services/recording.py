@@ -1,0 +1,140 @@
+"""What a turn produced, gathered from its events, as the message rows to store (DESIGN §4).
+
+Pure bookkeeping with no database, so it can follow the stream event by event cheaply; the
+rows are written once, at the end, by `turn_store`.
+
+A tool round is: the model's text (may be empty), its tool calls, their results. Text that
+arrives after a round's results belongs to the next round or to the final reply.
+"""
+from dataclasses import dataclass, field
+
+from agents_app.runtime.events import Chunk, Done, Error, Event, ToolCall, ToolChunk, ToolResult
+
+TOOL_CUT_MESSAGE = "工具调用被中断，没有返回结果。"
+
+
+@dataclass
+class _Call:
+    call: ToolCall
+    result: ToolResult | None = None
+
+
+@dataclass
+class _Round:
+    text: str
+    calls: list[_Call] = field(default_factory=list)
+
+    @property
+    def has_results(self) -> bool:
+        return any(c.result is not None for c in self.calls)
+
+
+@dataclass(frozen=True)
+class RowSpec:
+    """One Message row to write (conversation, request id and order are added by the writer)."""
+
+    role: str
+    content: str
+    meta: dict
+    chart: dict | None = None
+    is_final: bool = False
+
+
+class TurnRecorder:
+    def __init__(self) -> None:
+        self._rounds: list[_Round] = []
+        self._open: _Round | None = None
+        self._text: list[str] = []
+        self.done: Done | None = None
+        self.errors: list[Error] = []
+        self.interrupted = False
+        self._saw_text = False
+
+    def add(self, event: Event) -> None:
+        if isinstance(event, Chunk):
+            self._saw_text = True
+            if self._open is not None and self._open.has_results:
+                self._close_round()
+            if self._open is not None:
+                self._open.text += event.content  # a model that talks after its call, same message
+            else:
+                self._text.append(event.content)
+        elif isinstance(event, ToolCall):
+            if self._open is not None and self._open.has_results:
+                self._close_round()
+            if self._open is None:
+                self._open = _Round(text="".join(self._text))
+                self._text = []
+            self._open.calls.append(_Call(call=event))
+        elif isinstance(event, ToolResult):
+            for record in self._all_calls():
+                if record.call.call_id == event.call_id and record.result is None:
+                    record.result = event
+                    break
+        elif isinstance(event, Done):
+            self.done = event
+            self.interrupted = self.interrupted or event.interrupted
+        elif isinstance(event, Error):
+            self.errors.append(event)
+        elif isinstance(event, ToolChunk):
+            pass  # the sub-agent's live text is shown, not stored: its result is the tool row
+
+    def interrupt(self) -> None:
+        self.interrupted = True
+
+    @property
+    def reply_text(self) -> str:
+        """The final reply: the model text after the last tool round. (Done.full_text holds the text
+        of every round; earlier rounds' text is stored on their `tool_calls` rows.) Only a turn
+        that streamed no text at all takes Done.full_text."""
+        if self._saw_text or self.done is None:
+            return "".join(self._text)
+        return self.done.full_text
+
+    @property
+    def tool_call_count(self) -> int:
+        return sum(1 for _ in self._all_calls())
+
+    def _all_calls(self):
+        for rnd in [*self._rounds, *([self._open] if self._open else [])]:
+            yield from rnd.calls
+
+    def _close_round(self) -> None:
+        self._rounds.append(self._open)
+        self._open = None
+
+    def rows(self) -> list[RowSpec]:
+        """Assistant `tool_calls` row + one tool row per call, per round; then the final reply."""
+        rounds = [*self._rounds, *([self._open] if self._open else [])]
+        specs: list[RowSpec] = []
+        for rnd in rounds:
+            tool_calls = [
+                {"id": c.call.call_id, "type": "function", "function": {"name": c.call.tool, "arguments": c.call.args}}
+                for c in rnd.calls
+            ]
+            specs.append(RowSpec(role="assistant", content=rnd.text, meta={"tool_calls": tool_calls}))
+            for c in rnd.calls:
+                specs.append(_tool_row(c))
+        final_meta: dict = {}
+        if self.done is not None and self.done.usage:
+            final_meta["usage"] = dict(self.done.usage)
+        if self.interrupted:
+            final_meta["interrupted"] = True
+        if self.done is not None and getattr(self.done, "fallback", False):
+            final_meta["fallback"] = True  # answered by keyword routing, not by the model
+        if self.errors:
+            final_meta["errors"] = [{"code": e.code, "message": e.message} for e in self.errors]
+        chart = self.done.chart if self.done is not None else None
+        specs.append(RowSpec(role="assistant", content=self.reply_text, meta=final_meta, chart=chart, is_final=True))
+        return specs
+
+
+def _tool_row(record: _Call) -> RowSpec:
+    meta = {"tool_call_id": record.call.call_id, "tool": record.call.tool}
+    if record.result is None:
+        meta.update(ok=False, interrupted=True)
+        return RowSpec(role="tool", content=TOOL_CUT_MESSAGE, meta=meta)
+    meta["ok"] = record.result.ok
+    if record.result.error:
+        meta["error"] = record.result.error
+    return RowSpec(role="tool", content=record.result.content, meta=meta, chart=record.result.chart)

@@ -1,0 +1,115 @@
+"""Writes of a chat turn: the user message before the model runs, everything else after."""
+import uuid
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from agents_app.models import Agent
+from campus_agent.errors import GENERAL
+from chat_app import api_errors as errors
+from chat_app.chat_input import ChatInput
+from chat_app.models import DEFAULT_TITLE, Conversation, Message
+from chat_app.selectors import agent_get_default, agent_get_enabled, conversation_get, history_build
+from chat_app.services.recording import RowSpec
+
+TITLE_MAX = 24
+
+
+def conversation_title(*, first_message: str) -> str:
+    """Whitespace collapsed; empty → 新对话; longer than 24 characters → the first 24 + "..."."""
+    flat = " ".join((first_message or "").split())
+    if not flat:
+        return DEFAULT_TITLE
+    return flat if len(flat) <= TITLE_MAX else flat[:TITLE_MAX] + "..."
+
+
+@dataclass(frozen=True)
+class TurnStart:
+    conversation_id: uuid.UUID
+    agent: Agent
+    history: list[dict]
+    user_message_id: uuid.UUID
+    hint_domain: str | None
+
+
+def _agent_for(*, wanted: str | None, conversation: Conversation | None) -> Agent:
+    if wanted:
+        agent = agent_get_enabled(slug=wanted)
+        if agent is None:
+            raise errors.invalid_body(errors.MSG_AGENT_UNKNOWN)
+        return agent
+    if conversation is not None and conversation.agent is not None and conversation.agent.enabled:
+        return conversation.agent
+    agent = agent_get_default()
+    if agent is None:
+        raise errors.ApiError(errors.MSG_NO_AGENT, code=GENERAL, status=503)
+    return agent
+
+
+def turn_begin(*, user, chat: ChatInput, request_id: str) -> TurnStart:
+    """Resolves the conversation (404 unless the caller's) and agent, stores the user message and
+    builds the history the model will see. One sync call from the stream view."""
+    conversation = None
+    if chat.conversation_id is not None:
+        conversation = conversation_get(user=user, conversation_id=chat.conversation_id)
+        if conversation is None:
+            raise errors.not_found()
+    agent = _agent_for(wanted=chat.agent, conversation=conversation)
+    with transaction.atomic():
+        if conversation is None:
+            conversation = Conversation.objects.create(
+                user=user,
+                agent=agent,
+                title=conversation_title(first_message=chat.message),
+                hint_domain=chat.hint_domain or "",
+            )
+        else:
+            conversation.agent = agent
+            if chat.hint_domain is not None:
+                conversation.hint_domain = chat.hint_domain
+            conversation.save(update_fields=["agent", "hint_domain", "updated_at"])
+        user_message = Message.objects.create(
+            conversation=conversation, role=Message.Role.USER, content=chat.message, request_id=request_id
+        )
+    history = history_build(conversation=conversation, limit=settings.MAX_HISTORY)
+    return TurnStart(
+        conversation_id=conversation.id,
+        agent=agent,
+        history=history,
+        user_message_id=user_message.id,
+        hint_domain=conversation.hint_domain or None,
+    )
+
+
+def turn_store(
+    *, conversation_id: uuid.UUID, final_message_id: uuid.UUID, rows: list[RowSpec], agent_name: str, request_id: str
+) -> None:
+    """Stores what a run produced in one transaction and touches the conversation.
+
+    The rows share one timestamp and get increasing `seq`, so their order survives any clock.
+    The final assistant row takes `final_message_id`, the id the stream announced up front.
+    """
+    now = timezone.now()
+    messages = [
+        Message(
+            id=final_message_id if spec.is_final else uuid.uuid4(),
+            conversation_id=conversation_id,
+            role=spec.role,
+            content=spec.content,
+            meta=spec.meta,
+            chart=spec.chart,
+            agent_name=agent_name if spec.role == Message.Role.ASSISTANT else "",
+            request_id=request_id,
+            seq=position,
+        )
+        for position, spec in enumerate(rows, start=1)
+    ]
+    with transaction.atomic():
+        if not Conversation.objects.filter(id=conversation_id).exists():
+            return  # deleted by its owner while the answer streamed: nothing to attach the reply to
+        Message.objects.bulk_create(messages)
+        # auto_now_add stamps each row separately; one batch, one instant.
+        Message.objects.filter(id__in=[m.id for m in messages]).update(created_at=now)
+        Conversation.objects.filter(id=conversation_id).update(updated_at=now)

@@ -1,0 +1,41 @@
+"""Fixtures of chat_app's API tests (the page's are in browser_fixtures.py)."""
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.cache import cache
+
+from chat_app.models import AuthSession
+from chat_app.services.auth import auth_session_create
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache():
+    """Rate windows and stream slots live in the (process-local) cache: no test inherits another's."""
+    cache.clear()
+    yield
+    cache.clear()
+
+
+@pytest.fixture
+def other_user(db, password):
+    return get_user_model().objects.create_user(username="20230002", password=password, first_name="小红")
+
+
+@pytest.fixture
+def token_for(db):
+    """`token_for(user, campus_token="")` → a JWT naming a fresh AuthSession row."""
+
+    def make(user, *, campus_token: str = "") -> str:
+        via = AuthSession.Via.SSO if campus_token else AuthSession.Via.PASSWORD
+        return auth_session_create(user=user, via=via, roles=["student"], campus_token=campus_token).access_token
+
+    return make
+
+
+@pytest.fixture
+def user_token(user, token_for) -> str:
+    return token_for(user)
+
+
+@pytest.fixture
+def auth_headers(user_token) -> dict:
+    return {"Authorization": f"Bearer {user_token}"}

@@ -1,0 +1,74 @@
+"""Per-user limits on the stream: concurrent streams and messages per minute → 429 JSON."""
+import threading
+
+import httpx
+import pytest
+
+from agents_app.testing.fake_llm import Reply
+from chat_app.tests.sse import chat
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _hold_stream(base, headers, opened: threading.Event, results: list):
+    with httpx.Client(base_url=base, timeout=15) as client:
+        with client.stream("POST", "/api/v1/chat", json={"message": "慢慢说"}, headers=headers) as response:
+            for _ in response.iter_text():
+                opened.set()
+            results.append(response.status_code)
+
+
+def test_concurrent_streams_over_the_limit_get_429(
+    live_asgi, llm_settings, agent, auth_headers, settings, other_user, token_for
+):
+    settings.CHAT_MAX_CONCURRENT_STREAMS = 1
+    llm_settings.queue(Reply(text="一二三四五六七八", chunk_size=1, chunk_delay=0.15))
+    opened, results = threading.Event(), []
+    holder = threading.Thread(target=_hold_stream, args=(live_asgi, auth_headers, opened, results))
+    holder.start()
+    assert opened.wait(5)
+
+    second = chat(live_asgi, {"message": "插队"}, headers=auth_headers)
+    assert second.status == 429
+    assert second.body_json == {"code": 42901, "message": "同时进行的对话太多，请等当前回答结束后再试。"}
+
+    # Another user is not limited by this user's stream.
+    llm_settings.reply_text("你好")
+    other = chat(live_asgi, {"message": "你好"}, headers={"Authorization": f"Bearer {token_for(other_user)}"})
+    assert other.status == 200 and other.types[-1] == "done"
+
+    holder.join(10)
+    assert results == [200]
+    llm_settings.reply_text("轮到你了")
+    after = chat(live_asgi, {"message": "现在呢"}, headers=auth_headers)
+    assert after.status == 200 and after.text == "轮到你了"
+
+
+def test_message_rate_over_the_limit_gets_429(live_asgi, llm_settings, agent, auth_headers, settings):
+    settings.CHAT_RATE_PER_MINUTE = 2
+    llm_settings.responder = lambda request: "好"
+    assert chat(live_asgi, {"message": "一"}, headers=auth_headers).status == 200
+    assert chat(live_asgi, {"message": "二"}, headers=auth_headers).status == 200
+    third = chat(live_asgi, {"message": "三"}, headers=auth_headers)
+    assert third.status == 429
+    assert third.body_json == {"code": 42902, "message": "发送太频繁，请稍后再试。"}
+    assert third.headers["Retry-After"] == "60"
+    assert len(llm_settings.requests) == 2
+
+
+def test_a_slot_held_by_another_worker_counts(settings):
+    """With a shared cache, a slot leased by another process refuses this worker's stream too."""
+    from django.core.cache import cache
+
+    from chat_app.limits import local_stream_count, stream_slot_acquire, stream_slot_release
+
+    settings.CHAT_MAX_CONCURRENT_STREAMS = 2
+    cache.add("chat:streams:7:0", "other-worker", 60)  # what the other worker's acquire wrote
+    mine = stream_slot_acquire(user_id=7)
+    assert mine is not None and mine.cache_key == "chat:streams:7:1"
+    assert stream_slot_acquire(user_id=7) is None  # 1 here + 1 elsewhere = the limit
+    assert local_stream_count(user_id=7) == 1
+    stream_slot_release(slot=mine)
+    stream_slot_release(slot=mine)  # idempotent
+    assert local_stream_count(user_id=7) == 0
+    assert cache.get("chat:streams:7:1") is None and cache.get("chat:streams:7:0") == "other-worker"

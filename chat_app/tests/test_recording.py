@@ -1,0 +1,69 @@
+"""TurnRecorder: which rows a turn's events become (no database needed)."""
+from agents_app.runtime.events import Chunk, Done, Error, ToolCall, ToolChunk, ToolResult
+from chat_app.services.recording import TOOL_CUT_MESSAGE, TurnRecorder
+
+
+def _record(*events) -> TurnRecorder:
+    recorder = TurnRecorder()
+    for event in events:
+        recorder.add(event)
+    return recorder
+
+
+def test_plain_answer_is_one_final_row():
+    rows = _record(Chunk("你"), Chunk("好"), Done(full_text="你好", usage={"total_tokens": 5})).rows()
+    assert len(rows) == 1
+    assert (rows[0].role, rows[0].content, rows[0].meta, rows[0].is_final) == ("assistant", "你好", {"usage": {"total_tokens": 5}}, True)
+
+
+def test_two_rounds_with_parallel_calls():
+    recorder = _record(
+        Chunk("先查"),
+        ToolCall("c1", "call_canteen", '{"message": "菜单"}'),
+        ToolCall("c2", "tools__add", '{"a": 1, "b": 2}'),
+        ToolChunk("c1", "call_canteen", "一食堂"),
+        ToolResult("c2", "tools__add", ok=True, content="3"),
+        ToolResult("c1", "call_canteen", ok=False, content="子 Agent 响应超时，请稍后重试。", error="超时"),
+        ToolCall("c3", "tools__echo", '{"text": "x"}'),
+        ToolResult("c3", "tools__echo", ok=True, content="x", chart={"type": "bar"}),
+        Chunk("结果"),
+        Chunk("如下"),
+        Done(full_text="先查结果如下", chart={"type": "bar"}),
+    )
+    rows = recorder.rows()
+    assert [(r.role, r.content) for r in rows] == [
+        ("assistant", "先查"), ("tool", "子 Agent 响应超时，请稍后重试。"), ("tool", "3"),
+        ("assistant", ""), ("tool", "x"),
+        ("assistant", "结果如下"),
+    ]
+    assert [c["id"] for c in rows[0].meta["tool_calls"]] == ["c1", "c2"]
+    assert rows[0].meta["tool_calls"][1]["function"] == {"name": "tools__add", "arguments": '{"a": 1, "b": 2}'}
+    assert rows[1].meta == {"tool_call_id": "c1", "tool": "call_canteen", "ok": False, "error": "超时"}
+    assert rows[2].meta == {"tool_call_id": "c2", "tool": "tools__add", "ok": True}
+    assert rows[4].chart == {"type": "bar"}
+    assert rows[-1].chart == {"type": "bar"} and rows[-1].is_final
+    assert recorder.tool_call_count == 3
+
+
+def test_interrupted_round_gets_cut_tool_rows_and_partial_reply():
+    recorder = _record(Chunk("我查"), ToolCall("c1", "call_canteen", "{}"), ToolCall("c2", "tools__add", "{}"),
+                       ToolResult("c2", "tools__add", ok=True, content="3"))
+    recorder.interrupt()
+    rows = recorder.rows()
+    assert [r.role for r in rows] == ["assistant", "tool", "tool", "assistant"]
+    assert rows[1].content == TOOL_CUT_MESSAGE and rows[1].meta == {
+        "tool_call_id": "c1", "tool": "call_canteen", "ok": False, "interrupted": True}
+    assert rows[2].content == "3"
+    assert rows[-1].meta == {"interrupted": True} and rows[-1].content == ""
+
+
+def test_runtime_failure_is_recorded_with_its_errors():
+    recorder = _record(Chunk("说到一半"), Error(50003, "AI 模型回答中断，请稍后重试。"), Done(full_text="说到一半", interrupted=True))
+    (row,) = recorder.rows()
+    assert row.content == "说到一半"
+    assert row.meta == {"interrupted": True, "errors": [{"code": 50003, "message": "AI 模型回答中断，请稍后重试。"}]}
+
+
+def test_a_done_without_text_events_keeps_its_full_text():
+    (row,) = _record(Done(full_text="直接给出的回答")).rows()
+    assert row.content == "直接给出的回答"

@@ -1,0 +1,93 @@
+"""`/api/v1/auth/…`: password login, campus SSO login, logout (DESIGN §7)."""
+from django.contrib.auth import authenticate
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import permissions
+from rest_framework.response import Response
+
+from campus_agent.errors import DOWNSTREAM
+from chat_app import api_errors as errors
+from chat_app.authentication import JwtAuthentication
+from chat_app.models import AuthSession
+from chat_app.serializers import ErrorSerializer, SsoRequestSerializer, TokenRequestSerializer, TokenResponseSerializer
+from chat_app.services import auth as auth_services
+from chat_app.views.base import ApiView
+
+
+def _token_body(issued: auth_services.IssuedToken) -> dict:
+    return {
+        "access_token": issued.access_token,
+        "token_type": "Bearer",
+        "expires_in": issued.expires_in,
+        "expires_at": issued.expires_at.isoformat(),
+    }
+
+
+class TokenView(ApiView):
+    authentication_classes = []
+    permission_classes = [permissions.AllowAny]
+
+    @extend_schema(
+        tags=["auth"],
+        summary="用户名 + 密码换 JWT",
+        request=TokenRequestSerializer,
+        responses={200: TokenResponseSerializer, 400: ErrorSerializer, 401: ErrorSerializer},
+    )
+    def post(self, request):
+        body = TokenRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        user = authenticate(request._request, **body.validated_data)
+        if user is None:
+            raise errors.ApiError(errors.MSG_BAD_CREDENTIALS, code=errors.INVALID_CREDENTIALS, status=401)
+        issued = auth_services.auth_session_create(
+            user=user, via=AuthSession.Via.PASSWORD, roles=auth_services.user_roles(user=user)
+        )
+        return Response(_token_body(issued))
+
+
+class SsoView(ApiView):
+    authentication_classes = []
+    permission_classes = [permissions.AllowAny]
+
+    @extend_schema(
+        tags=["auth"],
+        summary="校园令牌换 JWT",
+        description="用 `GET CAMPUS_SSO_USERINFO_URL`（Bearer 校园令牌）核验；用户按 sub 创建或更新。"
+        "校园令牌保存在服务端会话中，只发给子 Agent。",
+        request=SsoRequestSerializer,
+        responses={
+            200: TokenResponseSerializer,
+            401: OpenApiResponse(ErrorSerializer, description="校园令牌无效（token_invalid）"),
+            502: OpenApiResponse(ErrorSerializer, description="统一认证不可用"),
+            503: OpenApiResponse(ErrorSerializer, description="未配置 CAMPUS_SSO_USERINFO_URL"),
+        },
+    )
+    def post(self, request):
+        body = SsoRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        campus_token = body.validated_data["campus_token"].strip()
+        try:
+            profile = auth_services.campus_profile_fetch(campus_token=campus_token)
+        except auth_services.SsoNotConfigured:
+            raise errors.ApiError(errors.MSG_SSO_NOT_CONFIGURED, code=DOWNSTREAM, status=503) from None
+        except auth_services.SsoRejected:
+            raise errors.token_invalid() from None
+        except auth_services.SsoUnavailable:
+            raise errors.ApiError(errors.MSG_SSO_UNAVAILABLE, code=DOWNSTREAM, status=502) from None
+        user = auth_services.sso_user_upsert(profile=profile)
+        if not user.is_active:
+            raise errors.token_invalid()
+        issued = auth_services.auth_session_create(
+            user=user, via=AuthSession.Via.SSO, roles=profile["roles"], campus_token=campus_token
+        )
+        return Response(_token_body(issued))
+
+
+class LogoutView(ApiView):
+    authentication_classes = [JwtAuthentication]
+
+    @extend_schema(
+        tags=["auth"], summary="注销 JWT（删除其服务端会话）", request=None, responses={204: None, 401: ErrorSerializer}
+    )
+    def post(self, request):
+        auth_services.auth_session_revoke(session=request.auth)
+        return Response(status=204)

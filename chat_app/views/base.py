@@ -1,0 +1,54 @@
+"""The REST views' common ground: JWT-or-session auth and the §4 JSON error bodies."""
+from django.http import Http404
+from rest_framework import exceptions, permissions
+from rest_framework.response import Response
+from rest_framework.views import APIView, set_rollback
+
+from campus_agent.errors import GENERAL, INVALID_BODY, TOKEN_INVALID
+from chat_app import api_errors as errors
+from chat_app.authentication import JwtAuthentication, SessionAuthentication
+
+
+def _first_message(detail) -> str:
+    if isinstance(detail, dict):
+        for field, value in detail.items():
+            text = _first_message(value)
+            return text if field == "non_field_errors" else f"{field}: {text}"
+    if isinstance(detail, list) and detail:
+        return _first_message(detail[0])
+    return str(detail)
+
+
+def api_exception_handler(exc, context):
+    """Every REST error as `{"code", "message"}` (DESIGN §4)."""
+    headers = {}
+    if isinstance(exc, errors.ApiError):
+        status, code, message, headers = exc.status, exc.code, exc.message, exc.headers
+    elif isinstance(exc, Http404 | exceptions.NotFound):
+        status, code, message = 404, errors.NOT_FOUND, errors.MSG_NOT_FOUND
+    elif isinstance(exc, exceptions.NotAuthenticated):
+        status, code, message = 401, TOKEN_INVALID, errors.TOKEN_MISSING_MESSAGE
+    elif isinstance(exc, exceptions.AuthenticationFailed):
+        status, code, message = 401, TOKEN_INVALID, errors.TOKEN_INVALID_MESSAGE
+    elif isinstance(exc, exceptions.PermissionDenied):
+        status, code, message = 403, errors.CSRF_FAILED, errors.MSG_CSRF
+    elif isinstance(exc, exceptions.ValidationError | exceptions.ParseError):
+        status, code, message = 400, INVALID_BODY, _first_message(exc.detail)
+    elif isinstance(exc, exceptions.MethodNotAllowed):
+        status, code, message = 405, errors.METHOD_NOT_ALLOWED, errors.MSG_METHOD
+    elif isinstance(exc, exceptions.APIException):
+        status, code, message = exc.status_code, GENERAL, str(exc.detail)
+    else:
+        return None  # a bug: let Django answer 500 and log it
+    if status == 401:
+        headers = {"WWW-Authenticate": "Bearer", **headers}
+    set_rollback()
+    return Response({"code": code, "message": message}, status=status, headers=headers)
+
+
+class ApiView(APIView):
+    authentication_classes = [JwtAuthentication, SessionAuthentication]
+    permission_classes = [permissions.IsAuthenticated]
+
+    def get_exception_handler(self):
+        return api_exception_handler
