@@ -1,0 +1,60 @@
+"""The student chat page (server-rendered). Streaming itself goes through POST /api/v1/chat.
+
+The page renders its first state (the user's conversations, the enabled agents, the open
+conversation's stored messages) on the server, so a reload shows the stored history without
+waiting for an API round trip; the browser script only adds what streams in afterwards.
+"""
+from django.contrib.auth.decorators import login_required
+from django.http import Http404
+from django.shortcuts import render
+
+from chat_app.models import Conversation
+from chat_app.selectors import (
+    agent_list,
+    conversation_get,
+    conversation_list,
+    message_list,
+)
+
+SIDEBAR_LIMIT = 100  # the sidebar is a recent list, not an archive
+HISTORY_LIMIT = 500  # rows shown for one conversation; older ones stay in the database
+MESSAGE_FIELDS = ("id", "role", "content", "meta", "chart", "created_at")
+
+
+def _stored_messages(*, conversation: Conversation) -> list[dict]:
+    rows = list(message_list(conversation=conversation).reverse().values(*MESSAGE_FIELDS)[:HISTORY_LIMIT])
+    rows.reverse()
+    # A window that starts at a tool row would show a chip without its call: start at a turn.
+    while rows and rows[0]["role"] != "user":
+        rows.pop(0)
+    return rows
+
+
+def _selected_agent(*, agents: list[dict], conversation: Conversation | None) -> str | None:
+    slugs = [a["slug"] for a in agents]
+    if conversation is not None and conversation.agent is not None and conversation.agent.slug in slugs:
+        return conversation.agent.slug
+    return slugs[0] if slugs else None  # agent_list() puts the default first
+
+
+@login_required
+def chat_page(request, conversation_id=None):
+    """`/` (a new conversation) and `/c/<id>/` (a stored one of the signed-in user; 404 otherwise)."""
+    conversation = None
+    if conversation_id is not None:
+        conversation = conversation_get(user=request.user, conversation_id=conversation_id)
+        if conversation is None:
+            raise Http404("对话不存在")
+    agents = list(agent_list().values("slug", "name"))
+    state = {
+        "conversation_id": str(conversation.id) if conversation else None,
+        "agent": _selected_agent(agents=agents, conversation=conversation),
+        "messages": _stored_messages(conversation=conversation) if conversation else [],
+    }
+    context = {
+        "conversations": conversation_list(user=request.user).values("id", "title")[:SIDEBAR_LIMIT],
+        "agents": agents,
+        "conversation": conversation,
+        "state": state,
+    }
+    return render(request, "chat/page.html", context)

@@ -1,0 +1,189 @@
+"""Browser fixtures: headless Chromium from Debian's `chromium` package driven by Playwright.
+
+One browser per test module (starting Chromium is the slow part); a fresh context per test so
+cookies never leak between tests. Every page records console errors and uncaught exceptions;
+a test fails on any of them (the page must run clean).
+
+Playwright's sync API keeps its asyncio loop marked as running on the calling thread between
+calls, and Django then refuses ORM calls on that thread (SynchronousOnlyOperation) — in fixtures
+such as `user` and in the test's own checks of stored rows. So Playwright lives on a thread of
+its own and tests drive it through `Remote` proxies; the main thread keeps a plain sync world
+for the ORM, and the safety check stays on for the server (no DJANGO_ALLOW_ASYNC_UNSAFE).
+
+Chromium missing is a failure, not a skip: CI installs the package, and a skipped browser suite
+would hide a broken page.
+"""
+import os
+import queue
+import re
+import threading
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+ARTIFACTS = Path(settings.BASE_DIR) / "test-artifacts"
+DEFAULT_TIMEOUT_MS = 8_000  # a step that takes longer is a failure, not something to wait out
+
+
+class PlaywrightThread:
+    """Runs callables one at a time on the thread that owns Playwright."""
+
+    def __init__(self):
+        self._calls: queue.Queue = queue.Queue()
+        self._thread = threading.Thread(target=self._main, name="playwright", daemon=True)
+        self._thread.start()
+
+    def _main(self) -> None:
+        while (item := self._calls.get()) is not None:
+            fn, future = item
+            try:
+                future.set_result(fn())
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller, re-raised there
+                future.set_exception(exc)
+
+    def run(self, fn):
+        if threading.current_thread() is self._thread:
+            return fn()
+        future: Future = Future()
+        self._calls.put((fn, future))
+        return future.result()
+
+    def stop(self) -> None:
+        self._calls.put(None)
+        self._thread.join(timeout=10)
+
+
+def _is_playwright(value) -> bool:
+    return type(value).__module__.startswith("playwright.")
+
+
+class Remote:
+    """A Playwright object used from another thread: attribute reads and calls run on its thread."""
+
+    __slots__ = ("_runner", "_target")
+
+    def __init__(self, runner: PlaywrightThread, target):
+        object.__setattr__(self, "_runner", runner)
+        object.__setattr__(self, "_target", target)
+
+    def _wrap(self, value):
+        if _is_playwright(value):
+            return Remote(self._runner, value)
+        if isinstance(value, list):
+            return [self._wrap(v) for v in value]
+        return value
+
+    def __getattr__(self, name):
+        value = self._runner.run(lambda: getattr(self._target, name))
+        if callable(value) and not _is_playwright(value):
+            def call(*args, **kwargs):
+                args = [a._target if isinstance(a, Remote) else a for a in args]
+                return self._wrap(self._runner.run(lambda: value(*args, **kwargs)))
+
+            return call
+        return self._wrap(value)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """One headless Chromium per test module, as a `Remote`."""
+    if not Path(CHROMIUM).exists():
+        pytest.fail(
+            f"Browser tests need Debian's chromium at {CHROMIUM} (apt-get install -y chromium), "
+            "or CHROMIUM_PATH pointing at a Chromium binary.",
+            pytrace=False,
+        )
+    from playwright.sync_api import sync_playwright
+
+    runner = PlaywrightThread()
+    manager = sync_playwright()
+    try:
+        playwright = runner.run(manager.__enter__)
+        instance = runner.run(
+            lambda: playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        )
+        try:
+            yield Remote(runner, instance)
+        finally:
+            runner.run(instance.close)
+            runner.run(lambda: manager.__exit__(None, None, None))
+    finally:
+        runner.stop()
+
+
+@pytest.fixture
+def live_site(transactional_db):
+    """The project on uvicorn (like `live_asgi`) with /static/ served the way `runserver` does.
+
+    Production puts static files behind nginx or the ASGI static handler; here the page needs
+    its CSS, scripts and vendor libraries from the same origin without `collectstatic`.
+    """
+    from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
+
+    from campus_agent.asgi import application
+    from campus_agent.testing.servers import ThreadedAsgiServer
+
+    server = ThreadedAsgiServer(ASGIStaticFilesHandler(application)).start()
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+@dataclass
+class BrowserPage:
+    """A Playwright page plus what went wrong in it."""
+
+    page: object
+    base_url: str
+    errors: list[str] = field(default_factory=list)
+
+    def goto(self, path: str):
+        return self.page.goto(self.base_url + path)
+
+    def screenshot(self, name: str) -> Path:
+        ARTIFACTS.mkdir(exist_ok=True)
+        path = ARTIFACTS / f"{name}.png"
+        self.page.screenshot(path=str(path), full_page=False)
+        return path
+
+    def login(self, *, username: str, password: str) -> None:
+        self.goto("/")  # redirected to the login page: `/` requires login
+        self.page.wait_for_url(re.compile(r"/login/"))
+        self.page.fill("#id_username", username)
+        self.page.fill("#id_password", password)
+        self.page.click("button[type=submit]")
+        self.chat_ready()
+
+    def chat_ready(self) -> None:
+        self.page.wait_for_selector("#app[data-ready=true]")
+
+
+@pytest.fixture
+def browser_page(browser, live_site):
+    """A fresh desktop-sized page on `live_site`; fails the test on console errors."""
+    context = browser.new_context(viewport={"width": 1280, "height": 860}, locale="zh-CN")
+    context.set_default_timeout(DEFAULT_TIMEOUT_MS)
+    page = context.new_page()
+    wrapper = BrowserPage(page=page, base_url=live_site)
+    page.on("console", lambda msg: msg.type == "error" and wrapper.errors.append(f"console: {msg.text}"))
+    page.on("pageerror", lambda exc: wrapper.errors.append(f"pageerror: {exc}"))
+    page.on("dialog", lambda dialog: dialog.accept())  # the delete confirmation
+    try:
+        yield wrapper
+    finally:
+        context.close()
+    assert wrapper.errors == [], "the page logged errors"

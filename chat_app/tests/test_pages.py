@@ -1,0 +1,118 @@
+"""The server-rendered page views (Django test client): access rules and the first state."""
+import json
+import re
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.urls import reverse
+
+from agents_app.models import Agent
+from chat_app.models import Conversation, Message
+
+pytestmark = pytest.mark.django_db
+
+
+def _page_state(response) -> dict:
+    html = response.content.decode()
+    found = re.search(r'<script id="page-state" type="application/json">(.*?)</script>', html, re.DOTALL)
+    assert found, "the page embeds its state for chat.js"
+    return json.loads(found.group(1))
+
+
+@pytest.fixture
+def agents(db):
+    default = Agent.objects.create(slug="xiaozhi", name="校园小智", is_default=True)
+    other = Agent.objects.create(slug="course", name="选课助手")
+    Agent.objects.create(slug="off", name="停用的智能体", enabled=False)
+    return default, other
+
+
+@pytest.fixture
+def client_in(client, user):
+    client.force_login(user)
+    return client
+
+
+def test_chat_page_requires_login(client):
+    response = client.get("/")
+    assert response.status_code == 302
+    assert response.url.startswith(reverse("login"))
+
+
+def test_login_page_logs_in_and_redirects_to_chat(client, user, password):
+    page = client.get(reverse("login"))
+    assert page.status_code == 200
+    assert "校园小智" in page.content.decode() and "学号" in page.content.decode()
+    response = client.post(reverse("login"), {"username": user.username, "password": password})
+    assert response.status_code == 302 and response.url == "/"
+
+
+def test_login_page_shows_a_chinese_error_for_a_wrong_password(client, user):
+    response = client.post(reverse("login"), {"username": user.username, "password": "wrong"})
+    assert response.status_code == 200
+    assert "学号或密码不正确" in response.content.decode()
+
+
+def test_logout_is_a_post_and_ends_the_session(client_in):
+    assert client_in.get("/").status_code == 200
+    response = client_in.post(reverse("logout"))
+    assert response.status_code == 302 and response.url == reverse("login")
+    assert client_in.get("/").status_code == 302
+
+
+def test_sidebar_lists_own_conversations_newest_first(client_in, user, agents):
+    older = Conversation.objects.create(user=user, agent=agents[0], title="较早的对话")
+    newer = Conversation.objects.create(user=user, agent=agents[0], title="最新的对话")
+    stranger = get_user_model().objects.create_user(username="20239999", password="x")
+    Conversation.objects.create(user=stranger, title="别人的对话")
+    Conversation.objects.filter(pk=older.pk).update(updated_at=newer.updated_at.replace(year=2020))
+
+    html = client_in.get("/").content.decode()
+
+    assert "别人的对话" not in html
+    assert html.index("最新的对话") < html.index("较早的对话")
+
+
+def test_agent_picker_offers_enabled_agents_with_the_default_selected(client_in, agents):
+    response = client_in.get("/")
+    html = response.content.decode()
+    assert '<option value="xiaozhi" selected>校园小智</option>' in html
+    assert '<option value="course">选课助手</option>' in html
+    assert "停用的智能体" not in html
+    assert _page_state(response)["agent"] == "xiaozhi"
+
+
+def test_conversation_page_embeds_its_stored_messages_in_order(client_in, user, agents):
+    conversation = Conversation.objects.create(user=user, agent=agents[1], title="选课")
+    rows = [
+        ("user", "有什么选修课", {}),
+        ("assistant", "", {"tool_calls": [{"id": "c1", "type": "function", "function": {"name": "call_course"}}]}),
+        ("tool", "<script>window.__xss=1</script>三门课", {"tool_call_id": "c1", "tool": "call_course", "ok": True}),
+        ("assistant", "有三门。", {"interrupted": True}),
+    ]
+    for seq, (role, content, meta) in enumerate(rows):
+        Message.objects.create(conversation=conversation, role=role, content=content, meta=meta, seq=seq)
+
+    response = client_in.get(reverse("chat-conversation", args=[conversation.id]))
+
+    state = _page_state(response)
+    assert state["conversation_id"] == str(conversation.id)
+    assert state["agent"] == "course"  # the conversation's own agent, not the default
+    assert [(m["role"], m["content"], m["meta"]) for m in state["messages"]] == rows
+    # json_script escapes "<" so stored text cannot close the script element.
+    assert "<script>window.__xss" not in response.content.decode()
+
+
+def test_another_users_conversation_is_a_404(client_in, agents):
+    stranger = get_user_model().objects.create_user(username="20239999", password="x")
+    theirs = Conversation.objects.create(user=stranger, title="别人的对话")
+    response = client_in.get(reverse("chat-conversation", args=[theirs.id]))
+    assert response.status_code == 404
+    assert "别人的对话" not in response.content.decode()
+
+
+def test_page_references_only_local_scripts(client_in):
+    html = client_in.get("/").content.decode()
+    sources = re.findall(r'<script[^>]+src="([^"]+)"', html)
+    assert sources, "the page loads its scripts"
+    assert all(src.startswith("/static/") for src in sources), sources  # no CDN: campus networks are offline

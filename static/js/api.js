@@ -1,0 +1,39 @@
+// The page's calls to the gateway's API (DESIGN §4), authenticated by the Django session; the
+// CSRF token comes from the page because session-authenticated POSTs and DELETEs need it.
+
+function csrfToken() {
+  return document.querySelector('meta[name="csrf-token"]')?.content || "";
+}
+
+function headers(extra = {}) {
+  return { "X-CSRFToken": csrfToken(), "X-Requested-With": "fetch", ...extra };
+}
+
+// Starts one chat turn; the caller reads the SSE body. Rejects only on network failure/abort.
+export function chatPost({ message, conversationId, agent, signal }) {
+  return fetch("/api/v1/chat", {
+    method: "POST",
+    credentials: "same-origin",
+    headers: headers({ "Content-Type": "application/json", Accept: "text/event-stream" }),
+    body: JSON.stringify({ message, conversation_id: conversationId, agent: agent || null, hint_domain: null }),
+    signal,
+  });
+}
+
+export function conversationDelete({ id }) {
+  return fetch(`/api/v1/conversations/${encodeURIComponent(id)}`, {
+    method: "DELETE",
+    credentials: "same-origin",
+    headers: headers({ Accept: "application/json" }),
+  });
+}
+
+// The JSON error body of a refused request ({code, message}), or {} when there is none.
+export async function errorBody(response) {
+  try {
+    const body = await response.json();
+    return body && typeof body === "object" ? body : {};
+  } catch {
+    return {};
+  }
+}

@@ -1,0 +1,93 @@
+// Draws a sub-agent's `done.chart` with Chart.js, from data only (never from HTML).
+//
+// Chart JSON shape (documented in docs/page.md; sub-agents send it in `done.chart`):
+//   {"type": "bar" | "line" | "pie",
+//    "title": "本周食堂人流",                       optional, ≤ 100 characters
+//    "labels": ["周一", "周二", …],                  1–100 strings or numbers
+//    "datasets": [{"label": "人次", "data": [120, 98, …]}]   1–8 series, numbers, one per label
+//   }
+// Shorthand for one series: {"type", "title", "labels", "values": [..]} (what the contract test
+// sub-agent sends) is read as datasets [{"label": "", "data": values}].
+// Anything else is refused with a short note instead of a chart.
+
+export const CHART_TYPES = ["bar", "line", "pie"];
+const MAX_LABELS = 100;
+const MAX_DATASETS = 8;
+const PALETTE = ["#2563eb", "#16a34a", "#f59e0b", "#dc2626", "#7c3aed", "#0891b2", "#db2777", "#65a30d"];
+
+const isText = (v) => typeof v === "string" || (typeof v === "number" && Number.isFinite(v));
+const clip = (s, n) => String(s).slice(0, n);
+
+// Returns a clean copy of `spec`, or null when it does not follow the shape above.
+export function chartSpecParse(spec) {
+  if (!spec || typeof spec !== "object" || Array.isArray(spec)) return null;
+  if (!CHART_TYPES.includes(spec.type)) return null;
+  if (spec.title !== undefined && spec.title !== null && typeof spec.title !== "string") return null;
+  const { labels } = spec;
+  const datasets = spec.datasets ?? (Array.isArray(spec.values) ? [{ label: "", data: spec.values }] : undefined);
+  if (!Array.isArray(labels) || labels.length === 0 || labels.length > MAX_LABELS || !labels.every(isText)) return null;
+  if (!Array.isArray(datasets) || datasets.length === 0 || datasets.length > MAX_DATASETS) return null;
+  const clean = [];
+  for (const ds of datasets) {
+    if (!ds || typeof ds !== "object" || !Array.isArray(ds.data)) return null;
+    if (ds.data.length !== labels.length) return null;
+    if (!ds.data.every((n) => typeof n === "number" && Number.isFinite(n))) return null;
+    if (ds.label !== undefined && typeof ds.label !== "string") return null;
+    clean.push({ label: clip(ds.label ?? "", 60), data: [...ds.data] });
+  }
+  return {
+    type: spec.type,
+    title: clip(spec.title ?? "", 100),
+    labels: labels.map((l) => clip(l, 40)),
+    datasets: clean,
+  };
+}
+
+function chartConfig(parsed) {
+  const pie = parsed.type === "pie";
+  const datasets = parsed.datasets.map((ds, i) => ({
+    label: ds.label,
+    data: ds.data,
+    backgroundColor: pie ? parsed.labels.map((_, j) => PALETTE[j % PALETTE.length]) : PALETTE[i % PALETTE.length],
+    borderColor: pie ? "#fff" : PALETTE[i % PALETTE.length],
+    borderWidth: pie ? 1 : 2,
+    tension: 0.25,
+  }));
+  const reduceMotion = window.matchMedia("(prefers-reduced-motion: reduce)").matches;
+  return {
+    type: parsed.type,
+    data: { labels: parsed.labels, datasets },
+    options: {
+      responsive: true,
+      maintainAspectRatio: false,
+      animation: reduceMotion ? false : { duration: 300 },
+      plugins: {
+        title: { display: Boolean(parsed.title), text: parsed.title },
+        legend: { display: pie || parsed.datasets.length > 1 || Boolean(parsed.datasets[0].label) },
+      },
+      scales: pie ? {} : { y: { beginAtZero: true } },
+    },
+  };
+}
+
+// Appends a chart (or a note saying it cannot be shown) to `container`.
+export function chartRender(container, spec) {
+  const figure = document.createElement("figure");
+  figure.className = "chart";
+  const parsed = chartSpecParse(spec);
+  if (!parsed || !window.Chart) {
+    figure.classList.add("chart-invalid");
+    figure.textContent = "图表数据格式不正确，无法显示。";
+    container.append(figure);
+    return null;
+  }
+  const box = document.createElement("div");
+  box.className = "chart-box";
+  const canvas = document.createElement("canvas");
+  canvas.setAttribute("role", "img");
+  canvas.setAttribute("aria-label", parsed.title || "图表");
+  box.append(canvas);
+  figure.append(box);
+  container.append(figure);
+  return new window.Chart(canvas, chartConfig(parsed));
+}

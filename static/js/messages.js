@@ -1,0 +1,33 @@
+// What students read when something goes wrong. The server's own message when it is Chinese
+// (the gateway writes those for students, e.g. "AI 模型暂时不可用，请稍后重试。"); otherwise plain
+// Chinese chosen by error code (DESIGN §4) or HTTP status, so English internals such as
+// "token_invalid" never reach the page.
+
+const BY_CODE = {
+  40001: "问题格式不对，请修改后重试。",
+  40101: "登录已失效，请刷新页面重新登录。",
+  40102: "校园账号登录已过期，请重新登录校园账号后再试。",
+  50001: "校园服务出现内部错误，请稍后重试。",
+  50002: "出了点问题，请稍后重试。",
+  50003: "服务响应超时或暂时不可用，请稍后重试。",
+};
+
+const BY_STATUS = {
+  400: "问题格式不对，请修改后重试。",
+  401: "登录已失效，请刷新页面重新登录。",
+  403: "没有权限执行这个操作，请刷新页面后重试。",
+  404: "这个对话不存在或已被删除。",
+  413: "问题太长了，请精简后重试。",
+  429: "提问太频繁了，请稍等片刻再试。",
+};
+
+export const NETWORK_FAILED = "网络连接失败，请检查网络后重试。";
+export const STREAM_CUT = "连接意外中断，回答可能不完整。";
+export const DELETE_FAILED = "删除失败，请稍后重试。";
+
+const CJK = /[\u4e00-\u9fff]/;
+
+export function errorText({ code, status, message } = {}) {
+  if (typeof message === "string" && CJK.test(message)) return message.slice(0, 300);
+  return BY_CODE[code] || BY_STATUS[status] || (status ? `服务暂时不可用（${status}），请稍后重试。` : BY_CODE[50002]);
+}

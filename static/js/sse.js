@@ -1,0 +1,67 @@
+// Incremental Server-Sent Events parser for a fetch() body (EventSource cannot POST).
+// Accepts what the SSE standard allows: CRLF / CR / LF line ends, `data:` with or without the
+// space, comment lines (`: ping`), several `data:` lines joined by "\n". Frames that are not
+// JSON objects are ignored, as DESIGN §5 asks of every parser.
+
+export class SseParser {
+  constructor() {
+    this.buffer = "";
+    this.dataLines = [];
+  }
+
+  // Feeds decoded text; returns the JSON payloads completed by it, in order.
+  push(text) {
+    this.buffer += text;
+    const events = [];
+    for (;;) {
+      const match = /\r\n|\r|\n/.exec(this.buffer);
+      if (!match) break;
+      // A lone "\r" at the very end may be the first half of "\r\n": wait for the next piece.
+      if (match[0] === "\r" && match.index === this.buffer.length - 1) break;
+      const line = this.buffer.slice(0, match.index);
+      this.buffer = this.buffer.slice(match.index + match[0].length);
+      const payload = this.line(line);
+      if (payload !== undefined) events.push(payload);
+    }
+    return events;
+  }
+
+  line(line) {
+    if (line === "") return this.dispatch();
+    if (line.startsWith(":")) return undefined;
+    const colon = line.indexOf(":");
+    const field = colon === -1 ? line : line.slice(0, colon);
+    let value = colon === -1 ? "" : line.slice(colon + 1);
+    if (value.startsWith(" ")) value = value.slice(1);
+    if (field === "data") this.dataLines.push(value);
+    return undefined;
+  }
+
+  dispatch() {
+    if (this.dataLines.length === 0) return undefined;
+    const data = this.dataLines.join("\n");
+    this.dataLines = [];
+    try {
+      const payload = JSON.parse(data);
+      return payload && typeof payload === "object" && typeof payload.type === "string" ? payload : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+}
+
+// Yields parsed frames from a fetch Response as they arrive.
+export async function* sseFrames(response) {
+  const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+  const parser = new SseParser();
+  try {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      yield* parser.push(value);
+    }
+    yield* parser.push("\n\n"); // a last frame without its blank line still counts
+  } finally {
+    reader.releaseLock();
+  }
+}

@@ -1,0 +1,165 @@
+// DOM of the conversation pane. A live stream and a reloaded history build the same nodes
+// through the same AssistantTurn methods, so both look the same (tool chips included).
+import { chartRender } from "./charts.js";
+import { markdownFragment } from "./markdown.js";
+
+export const INTERRUPTED_MARK = "（已中断）";
+const TOOL_STATE_TEXT = { running: "运行中…", done: "完成", failed: "失败", cut: "已中断" };
+
+function el(tag, className, text) {
+  const node = document.createElement(tag);
+  if (className) node.className = className;
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+// `call_canteen` → 子 Agent · canteen; `calendar__today` → 工具 · calendar__today.
+export function toolLabel(tool) {
+  const name = String(tool || "");
+  return name.startsWith("call_") ? `子 Agent · ${name.slice(5)}` : `工具 · ${name}`;
+}
+
+export function userBubble(container, text) {
+  const article = el("article", "msg msg-user");
+  const body = el("div", "msg-body");
+  body.append(el("p", "msg-text", text)); // the student's own text, shown as typed
+  article.append(body);
+  container.append(article);
+  return article;
+}
+
+export class AssistantTurn {
+  constructor(container) {
+    this.article = el("article", "msg msg-assistant");
+    this.article.append(el("div", "msg-avatar", "智"));
+    this.body = el("div", "msg-body");
+    this.article.append(this.body);
+    container.append(this.article);
+    this.segment = null; // the text segment that chunks currently append to
+    this.tools = new Map(); // call_id → {details, output, text, state}
+    this.pending = new Set(); // nodes to re-render on the next animation frame
+    this.frame = 0;
+    this.hasText = false;
+    this.finished = false;
+  }
+
+  thinking(on) {
+    if (on && !this.dots) {
+      this.dots = el("div", "thinking");
+      this.dots.setAttribute("aria-label", "正在思考");
+      this.dots.append(el("span"), el("span"), el("span"));
+      this.body.append(this.dots);
+    } else if (!on && this.dots) {
+      this.dots.remove();
+      this.dots = null;
+    }
+  }
+
+  // Markdown is re-rendered at most once per frame however fast chunks arrive.
+  schedule(target) {
+    this.pending.add(target);
+    if (!this.frame) this.frame = requestAnimationFrame(() => this.flush());
+  }
+
+  flush() {
+    if (this.frame) cancelAnimationFrame(this.frame);
+    this.frame = 0;
+    for (const target of this.pending) target.node.replaceChildren(markdownFragment(target.text));
+    this.pending.clear();
+  }
+
+  text(delta) {
+    if (!delta) return;
+    this.thinking(false);
+    if (!this.segment) {
+      this.segment = { node: el("div", "md segment"), text: "" };
+      this.body.insertBefore(this.segment.node, this.dots || null);
+    }
+    this.segment.text += delta;
+    this.hasText = true;
+    this.schedule(this.segment);
+  }
+
+  toolCall({ call_id: callId, tool }) {
+    this.thinking(false);
+    this.segment = null; // text after a tool call starts a new segment below the chip
+    const details = el("details", "tool");
+    details.dataset.callId = callId || "";
+    details.dataset.tool = tool || "";
+    const summary = el("summary", "tool-summary");
+    summary.append(el("span", "tool-icon"), el("span", "tool-name", toolLabel(tool)), el("span", "tool-state"));
+    const output = el("div", "md tool-output");
+    details.append(summary, output);
+    this.body.append(details);
+    const entry = { details, node: output, text: "" };
+    this.tools.set(callId, entry);
+    this.toolState(entry, "running");
+    return entry;
+  }
+
+  toolState(entry, state) {
+    entry.details.dataset.state = state;
+    entry.details.querySelector(".tool-state").textContent = TOOL_STATE_TEXT[state];
+  }
+
+  toolEntry(callId, tool) {
+    return this.tools.get(callId) || this.toolCall({ call_id: callId, tool });
+  }
+
+  toolChunk({ call_id: callId, tool, content }) {
+    const entry = this.toolEntry(callId, tool);
+    entry.text += content || "";
+    entry.details.classList.add("has-output");
+    this.schedule(entry);
+  }
+
+  toolResult({ call_id: callId, tool, ok, error }) {
+    const entry = this.toolEntry(callId, tool);
+    this.toolState(entry, ok ? "done" : "failed");
+    if (!ok && error && !entry.text) {
+      entry.text = String(error);
+      entry.details.classList.add("has-output");
+      this.schedule(entry);
+    }
+  }
+
+  // A stored tool row: its content is the full text the tool returned.
+  toolStored({ callId, tool, content, ok }) {
+    const entry = this.toolEntry(callId, tool);
+    entry.text = content || "";
+    if (entry.text) entry.details.classList.add("has-output");
+    this.schedule(entry);
+    this.toolState(entry, ok === false ? "failed" : "done");
+  }
+
+  error(message) {
+    this.thinking(false);
+    const p = el("p", "msg-error", message);
+    p.setAttribute("role", "alert");
+    this.body.append(p);
+    this.segment = null;
+  }
+
+  chart(spec) {
+    if (spec) chartRender(this.body, spec);
+  }
+
+  markInterrupted() {
+    for (const entry of this.tools.values()) {
+      if (entry.details.dataset.state === "running") this.toolState(entry, "cut");
+    }
+    if (!this.body.querySelector(".msg-flag")) this.body.append(el("p", "msg-flag", INTERRUPTED_MARK));
+  }
+
+  finish({ fullText, chart, interrupted } = {}) {
+    if (this.finished) return;
+    this.finished = true;
+    this.thinking(false);
+    // A reply that streamed no chunks (e.g. answered in one piece) still shows its text.
+    if (!this.hasText && fullText) this.text(fullText);
+    this.flush();
+    this.chart(chart);
+    if (interrupted) this.markInterrupted();
+    this.article.classList.add("done");
+  }
+}
