@@ -1,0 +1,165 @@
+"""`manage.py load_demo`: a catalog that works out of the box (issue #6).
+
+Registers the demo sub-agents (served by this server under /demo/subagents/), the demo MCP
+server (stdio, `python -m agents_app.demo_mcp`), the default agent 校园小智 using them, and two
+logins for local use. Rows are created only when missing (looked up by their natural keys), so
+running it again changes nothing and never overwrites what staff edited in admin.
+
+Demo logins carry well-known passwords, so they are created only where that is safe: with
+DEBUG on or when ALLOWED_HOSTS names this machine only (the defaults). Elsewhere pass
+--force-users to create them anyway; --no-users never creates them.
+"""
+import sys
+from dataclasses import dataclass, field
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand
+from django.db import transaction
+
+from agents_app.demo_mcp import DEMO_MCP_MODULE, DEMO_MCP_NAME
+from agents_app.models import Agent, McpService
+from subagents_app.demo.catalog import DEMO_SUBAGENTS
+from subagents_app.models import SubAgent
+
+AGENT_SLUG = "xiaozhi"
+AGENT_NAME = "校园小智"
+AGENT_PROMPT = """你是“校园小智”，本校学生的校园生活助手。请用简洁、友好的中文回答，信息多时用列表或表格。
+
+你可以使用这些工具：
+- call_canteen（食堂助手）：食堂菜单、菜价、热量、营业时间。
+  把学生的问题（可补全食堂、餐次等信息）作为 message 传入。
+- call_course（选课助手）：课程目录、任课老师、学分、上课时间地点、剩余名额。
+- campus-calendar 的工具：现在几点、今天星期几、第几教学周（current_time）；
+  开学、放假、考试周、选课时间等校历安排（academic_calendar）；某一天是第几周（week_of_date）。
+
+规则：
+1. 涉及菜单、课程、日期和校历的问题，先调用工具再回答，不要凭记忆编造；工具给出的数字原样引用。
+2. 子 Agent 已经给出完整答案和图表时（页面会自动展示图表），简要总结要点即可，不要整段重复。
+3. 工具失败或超时，如实告诉学生并建议稍后再试，不要猜测结果。
+4. 与校园生活无关或工具无法回答的问题，礼貌说明你能帮忙的范围。
+5. 不要索取或复述密码、令牌等敏感信息。"""
+
+MCP_TIMEOUT_SEC = 20
+SUBAGENT_TIMEOUT_SEC = 30
+LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "[::1]", "::1", "testserver"})
+
+
+@dataclass(frozen=True, slots=True)
+class DemoLogin:
+    username: str
+    password: str
+    label: str
+    staff: bool
+
+
+DEMO_LOGINS = (
+    DemoLogin(username="student", password="student123", label="学生", staff=False),
+    DemoLogin(username="admin", password="admin123", label="管理员（可进后台 /admin/）", staff=True),
+)
+
+
+@dataclass
+class DemoLoadReport:
+    created: list[str] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)
+    logins: list[tuple[DemoLogin, bool]] = field(default_factory=list)  # (login, created now)
+
+
+def demo_mcp_config() -> dict:
+    """Runs the demo MCP server with this interpreter from the project directory: no shell,
+    and no environment beyond the stdio client's minimal default (DESIGN §7)."""
+    return {"command": sys.executable, "args": ["-m", DEMO_MCP_MODULE], "cwd": str(settings.BASE_DIR)}
+
+
+def demo_logins_allowed() -> bool:
+    """Default passwords only on a developer machine: DEBUG, or served to this machine only."""
+    return settings.DEBUG or set(settings.ALLOWED_HOSTS) <= LOCAL_HOSTS
+
+
+def _note(report: DemoLoadReport, label: str, created: bool) -> None:
+    (report.created if created else report.kept).append(label)
+
+
+@transaction.atomic
+def demo_catalog_load(*, base_url: str, with_logins: bool) -> DemoLoadReport:
+    """Creates what is missing of the demo catalog; returns what it created and what it kept."""
+    report = DemoLoadReport()
+    sub_agents = []
+    for demo in DEMO_SUBAGENTS.values():
+        row, created = SubAgent.objects.get_or_create(
+            name=demo.name,
+            defaults={
+                "description": demo.description,
+                "base_url": f"{base_url.rstrip('/')}/{demo.name}",
+                "domain": demo.domain,
+                "timeout_sec": SUBAGENT_TIMEOUT_SEC,
+            },
+        )
+        sub_agents.append(row)
+        _note(report, f"子 Agent {row.name}（{row.base_url}）", created)
+
+    service, created = McpService.objects.get_or_create(
+        name=DEMO_MCP_NAME,
+        defaults={"protocol": McpService.Protocol.STDIO, "config": demo_mcp_config(), "timeout_sec": MCP_TIMEOUT_SEC},
+    )
+    _note(report, f"MCP 服务 {service.name}", created)
+
+    agent, created = Agent.objects.get_or_create(
+        slug=AGENT_SLUG,
+        defaults={
+            "name": AGENT_NAME,
+            "system_prompt": AGENT_PROMPT,
+            # Staff may already have chosen another default agent: keep their choice.
+            "is_default": not Agent.objects.filter(is_default=True).exists(),
+        },
+    )
+    if created:  # links only on creation: a tool staff removed later stays removed
+        agent.sub_agents.set(sub_agents)
+        agent.mcp_services.set([service])
+    _note(report, f"智能体 {agent.name}（{agent.slug}）", created)
+
+    if with_logins:
+        users = get_user_model()
+        for login in DEMO_LOGINS:
+            user, created = users.objects.get_or_create(
+                username=login.username, defaults={"is_staff": login.staff, "is_superuser": login.staff}
+            )
+            if created:
+                user.set_password(login.password)
+                user.save(update_fields=["password"])
+            report.logins.append((login, created))
+    return report
+
+
+class Command(BaseCommand):
+    help = "注册演示目录（演示子 Agent、演示 MCP 服务、默认智能体“校园小智”和本机试用账号）；重复运行不会改动已有数据。"
+
+    def add_arguments(self, parser):
+        users = parser.add_mutually_exclusive_group()
+        users.add_argument("--no-users", action="store_true", help="不创建演示登录账号。")
+        users.add_argument(
+            "--force-users",
+            action="store_true",
+            help="即使 DEBUG 关闭且 ALLOWED_HOSTS 含外部域名，也创建默认密码的演示账号（请勿用于生产）。",
+        )
+
+    def handle(self, *args, no_users: bool, force_users: bool, **options):
+        with_logins = not no_users and (force_users or demo_logins_allowed())
+        report = demo_catalog_load(base_url=settings.DEMO_BASE_URL, with_logins=with_logins)
+        for label in report.created:
+            self.stdout.write(f"已创建 {label}")
+        for label in report.kept:
+            self.stdout.write(f"已存在，未改动 {label}")
+        if report.logins:
+            self.stdout.write(self.style.SUCCESS("本机试用账号（仅供本机演示，部署前请删除或改密码）："))
+            for login, created in report.logins:
+                state = "" if created else "（账号已存在，密码未改动）"
+                self.stdout.write(f"  {login.label}：{login.username} / {login.password}{state}")
+        elif not no_users:
+            self.stdout.write(
+                self.style.WARNING(
+                    "DEBUG 关闭且 ALLOWED_HOSTS 含外部域名：未创建默认密码的演示账号。"
+                    "请用 manage.py createsuperuser 创建账号，或加 --force-users。"
+                )
+            )

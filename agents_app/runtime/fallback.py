@@ -1,0 +1,237 @@
+"""Keyword routing: how a turn is answered when the model is down (issue #6).
+
+turn.py calls `fallback_turn` when the runtime raises LlmUnavailable (no model configured, or
+the model failed before any text) and settings.KEYWORD_FALLBACK_ENABLED is on.
+
+Chinese has no spaces between words, so keywords are not found by splitting the question;
+instead each tool's description is split on punctuation into keyword candidates ("食堂、菜单、
+吃什么" → 食堂 / 菜单 / 吃什么), and a candidate that occurs in the question scores its length
+divided by how many tools share it (a word every tool mentions decides nothing).
+"""
+import asyncio
+import json
+import re
+import uuid
+from collections import Counter
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+
+from django.conf import settings
+from loguru import logger
+
+from agents_app.models import Agent
+from agents_app.runtime.context import RunContext
+from agents_app.runtime.events import Chunk, Done, Error, Event, ToolCall, ToolChunk, ToolResult
+from agents_app.runtime.loop import TOOL_CRASHED_TEXT, TURN_TIMEOUT_TEXT
+from agents_app.runtime.subagent_tool import SubAgentTool
+from agents_app.runtime.tools import Tool, ToolOutcome, tools_for_agent
+from campus_agent.errors import CAMPUS_TOKEN_EXPIRED, DOWNSTREAM
+from campus_agent.redaction import clip_text
+from campus_agent.request_id import request_id_set
+
+NOTICE = "（AI 模型暂不可用，以下内容由关键词匹配自动转给“{tool}”回答）\n\n"
+NO_MATCH_NOTICE = "（AI 模型暂不可用，关键词匹配也没有找到能回答这个问题的服务。）\n\n"
+CAPABILITIES_HEADER = "我目前可以帮你：\n"
+CAPABILITIES_FOOTER = "\n\n提问时带上上面列出的关键词，我就能转给对应的服务；AI 模型恢复后可以直接提问。"
+NO_TOOLS_TEXT = "当前智能体还没有配置任何服务，请稍后再试或联系管理员。"
+
+# Fragments of descriptions that name no topic; they would route every question somewhere.
+STOP_WORDS = frozenset(
+    {"查询", "信息", "校园", "学生", "服务", "相关", "可以", "提供", "关键词", "触发关键词", "演示", "助手",
+     "参数", "可选", "无需参数", "回答", "问题", "工具", "call", "tool", "tools", "mcp", "get", "list", "the"}
+)
+_SPLIT = re.compile(r"[\s、，,;；：:。.！!？?（）()【】\[\]{}<>《》“”\"'‘’/|_\-]+")
+_ASCII = re.compile(r"^[a-z0-9]+$")
+MIN_KEYWORD_CHARS = 2
+MAX_KEYWORD_CHARS = 12
+CAPABILITY_MAX_CHARS = 60
+CAPABILITY_MAX_LINES = 12
+
+
+def keyword_candidates(*, text: str) -> set[str]:
+    """Lower-cased fragments of `text` between punctuation that are plausible keywords."""
+    return {
+        fragment
+        for fragment in _SPLIT.split((text or "").lower())
+        if MIN_KEYWORD_CHARS <= len(fragment) <= MAX_KEYWORD_CHARS and fragment not in STOP_WORDS
+    }
+
+
+def _is_sub_agent(tool: Tool) -> bool:
+    return isinstance(tool, SubAgentTool)
+
+
+def tool_keywords(*, tool: Tool) -> set[str]:
+    """A tool's keywords: its description's fragments plus the words of its name
+    (`campus-calendar__current_time` → campus, calendar, current, time)."""
+    name = tool.name.removeprefix("call_").lower()
+    return keyword_candidates(text=tool.description) | keyword_candidates(text=name)
+
+
+def _occurs(keyword: str, question: str) -> bool:
+    if _ASCII.match(keyword):  # "time" must not match "sometimes"
+        return re.search(rf"(?<![a-z0-9]){re.escape(keyword)}(?![a-z0-9])", question) is not None
+    return keyword in question
+
+
+@dataclass(frozen=True, slots=True)
+class ToolMatch:
+    tool: Tool
+    score: float
+    keywords: tuple[str, ...]
+
+
+def tool_match(*, question: str, tools: Sequence[Tool]) -> ToolMatch | None:
+    """The tool whose keywords best cover `question`, or None when none occurs in it.
+
+    Ties go to more matched keywords, then to sub-agents (they answer in full sentences, MCP
+    tools return raw data), then to the smaller name, so the choice never depends on the order
+    tools were listed in.
+    """
+    text = (question or "").lower()
+    keywords = {tool.name: tool_keywords(tool=tool) for tool in tools}
+    shared = Counter(word for words in keywords.values() for word in words)
+    ranked: list[tuple[tuple, ToolMatch]] = []
+    for tool in tools:
+        hits = [word for word in keywords[tool.name] if _occurs(word, text)]
+        # "一食堂" in the question also contains "食堂": count the longer keyword only.
+        hits = sorted(word for word in hits if not any(word != other and word in other for other in hits))
+        if not hits:
+            continue
+        score = sum(len(word) / shared[word] for word in hits)
+        match = ToolMatch(tool=tool, score=score, keywords=tuple(hits))
+        ranked.append(((-score, -len(hits), not _is_sub_agent(tool), tool.name), match))
+    return min(ranked, key=lambda pair: pair[0])[1] if ranked else None
+
+
+def tool_fallback_args(*, tool: Tool, question: str) -> dict | None:
+    """The arguments keyword routing can call `tool` with, or None when it cannot.
+
+    A sub-agent gets the question as its `message`. An MCP tool is called with no arguments,
+    so only when its schema requires none: any required value would have to be guessed.
+    """
+    if _is_sub_agent(tool):
+        return {"message": question}
+    schema = tool.parameters if isinstance(tool.parameters, dict) else {}
+    return None if schema.get("required") else {}
+
+
+def tool_label(*, tool: Tool) -> str:
+    """What the notice calls the tool: the head of its description ("食堂助手（演示）") when
+    short, else its name."""
+    head = re.split(r"[：:，,。；;\n]", tool.description or "", maxsplit=1)[0].strip()
+    return head if 2 <= len(head) <= 16 else tool.name
+
+
+def capabilities_text(*, tools: Sequence[Tool]) -> str:
+    """The no-match answer: what each tool does (sub-agents first), from its description."""
+    if not tools:
+        return NO_TOOLS_TEXT
+    ordered = sorted(tools, key=lambda tool: (not _is_sub_agent(tool), tool.name))
+    lines = []
+    for tool in ordered[:CAPABILITY_MAX_LINES]:
+        first = re.split(r"(?<=[。！？!?])", (tool.description or tool.name).strip(), maxsplit=1)[0]
+        lines.append("- " + clip_text(first, CAPABILITY_MAX_CHARS))
+    return CAPABILITIES_HEADER + "\n".join(lines) + CAPABILITIES_FOOTER
+
+
+def _question_of(history: list[dict]) -> str:
+    for message in reversed(history):
+        if message.get("role") == "user":
+            content = message.get("content")
+            if isinstance(content, list):  # OpenAI content parts
+                content = "".join(part.get("text", "") for part in content if isinstance(part, dict))
+            return content if isinstance(content, str) else ""
+    return ""
+
+
+async def _tools_of(agent: Agent) -> list[Tool]:
+    try:
+        return list(await tools_for_agent(agent))
+    except Exception as exc:  # noqa: BLE001 - an unreadable catalog must not crash the fallback
+        logger.warning("fallback routing: tools unavailable: {}: {}", type(exc).__name__, exc)
+        return []
+
+
+async def _relay(*, tool: Tool, args: dict, ctx: RunContext, call_id: str, deadline: float, outcome: list):
+    """Runs the tool, yielding its live text as ToolChunk events, then its ToolResult (and a
+    40102 Error, as the tool loop does). The outcome is appended to `outcome` for the caller."""
+    queue: asyncio.Queue = asyncio.Queue()
+
+    async def emit(text: str) -> None:
+        await queue.put(ToolChunk(call_id=call_id, tool=tool.name, content=text))
+
+    async def run() -> None:
+        request_id_set(ctx.request_id)
+        try:
+            result = await tool.run(args, ctx, emit)
+        except Exception as exc:  # noqa: BLE001 - a crashing tool is an answer the student reads
+            logger.exception("fallback routing: tool {} raised", tool.name)
+            text = TOOL_CRASHED_TEXT.format(reason=type(exc).__name__)
+            result = ToolOutcome(text=text, ok=False, error=text)
+        await queue.put(result)
+
+    task = asyncio.create_task(run())
+    try:
+        while True:
+            remaining = deadline - asyncio.get_running_loop().time()
+            try:
+                item = await asyncio.wait_for(queue.get(), timeout=max(remaining, 0))
+            except TimeoutError:
+                item = ToolOutcome(text=TURN_TIMEOUT_TEXT, ok=False, error=TURN_TIMEOUT_TEXT, code=DOWNSTREAM)
+            if isinstance(item, ToolChunk):
+                yield item
+                continue
+            outcome.append(item)
+            yield ToolResult(call_id=call_id, tool=tool.name, ok=item.ok, content=item.text,
+                             error=item.error, chart=item.chart)
+            if item.code == CAMPUS_TOKEN_EXPIRED:
+                yield Error(CAMPUS_TOKEN_EXPIRED, item.error or item.text)
+            return
+    finally:
+        if not task.done():  # the client went away or the budget ran out: stop the tool too
+            task.cancel()
+
+
+async def fallback_turn(*, agent: Agent, history: list[dict], ctx: RunContext, reason: str) -> AsyncIterator[Event]:
+    """Answers a turn without the model.
+
+    1. Take the last user message and the agent's tools (the same catalog the model would see).
+    2. Keep the tools keyword routing can call (no required argument but `message`) and pick
+       the best keyword match (`tool_match`).
+    3. No match: answer with what the assistant can do, from the tools' descriptions.
+    4. Else yield the notice, call the tool with the question as `message`, relay its live
+       text (ToolChunk) and result, then its answer as the reply with its chart.
+    Every text event and the Done carry `fallback=True`.
+    """
+    request_id_set(ctx.request_id)
+    deadline = asyncio.get_running_loop().time() + settings.TURN_BUDGET_SEC
+    question = _question_of(history)
+    tools = await _tools_of(agent)
+    callable_tools = [tool for tool in tools if tool_fallback_args(tool=tool, question=question) is not None]
+    match = tool_match(question=question, tools=callable_tools)
+    logger.warning(
+        "fallback routing: reason={} tool={} keywords={} question={}",
+        clip_text(reason, 120),
+        match.tool.name if match else None,
+        ",".join(match.keywords) if match else "",
+        clip_text(question),
+    )
+    if match is None:
+        text = NO_MATCH_NOTICE + capabilities_text(tools=tools)
+        yield Chunk(text, fallback=True)
+        yield Done(full_text=text, fallback=True)
+        return
+
+    tool = match.tool
+    notice = NOTICE.format(tool=tool_label(tool=tool))
+    yield Chunk(notice, fallback=True)
+    call_id = "call_fallback_" + uuid.uuid4().hex[:16]
+    args = tool_fallback_args(tool=tool, question=question)
+    yield ToolCall(call_id=call_id, tool=tool.name, args=json.dumps(args, ensure_ascii=False))
+    outcome: list[ToolOutcome] = []
+    async for event in _relay(tool=tool, args=args, ctx=ctx, call_id=call_id, deadline=deadline, outcome=outcome):
+        yield event
+    answer = outcome[0].text
+    yield Chunk(answer, fallback=True)
+    yield Done(full_text=notice + answer, chart=outcome[0].chart, fallback=True)

@@ -1,0 +1,314 @@
+"""Keyword routing when the model is down: the matcher, and whole turns through turn_stream
+against real sub-agents (the demo ones served by the project, the contract one) and MCP servers."""
+import json
+import socket
+
+import pytest
+from asgiref.sync import sync_to_async
+from loguru import logger
+
+from agents_app.demo_mcp import DEMO_MCP_NAME, NOW_ENV
+from agents_app.demo_mcp.server import server as demo_mcp_server
+from agents_app.management.commands.load_demo import demo_mcp_config
+from agents_app.mcp.tools import McpTool, McpToolInfo
+from agents_app.models import McpService
+from agents_app.runtime.context import RunContext
+from agents_app.runtime.events import Chunk, Done, Error, ToolCall, ToolChunk, ToolResult
+from agents_app.runtime.fallback import (
+    CAPABILITIES_HEADER,
+    NO_MATCH_NOTICE,
+    NOTICE,
+    capabilities_text,
+    keyword_candidates,
+    tool_fallback_args,
+    tool_match,
+)
+from agents_app.runtime.subagent_tool import SubAgentTool
+from agents_app.runtime.turn import MODEL_UNAVAILABLE, turn_stream
+from campus_agent.errors import CAMPUS_TOKEN_EXPIRED, DOWNSTREAM
+from subagents_app.client import ERROR_EVENT_TEXT, HTTP_ERROR_TEXT, subagent_client_close
+from subagents_app.demo.canteen import canteen_answer
+from subagents_app.demo.catalog import DEMO_SUBAGENTS
+from subagents_app.demo.course import course_answer
+from subagents_app.models import SubAgent
+from subagents_app.testing.contract_agent import CHART, EXPIRED_MESSAGE, answer_chunks
+
+CTX = RunContext(request_id="0123456789abcdef", conversation_id="conv-7", user_id=1,
+                 campus_token="campus-secret-token-0001")
+EMPTY_SCHEMA = {"type": "object", "properties": {}}
+
+
+def sub_agent_tool(name: str, description: str | None = None) -> SubAgentTool:
+    """The runtime's own tool object for a sub-agent row (unsaved: the matcher reads no DB)."""
+    row = SubAgent(name=name, description=description or DEMO_SUBAGENTS[name].description)
+    return SubAgentTool(sub_agent=row, name=row.tool_name)
+
+
+def mcp_tool(service: str, name: str, description: str, schema: dict | None = None) -> McpTool:
+    info = McpToolInfo(name=name, description=description, input_schema=schema or EMPTY_SCHEMA)
+    return McpTool(service=McpService(name=service), info=info)
+
+
+async def demo_catalog_tools() -> list:
+    """The demo sub-agents plus the demo MCP server's tools, as the runtime builds them."""
+    listed = await demo_mcp_server.list_tools()
+    return [sub_agent_tool("canteen"), sub_agent_tool("course")] + [
+        mcp_tool(DEMO_MCP_NAME, t.name, t.description, t.input_schema) for t in listed
+    ]
+
+
+# --- the matcher (pure functions) ------------------------------------------------------------
+
+
+def test_descriptions_split_into_keywords_on_chinese_and_ascii_punctuation():
+    words = keyword_candidates(text="食堂助手：菜单、吃什么，营业时间;早餐 / Canteen menu。关键词：食")
+    assert {"食堂助手", "菜单", "吃什么", "营业时间", "早餐", "canteen", "menu"} <= words
+    assert "食" not in words  # one character matches too much
+    assert "关键词" not in words  # says nothing about the topic
+
+
+@pytest.mark.parametrize(
+    ("question", "expected"),
+    [
+        # the examples docs/demo.md promises
+        ("二食堂晚饭有什么便宜的", "call_canteen"),
+        ("李明老师的课还有名额吗", "call_course"),
+        ("期末考试是什么时候", "campus-calendar__academic_calendar"),
+        ("今天中午吃啥", "call_canteen"),
+        ("想减肥，一食堂早餐热量", "call_canteen"),
+        ("清真食堂几点开门？", "call_canteen"),
+        ("周三有什么课", "call_course"),
+        ("有哪些两学分的通识课", "call_course"),
+        ("今天星期几", "campus-calendar__current_time"),
+        # "选课" is a course keyword, but "什么时候" makes it a calendar question.
+        ("什么时候开始选课", "campus-calendar__academic_calendar"),
+    ],
+)
+async def test_demo_questions_route_to_the_right_tool(question, expected):
+    match = tool_match(question=question, tools=await demo_catalog_tools())
+    assert match is not None and match.tool.name == expected, match
+
+
+async def test_unrelated_question_matches_nothing():
+    assert tool_match(question="帮我订一张去北京的火车票", tools=await demo_catalog_tools()) is None
+    assert tool_match(question="", tools=await demo_catalog_tools()) is None
+
+
+def test_longer_and_rarer_keywords_win():
+    canteen = sub_agent_tool("canteen", "食堂、菜单、图书馆")
+    library = sub_agent_tool("library", "图书馆、借书、开放时间")
+    # 图书馆 is shared (counts half for each); 开放时间 is the library's alone.
+    assert tool_match(question="图书馆开放时间", tools=[canteen, library]).tool is library
+    # "一食堂" also contains the shorter keyword "食堂": only the longer one counts.
+    match = tool_match(question="一食堂菜单", tools=[sub_agent_tool("canteen", "一食堂、食堂、菜单")])
+    assert match.keywords == ("一食堂", "菜单")
+
+
+def test_ties_break_the_same_way_whatever_the_order():
+    mcp = mcp_tool("menus", "today", "菜单")
+    second = sub_agent_tool("zcanteen", "菜单")
+    first = sub_agent_tool("canteen", "菜单")
+    for tools in ([mcp, second, first], [first, second, mcp], [second, mcp, first]):
+        assert tool_match(question="今天的菜单", tools=tools).tool is first
+
+
+def test_ascii_keywords_match_whole_words_only():
+    clock = mcp_tool("clock", "time", "time")
+    assert tool_match(question="sometimes I wonder", tools=[clock]) is None
+    assert tool_match(question="what TIME is it", tools=[clock]).tool is clock
+
+
+def test_fallback_calls_only_with_arguments_it_can_supply():
+    assert tool_fallback_args(tool=sub_agent_tool("canteen"), question="吃啥") == {"message": "吃啥"}
+    assert tool_fallback_args(tool=mcp_tool("cal", "now", "现在几点"), question="几点") == {}
+    optional = mcp_tool("cal", "list", "校历", {"type": "object", "properties": {"keyword": {"type": "string"}}})
+    assert tool_fallback_args(tool=optional, question="校历") == {}
+    # an MCP tool is never handed the question for a required argument, even one named `message`
+    for required in ("date", "message"):
+        schema = {"type": "object", "properties": {required: {"type": "string"}}, "required": [required]}
+        assert tool_fallback_args(tool=mcp_tool("cal", "x", "第几周", schema), question="第几周") is None
+
+
+def test_capabilities_list_sub_agents_first_from_their_descriptions():
+    now = mcp_tool("aaa", "now", "当前时间：现在几点。无需参数。")
+    tools = [now, sub_agent_tool("course"), sub_agent_tool("canteen")]
+    text = capabilities_text(tools=tools)
+    lines = text.removeprefix(CAPABILITIES_HEADER).splitlines()
+    assert lines[0] == "- " + DEMO_SUBAGENTS["canteen"].description.split("。")[0] + "。"
+    assert lines[1].startswith("- 选课助手（演示）") and lines[2] == "- 当前时间：现在几点。"
+
+
+# --- whole turns through turn_stream ----------------------------------------------------------
+
+
+@pytest.fixture
+def warnings_logged():
+    lines: list[str] = []
+    sink = logger.add(lambda message: lines.append(str(message)), level="WARNING", format="{message}")
+    yield lines
+    logger.remove(sink)
+
+
+@pytest.fixture
+async def _close_shared_clients(mcp_pool_cleanup):
+    yield
+    await subagent_client_close()
+
+
+async def collect(agent, question: str) -> list:
+    history = [{"role": "user", "content": question}]
+    return [event async for event in turn_stream(agent=agent, history=history, ctx=CTX)]
+
+
+def demo_sub_agents(base: str) -> list[SubAgent]:
+    return [
+        SubAgent.objects.create(name=d.name, description=d.description, domain=d.domain,
+                                base_url=f"{base}/demo/subagents/{d.name}", timeout_sec=5)
+        for d in DEMO_SUBAGENTS.values()
+    ]
+
+
+def kinds(events) -> list[str]:
+    return [type(event).__name__ for event in events]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    ("question", "tool", "label", "answer"),
+    [
+        ("今天中午一食堂吃啥", "call_canteen", "食堂助手（演示）", canteen_answer),
+        ("王芳老师的课还有名额吗", "call_course", "选课助手（演示）", course_answer),
+    ],
+)
+async def test_no_model_configured_routes_to_the_demo_sub_agent(
+    settings, live_asgi, agent_factory, warnings_logged, _close_shared_clients, question, tool, label, answer
+):
+    settings.LLM_BASE_URL = ""
+    rows = await sync_to_async(demo_sub_agents)(live_asgi)
+    agent = await sync_to_async(agent_factory)(sub_agents=rows)
+
+    events = await collect(agent, question)
+
+    expected = answer(message=question)
+    notice = NOTICE.format(tool=label)
+    assert kinds(events)[:2] == ["Chunk", "ToolCall"] and kinds(events)[-3:] == ["ToolResult", "Chunk", "Done"]
+    assert events[0] == Chunk(notice, fallback=True)
+    call = events[1]
+    assert (call.tool, json.loads(call.args)) == (tool, {"message": question})
+    live = [e for e in events if isinstance(e, ToolChunk)]
+    assert len(live) > 3 and all(e.call_id == call.call_id for e in live)
+    assert "".join(e.content for e in live) == expected.full_text
+    assert events[-3] == ToolResult(call_id=call.call_id, tool=tool, ok=True, content=expected.full_text,
+                                    chart=expected.chart)
+    assert events[-2] == Chunk(expected.full_text, fallback=True)
+    done = events[-1]
+    assert done == Done(full_text=notice + expected.full_text, chart=expected.chart, fallback=True)
+    # the stream shows the fallback on its frames
+    assert events[0].frame()["fallback"] is True
+    assert done.frame(message_id="m1")["fallback"] is True and done.frame(message_id="m1")["chart"] == expected.chart
+    assert any(f"fallback routing: reason=LLM_BASE_URL is not set tool={tool}" in line for line in warnings_logged)
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("fault", ["http500", "http429", "refused"])
+async def test_model_failing_before_any_text_routes_to_the_sub_agent(
+    settings, llm_settings, agent, subagent_server, warnings_logged, _close_shared_clients, fault
+):
+    llm = llm_settings
+    if fault == "refused":
+        settings.LLM_BASE_URL = f"http://127.0.0.1:{_closed_port()}/v1"
+    else:
+        llm.fail(int(fault.removeprefix("http")))
+    question = "今天中午吃什么"  # "吃什么" is one of the contract sub-agent's keywords
+
+    events = await collect(agent, question)
+
+    if fault != "refused":
+        assert len(llm.requests) == 1  # the model was really asked (and failed)
+    answer = "".join(answer_chunks(question))
+    assert [e.content for e in events if isinstance(e, ToolChunk)] == answer_chunks(question)
+    assert subagent_server.last_request.body == {"message": question, "domain": "canteen"}
+    assert subagent_server.last_request.headers["authorization"] == f"Bearer {CTX.campus_token}"
+    notice = events[0].content
+    assert events[-1] == Done(full_text=notice + answer, chart=CHART, fallback=True)
+    reason = {"refused": "APIConnectionError", "http500": "InternalServerError", "http429": "RateLimitError"}[fault]
+    assert any("fallback routing: reason=" in line and reason in line and "tool=call_canteen" in line
+               for line in warnings_logged), warnings_logged
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_failing_sub_agent_is_relayed_as_a_failed_tool_and_its_text(
+    settings, agent, subagent_server, _close_shared_clients
+):
+    settings.LLM_BASE_URL = ""
+    subagent_server.default_mode = "http500"
+    events = await collect(agent, "今天吃什么")
+    failed = HTTP_ERROR_TEXT.format(status=500)
+    result = next(e for e in events if isinstance(e, ToolResult))
+    assert (result.ok, result.error) == (False, failed)
+    assert events[-2:] == [Chunk(failed, fallback=True), Done(full_text=events[0].content + failed, fallback=True)]
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_expired_campus_token_is_surfaced_as_in_the_tool_loop(settings, agent, subagent_server,
+                                                                   _close_shared_clients):
+    settings.LLM_BASE_URL = ""
+    subagent_server.default_mode = "expired"
+    events = await collect(agent, "食堂菜单")
+    expired = ERROR_EVENT_TEXT.format(message=EXPIRED_MESSAGE)
+    assert Error(CAMPUS_TOKEN_EXPIRED, expired) in events
+    assert isinstance(events[-1], Done) and events[-1].fallback
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_no_match_lists_what_the_assistant_can_do(settings, agent, subagent_server, _close_shared_clients):
+    settings.LLM_BASE_URL = ""
+    events = await collect(agent, "帮我订一张火车票")
+    text = NO_MATCH_NOTICE + CAPABILITIES_HEADER + "- 食堂助手：食堂、菜单、吃什么、饭菜、营业时间。"
+    assert events[0] == Chunk(events[0].content, fallback=True) and events[0].content.startswith(text)
+    assert events[-1] == Done(full_text=events[0].content, fallback=True)
+    assert not any(isinstance(e, ToolCall) for e in events)
+    assert subagent_server.requests == []
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_routes_to_a_demo_mcp_tool_without_required_arguments(settings, agent_factory, _close_shared_clients):
+    settings.LLM_BASE_URL = ""
+    config = demo_mcp_config() | {"env": {NOW_ENV: "2026-11-30T12:05:00+08:00"}}
+    service = await McpService.objects.acreate(name=DEMO_MCP_NAME, protocol="stdio", config=config, timeout_sec=10)
+    agent = await sync_to_async(agent_factory)(mcp_services=[service])
+
+    events = await collect(agent, "今天星期几？")
+
+    call = next(e for e in events if isinstance(e, ToolCall))
+    assert (call.tool, call.args) == ("campus-calendar__current_time", "{}")
+    assert events[0] == Chunk(NOTICE.format(tool="当前时间"), fallback=True)
+    answer = "现在是北京时间 12:05，2026年11月30日（星期一）是2026–2027 学年秋季学期第 13 教学周。"
+    assert events[-1].full_text == NOTICE.format(tool="当前时间") + answer
+    assert events[-1].fallback and events[-1].chart is None
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_tool_needing_arguments_is_never_guessed(settings, agent_factory, mcp_service_stdio,
+                                                         _close_shared_clients):
+    settings.LLM_BASE_URL = ""
+    agent = await sync_to_async(agent_factory)(mcp_services=[mcp_service_stdio])
+    events = await collect(agent, "echo")  # the name of tools__echo, which needs `text`
+    assert not any(isinstance(e, ToolCall) for e in events)
+    assert events[0].content.startswith(NO_MATCH_NOTICE + CAPABILITIES_HEADER)
+    assert "- " in events[0].content and events[-1].fallback
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_switched_off_answers_with_the_model_error(settings, agent, subagent_server, _close_shared_clients):
+    settings.LLM_BASE_URL = ""
+    settings.KEYWORD_FALLBACK_ENABLED = False
+    events = await collect(agent, "今天中午吃啥")
+    assert events == [Error(DOWNSTREAM, MODEL_UNAVAILABLE), Done(full_text="", interrupted=True)]
+    assert subagent_server.requests == []

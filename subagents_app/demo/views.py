@@ -1,0 +1,69 @@
+"""The demo sub-agents' HTTP face: `POST /demo/subagents/<name>/api/v1/chat` (DESIGN §5).
+
+They take no campus token: the demo data is public, and students who log in with a password
+have none to send.
+"""
+import asyncio
+import json
+import uuid
+
+from django.http import JsonResponse, StreamingHttpResponse
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_POST
+from loguru import logger
+
+from campus_agent.errors import INVALID_BODY
+from campus_agent.redaction import clip_text
+from campus_agent.request_id import request_id_get, request_id_set
+from campus_agent.sse import sse_frame
+from subagents_app.demo.answer import DemoAnswer
+from subagents_app.demo.catalog import DEMO_SUBAGENTS
+
+# A short pause between chunks, so the page shows the answer streaming in as a real one would.
+CHUNK_DELAY_SEC = 0.02
+MESSAGE_MAX_CHARS = 8000
+BODY_INVALID = "请求体须是 JSON：{\"message\": \"…\", \"domain\": \"…\"}，message 为 1–8000 字。"
+AGENT_UNKNOWN = "没有这个演示子 Agent。"
+
+
+def _message_of(body: bytes) -> str | None:
+    try:
+        payload = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    message = payload.get("message") if isinstance(payload, dict) else None
+    if not isinstance(message, str) or not message.strip() or len(message) > MESSAGE_MAX_CHARS:
+        return None
+    return message.strip()
+
+
+async def _answer_frames(name: str, answer: DemoAnswer, request_id: str):
+    request_id_set(request_id)  # the middleware's ContextVar is gone once the body streams
+    yield sse_frame({"type": "session", "session_id": uuid.uuid4().hex, "agent": name})
+    args = json.dumps(answer.lookup_args, ensure_ascii=False)
+    yield sse_frame({"type": "tool_call", "tool": answer.lookup, "args": args})
+    yield sse_frame({"type": "tool_result", "tool": answer.lookup, "ok": True})
+    for part in answer.parts:
+        await asyncio.sleep(CHUNK_DELAY_SEC)
+        yield sse_frame({"type": "chunk", "content": part})
+    yield sse_frame({"type": "done", "full_text": answer.full_text, "chart": answer.chart})
+    logger.info("demo sub-agent {} answered: chars={} chart={}", name, len(answer.full_text), bool(answer.chart))
+
+
+@csrf_exempt  # a server-to-server API called with a bearer token, never from a browser form
+@require_POST
+async def demo_subagent_chat(request, name: str):
+    agent = DEMO_SUBAGENTS.get(name)
+    if agent is None:
+        return JsonResponse({"message": AGENT_UNKNOWN}, status=404)
+    message = _message_of(request.body)
+    if message is None:
+        return JsonResponse({"code": INVALID_BODY, "message": BODY_INVALID}, status=400)
+    logger.info("demo sub-agent {} asked: {}", name, clip_text(message))
+    answer = agent.answer(message=message)
+    response = StreamingHttpResponse(
+        _answer_frames(name, answer, request_id_get()), content_type="text/event-stream; charset=utf-8"
+    )
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"
+    return response

@@ -1,0 +1,175 @@
+"""The demo sub-agents: their answers, and the §5 contract through the real client over a socket."""
+import json
+import time
+
+import httpx
+import pytest
+
+from subagents_app.client import subagent_call, subagent_client_close
+from subagents_app.demo.canteen import canteen_answer
+from subagents_app.demo.catalog import DEMO_SUBAGENTS
+from subagents_app.demo.course import course_answer
+from subagents_app.demo.data import demo_data_load
+from subagents_app.demo.views import AGENT_UNKNOWN, BODY_INVALID
+from subagents_app.models import SubAgent
+
+REQUEST_ID = "0123456789abcdef"
+
+
+def _canteen(name: str) -> dict:
+    return next(c for c in demo_data_load(name="canteen")["canteens"] if c["name"] == name)
+
+
+def _courses() -> list[dict]:
+    return demo_data_load(name="course")["courses"]
+
+
+def assert_chart_shape(chart: dict) -> None:
+    """The shape the chat page draws with chart.js."""
+    assert chart["type"] in ("bar", "line", "pie")
+    assert isinstance(chart["title"], str) and chart["title"]
+    assert chart["labels"] and all(isinstance(label, str) for label in chart["labels"])
+    for dataset in chart["datasets"]:
+        assert isinstance(dataset["label"], str)
+        assert len(dataset["data"]) == len(chart["labels"])
+        assert all(isinstance(value, int | float) for value in dataset["data"])
+
+
+# --- answers (pure functions of the question and the bundled data) ---------------------------
+
+
+def test_canteen_named_meal_lists_that_menu_cheapest_first_and_charts_prices():
+    dinner = sorted(_canteen("第二食堂")["menus"]["晚餐"], key=lambda dish: dish["price"])
+    answer = canteen_answer(message="二食堂晚饭有什么便宜的")
+    assert answer.chart["labels"] == [dish["name"] for dish in dinner]
+    assert answer.chart["datasets"][0]["data"] == [dish["price"] for dish in dinner]
+    assert_chart_shape(answer.chart)
+    assert "第一食堂" not in answer.full_text
+    assert f"最实惠：第二食堂的{dinner[0]['name']}" in answer.full_text
+    assert len(answer.parts) > 3  # streamed in several chunks
+
+
+def test_canteen_calorie_question_charts_calories_lowest_first():
+    breakfast = sorted(_canteen("第一食堂")["menus"]["早餐"], key=lambda dish: dish["kcal"])
+    answer = canteen_answer(message="想减肥，一食堂早餐热量低的有哪些")
+    assert answer.chart["datasets"][0]["data"] == [dish["kcal"] for dish in breakfast]
+    assert "千卡" in answer.chart["title"]
+    assert f"热量最低：第一食堂的{breakfast[0]['name']}" in answer.full_text
+
+
+def test_canteen_without_canteen_or_meal_compares_all_canteens_at_lunch():
+    canteens = demo_data_load(name="canteen")["canteens"]
+    answer = canteen_answer(message="食堂有什么好吃的")
+    assert answer.chart["labels"] == [c["name"] for c in canteens]
+    first_lunch = canteens[0]["menus"]["午餐"]
+    assert answer.chart["datasets"][0]["data"][0] == round(sum(d["price"] for d in first_lunch) / len(first_lunch), 1)
+    assert "你没有说哪一餐" in answer.full_text
+
+
+def test_canteen_hours_question_answers_hours_without_chart():
+    answer = canteen_answer(message="清真食堂几点开门")
+    assert answer.chart is None
+    assert _canteen("清真食堂")["hours"]["早餐"] in answer.full_text
+    assert "第一食堂" not in answer.full_text
+
+
+def test_course_filters_by_teacher_and_charts_remaining_seats():
+    expected = [c for c in _courses() if c["teacher"] == "王芳"]
+    answer = course_answer(message="王芳老师教什么课")
+    assert answer.chart["labels"] == [c["name"] for c in expected]
+    assert answer.chart["datasets"][0]["data"] == [max(c["capacity"] - c["enrolled"], 0) for c in expected]
+    assert_chart_shape(answer.chart)
+
+
+def test_course_combines_credits_and_category():
+    expected = {c["name"] for c in _courses() if c["credits"] == 2 and "通识" in c["category"]}
+    answer = course_answer(message="有哪些两学分的通识课")
+    assert set(answer.chart["labels"]) == expected
+
+
+def test_course_weekday_and_seat_question_sorts_by_remaining_seats():
+    on_wednesday = [c for c in _courses() if "周三" in c["time"]]
+    remaining = sorted((max(c["capacity"] - c["enrolled"], 0) for c in on_wednesday), reverse=True)
+    answer = course_answer(message="星期三的课还有名额吗")
+    assert answer.chart["datasets"][0]["data"] == remaining
+
+
+def test_course_topic_prefers_the_longest_overlapping_keyword():
+    answer = course_answer(message="数据结构还能选吗")
+    assert answer.chart["labels"] == ["数据结构"]  # not every course tagged 数据
+    assert "都已选满" in answer.full_text
+
+
+def test_course_with_impossible_conditions_says_so_without_chart():
+    answer = course_answer(message="王芳老师的体育课")
+    assert answer.chart is None
+    assert "没有找到" in answer.full_text
+
+
+# --- the §5 contract over a real socket ------------------------------------------------------
+
+
+def _row(base: str, name: str) -> SubAgent:
+    demo = DEMO_SUBAGENTS[name]
+    return SubAgent(name=name, description=demo.description, base_url=f"{base}/demo/subagents/{name}",
+                    domain=demo.domain, timeout_sec=5)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    ("name", "question", "answer"),
+    [("canteen", "今天中午一食堂吃啥", canteen_answer), ("course", "李明老师的课还有名额吗", course_answer)],
+)
+async def test_demo_subagent_passes_the_client_contract(live_asgi, name, question, answer):
+    seen: list[tuple[float, str]] = []
+
+    async def on_chunk(text: str) -> None:
+        seen.append((time.perf_counter(), text))
+
+    try:
+        reply = await subagent_call(
+            sub_agent=_row(live_asgi, name), message=question, request_id=REQUEST_ID,
+            conversation_id="conv-1", campus_token="campus-token-abcdefghijklmnop", on_chunk=on_chunk,
+        )
+    finally:
+        await subagent_client_close()
+    expected = answer(message=question)
+    assert reply.ok, reply.text
+    assert [text for _, text in seen] == expected.parts
+    assert reply.text == "".join(text for _, text in seen) == expected.full_text
+    assert seen[-1][0] - seen[0][0] > 0.02  # streamed as it is produced, not in one piece
+    assert reply.chart == expected.chart
+    assert_chart_shape(reply.chart)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_demo_stream_frames_and_headers(live_asgi):
+    url = f"{live_asgi}/demo/subagents/canteen/api/v1/chat"
+    body = {"message": "二食堂晚饭", "domain": "canteen"}
+    with httpx.stream("POST", url, json=body, headers={"X-Request-Id": REQUEST_ID}, timeout=5) as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        assert response.headers["cache-control"] == "no-cache"
+        assert response.headers["x-accel-buffering"] == "no"
+        assert response.headers["x-request-id"] == REQUEST_ID
+        raw = "".join(response.iter_text())
+    frames = [json.loads(block.removeprefix("data: ")) for block in raw.split("\n\n") if block]
+    kinds = [frame["type"] for frame in frames]
+    assert kinds[0] == "session" and kinds[-1] == "done"
+    assert {"tool_call", "tool_result"} <= set(kinds)
+    assert kinds.count("chunk") > 3
+    done = frames[-1]
+    assert done["full_text"] == "".join(f["content"] for f in frames if f["type"] == "chunk")
+    assert done["chart"]["labels"] == [d["name"] for d in _canteen("第二食堂")["menus"]["晚餐"]]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_demo_rejects_bad_requests_with_json(live_asgi):
+    url = f"{live_asgi}/demo/subagents/canteen/api/v1/chat"
+    for body in (b"not json", b"[]", json.dumps({"message": "   "}).encode(), json.dumps({"message": 3}).encode()):
+        response = httpx.post(url, content=body, headers={"Content-Type": "application/json"}, timeout=5)
+        assert response.status_code == 400
+        assert response.json() == {"code": 40001, "message": BODY_INVALID}
+    unknown = httpx.post(f"{live_asgi}/demo/subagents/weather/api/v1/chat", json={"message": "天气"}, timeout=5)
+    assert unknown.status_code == 404 and unknown.json()["message"] == AGENT_UNKNOWN
+    assert httpx.get(url, timeout=5).status_code == 405
