@@ -86,6 +86,8 @@ class Done:
         payload = {"type": "done", "full_text": self.full_text, "message_id": message_id, "chart": self.chart}
         if self.fallback:
             payload["fallback"] = True
+        if self.interrupted:  # the page marks the reply as cut at once, not only after a reload
+            payload["interrupted"] = True
         return payload
 
 

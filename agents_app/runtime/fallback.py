@@ -14,18 +14,20 @@ import re
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Sequence
+from contextlib import aclosing
 from dataclasses import dataclass
 
 from django.conf import settings
 from loguru import logger
 
 from agents_app.models import Agent
+from agents_app.runtime.budget import BudgetSpent
 from agents_app.runtime.context import RunContext
-from agents_app.runtime.events import Chunk, Done, Error, Event, ToolCall, ToolChunk, ToolResult
-from agents_app.runtime.loop import TOOL_CRASHED_TEXT, TURN_TIMEOUT_TEXT
+from agents_app.runtime.events import Chunk, Done, Event, ToolCall, ToolResult
+from agents_app.runtime.loop import TURN_TIMEOUT_TEXT
 from agents_app.runtime.subagent_tool import SubAgentTool
-from agents_app.runtime.tools import Tool, ToolOutcome, tools_for_agent
-from campus_agent.errors import CAMPUS_TOKEN_EXPIRED, DOWNSTREAM
+from agents_app.runtime.tool_runs import ToolRequest, tool_calls_run
+from agents_app.runtime.tools import Tool, tools_for_agent
 from campus_agent.redaction import clip_text
 from campus_agent.request_id import request_id_set
 
@@ -153,44 +155,17 @@ async def _tools_of(agent: Agent) -> list[Tool]:
         return []
 
 
-async def _relay(*, tool: Tool, args: dict, ctx: RunContext, call_id: str, deadline: float, outcome: list):
-    """Runs the tool, yielding its live text as ToolChunk events, then its ToolResult (and a
-    40102 Error, as the tool loop does). The outcome is appended to `outcome` for the caller."""
-    queue: asyncio.Queue = asyncio.Queue()
-
-    async def emit(text: str) -> None:
-        await queue.put(ToolChunk(call_id=call_id, tool=tool.name, content=text))
-
-    async def run() -> None:
-        request_id_set(ctx.request_id)
-        try:
-            result = await tool.run(args, ctx, emit)
-        except Exception as exc:  # noqa: BLE001 - a crashing tool is an answer the student reads
-            logger.exception("fallback routing: tool {} raised", tool.name)
-            text = TOOL_CRASHED_TEXT.format(reason=type(exc).__name__)
-            result = ToolOutcome(text=text, ok=False, error=text)
-        await queue.put(result)
-
-    task = asyncio.create_task(run())
+async def _relay(*, tool: Tool, args: dict, ctx: RunContext, call_id: str, deadline: float):
+    """Runs the tool as the tool loop would (tool_runs.py), yielding its ToolChunk / ToolResult
+    (/ 40102 Error) events; when the turn budget runs out first, a failed result says so."""
+    request = ToolRequest(call_id=call_id, tool=tool.name, args=args)
+    runs = tool_calls_run(calls=[request], tools_by_name={tool.name: tool}, ctx=ctx, deadline=deadline)
     try:
-        while True:
-            remaining = deadline - asyncio.get_running_loop().time()
-            try:
-                item = await asyncio.wait_for(queue.get(), timeout=max(remaining, 0))
-            except TimeoutError:
-                item = ToolOutcome(text=TURN_TIMEOUT_TEXT, ok=False, error=TURN_TIMEOUT_TEXT, code=DOWNSTREAM)
-            if isinstance(item, ToolChunk):
-                yield item
-                continue
-            outcome.append(item)
-            yield ToolResult(call_id=call_id, tool=tool.name, ok=item.ok, content=item.text,
-                             error=item.error, chart=item.chart)
-            if item.code == CAMPUS_TOKEN_EXPIRED:
-                yield Error(CAMPUS_TOKEN_EXPIRED, item.error or item.text)
-            return
-    finally:
-        if not task.done():  # the client went away or the budget ran out: stop the tool too
-            task.cancel()
+        async with aclosing(runs):  # closing the turn closes the run: the tool is cancelled
+            async for event in runs:
+                yield event
+    except BudgetSpent:
+        yield ToolResult(call_id=call_id, tool=tool.name, ok=False, content=TURN_TIMEOUT_TEXT, error=TURN_TIMEOUT_TEXT)
 
 
 async def fallback_turn(*, agent: Agent, history: list[dict], ctx: RunContext, reason: str) -> AsyncIterator[Event]:
@@ -229,9 +204,12 @@ async def fallback_turn(*, agent: Agent, history: list[dict], ctx: RunContext, r
     call_id = "call_fallback_" + uuid.uuid4().hex[:16]
     args = tool_fallback_args(tool=tool, question=question)
     yield ToolCall(call_id=call_id, tool=tool.name, args=json.dumps(args, ensure_ascii=False))
-    outcome: list[ToolOutcome] = []
-    async for event in _relay(tool=tool, args=args, ctx=ctx, call_id=call_id, deadline=deadline, outcome=outcome):
+    result: ToolResult | None = None
+    async for event in _relay(tool=tool, args=args, ctx=ctx, call_id=call_id, deadline=deadline):
+        if isinstance(event, ToolResult):
+            result = event
         yield event
-    answer = outcome[0].text
+    # The student reads this answer directly: a failure shows its user-facing text.
+    answer = result.content if result.ok else (result.error or result.content)
     yield Chunk(answer, fallback=True)
-    yield Done(full_text=notice + answer, chart=outcome[0].chart, fallback=True)
+    yield Done(full_text=notice + answer, chart=result.chart, fallback=True)

@@ -6,7 +6,8 @@ import json
 import time
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field, replace
+from contextlib import aclosing
+from dataclasses import dataclass, field
 
 import httpx
 import openai
@@ -14,27 +15,19 @@ from django.conf import settings
 from loguru import logger
 
 from agents_app.models import Agent
+from agents_app.runtime.budget import BudgetSpent, within
 from agents_app.runtime.context import RunContext
-from agents_app.runtime.events import (
-    Chunk,
-    Done,
-    Error,
-    Event,
-    ToolCall,
-    ToolChunk,
-    ToolResult,
-)
+from agents_app.runtime.events import Chunk, Done, Error, Event, ToolCall, ToolResult
 from agents_app.runtime.llm import llm_stream
-from agents_app.runtime.tools import Tool, ToolOutcome, tool_spec, tools_for_agent
-from campus_agent.errors import CAMPUS_TOKEN_EXPIRED, DOWNSTREAM
+from agents_app.runtime.tool_runs import ToolRequest, tool_calls_run
+from agents_app.runtime.tools import tool_spec, tools_for_agent
+from campus_agent.errors import DOWNSTREAM
 from campus_agent.request_id import request_id_set
 
 NOT_CONFIGURED_REASON = "LLM_BASE_URL is not set"
 MODEL_INTERRUPTED_TEXT = "AI 模型回答中断，请稍后重试。"
 TURN_TIMEOUT_TEXT = "本轮回答超时，请稍后重试或换个问法。"
 BAD_ARGUMENTS_NOTE = "注意：调用参数不是 JSON 对象，已按空参数 {} 调用。"
-UNKNOWN_TOOL_TEXT = "没有名为“{name}”的工具，请只使用提供的工具。"
-TOOL_CRASHED_TEXT = "工具运行出错：{reason}"
 
 
 class LlmUnavailable(Exception):
@@ -66,22 +59,9 @@ class _Call:
     def message(self) -> dict:
         return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.arguments}}
 
-
-class _BudgetSpent(Exception):
-    """The turn's wall-clock budget (TURN_BUDGET_SEC) ran out."""
-
-
-async def _within(awaitable, deadline: float):
-    """Awaits one step under the turn deadline. Only steps are bounded, never a `yield`: a
-    timeout spanning a yield would cancel the consumer's task at an unrelated await."""
-    scope = asyncio.timeout_at(deadline)
-    try:
-        async with scope:
-            return await awaitable
-    except TimeoutError:
-        if scope.expired():
-            raise _BudgetSpent from None
-        raise
+    def request(self) -> ToolRequest:
+        return ToolRequest(call_id=self.id, tool=self.name, args=self.args,
+                           note="" if self.args_ok else BAD_ARGUMENTS_NOTE)
 
 
 def _usage_add(total: dict, usage) -> None:
@@ -117,29 +97,6 @@ def _finish_calls(fragments: dict[int, _Call]) -> list[_Call]:
         call.finish()
         calls.append(call)
     return calls
-
-
-async def _run_one(call: _Call, tool: Tool | None, ctx: RunContext, queue: asyncio.Queue) -> None:
-    request_id_set(ctx.request_id)  # a task does not see the request's ContextVar value
-
-    async def emit(text: str) -> None:
-        await queue.put(ToolChunk(call_id=call.id, tool=call.name, content=text))
-
-    if tool is None:
-        text = UNKNOWN_TOOL_TEXT.format(name=call.name)
-        outcome = ToolOutcome(text=text, ok=False, error=text)
-    else:
-        try:
-            outcome = await tool.run(call.args, ctx, emit)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - a crashing tool is a result the model reads
-            logger.exception("tool {} raised", call.name)
-            text = TOOL_CRASHED_TEXT.format(reason=f"{type(exc).__name__}: {exc}")
-            outcome = ToolOutcome(text=text, ok=False, error=TOOL_CRASHED_TEXT.format(reason=type(exc).__name__))
-    if not call.args_ok:
-        outcome = replace(outcome, text=f"{BAD_ARGUMENTS_NOTE}\n{outcome.text}")
-    await queue.put((call, outcome))
 
 
 async def run_turn(*, agent: Agent, history: list[dict], ctx: RunContext) -> AsyncIterator[Event]:
@@ -193,7 +150,7 @@ async def run_turn(*, agent: Agent, history: list[dict], ctx: RunContext) -> Asy
         fragments: dict[int, _Call] = {}
         stream = None
         try:
-            stream = await _within(
+            stream = await within(
                 llm_stream(model=agent.effective_model, messages=messages, tools=offered,
                            temperature=agent.temperature, request_id=ctx.request_id),
                 deadline,
@@ -201,7 +158,7 @@ async def run_turn(*, agent: Agent, history: list[dict], ctx: RunContext) -> Asy
             chunks = stream.__aiter__()
             while True:
                 try:
-                    chunk = await _within(chunks.__anext__(), deadline)
+                    chunk = await within(chunks.__anext__(), deadline)
                 except StopAsyncIteration:
                     break
                 _usage_add(usage, chunk.usage)
@@ -216,12 +173,12 @@ async def run_turn(*, agent: Agent, history: list[dict], ctx: RunContext) -> Asy
                         yield Chunk(content=delta.content)
                     for fragment in delta.tool_calls or ():
                         _merge_fragment(fragments, fragment)
-        except (_BudgetSpent, openai.APIError, httpx.HTTPError) as exc:
-            reason = "turn budget spent" if isinstance(exc, _BudgetSpent) else f"{type(exc).__name__}: {exc}"
+        except (BudgetSpent, openai.APIError, httpx.HTTPError) as exc:
+            reason = "turn budget spent" if isinstance(exc, BudgetSpent) else f"{type(exc).__name__}: {exc}"
             logger.warning("model request failed round={} reason={}", round_no + 1, reason)
             if not yielded:
                 raise LlmUnavailable(reason) from exc
-            yield Error(DOWNSTREAM, TURN_TIMEOUT_TEXT if isinstance(exc, _BudgetSpent) else MODEL_INTERRUPTED_TEXT)
+            yield Error(DOWNSTREAM, TURN_TIMEOUT_TEXT if isinstance(exc, BudgetSpent) else MODEL_INTERRUPTED_TEXT)
             yield ended(interrupted=True)
             return
         finally:
@@ -236,33 +193,22 @@ async def run_turn(*, agent: Agent, history: list[dict], ctx: RunContext) -> Asy
             yielded = True
             yield ToolCall(call_id=call.id, tool=call.name, args=call.arguments)
 
-        queue: asyncio.Queue = asyncio.Queue()
-        tasks = [asyncio.create_task(_run_one(c, by_name.get(c.name), ctx, queue)) for c in calls]
-        outcomes: dict[str, ToolOutcome] = {}
+        results: dict[str, ToolResult] = {}
+        runs = tool_calls_run(calls=[c.request() for c in calls], tools_by_name=by_name, ctx=ctx, deadline=deadline)
         try:
-            while len(outcomes) < len(calls):
-                item = await _within(queue.get(), deadline)
-                if isinstance(item, ToolChunk):
-                    yield item
-                    continue
-                call, outcome = item
-                outcomes[call.id] = outcome
-                yield ToolResult(call_id=call.id, tool=call.name, ok=outcome.ok, content=outcome.text,
-                                 error=outcome.error, chart=outcome.chart)
-                if outcome.code == CAMPUS_TOKEN_EXPIRED:
-                    yield Error(CAMPUS_TOKEN_EXPIRED, outcome.error or outcome.text)
-        except _BudgetSpent:
+            async with aclosing(runs):  # closing the turn closes the runs: their tools are cancelled
+                async for event in runs:
+                    if isinstance(event, ToolResult):
+                        results[event.call_id] = event
+                    yield event
+        except BudgetSpent:
             yield Error(DOWNSTREAM, TURN_TIMEOUT_TEXT)
             yield ended(interrupted=True)
             return
-        finally:
-            for task in tasks:  # the client went away or the budget ran out: stop the tools
-                if not task.done():
-                    task.cancel()
 
         messages.append({"role": "assistant", "content": "".join(round_text) or None,
                          "tool_calls": [c.message() for c in calls]})
         for call in calls:
-            messages.append({"role": "tool", "tool_call_id": call.id, "content": outcomes[call.id].text})
-            chart = outcomes[call.id].chart or chart
+            messages.append({"role": "tool", "tool_call_id": call.id, "content": results[call.id].content})
+            chart = results[call.id].chart or chart
     yield ended(interrupted=False)

@@ -26,7 +26,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
 
-from campus_agent.testing.servers import ThreadedAsgiServer
+from campus_agent.testing.servers import ServedApp
 
 NO_SCRIPT_MESSAGE = "fake LLM: no scripted reply left"
 
@@ -93,7 +93,7 @@ class RecordedRequest:
 Responder = Callable[[RecordedRequest], "Reply | str"]
 
 
-class FakeLlm:
+class FakeLlm(ServedApp):
     """The scripted model. `app` is the Starlette app; `serve()` runs it on loopback."""
 
     def __init__(self, *, model: str = "fake-model"):
@@ -102,7 +102,6 @@ class FakeLlm:
         self.responder: Responder | None = None
         self._script: deque[Reply] = deque()
         self._lock = threading.Lock()
-        self._server: ThreadedAsgiServer | None = None
         self.app = Starlette(
             routes=[
                 Route("/v1/chat/completions", self._chat, methods=["POST"]),
@@ -138,23 +137,11 @@ class FakeLlm:
     def last_request(self) -> RecordedRequest:
         return self.requests[-1]
 
-    # --- serving ------------------------------------------------------------------------------
-    def serve(self) -> FakeLlm:
-        self._server = ThreadedAsgiServer(self.app).start()
-        return self
-
-    def stop(self) -> None:
-        if self._server:
-            self._server.stop()
-
+    # --- serving (serve / stop / root_url: ServedApp) -----------------------------------------
     @property
     def url(self) -> str:
         """The base URL a client is configured with, ending in /v1."""
-        return f"{self._server.url}/v1"
-
-    @property
-    def root_url(self) -> str:
-        return self._server.url
+        return f"{self.root_url}/v1"
 
     # --- handlers -----------------------------------------------------------------------------
     def _next_reply(self, request: RecordedRequest) -> Reply | None:

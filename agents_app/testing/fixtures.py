@@ -9,17 +9,14 @@ from django.conf import settings as django_settings
 
 from agents_app.models import Agent, McpService
 from agents_app.testing.fake_llm import FakeLlm
-from agents_app.testing.mcp_servers import SPAWN_LOG_ENV, serve_http
+from agents_app.testing.mcp_servers import SPAWN_LOG_ENV, HttpMcpServer
 
 
 @pytest.fixture
 def llm_server():
     """The scripted OpenAI-compatible server: `.url` (ends /v1), `.reply_text()`, `.requests` …"""
-    server = FakeLlm().serve()
-    try:
+    with FakeLlm() as server:
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture
@@ -84,34 +81,28 @@ def mcp_service_stdio(db, mcp_spawn_log) -> McpService:
 
 @pytest.fixture
 def mcp_sse_server():
-    server = serve_http("sse")
-    try:
+    with HttpMcpServer("sse") as server:
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture
 def mcp_http_server():
-    server = serve_http("streamable-http")
-    try:
+    with HttpMcpServer("streamable-http") as server:
         yield server
-    finally:
-        server.stop()
+
+
+def _http_service(name: str, server: HttpMcpServer) -> McpService:
+    return McpService.objects.create(name=name, protocol=server.transport, config={"url": server.url}, timeout_sec=5)
 
 
 @pytest.fixture
 def mcp_service_sse(db, mcp_sse_server) -> McpService:
-    return McpService.objects.create(
-        name="sse-tools", protocol="sse", config={"url": mcp_sse_server.url}, timeout_sec=5
-    )
+    return _http_service("sse-tools", mcp_sse_server)
 
 
 @pytest.fixture
 def mcp_service_http(db, mcp_http_server) -> McpService:
-    return McpService.objects.create(
-        name="http-tools", protocol="streamable-http", config={"url": mcp_http_server.url}, timeout_sec=5
-    )
+    return _http_service("http-tools", mcp_http_server)
 
 
 @pytest.fixture

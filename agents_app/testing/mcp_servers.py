@@ -15,13 +15,12 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-from dataclasses import dataclass
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ImageContent, TextContent
 
-from campus_agent.testing.servers import ThreadedAsgiServer
+from campus_agent.testing.servers import ServedApp
 
 SPAWN_LOG_ENV = "MCP_TEST_SPAWN_LOG"
 # A 1×1 transparent PNG: the smallest real image a tool can return.
@@ -71,35 +70,29 @@ def stdio_argv() -> list[str]:
     return [sys.executable, "-m", "agents_app.testing.mcp_servers"]
 
 
-@dataclass
-class HttpMcpServer:
-    """A running HTTP MCP server; `url` is what an McpService config points at."""
+class HttpMcpServer(ServedApp):
+    """The tools over `sse` or `streamable-http`; `url` is what an McpService config points at."""
 
-    transport: str
-    server: ThreadedAsgiServer
+    lifespan = "on"  # the streamable-http session manager runs in the app's lifespan
+
+    def __init__(self, transport: str):
+        mcp = build_server()
+        if transport == "sse":
+            self.app, self.path = mcp.sse_app(), "/sse"
+        elif transport == "streamable-http":
+            self.app, self.path = mcp.streamable_http_app(), "/mcp"
+        else:
+            raise ValueError(transport)
+        self.transport = transport
 
     @property
     def url(self) -> str:
-        path = "/sse" if self.transport == "sse" else "/mcp"
-        return f"{self.server.url}{path}"
-
-    def stop(self) -> None:
-        self.server.stop()
+        return f"{self.root_url}{self.path}"
 
 
 def serve_http(transport: str) -> HttpMcpServer:
     """Serve the tools over `sse` or `streamable-http` on a loopback port (OS-picked)."""
-    mcp = build_server()
-    if transport == "sse":
-        app = mcp.sse_app()
-    elif transport == "streamable-http":
-        app = mcp.streamable_http_app()
-    else:
-        raise ValueError(transport)
-    server = ThreadedAsgiServer(app)
-    # The streamable-http session manager runs in the app's lifespan.
-    server.config.lifespan = "on"
-    return HttpMcpServer(transport=transport, server=server.start())
+    return HttpMcpServer(transport).serve()
 
 
 def main() -> None:

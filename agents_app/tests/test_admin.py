@@ -8,12 +8,6 @@ from agents_app.models import McpService
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def staff_client(client, staff_user):
-    client.force_login(staff_user)
-    return client
-
-
 def run_list_tools(client, *services):
     url = reverse("admin:agents_app_mcpservice_changelist")
     response = client.post(url, {"action": "list_tools", "_selected_action": [s.pk for s in services]})

@@ -5,33 +5,13 @@ from django.urls import reverse
 from django.utils.html import escape
 
 from agents_app.models import Agent, McpService
-from campus_agent.testing.admin_forms import admin_form_data
-from subagents_app.models import SubAgent
-
-
-@pytest.fixture
-def staff_client(client, staff_user):
-    client.force_login(staff_user)
-    return client
-
-
-@pytest.fixture
-def student_client(client, user):
-    client.force_login(user)
-    return client
+from campus_agent.testing.admin_forms import admin_form_data, admin_login_required_check
 
 
 @pytest.fixture
 def calendar(db) -> McpService:
     return McpService.objects.create(
         name="calendar", protocol="stdio", config={"command": "python", "args": ["-m", "calendar_server"]}
-    )
-
-
-@pytest.fixture
-def canteen(db) -> SubAgent:
-    return SubAgent.objects.create(
-        name="canteen", description="食堂菜单。关键词：食堂、吃什么", base_url="http://canteen-agent:8000"
     )
 
 
@@ -87,10 +67,7 @@ def test_agent_change_page_has_a_prompt_editor_tool_pickers_and_help(staff_clien
 def test_non_staff_are_sent_to_the_admin_login(client, user, xiaozhi, calendar, who):
     if who == "student":
         client.force_login(user)
-    for url in admin_pages(xiaozhi, calendar):
-        response = client.get(url)
-        assert response.status_code == 302, url
-        assert response["Location"].startswith(reverse("admin:login")), url
+    admin_login_required_check(client, admin_pages(xiaozhi, calendar))
 
 
 @pytest.mark.django_db

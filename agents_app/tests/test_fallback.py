@@ -23,6 +23,7 @@ from agents_app.runtime.fallback import (
     tool_fallback_args,
     tool_match,
 )
+from agents_app.runtime.loop import TURN_TIMEOUT_TEXT
 from agents_app.runtime.subagent_tool import SubAgentTool
 from agents_app.runtime.turn import MODEL_UNAVAILABLE, turn_stream
 from campus_agent.errors import CAMPUS_TOKEN_EXPIRED, DOWNSTREAM
@@ -253,6 +254,21 @@ async def test_failing_sub_agent_is_relayed_as_a_failed_tool_and_its_text(
     result = next(e for e in events if isinstance(e, ToolResult))
     assert (result.ok, result.error) == (False, failed)
     assert events[-2:] == [Chunk(failed, fallback=True), Done(full_text=events[0].content + failed, fallback=True)]
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_sub_agent_outlasting_the_turn_budget_is_cut_with_a_failed_result(
+    settings, agent, subagent_server, _close_shared_clients
+):
+    settings.LLM_BASE_URL = ""
+    settings.TURN_BUDGET_SEC = 0.5
+    subagent_server.default_mode = "trickle"  # a chunk every 0.2 s, forever
+    events = await collect(agent, "今天吃什么")
+    assert any(isinstance(e, ToolChunk) for e in events)  # its text was relayed until the cut
+    result = next(e for e in events if isinstance(e, ToolResult))
+    assert (result.ok, result.error) == (False, TURN_TIMEOUT_TEXT)
+    assert events[-2:] == [Chunk(TURN_TIMEOUT_TEXT, fallback=True),
+                           Done(full_text=events[0].content + TURN_TIMEOUT_TEXT, fallback=True)]
 
 
 @pytest.mark.django_db(transaction=True)

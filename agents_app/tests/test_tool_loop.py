@@ -18,14 +18,11 @@ from agents_app.runtime.events import (
 from agents_app.runtime.loop import (
     BAD_ARGUMENTS_NOTE,
     MODEL_INTERRUPTED_TEXT,
-    TOOL_CRASHED_TEXT,
     TURN_TIMEOUT_TEXT,
-    UNKNOWN_TOOL_TEXT,
     LlmUnavailable,
-    _Call,
-    _run_one,
     run_turn,
 )
+from agents_app.runtime.tool_runs import TOOL_CRASHED_TEXT, UNKNOWN_TOOL_TEXT, ToolRequest, tool_calls_run
 from agents_app.testing.fake_llm import Reply, ScriptedCall
 from campus_agent.errors import CAMPUS_TOKEN_EXPIRED, DOWNSTREAM
 from subagents_app.client import ERROR_EVENT_TEXT, TIMEOUT_TEXT, subagent_client_close
@@ -149,13 +146,13 @@ class ExplodingTool:
 
 
 async def test_a_tool_that_raises_becomes_a_failed_result():
-    queue = asyncio.Queue()
-    call = _Call(id="c1", name="explode", arguments="{}")
-    call.finish()
-    await _run_one(call, ExplodingTool(), CTX, queue)
-    chunk, (_, outcome) = queue.get_nowait(), queue.get_nowait()
+    deadline = asyncio.get_running_loop().time() + 5
+    runs = tool_calls_run(calls=[ToolRequest(call_id="c1", tool="explode", args={})],
+                          tools_by_name={"explode": ExplodingTool()}, ctx=CTX, deadline=deadline)
+    chunk, result = [event async for event in runs]
     assert chunk == ToolChunk(call_id="c1", tool="explode", content="准备中")
-    assert not outcome.ok and outcome.text == TOOL_CRASHED_TEXT.format(reason="RuntimeError: boom")
+    assert not result.ok and result.content == TOOL_CRASHED_TEXT.format(reason="RuntimeError: boom")
+    assert result.error == TOOL_CRASHED_TEXT.format(reason="RuntimeError")  # what the user sees
 
 
 async def test_sub_agent_description_changed_in_db_reaches_the_model_next_turn(llm_settings, agent, sub_agent):

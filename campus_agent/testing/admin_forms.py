@@ -1,4 +1,5 @@
 """Helpers for tests that drive Django admin pages as a browser would."""
+from django.urls import reverse
 
 
 def admin_form_data(response, **overrides) -> dict:
@@ -19,6 +20,14 @@ def admin_form_data(response, **overrides) -> dict:
         data.pop(name, None)
         _put(data, name, value)
     return data
+
+
+def admin_login_required_check(client, urls) -> None:
+    """Asserts each admin page in `urls` sends `client` (anonymous or a student) to the admin login."""
+    for url in urls:
+        response = client.get(url)
+        assert response.status_code == 302, url
+        assert response["Location"].startswith(reverse("admin:login")), url
 
 
 def _put(data: dict, name: str, value) -> None:

@@ -19,6 +19,20 @@ def staff_user(db, password):
 
 
 @pytest.fixture
+def staff_client(client, staff_user):
+    """The test client logged in as `staff_user` (admin pages)."""
+    client.force_login(staff_user)
+    return client
+
+
+@pytest.fixture
+def student_client(client, user):
+    """The test client logged in as the student `user`."""
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
 def live_asgi(transactional_db):
     """The whole project (campus_agent.asgi) served by uvicorn on loopback, against the test DB.
 
@@ -28,8 +42,5 @@ def live_asgi(transactional_db):
     from campus_agent.asgi import application
     from campus_agent.testing.servers import ThreadedAsgiServer
 
-    server = ThreadedAsgiServer(application).start()
-    try:
+    with ThreadedAsgiServer(application) as server:
         yield server.url
-    finally:
-        server.stop()

@@ -6,14 +6,19 @@ see exactly what they would see in production. Port 0: the OS picks a free port.
 import asyncio
 import threading
 import time
+from typing import Self
 
 import uvicorn
 
 
 class ThreadedAsgiServer:
-    def __init__(self, app, *, host: str = "127.0.0.1", port: int = 0):
+    """`with ThreadedAsgiServer(app) as server:` serves `app` at `server.url` until the block ends
+    (or call start() / stop())."""
+
+    def __init__(self, app, *, host: str = "127.0.0.1", port: int = 0, lifespan: str = "off"):
         self.config = uvicorn.Config(
-            app, host=host, port=port, lifespan="off", log_config=None, access_log=False, timeout_graceful_shutdown=1
+            app, host=host, port=port, lifespan=lifespan, log_config=None, access_log=False,
+            timeout_graceful_shutdown=1,
         )
         self.server = uvicorn.Server(self.config)
         self._thread = threading.Thread(target=self._run, name="asgi-test-server", daemon=True)
@@ -40,3 +45,42 @@ class ThreadedAsgiServer:
     def stop(self) -> None:
         self.server.should_exit = True
         self._thread.join(timeout=5)
+
+    def __enter__(self) -> "ThreadedAsgiServer":
+        return self.start()
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop()
+
+
+class ServedApp:
+    """Base of the test doubles built around one ASGI app (the scripted model, the contract
+    sub-agent, the HTTP MCP servers): `serve()` runs `self.app` on loopback, `stop()` ends it,
+    and `with Double() as double:` does both."""
+
+    app = None
+    lifespan = "off"
+    _server: ThreadedAsgiServer | None = None
+
+    def serve(self) -> Self:
+        self._server = ThreadedAsgiServer(self.app, lifespan=self.lifespan).start()
+        return self
+
+    def stop(self) -> None:
+        if self._server:
+            self._server.stop()
+
+    @property
+    def root_url(self) -> str:
+        """http://127.0.0.1:<port>, the server's origin."""
+        return self._server.url
+
+    @property
+    def port(self) -> int:
+        return self._server.port
+
+    def __enter__(self) -> Self:
+        return self.serve()
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop()

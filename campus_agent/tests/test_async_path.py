@@ -32,11 +32,8 @@ def test_the_probe_does_see_a_sync_middleware(settings):
     settings.ROOT_URLCONF = PROBE_URLS
     with override_settings(MIDDLEWARE=[f"{PROBE_URLS}.SyncOnlyMiddleware", *settings.MIDDLEWARE]):
         handler = ASGIHandler()
-    server = ThreadedAsgiServer(handler).start()
-    try:
+    with ThreadedAsgiServer(handler) as server:
         response = httpx.get(f"{server.url}/probe")
-    finally:
-        server.stop()
 
     assert response.status_code == 200
     assert response.json()["via_async_to_sync"] is True

@@ -136,11 +136,8 @@ def live_site(transactional_db):
     from campus_agent.asgi import application
     from campus_agent.testing.servers import ThreadedAsgiServer
 
-    server = ThreadedAsgiServer(ASGIStaticFilesHandler(application)).start()
-    try:
+    with ThreadedAsgiServer(ASGIStaticFilesHandler(application)) as server:
         yield server.url
-    finally:
-        server.stop()
 
 
 @dataclass

@@ -2,6 +2,7 @@ import pytest
 from django.urls import reverse
 
 from agents_app.models import Agent
+from campus_agent.testing.admin_forms import admin_login_required_check
 from chat_app.models import Conversation, Message
 
 
@@ -30,13 +31,12 @@ def pages(conversation: Conversation) -> list[str]:
 
 
 @pytest.mark.django_db
-def test_staff_sees_conversations_and_their_messages(client, staff_user, conversation):
-    client.force_login(staff_user)
-    listing = client.get(pages(conversation)[0])
+def test_staff_sees_conversations_and_their_messages(staff_client, conversation):
+    listing = staff_client.get(pages(conversation)[0])
     assert listing.status_code == 200
     assert "今天中午吃啥" in listing.content.decode()
 
-    page = client.get(pages(conversation)[1])
+    page = staff_client.get(pages(conversation)[1])
 
     assert page.status_code == 200
     html = page.content.decode()
@@ -45,9 +45,8 @@ def test_staff_sees_conversations_and_their_messages(client, staff_user, convers
 
 
 @pytest.mark.django_db
-def test_message_inline_is_read_only(client, staff_user, conversation):
-    client.force_login(staff_user)
-    page = client.get(pages(conversation)[1])
+def test_message_inline_is_read_only(staff_client, conversation):
+    page = staff_client.get(pages(conversation)[1])
     (inline,) = [i for i in page.context["inline_admin_formsets"] if i.formset.model is Message]
 
     assert not inline.has_add_permission and not inline.has_change_permission and not inline.has_delete_permission
@@ -59,10 +58,9 @@ def test_message_inline_is_read_only(client, staff_user, conversation):
 
 
 @pytest.mark.django_db
-def test_a_post_to_the_change_page_does_not_alter_messages(client, staff_user, conversation):
-    client.force_login(staff_user)
+def test_a_post_to_the_change_page_does_not_alter_messages(staff_client, conversation):
     before = list(conversation.messages.values())
-    client.post(
+    staff_client.post(
         pages(conversation)[1],
         {
             "messages-TOTAL_FORMS": "1",
@@ -79,7 +77,4 @@ def test_a_post_to_the_change_page_does_not_alter_messages(client, staff_user, c
 def test_non_staff_are_sent_to_the_admin_login(client, user, conversation, who):
     if who == "student":
         client.force_login(user)  # even the conversation's own student
-    for url in pages(conversation):
-        response = client.get(url)
-        assert response.status_code == 302, url
-        assert response["Location"].startswith(reverse("admin:login")), url
+    admin_login_required_check(client, pages(conversation))

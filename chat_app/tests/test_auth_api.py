@@ -15,7 +15,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from campus_agent.testing.servers import ThreadedAsgiServer
+from campus_agent.testing.servers import ServedApp
 from chat_app.models import AuthSession
 from chat_app.tokens import jwt_decode
 
@@ -185,7 +185,7 @@ def test_logout_needs_a_token(live_asgi, db):
 
 
 # --- POST /api/v1/auth/sso ------------------------------------------------------------------
-class CampusUserInfo:
+class CampusUserInfo(ServedApp):
     """The campus user-info endpoint: 200 profile for GOOD_CAMPUS_TOKEN, else 401. Records calls."""
 
     def __init__(self, *, profile: dict | None = None, status: int = 200):
@@ -193,7 +193,7 @@ class CampusUserInfo:
         self.status = status
         self.authorizations: list[str] = []
         self._lock = threading.Lock()
-        self.server = ThreadedAsgiServer(Starlette(routes=[Route("/userinfo", self._userinfo)])).start()
+        self.app = Starlette(routes=[Route("/userinfo", self._userinfo)])
 
     async def _userinfo(self, request: Request):
         auth = request.headers.get("authorization", "")
@@ -207,15 +207,14 @@ class CampusUserInfo:
 
     @property
     def url(self) -> str:
-        return f"{self.server.url}/userinfo"
+        return f"{self.root_url}/userinfo"
 
 
 @pytest.fixture
 def campus_sso(settings):
-    sso = CampusUserInfo()
-    settings.CAMPUS_SSO_USERINFO_URL = sso.url
-    yield sso
-    sso.server.stop()
+    with CampusUserInfo() as sso:
+        settings.CAMPUS_SSO_USERINFO_URL = sso.url
+        yield sso
 
 
 def test_sso_creates_the_user_and_keeps_the_campus_token_server_side(live_asgi, campus_sso):

@@ -9,6 +9,7 @@ import time
 import pytest
 from django.conf import settings
 
+from agents_app.runtime.loop import MODEL_INTERRUPTED_TEXT
 from agents_app.runtime.turn import MODEL_UNAVAILABLE
 from agents_app.testing.fake_llm import Reply
 from chat_app.models import Conversation, Message
@@ -201,6 +202,17 @@ def test_failures_are_shown_inline_in_plain_chinese(chat, llm_settings, settings
     assert page.text_content(".tool .tool-state") == "失败"
     page.click(".tool summary")
     assert "子 Agent 返回错误（500）" in page.text_content(".tool .tool-output")
+
+    # The model's stream is cut mid-answer: the `done` frame says so and the reply is flagged
+    # at once (before, only a reload showed the flag, from the stored row).
+    cut_answer = "食堂今天营业到晚上八点，夜宵窗口开到十点半。"
+    llm_settings.queue(Reply(text=cut_answer, chunk_size=4, drop_after_chunks=3))
+    _ask(page, "食堂几点关门")
+    _wait_answered(page)
+    assert page.text_content(".msg-assistant:last-child .msg-error") == MODEL_INTERRUPTED_TEXT
+    assert page.text_content(".msg-assistant:last-child .msg-flag") == "（已中断）"
+    shown = page.text_content(".msg-assistant:last-child .segment").strip()
+    assert shown and cut_answer.startswith(shown) and shown != cut_answer
 
     llm_settings.fail(500)  # the model itself is down and keyword routing is off
     _ask(page, "再试一次")

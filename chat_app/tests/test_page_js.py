@@ -121,7 +121,8 @@ def test_chart_shape_is_validated(chat):
                 full: ok(base),
                 line: ok({ ...base, type: 'line' }),
                 pie: ok({ ...base, type: 'pie' }),
-                shorthand: chartSpecParse({ type: 'bar', labels: ['a', 'b'], values: [3, 4] }),
+                clean: chartSpecParse({ type: 'bar', labels: ['a', 'b'], datasets: [{ data: [3, 4] }], extra: '<b>' }),
+                values: ok({ type: 'bar', labels: ['a', 'b'], values: [3, 4] }),
                 unknownType: ok({ ...base, type: 'radar' }),
                 html: ok({ ...base, type: '<img src=x>' }),
                 lengths: ok({ ...base, datasets: [{ label: 'x', data: [1] }] }),
@@ -134,8 +135,9 @@ def test_chart_shape_is_validated(chat):
         }"""
     )
     assert verdicts["full"] and verdicts["line"] and verdicts["pie"]
-    assert verdicts["shorthand"] == {
+    assert verdicts["clean"] == {
         "type": "bar", "title": "", "labels": ["a", "b"], "datasets": [{"label": "", "data": [3, 4]}]
     }
-    refused = ["unknownType", "html", "lengths", "strings", "infinite", "noLabels", "notObject", "nested"]
+    # One shape only (docs/api.md): a one-series `values` shorthand is not a chart.
+    refused = ["values", "unknownType", "html", "lengths", "strings", "infinite", "noLabels", "notObject", "nested"]
     assert {k: verdicts[k] for k in refused} == {k: False for k in refused}

@@ -27,12 +27,6 @@ def agents(db):
     return default, other
 
 
-@pytest.fixture
-def client_in(client, user):
-    client.force_login(user)
-    return client
-
-
 def test_chat_page_requires_login(client):
     response = client.get("/")
     assert response.status_code == 302
@@ -53,28 +47,28 @@ def test_login_page_shows_a_chinese_error_for_a_wrong_password(client, user):
     assert "学号或密码不正确" in response.content.decode()
 
 
-def test_logout_is_a_post_and_ends_the_session(client_in):
-    assert client_in.get("/").status_code == 200
-    response = client_in.post(reverse("logout"))
+def test_logout_is_a_post_and_ends_the_session(student_client):
+    assert student_client.get("/").status_code == 200
+    response = student_client.post(reverse("logout"))
     assert response.status_code == 302 and response.url == reverse("login")
-    assert client_in.get("/").status_code == 302
+    assert student_client.get("/").status_code == 302
 
 
-def test_sidebar_lists_own_conversations_newest_first(client_in, user, agents):
+def test_sidebar_lists_own_conversations_newest_first(student_client, user, agents):
     older = Conversation.objects.create(user=user, agent=agents[0], title="较早的对话")
     newer = Conversation.objects.create(user=user, agent=agents[0], title="最新的对话")
     stranger = get_user_model().objects.create_user(username="20239999", password="x")
     Conversation.objects.create(user=stranger, title="别人的对话")
     Conversation.objects.filter(pk=older.pk).update(updated_at=newer.updated_at.replace(year=2020))
 
-    html = client_in.get("/").content.decode()
+    html = student_client.get("/").content.decode()
 
     assert "别人的对话" not in html
     assert html.index("最新的对话") < html.index("较早的对话")
 
 
-def test_agent_picker_offers_enabled_agents_with_the_default_selected(client_in, agents):
-    response = client_in.get("/")
+def test_agent_picker_offers_enabled_agents_with_the_default_selected(student_client, agents):
+    response = student_client.get("/")
     html = response.content.decode()
     assert '<option value="xiaozhi" selected>校园小智</option>' in html
     assert '<option value="course">选课助手</option>' in html
@@ -82,7 +76,7 @@ def test_agent_picker_offers_enabled_agents_with_the_default_selected(client_in,
     assert _page_state(response)["agent"] == "xiaozhi"
 
 
-def test_conversation_page_embeds_its_stored_messages_in_order(client_in, user, agents):
+def test_conversation_page_embeds_its_stored_messages_in_order(student_client, user, agents):
     conversation = Conversation.objects.create(user=user, agent=agents[1], title="选课")
     rows = [
         ("user", "有什么选修课", {}),
@@ -93,7 +87,7 @@ def test_conversation_page_embeds_its_stored_messages_in_order(client_in, user, 
     for seq, (role, content, meta) in enumerate(rows):
         Message.objects.create(conversation=conversation, role=role, content=content, meta=meta, seq=seq)
 
-    response = client_in.get(reverse("chat-conversation", args=[conversation.id]))
+    response = student_client.get(reverse("chat-conversation", args=[conversation.id]))
 
     state = _page_state(response)
     assert state["conversation_id"] == str(conversation.id)
@@ -103,16 +97,16 @@ def test_conversation_page_embeds_its_stored_messages_in_order(client_in, user, 
     assert "<script>window.__xss" not in response.content.decode()
 
 
-def test_another_users_conversation_is_a_404(client_in, agents):
+def test_another_users_conversation_is_a_404(student_client, agents):
     stranger = get_user_model().objects.create_user(username="20239999", password="x")
     theirs = Conversation.objects.create(user=stranger, title="别人的对话")
-    response = client_in.get(reverse("chat-conversation", args=[theirs.id]))
+    response = student_client.get(reverse("chat-conversation", args=[theirs.id]))
     assert response.status_code == 404
     assert "别人的对话" not in response.content.decode()
 
 
-def test_page_references_only_local_scripts(client_in):
-    html = client_in.get("/").content.decode()
+def test_page_references_only_local_scripts(student_client):
+    html = student_client.get("/").content.decode()
     sources = re.findall(r'<script[^>]+src="([^"]+)"', html)
     assert sources, "the page loads its scripts"
     assert all(src.startswith("/static/") for src in sources), sources  # no CDN: campus networks are offline

@@ -87,6 +87,7 @@ def test_model_down_answers_error_then_done(live_asgi, llm_settings, agent, auth
     assert result.status == 200
     assert result.types == ["session", "error", "done"]
     assert result.frames[1] == {"type": "error", "code": 50003, "message": MODEL_UNAVAILABLE}
+    assert result.frames[-1]["interrupted"] is True
     reply = Message.objects.get(id=result.frames[-1]["message_id"])
     assert reply.meta["interrupted"] is True
     assert reply.meta["errors"] == [{"code": 50003, "message": MODEL_UNAVAILABLE}]
@@ -101,6 +102,7 @@ def test_model_cut_mid_stream_keeps_what_was_said(live_asgi, llm_settings, agent
     assert result.of("error")[0]["message"] == MODEL_INTERRUPTED_TEXT
     said = result.text
     assert said and LONG_ANSWER.startswith(said) and said != LONG_ANSWER
+    assert result.frames[-1]["interrupted"] is True  # the page marks the reply cut at once
     reply = Message.objects.get(id=result.frames[-1]["message_id"])
     assert reply.content == said and reply.meta["interrupted"] is True
 
@@ -113,6 +115,7 @@ def test_turn_budget_cuts_a_hung_model(live_asgi, llm_settings, agent, auth_head
     assert time.monotonic() - started < 4
     assert result.types[-2:] == ["error", "done"]
     assert result.of("error")[0] == {"type": "error", "code": 50003, "message": TURN_TIMEOUT_TEXT}
+    assert result.frames[-1]["interrupted"] is True
     reply = Message.objects.get(id=result.frames[-1]["message_id"])
     assert reply.meta["interrupted"] is True and reply.content == result.text != ""
 
@@ -125,6 +128,7 @@ def test_a_tool_running_past_the_budget_is_cut(
     result = chat(live_asgi, {"message": "食堂"}, headers=auth_headers)
     assert result.types[-2:] == ["error", "done"]
     assert result.of("error")[0] == {"type": "error", "code": 50003, "message": TURN_TIMEOUT_TEXT}
+    assert result.frames[-1]["interrupted"] is True
     reply = Message.objects.get(id=result.frames[-1]["message_id"])
     assert reply.meta["interrupted"] is True
     tool_row = Message.objects.get(role="tool")
@@ -139,7 +143,7 @@ def test_keyword_fallback_answer_is_stored_as_such(
     llm_settings.fail(500)
     result = chat(live_asgi, {"message": "食堂今天吃什么"}, headers=auth_headers)
     done = result.frames[-1]
-    assert done["type"] == "done" and done.get("fallback") is True
+    assert done["type"] == "done" and done.get("fallback") is True and "interrupted" not in done
     rows = list(Message.objects.filter(conversation_id=result.frames[0]["conversation_id"]).order_by("created_at", "seq"))
     assert [r.role for r in rows] == ["user", "assistant", "tool", "assistant"]
     assert rows[2].meta["tool_call_id"] == result.of("tool_call")[0]["call_id"] == rows[1].meta["tool_calls"][0]["id"]

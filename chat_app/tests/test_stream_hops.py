@@ -34,7 +34,7 @@ def log_lines():
 def tapped_mcp(db):
     """The MCP tools over streamable-http, reached through a TCP tap that records the traffic."""
     server = serve_http("streamable-http")
-    tap = TcpTap("127.0.0.1", server.server.port)
+    tap = TcpTap("127.0.0.1", server.port)
     service = McpService.objects.create(
         name="http-tools", protocol="streamable-http", config={"url": f"http://127.0.0.1:{tap.port}/mcp"}, timeout_sec=5
     )

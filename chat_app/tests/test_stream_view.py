@@ -32,6 +32,7 @@ def test_text_answer_frames_headers_and_rows(live_asgi, llm_settings, agent, aut
     assert session["request_id"] == request_id
     assert result.text == done["full_text"] == "你好，我是校园小智，有什么可以帮你？"
     assert done["message_id"] == session["message_id"] and done["chart"] is None
+    assert "interrupted" not in done and "fallback" not in done  # only said when true
     assert '"你好' in result.raw  # ensure_ascii=False: Chinese stays readable on the wire
 
     conversation = Conversation.objects.get(id=session["conversation_id"])

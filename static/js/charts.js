@@ -1,13 +1,11 @@
 // Draws a sub-agent's `done.chart` with Chart.js, from data only (never from HTML).
 //
-// Chart JSON shape (documented in docs/page.md; sub-agents send it in `done.chart`):
+// Chart JSON shape (the one shape, documented in docs/api.md; sub-agents send it in `done.chart`):
 //   {"type": "bar" | "line" | "pie",
 //    "title": "本周食堂人流",                       optional, ≤ 100 characters
 //    "labels": ["周一", "周二", …],                  1–100 strings or numbers
 //    "datasets": [{"label": "人次", "data": [120, 98, …]}]   1–8 series, numbers, one per label
 //   }
-// Shorthand for one series: {"type", "title", "labels", "values": [..]} (what the contract test
-// sub-agent sends) is read as datasets [{"label": "", "data": values}].
 // Anything else is refused with a short note instead of a chart.
 
 export const CHART_TYPES = ["bar", "line", "pie"];
@@ -23,8 +21,7 @@ export function chartSpecParse(spec) {
   if (!spec || typeof spec !== "object" || Array.isArray(spec)) return null;
   if (!CHART_TYPES.includes(spec.type)) return null;
   if (spec.title !== undefined && spec.title !== null && typeof spec.title !== "string") return null;
-  const { labels } = spec;
-  const datasets = spec.datasets ?? (Array.isArray(spec.values) ? [{ label: "", data: spec.values }] : undefined);
+  const { labels, datasets } = spec;
   if (!Array.isArray(labels) || labels.length === 0 || labels.length > MAX_LABELS || !labels.every(isText)) return null;
   if (!Array.isArray(datasets) || datasets.length === 0 || datasets.length > MAX_DATASETS) return null;
   const clean = [];

@@ -112,7 +112,7 @@ function onFrame(turn, frame, question) {
       turn.error(errorText({ code: frame.code, message: frame.message }));
       break;
     case "done":
-      turn.finish({ fullText: frame.full_text, chart: frame.chart });
+      turn.finish({ fullText: frame.full_text, chart: frame.chart, interrupted: frame.interrupted === true });
       return true;
     default:
       break; // frame types added later are ignored, not fatal

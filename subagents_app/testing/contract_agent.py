@@ -29,13 +29,18 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
 
-from campus_agent.testing.servers import ThreadedAsgiServer
+from campus_agent.testing.servers import ServedApp
 
 MODE_PATTERN = re.compile(r"\[\[mode:([a-z0-9_-]+)\]\]")
 MODES = ("normal", "timeout", "trickle", "http500", "error", "expired", "quirky", "nonjson", "drop")
 ERROR_MESSAGE = "教务系统维护中"
 EXPIRED_MESSAGE = "校园令牌已过期，请重新登录"
-CHART = {"type": "bar", "title": "各食堂当前人数", "labels": ["一食堂", "二食堂", "三食堂"], "values": [120, 80, 45]}
+CHART = {
+    "type": "bar",
+    "title": "各食堂当前人数",
+    "labels": ["一食堂", "二食堂", "三食堂"],
+    "datasets": [{"label": "人数", "data": [120, 80, 45]}],
+}  # the one chart shape (docs/api.md, `done.chart`)
 
 
 def answer_chunks(message: str) -> list[str]:
@@ -63,7 +68,7 @@ def _frame(payload: dict) -> str:
     return f"data: {json.dumps(payload, ensure_ascii=False)}\n\n"
 
 
-class ContractAgent:
+class ContractAgent(ServedApp):
     def __init__(self, *, name: str = "demo", default_mode: str = "normal", chunk_delay: float = 0.02,
                  stall_sec: float = 30.0):
         self.name = name
@@ -71,21 +76,12 @@ class ContractAgent:
         self.chunk_delay = chunk_delay
         self.stall_sec = stall_sec
         self.requests: list[RecordedCall] = []
-        self._server: ThreadedAsgiServer | None = None
         self.app = Starlette(routes=[Route("/api/v1/chat", self._chat, methods=["POST"])])
-
-    def serve(self) -> ContractAgent:
-        self._server = ThreadedAsgiServer(self.app).start()
-        return self
-
-    def stop(self) -> None:
-        if self._server:
-            self._server.stop()
 
     @property
     def url(self) -> str:
         """The base_url of a SubAgent row (the client appends /api/v1/chat)."""
-        return self._server.url
+        return self.root_url
 
     @property
     def last_request(self) -> RecordedCall:

@@ -8,11 +8,17 @@ from subagents_app.testing.contract_agent import ContractAgent
 @pytest.fixture
 def subagent_server():
     """A running contract sub-agent (see contract_agent.py for the `[[mode:…]]` markers)."""
-    server = ContractAgent(name="canteen").serve()
-    try:
+    with ContractAgent(name="canteen") as server:
         yield server
-    finally:
-        server.stop()
+
+
+@pytest.fixture
+def canteen(db) -> SubAgent:
+    """A `canteen` SubAgent row at a service-host URL nothing serves: for admin and import/export
+    tests, which never call it (a test that calls a sub-agent uses `sub_agent`)."""
+    return SubAgent.objects.create(
+        name="canteen", description="食堂菜单。关键词：食堂、吃什么", base_url="http://canteen-agent:8000", domain="canteen"
+    )
 
 
 @pytest.fixture

@@ -2,15 +2,8 @@ import pytest
 from django.urls import reverse
 from django.utils.html import escape
 
-from campus_agent.testing.admin_forms import admin_form_data
+from campus_agent.testing.admin_forms import admin_form_data, admin_login_required_check
 from subagents_app.models import SubAgent
-
-
-@pytest.fixture
-def canteen(db) -> SubAgent:
-    return SubAgent.objects.create(
-        name="canteen", description="食堂菜单。关键词：食堂、吃什么", base_url="http://canteen-agent:8000", domain="canteen"
-    )
 
 
 def pages(canteen: SubAgent) -> list[str]:
@@ -22,18 +15,16 @@ def pages(canteen: SubAgent) -> list[str]:
 
 
 @pytest.mark.django_db
-def test_staff_sees_the_sub_agent_pages(client, staff_user, canteen):
-    client.force_login(staff_user)
+def test_staff_sees_the_sub_agent_pages(staff_client, canteen):
     for url in pages(canteen):
-        assert client.get(url).status_code == 200, url
-    listing = client.get(pages(canteen)[0]).content.decode()
+        assert staff_client.get(url).status_code == 200, url
+    listing = staff_client.get(pages(canteen)[0]).content.decode()
     assert "canteen" in listing and "http://canteen-agent:8000" in listing
 
 
 @pytest.mark.django_db
-def test_change_page_tells_staff_the_description_drives_the_model(client, staff_user, canteen):
-    client.force_login(staff_user)
-    html = client.get(reverse("admin:subagents_app_subagent_change", args=[canteen.pk])).content.decode()
+def test_change_page_tells_staff_the_description_drives_the_model(staff_client, canteen):
+    html = staff_client.get(reverse("admin:subagents_app_subagent_change", args=[canteen.pk])).content.decode()
     for field in ("name", "description", "base_url", "timeout_sec"):
         assert SubAgent._meta.get_field(field).help_text in html, field  # admin renders help text as is
     assert "关键词" in SubAgent._meta.get_field("description").help_text
@@ -44,18 +35,14 @@ def test_change_page_tells_staff_the_description_drives_the_model(client, staff_
 def test_non_staff_are_sent_to_the_admin_login(client, user, canteen, who):
     if who == "student":
         client.force_login(user)
-    for url in pages(canteen):
-        response = client.get(url)
-        assert response.status_code == 302, url
-        assert response["Location"].startswith(reverse("admin:login")), url
+    admin_login_required_check(client, pages(canteen))
 
 
 @pytest.mark.django_db
-def test_staff_adds_a_sub_agent_with_a_service_host_url(client, staff_user):
-    client.force_login(staff_user)
+def test_staff_adds_a_sub_agent_with_a_service_host_url(staff_client):
     url = reverse("admin:subagents_app_subagent_add")
     data = admin_form_data(
-        client.get(url),
+        staff_client.get(url),
         name="course-select",
         description="选课助手。关键词：选课、课程、学分",
         base_url="http://course-agent:8000",
@@ -63,7 +50,7 @@ def test_staff_adds_a_sub_agent_with_a_service_host_url(client, staff_user):
         timeout_sec=45,
     )
 
-    response = client.post(url, data)
+    response = staff_client.post(url, data)
 
     assert response.status_code == 302
     row = SubAgent.objects.get(name="course-select")
@@ -86,13 +73,12 @@ def test_staff_adds_a_sub_agent_with_a_service_host_url(client, staff_user):
         ("description", "   ", "必填"),  # the form strips blanks: required
     ],
 )
-def test_admin_refuses_bad_values_with_a_message(client, staff_user, field, value, message):
-    client.force_login(staff_user)
+def test_admin_refuses_bad_values_with_a_message(staff_client, field, value, message):
     url = reverse("admin:subagents_app_subagent_add")
     good = {"name": "course-select", "description": "选课", "base_url": "http://course-agent:8000"}
-    data = admin_form_data(client.get(url), **{**good, field: value})
+    data = admin_form_data(staff_client.get(url), **{**good, field: value})
 
-    response = client.post(url, data)
+    response = staff_client.post(url, data)
 
     assert response.status_code == 200
     errors = response.context["adminform"].form.errors

@@ -37,13 +37,6 @@ def example_entries() -> list[dict]:
     return yaml.safe_load(EXAMPLE.read_text(encoding="utf-8"))["agents"]
 
 
-@pytest.fixture
-def canteen(db) -> SubAgent:
-    return SubAgent.objects.create(
-        name="canteen", description="食堂菜单。关键词：食堂、吃什么", base_url="http://canteen-agent:8000", domain="canteen"
-    )
-
-
 @pytest.mark.django_db
 def test_example_file_imports_every_entry_as_written(example_entries):
     out = run("import_subagents", str(EXAMPLE))

@@ -1,0 +1,87 @@
+"""Running tool calls for a turn: the one place a tool is started, relayed and stopped.
+
+The tool loop runs each round's calls with it (several at once); keyword routing (fallback.py)
+runs its one call with it, so both stream and fail the same way.
+"""
+import asyncio
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from loguru import logger
+
+from agents_app.runtime.budget import within
+from agents_app.runtime.context import RunContext
+from agents_app.runtime.events import Error, ToolChunk, ToolResult
+from agents_app.runtime.tools import Tool, ToolOutcome
+from campus_agent.errors import CAMPUS_TOKEN_EXPIRED
+from campus_agent.request_id import request_id_set
+
+UNKNOWN_TOOL_TEXT = "没有名为“{name}”的工具，请只使用提供的工具。"
+TOOL_CRASHED_TEXT = "工具运行出错：{reason}"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolRequest:
+    """One call to run: `note` (when set) is put before the tool's text, for the model."""
+
+    call_id: str
+    tool: str
+    args: dict
+    note: str = ""
+
+
+async def _outcome(request: ToolRequest, tool: Tool | None, ctx: RunContext, emit) -> ToolOutcome:
+    if tool is None:
+        text = UNKNOWN_TOOL_TEXT.format(name=request.tool)
+        return ToolOutcome(text=text, ok=False, error=text)
+    try:
+        return await tool.run(request.args, ctx, emit)
+    except Exception as exc:  # noqa: BLE001 - a crashing tool is a result, not a dead turn
+        logger.exception("tool {} raised", request.tool)
+        # The model reads the message; the user is shown the exception's type only.
+        text = TOOL_CRASHED_TEXT.format(reason=f"{type(exc).__name__}: {exc}")
+        return ToolOutcome(text=text, ok=False, error=TOOL_CRASHED_TEXT.format(reason=type(exc).__name__))
+
+
+async def tool_calls_run(
+    *, calls: Sequence[ToolRequest], tools_by_name: Mapping[str, Tool], ctx: RunContext, deadline: float
+) -> AsyncIterator[ToolChunk | ToolResult | Error]:
+    """Runs all `calls` at once and yields, as they happen, each tool's live text (`ToolChunk`)
+    and, as each ends, its `ToolResult` (followed by `Error(40102)` when the campus token
+    expired). A tool that raises or is unknown becomes a failed result.
+
+    Raises BudgetSpent when `deadline` (event-loop time) passes first. Whenever the generator
+    stops early (budget, or the client went away: use `contextlib.aclosing`), the tools still
+    running are cancelled.
+    """
+    queue: asyncio.Queue = asyncio.Queue()
+
+    async def run_one(request: ToolRequest) -> None:
+        request_id_set(ctx.request_id)  # a task does not see the request's ContextVar value
+
+        async def emit(text: str) -> None:
+            await queue.put(ToolChunk(call_id=request.call_id, tool=request.tool, content=text))
+
+        outcome = await _outcome(request, tools_by_name.get(request.tool), ctx, emit)
+        if request.note:
+            outcome = replace(outcome, text=f"{request.note}\n{outcome.text}")
+        await queue.put((request, outcome))
+
+    tasks = [asyncio.create_task(run_one(request)) for request in calls]
+    try:
+        ended = 0
+        while ended < len(calls):
+            item = await within(queue.get(), deadline)
+            if isinstance(item, ToolChunk):
+                yield item
+                continue
+            ended += 1
+            request, outcome = item
+            yield ToolResult(call_id=request.call_id, tool=request.tool, ok=outcome.ok, content=outcome.text,
+                             error=outcome.error, chart=outcome.chart)
+            if outcome.code == CAMPUS_TOKEN_EXPIRED:
+                yield Error(CAMPUS_TOKEN_EXPIRED, outcome.error or outcome.text)
+    finally:
+        for task in tasks:  # the client went away or the budget ran out: stop the tools too
+            if not task.done():
+                task.cancel()
