@@ -60,7 +60,9 @@ def logging_configure(*, level: str = "INFO", log_dir: Path | None = None) -> No
             backtrace=False,
             diagnose=False,  # diagnose would print local variables: tokens among them
         )
-    logging.basicConfig(handlers=[InterceptHandler()], level=0, force=True)
+    # The root level gates stdlib records before they are built: at level 0 every DEBUG record of
+    # openai/httpcore would be formatted per model chunk and only then dropped by loguru.
+    logging.basicConfig(handlers=[InterceptHandler()], level=logging.getLevelName(level.upper()), force=True)
     for name in BRIDGED_LOGGERS:
         std = logging.getLogger(name)
         std.handlers = [InterceptHandler()]

@@ -75,10 +75,30 @@ if _db["ENGINE"] == "django.db.backends.sqlite3" and _db["NAME"] not in ("", ":m
     _db["NAME"] = str(BASE_DIR / _db["NAME"])
 # Under ASGI a long CONN_MAX_AGE leaks connections (Django #33497, #35059): close per request.
 DATABASES["default"]["CONN_MAX_AGE"] = 0
-if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    # Streams write from several tasks at once; wait for the lock instead of failing at once.
-    DATABASES["default"].setdefault("OPTIONS", {}).update(
-        {"timeout": 20, "transaction_mode": "IMMEDIATE"}
+if _db["ENGINE"] == "django.db.backends.sqlite3":
+    _db.setdefault("OPTIONS", {}).update(
+        {
+            # Streams write from several tasks at once; wait for the lock instead of failing.
+            "timeout": 20,
+            "transaction_mode": "IMMEDIATE",
+            # WAL lets readers run beside the writer, and synchronous=NORMAL drops the fsync per
+            # commit (a crash may lose the last commits, never corrupt the file): storing a
+            # chat message costs far less than with the rollback journal.
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        }
+    )
+elif _db["ENGINE"] == "django.db.backends.postgresql":
+    # psycopg's own pool (Django ≥ 5.1): a connection "closed" after a request or a stream's
+    # database call goes back to the pool instead of being torn down, so no connect per call.
+    _db.setdefault("OPTIONS", {}).setdefault(
+        "pool",
+        {
+            "min_size": env.int("DB_POOL_MIN", default=2),
+            "max_size": env.int("DB_POOL_MAX", default=20),
+            # How long a request waits for a connection (all busy, or the server down) before
+            # it fails: short, so /healthz and the API answer instead of hanging.
+            "timeout": env.float("DB_POOL_TIMEOUT", default=5.0),
+        },
     )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

@@ -23,7 +23,8 @@ def test_healthz_reports_database_ok(client):
     ids=["sqlite", "postgresql"],
 )
 def test_healthz_answers_503_when_the_database_does_not(tmp_path, database_url):
-    env = project_env(tmp_path, DATABASE_URL=database_url.format(tmp=tmp_path))
+    # A short pool timeout: with PostgreSQL down, a pooled connect waits that long, then fails.
+    env = project_env(tmp_path, DATABASE_URL=database_url.format(tmp=tmp_path), DB_POOL_TIMEOUT="1")
     with asgi_server("uvicorn", env=env) as url:
         response = httpx.get(f"{url}/healthz", timeout=10)
         again = httpx.get(f"{url}/healthz", timeout=10)

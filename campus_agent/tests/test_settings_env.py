@@ -58,7 +58,8 @@ def test_database_url_selects_postgresql_with_psycopg_and_short_connections(tmp_
         "HOST": "db.internal",
         "PORT": 5433,
         "CONN_MAX_AGE": 0,  # never a long max-age under ASGI
-        "OPTIONS": None,  # the SQLite-only options are not applied
+        # psycopg's pool instead of a connect per request; no SQLite-only options
+        "OPTIONS": {"pool": {"min_size": 2, "max_size": 20, "timeout": 5.0}},
     }
 
 
