@@ -1,4 +1,5 @@
 """Root conftest: registers each app's fixture modules (the test servers live beside them)."""
+import pytest
 
 pytest_plugins = [
     "campus_agent.testing.suite_settings",
@@ -7,3 +8,14 @@ pytest_plugins = [
     "agents_app.testing.fixtures",
     "chat_app.tests.browser_fixtures",
 ]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _stream_db_connections_closed(django_db_setup, django_db_blocker):
+    """The stream path's database threads keep their connections (chat_app.asyncdb); close them
+    before pytest-django drops the test database, which PostgreSQL refuses while they are open."""
+    yield
+    from chat_app.asyncdb import db_connections_close
+
+    with django_db_blocker.unblock():
+        db_connections_close()

@@ -20,9 +20,9 @@ from typing import Protocol
 from asgiref.sync import sync_to_async
 from loguru import logger
 
-from agents_app.models import Agent, McpService
+from agents_app.models import Agent
 from agents_app.runtime.context import RunContext
-from subagents_app.models import SubAgent
+from agents_app.selectors import agent_catalog, agent_catalog_loaded
 
 Emit = Callable[[str], Awaitable[None]]
 """Streams a piece of progress text (a sub-agent's own answer) to the user while a tool runs."""
@@ -93,12 +93,6 @@ def parameters_normalise(schema) -> dict:
     return dict(EMPTY_PARAMETERS)
 
 
-def _catalog_read(agent: Agent) -> tuple[list[McpService], list[SubAgent]]:
-    services = list(agent.mcp_services.filter(enabled=True).order_by("name"))
-    sub_agents = list(agent.sub_agents.filter(enabled=True).order_by("name"))
-    return services, sub_agents
-
-
 async def tools_for_agent(agent: Agent, *, pooled: bool = True, problems: list[str] | None = None) -> list[Tool]:
     """The tools the model is offered this turn, read from the catalog now (no restart needed).
 
@@ -111,7 +105,10 @@ async def tools_for_agent(agent: Agent, *, pooled: bool = True, problems: list[s
     from agents_app.mcp.tools import mcp_tools_for_service
     from agents_app.runtime.subagent_tool import SubAgentTool
 
-    services, sub_agents = await sync_to_async(_catalog_read)(agent)
+    if agent_catalog_loaded(agent=agent):  # read by the caller in this turn's admission
+        services, sub_agents = agent_catalog(agent=agent)
+    else:
+        services, sub_agents = await sync_to_async(agent_catalog)(agent=agent)
     listed = await asyncio.gather(
         *(mcp_tools_for_service(service=s, pooled=pooled) for s in services), return_exceptions=True
     )

@@ -7,6 +7,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from agents_app.models import Agent
+from agents_app.selectors import agent_catalog_load
 from campus_agent.errors import GENERAL
 from chat_app import api_errors as errors
 from chat_app.chat_input import ChatInput
@@ -49,16 +50,18 @@ def _agent_for(*, wanted: str | None, conversation: Conversation | None) -> Agen
 
 
 def turn_begin(*, user, chat: ChatInput, request_id: str) -> TurnStart:
-    """Resolves the conversation (404 unless the caller's) and agent, stores the user message and
-    builds the history the model will see. One sync call from the stream view."""
+    """Resolves the conversation (404 unless the caller's) and agent (with its enabled tools
+    catalog), stores the user message and builds the history the model will see. One sync call
+    from the stream view."""
     conversation = None
     if chat.conversation_id is not None:
         conversation = conversation_get(user=user, conversation_id=chat.conversation_id)
         if conversation is None:
             raise errors.not_found()
-    agent = _agent_for(wanted=chat.agent, conversation=conversation)
+    agent = agent_catalog_load(agent=_agent_for(wanted=chat.agent, conversation=conversation))
+    new_conversation = conversation is None
     with transaction.atomic():
-        if conversation is None:
+        if new_conversation:
             conversation = Conversation.objects.create(
                 user=user,
                 agent=agent,
@@ -73,7 +76,10 @@ def turn_begin(*, user, chat: ChatInput, request_id: str) -> TurnStart:
         user_message = Message.objects.create(
             conversation=conversation, role=Message.Role.USER, content=chat.message, request_id=request_id
         )
-    history = history_build(conversation=conversation, limit=settings.MAX_HISTORY)
+    if new_conversation:  # nothing before the question: no need to read it back
+        history = [{"role": "user", "content": user_message.content}]
+    else:
+        history = history_build(conversation=conversation, limit=settings.MAX_HISTORY)
     return TurnStart(
         conversation_id=conversation.id,
         agent=agent,
