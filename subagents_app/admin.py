@@ -1,5 +1,6 @@
-from django.contrib import admin
+from django.contrib import admin, messages
 
+from subagents_app.health import subagent_health_check
 from subagents_app.models import SubAgent
 
 
@@ -9,8 +10,15 @@ class SubAgentAdmin(admin.ModelAdmin):
     list_filter = ("enabled", "domain")
     search_fields = ("name", "description", "base_url", "domain")
     readonly_fields = ("created_at", "updated_at")
+    actions = ["health_check"]
     fieldsets = (
         (None, {"fields": ("name", "description", "enabled")}),
         ("连接", {"fields": ("base_url", "domain", "timeout_sec")}),
         ("时间", {"fields": ("created_at", "updated_at"), "classes": ("collapse",)}),
     )
+
+    @admin.action(description="健康检查（GET 服务地址/healthz）")
+    def health_check(self, request, queryset):
+        for sub_agent in queryset.order_by("name"):
+            result = subagent_health_check(sub_agent=sub_agent)
+            self.message_user(request, result.text, messages.SUCCESS if result.ok else messages.ERROR)

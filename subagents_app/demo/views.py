@@ -67,3 +67,10 @@ async def demo_subagent_chat(request, name: str):
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"
     return response
+
+
+async def demo_subagent_health(request, name: str):
+    """`GET <base_url>/healthz`, what the admin's health check asks (docs/api.md)."""
+    if name not in DEMO_SUBAGENTS:
+        return JsonResponse({"message": AGENT_UNKNOWN}, status=404)
+    return JsonResponse({"status": "ok"})

@@ -76,7 +76,12 @@ class ContractAgent(ServedApp):
         self.chunk_delay = chunk_delay
         self.stall_sec = stall_sec
         self.requests: list[RecordedCall] = []
-        self.app = Starlette(routes=[Route("/api/v1/chat", self._chat, methods=["POST"])])
+        self.app = Starlette(
+            routes=[
+                Route("/api/v1/chat", self._chat, methods=["POST"]),
+                Route("/healthz", self._health, methods=["GET"]),
+            ]
+        )
 
     @property
     def url(self) -> str:
@@ -86,6 +91,9 @@ class ContractAgent(ServedApp):
     @property
     def last_request(self) -> RecordedCall:
         return self.requests[-1]
+
+    async def _health(self, request: Request):
+        return JSONResponse({"status": "ok"})
 
     async def _chat(self, request: Request):
         try:

@@ -11,6 +11,7 @@ from subagents_app.demo.catalog import DEMO_SUBAGENTS
 from subagents_app.demo.course import course_answer
 from subagents_app.demo.data import demo_data_load
 from subagents_app.demo.views import AGENT_UNKNOWN, BODY_INVALID
+from subagents_app.health import subagent_health_check
 from subagents_app.models import SubAgent
 
 REQUEST_ID = "0123456789abcdef"
@@ -173,3 +174,11 @@ def test_demo_rejects_bad_requests_with_json(live_asgi):
     unknown = httpx.post(f"{live_asgi}/demo/subagents/weather/api/v1/chat", json={"message": "天气"}, timeout=5)
     assert unknown.status_code == 404 and unknown.json()["message"] == AGENT_UNKNOWN
     assert httpx.get(url, timeout=5).status_code == 405
+
+
+@pytest.mark.django_db(transaction=True)
+def test_demo_sub_agents_pass_the_admin_health_check(live_asgi):
+    for name in DEMO_SUBAGENTS:
+        assert subagent_health_check(sub_agent=_row(live_asgi, name)).ok, name
+    missing = httpx.get(f"{live_asgi}/demo/subagents/weather/healthz", timeout=5)
+    assert missing.status_code == 404

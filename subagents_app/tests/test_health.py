@@ -1,0 +1,33 @@
+import re
+
+from django.contrib.messages import get_messages
+from django.urls import reverse
+
+from subagents_app.models import SubAgent
+
+
+def run_health_check(client, *sub_agents) -> list[tuple[str, str]]:
+    url = reverse("admin:subagents_app_subagent_changelist")
+    response = client.post(url, {"action": "health_check", "_selected_action": [s.pk for s in sub_agents]})
+    assert response.status_code == 302
+    return [(m.level_tag, m.message) for m in get_messages(response.wsgi_request)]
+
+
+def test_health_check_reports_a_healthy_sub_agent(staff_client, sub_agent):
+    [(level, text)] = run_health_check(staff_client, sub_agent)
+    assert level == "success"
+    assert re.fullmatch(r"canteen：正常（HTTP 200，\d+ ms）", text)
+
+
+def test_health_check_names_each_failure(staff_client, subagent_server, unused_tcp_port, db):
+    no_health = SubAgent.objects.create(  # reachable, but /healthz is not served under this prefix
+        name="notice", description="通知公告", base_url=f"{subagent_server.url}/elsewhere", domain="notice"
+    )
+    down = SubAgent.objects.create(
+        name="library", description="图书馆", base_url=f"http://127.0.0.1:{unused_tcp_port}", domain="library"
+    )
+    messages = run_health_check(staff_client, no_health, down)
+    assert messages == [
+        ("error", "library：无法连接（ConnectError）"),
+        ("error", "notice：可以连接，但 /healthz 返回 HTTP 404"),
+    ]
