@@ -62,7 +62,9 @@ def not_found() -> ApiError:
 
 
 def error_response(error: ApiError) -> JsonResponse:
-    response = JsonResponse({"code": error.code, "message": error.message}, status=error.status)
+    response = JsonResponse(  # readable Chinese for curl users, as the DRF answers are
+        {"code": error.code, "message": error.message}, status=error.status, json_dumps_params={"ensure_ascii": False}
+    )
     for name, value in error.headers.items():
         response[name] = value
     return response

@@ -58,7 +58,9 @@ async def demo_subagent_chat(request, name: str):
         return JsonResponse({"message": AGENT_UNKNOWN}, status=404)
     message = _message_of(request.body)
     if message is None:
-        return JsonResponse({"code": INVALID_BODY, "message": BODY_INVALID}, status=400)
+        return JsonResponse(
+            {"code": INVALID_BODY, "message": BODY_INVALID}, status=400, json_dumps_params={"ensure_ascii": False}
+        )
     logger.info("demo sub-agent {} asked: {}", name, clip_text(message))
     answer = agent.answer(message=message)
     response = StreamingHttpResponse(
