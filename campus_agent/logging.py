@@ -16,7 +16,9 @@ LOG_FORMAT = (
     "{time:YYYY-MM-DD HH:mm:ss.SSS} | {level: <8} | request_id={extra[request_id]} | "
     "{name}:{function}:{line} - {message}"
 )
-BRIDGED_LOGGERS = ("django", "django.server", "daphne", "httpx", "httpcore", "mcp", "openai", "uvicorn")
+BRIDGED_LOGGERS = (
+    "django", "django.server", "daphne", "httpx", "httpcore", "httpx2", "httpcore2", "mcp", "openai", "uvicorn",
+)
 _configured = False
 
 
@@ -68,5 +70,5 @@ def logging_configure(*, level: str = "INFO", log_dir: Path | None = None) -> No
         std.handlers = [InterceptHandler()]
         std.propagate = False
     # httpx logs every request line at INFO with full URLs; keep it at WARNING.
-    for noisy in ("httpx", "httpcore"):
+    for noisy in ("httpx", "httpcore", "httpx2", "httpcore2"):  # httpx2: the openai SDK's client
         logging.getLogger(noisy).setLevel(logging.WARNING)

@@ -65,24 +65,27 @@ class _Call:
 
 
 def _usage_add(total: dict, usage) -> None:
-    if usage is None:
+    if not isinstance(usage, dict):
         return
     for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
-        value = getattr(usage, key, None)
+        value = usage.get(key)
         if isinstance(value, int):
             total[key] = total.get(key, 0) + value
 
 
-def _merge_fragment(calls: dict[int, _Call], fragment) -> None:
-    call = calls.setdefault(fragment.index if fragment.index is not None else len(calls), _Call())
-    if fragment.id:
-        call.id = fragment.id
-    function = fragment.function
-    if function is not None:
-        if function.name and not call.name:
-            call.name = function.name
-        if function.arguments:
-            call.arguments += function.arguments
+def _merge_fragment(calls: dict[int, _Call], fragment: dict) -> None:
+    """Merges one streamed `delta.tool_calls[]` fragment (a plain dict) into its call by index."""
+    index = fragment.get("index")
+    call = calls.setdefault(index if index is not None else len(calls), _Call())
+    if fragment.get("id"):
+        call.id = fragment["id"]
+    function = fragment.get("function")
+    if isinstance(function, dict):
+        name, arguments = function.get("name"), function.get("arguments")
+        if name and not call.name:
+            call.name = name
+        if arguments and isinstance(arguments, str):
+            call.arguments += arguments
 
 
 def _finish_calls(fragments: dict[int, _Call]) -> list[_Call]:
@@ -161,18 +164,21 @@ async def run_turn(*, agent: Agent, history: list[dict], ctx: RunContext) -> Asy
                     chunk = await within(chunks.__anext__(), deadline)
                 except StopAsyncIteration:
                     break
-                _usage_add(usage, chunk.usage)
-                for choice in chunk.choices:
-                    delta = choice.delta
-                    if delta is None:
+                # Chunks are plain dicts (see LlmStream): any field may be missing or null.
+                _usage_add(usage, chunk.get("usage"))
+                for choice in chunk.get("choices") or ():
+                    delta = choice.get("delta") if isinstance(choice, dict) else None
+                    if not isinstance(delta, dict):
                         continue
-                    if delta.content:
-                        round_text.append(delta.content)
-                        text_parts.append(delta.content)
+                    content = delta.get("content")
+                    if content and isinstance(content, str):
+                        round_text.append(content)
+                        text_parts.append(content)
                         yielded = True
-                        yield Chunk(content=delta.content)
-                    for fragment in delta.tool_calls or ():
-                        _merge_fragment(fragments, fragment)
+                        yield Chunk(content=content)
+                    for fragment in delta.get("tool_calls") or ():
+                        if isinstance(fragment, dict):
+                            _merge_fragment(fragments, fragment)
         except (BudgetSpent, openai.APIError, httpx.HTTPError) as exc:
             reason = "turn budget spent" if isinstance(exc, BudgetSpent) else f"{type(exc).__name__}: {exc}"
             logger.warning("model request failed round={} reason={}", round_no + 1, reason)

@@ -29,6 +29,7 @@ from starlette.routing import Route
 from campus_agent.testing.servers import ServedApp
 
 NO_SCRIPT_MESSAGE = "fake LLM: no scripted reply left"
+STREAM_ERROR_MESSAGE = "fake LLM: scripted error inside the stream"
 
 
 @dataclass
@@ -57,6 +58,12 @@ class Reply:
     - `chunk_delay`: pause between chunks (slow pacing);
     - `hang_after_chunks`: send that many chunks, then stop sending (stream stalls mid-way);
     - `drop_after_chunks`: send that many chunks, then cut the connection;
+    - `error_after_chunks`: send that many chunks, then an `{"error": …}` chunk inside the 200
+      stream (as some providers report a failure mid-answer), and end the stream;
+    - `error_as_json`: answer status 200 with a JSON error body instead of a stream (some
+      providers report quota or moderation failures so);
+    - `terse_frames`: frame the stream as some providers do: `data:` without the space, CRLF
+      line ends, and a `: keep-alive` comment line before each event;
     - `usage`: the usage reported in the final chunk (computed from the text when None).
     """
 
@@ -68,6 +75,9 @@ class Reply:
     chunk_size: int = 4
     hang_after_chunks: int | None = None
     drop_after_chunks: int | None = None
+    error_after_chunks: int | None = None
+    terse_frames: bool = False
+    error_as_json: bool = False
     interleave: bool = False
     usage: dict | None = None
 
@@ -76,6 +86,7 @@ class Reply:
 class RecordedRequest:
     body: dict
     headers: dict[str, str]  # lower-case names
+    peer: tuple[str, int] | None = None  # the client's address: the same port means a reused connection
 
     @property
     def messages(self) -> list[dict]:
@@ -157,7 +168,8 @@ class FakeLlm(ServedApp):
 
     async def _chat(self, request: Request):
         body = await request.json()
-        recorded = RecordedRequest(body=body, headers={k.lower(): v for k, v in request.headers.items()})
+        recorded = RecordedRequest(body=body, headers={k.lower(): v for k, v in request.headers.items()},
+                                   peer=tuple(request.client) if request.client else None)
         self.requests.append(recorded)
         reply = self._next_reply(recorded)
         if reply is None:
@@ -166,6 +178,8 @@ class FakeLlm(ServedApp):
             await asyncio.sleep(reply.stall_sec)
         if reply.status != 200:
             return _error_response(reply.status, f"fake LLM scripted status {reply.status}")
+        if reply.error_as_json:
+            return JSONResponse({"error": {"message": STREAM_ERROR_MESSAGE, "type": "server_error"}})
         model = body.get("model") or self.model
         if not body.get("stream"):
             return JSONResponse(_completion(reply, model))
@@ -183,10 +197,20 @@ class FakeLlm(ServedApp):
                 await asyncio.sleep(3600)  # the client's timeout (or its going away) ends this
             if reply.drop_after_chunks is not None and sent >= reply.drop_after_chunks:
                 raise ConnectionResetError("fake LLM drops the connection")
+            if reply.error_after_chunks is not None and sent >= reply.error_after_chunks:
+                yield _frame({"error": {"message": STREAM_ERROR_MESSAGE, "type": "server_error"}}, reply)
+                return
             if sent and reply.chunk_delay:
                 await asyncio.sleep(reply.chunk_delay)
-            yield f"data: {json.dumps(payload, ensure_ascii=False)}\n\n"
-        yield "data: [DONE]\n\n"
+            yield _frame(payload, reply)
+        yield _frame("[DONE]", reply)
+
+
+def _frame(payload: dict | str, reply: Reply) -> str:
+    data = payload if isinstance(payload, str) else json.dumps(payload, ensure_ascii=False)
+    if reply.terse_frames:
+        return f": keep-alive\r\ndata:{data}\r\n\r\n"
+    return f"data: {data}\n\n"
 
 
 def _as_reply(value: Reply | str) -> Reply:

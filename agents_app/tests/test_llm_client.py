@@ -1,7 +1,11 @@
-"""The LLM client: URL normalisation and one reused client per endpoint."""
+"""The LLM client: URL normalisation, one reused client per endpoint, the stream read as dicts."""
+import json
+
+import openai
 import pytest
 
-from agents_app.runtime.llm import llm_base_url_normalise, llm_client
+from agents_app.runtime.llm import llm_base_url_normalise, llm_client, llm_stream
+from agents_app.testing.fake_llm import STREAM_ERROR_MESSAGE, Reply, ScriptedCall
 
 
 @pytest.mark.parametrize(
@@ -45,3 +49,69 @@ async def test_client_is_reused_across_turns_against_the_server(llm_settings, ag
         assert before is None or client is before
         before = client
     assert len(llm_settings.requests) == 2
+
+
+async def _read_all(**llm_kwargs) -> list[dict]:
+    stream = await llm_stream(model="fake-model", messages=[{"role": "user", "content": "hi"}], tools=None,
+                              temperature=0.3, request_id="0123456789abcdef", **llm_kwargs)
+    try:
+        return [chunk async for chunk in stream]
+    finally:
+        await stream.close()
+
+
+@pytest.mark.parametrize("terse", [False, True])
+async def test_stream_is_read_as_plain_dicts_whatever_the_framing(llm_settings, terse):
+    # `data:` without the space, CRLF and comment lines are valid SSE some providers send.
+    llm_settings.queue(Reply(text="一食堂有红烧肉", chunk_size=3, terse_frames=terse,
+                             tool_calls=[ScriptedCall("add", {"a": 1}, id="call_1")]))
+    chunks = await _read_all()
+    assert all(type(chunk) is dict for chunk in chunks)
+    deltas = [c["choices"][0]["delta"] for c in chunks if c["choices"]]
+    assert "".join(d.get("content") or "" for d in deltas) == "一食堂有红烧肉"
+    fragments = [f for d in deltas for f in d.get("tool_calls") or ()]
+    assert fragments[0]["id"] == "call_1" and fragments[0]["function"]["name"] == "add"
+    assert json.loads("".join(f["function"]["arguments"] for f in fragments)) == {"a": 1}
+    assert chunks[-1]["usage"]["completion_tokens"] > 0 and chunks[-1]["choices"] == []
+
+
+async def test_error_chunk_inside_the_stream_raises_the_sdk_error(llm_settings):
+    llm_settings.queue(Reply(text="一食堂有红烧肉", chunk_size=2, error_after_chunks=2))
+    stream = await llm_stream(model="fake-model", messages=[{"role": "user", "content": "hi"}], tools=None,
+                              temperature=0.3, request_id="0123456789abcdef")
+    seen = []
+    try:
+        with pytest.raises(openai.APIError) as raised:
+            async for chunk in stream:
+                seen.append(chunk)
+    finally:
+        await stream.close()
+    assert len(seen) == 2
+    assert raised.value.message == STREAM_ERROR_MESSAGE and raised.value.body["type"] == "server_error"
+
+
+async def test_a_200_answer_that_is_not_a_stream_raises_the_sdk_error(llm_settings):
+    llm_settings.queue(Reply(text="好", error_as_json=True))
+    with pytest.raises(openai.APIError, match="event stream"):
+        await _read_all()
+
+
+async def test_http_status_errors_are_still_mapped_by_the_sdk(llm_settings):
+    llm_settings.fail(429)
+    with pytest.raises(openai.RateLimitError):
+        await _read_all()
+
+
+async def test_connection_is_reused_after_done_and_released_on_early_close(llm_settings):
+    llm_settings.reply_text("一")
+    llm_settings.reply_text("二二二二二二二二", chunk_size=1)
+    llm_settings.reply_text("三")
+    await _read_all()
+    stream = await llm_stream(model="fake-model", messages=[{"role": "user", "content": "hi"}], tools=None,
+                              temperature=0.3, request_id="0123456789abcdef")
+    await stream.__anext__()
+    await stream.close()  # left mid-answer: that connection is closed, not reused
+    await _read_all()
+    first, cut, third = (r.peer for r in llm_settings.requests)
+    assert cut == first  # the body was read past [DONE], so the pooled connection served again
+    assert third != cut

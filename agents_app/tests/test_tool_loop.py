@@ -198,7 +198,8 @@ async def test_expired_campus_token_is_surfaced_with_its_code(llm_settings, agen
     assert isinstance(events[-1], Done)
 
 
-@pytest.mark.parametrize("fault", [Reply(status=500), Reply(status=429), Reply(stall_sec=5)])
+@pytest.mark.parametrize("fault", [Reply(status=500), Reply(status=429), Reply(stall_sec=5),
+                                   Reply(text="好", error_after_chunks=0)])
 async def test_model_failing_before_any_event_raises_llm_unavailable(llm_settings, agent, settings, fault):
     settings.LLM_TIMEOUT = 1.0
     llm_settings.queue(fault)
@@ -223,9 +224,11 @@ async def test_model_failing_after_tool_calls_ends_with_error_and_interrupted_do
     assert isinstance(events[-1], Done) and events[-1].interrupted
 
 
-async def test_stream_stalling_mid_answer_keeps_partial_text(llm_settings, agent, settings):
+# The first chunk only carries the role, so 3 chunks = two pieces of 2 characters.
+@pytest.mark.parametrize("fault", [{"hang_after_chunks": 3}, {"error_after_chunks": 3}, {"drop_after_chunks": 3}])
+async def test_stream_failing_mid_answer_keeps_partial_text(llm_settings, agent, settings, fault):
     settings.LLM_TIMEOUT = 1.0
-    llm_settings.queue(Reply(text="今天食堂有红烧肉和青菜", chunk_size=2, hang_after_chunks=3))
+    llm_settings.queue(Reply(text="今天食堂有红烧肉和青菜", chunk_size=2, **fault))
     events = await collect(agent)
     done = events[-1]
     assert done.interrupted and done.full_text == "今天食堂"
