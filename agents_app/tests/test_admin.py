@@ -1,18 +1,16 @@
 """Admin: "list tools" on MCP services and the tools an agent's model will be offered."""
 import pytest
-from django.contrib.messages import get_messages
 from django.urls import reverse
 
 from agents_app.models import McpService
+from campus_agent.testing.admin_forms import admin_action_run
 
 pytestmark = pytest.mark.django_db
 
 
 def run_list_tools(client, *services):
-    url = reverse("admin:agents_app_mcpservice_changelist")
-    response = client.post(url, {"action": "list_tools", "_selected_action": [s.pk for s in services]})
-    assert response.status_code == 302
-    return [(m.level_tag, m.message) for m in get_messages(response.wsgi_request)]
+    return admin_action_run(client, changelist="admin:agents_app_mcpservice_changelist", action="list_tools",
+                            objects=services)
 
 
 def test_list_tools_reports_exposed_names_and_descriptions(staff_client, mcp_service_http):

@@ -1,4 +1,5 @@
 """Helpers for tests that drive Django admin pages as a browser would."""
+from django.contrib.messages import get_messages
 from django.urls import reverse
 
 
@@ -28,6 +29,14 @@ def admin_login_required_check(client, urls) -> None:
         response = client.get(url)
         assert response.status_code == 302, url
         assert response["Location"].startswith(reverse("admin:login")), url
+
+
+def admin_action_run(client, *, changelist: str, action: str, objects) -> list[tuple[str, str]]:
+    """Runs an admin action on `objects` from the changelist named `changelist` (a URL name);
+    returns the messages it left as (level tag, text)."""
+    response = client.post(reverse(changelist), {"action": action, "_selected_action": [o.pk for o in objects]})
+    assert response.status_code == 302
+    return [(m.level_tag, m.message) for m in get_messages(response.wsgi_request)]
 
 
 def _put(data: dict, name: str, value) -> None:

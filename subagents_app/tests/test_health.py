@@ -1,16 +1,12 @@
 import re
 
-from django.contrib.messages import get_messages
-from django.urls import reverse
-
+from campus_agent.testing.admin_forms import admin_action_run
 from subagents_app.models import SubAgent
 
 
 def run_health_check(client, *sub_agents) -> list[tuple[str, str]]:
-    url = reverse("admin:subagents_app_subagent_changelist")
-    response = client.post(url, {"action": "health_check", "_selected_action": [s.pk for s in sub_agents]})
-    assert response.status_code == 302
-    return [(m.level_tag, m.message) for m in get_messages(response.wsgi_request)]
+    return admin_action_run(client, changelist="admin:subagents_app_subagent_changelist", action="health_check",
+                            objects=sub_agents)
 
 
 def test_health_check_reports_a_healthy_sub_agent(staff_client, sub_agent):
