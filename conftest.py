@@ -12,10 +12,16 @@ pytest_plugins = [
 
 @pytest.fixture(scope="session", autouse=True)
 def _stream_db_connections_closed(django_db_setup, django_db_blocker):
-    """The stream path's database threads keep their connections (chat_app.asyncdb); close them
-    before pytest-django drops the test database, which PostgreSQL refuses while they are open."""
+    """Threads that outlive a test keep a database connection: the stream path's database
+    threads (chat_app.asyncdb) and asgiref's one thread for thread-sensitive calls made outside
+    a request (runtime tests). Close them before pytest-django drops the test database, which
+    PostgreSQL refuses while they are open."""
     yield
+    from asgiref.sync import SyncToAsync
+    from django.db import connections
+
     from chat_app.asyncdb import db_connections_close
 
     with django_db_blocker.unblock():
         db_connections_close()
+        SyncToAsync.single_thread_executor.submit(connections.close_all).result(timeout=10)
