@@ -72,3 +72,53 @@ def test_a_slot_held_by_another_worker_counts(settings):
     stream_slot_release(slot=mine)  # idempotent
     assert local_stream_count(user_id=7) == 0
     assert cache.get("chat:streams:7:1") is None and cache.get("chat:streams:7:0") == "other-worker"
+
+
+class _SlowMeta(dict):
+    """request.META whose Authorization read waits for `release`: it holds the admission inside
+    its database thread while the test cancels the view, as a client leaving then would."""
+
+    def __init__(self, *args, entered: threading.Event, release: threading.Event, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.entered, self.release = entered, release
+
+    def get(self, key, default=None):
+        if key == "HTTP_AUTHORIZATION":
+            self.entered.set()
+            assert self.release.wait(10)
+        return super().get(key, default)
+
+
+async def test_client_leaving_during_admission_gives_the_slot_back_and_stores_the_reply(user, agent, user_token):
+    import asyncio
+
+    from asgiref.sync import sync_to_async
+    from django.test import RequestFactory
+
+    from chat_app.chat_input import chat_input_parse
+    from chat_app.limits import local_stream_count
+    from chat_app.models import Message
+    from chat_app.views.stream import _admit
+
+    request = RequestFactory().post("/api/v1/chat", data=b"{}", content_type="application/json")
+    entered, release = threading.Event(), threading.Event()
+    request.META = _SlowMeta(request.META, HTTP_AUTHORIZATION=f"Bearer {user_token}", entered=entered, release=release)
+    request.request_id = "0123456789abcdef"
+
+    view = asyncio.ensure_future(_admit(request, chat_input_parse(raw=b'{"message": "\xe5\x9c\xa8\xe5\x90\x97"}'), None))
+    assert await asyncio.to_thread(entered.wait, 5)
+    view.cancel()  # what Django does to the view when the client disconnects
+    with pytest.raises(asyncio.CancelledError):
+        await view
+    release.set()
+
+    def stored() -> list[tuple[str, str, bool]]:
+        rows = Message.objects.filter(conversation__user=user).order_by("created_at", "seq")
+        return [(m.role, m.content, bool(m.meta.get("interrupted"))) for m in rows]
+
+    for _ in range(100):
+        if local_stream_count(user_id=user.pk) == 0 and len(await sync_to_async(stored)()) == 2:
+            break
+        await asyncio.sleep(0.05)
+    assert local_stream_count(user_id=user.pk) == 0
+    assert await sync_to_async(stored)() == [("user", "在吗", False), ("assistant", "", True)]

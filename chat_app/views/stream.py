@@ -5,6 +5,7 @@ can fail with a JSON answer (auth, body, limits, conversation ownership) is deci
 first byte, in one sync call (services/admission.py); after that every failure is an `error`
 frame followed by `done`.
 """
+import asyncio
 import uuid
 
 from django.conf import settings
@@ -16,9 +17,12 @@ from loguru import logger
 from agents_app.runtime.context import RunContext
 from campus_agent.redaction import clip_text
 from chat_app import api_errors as errors
-from chat_app.asyncdb import db_call
+from chat_app.asyncdb import db_call, db_executor
 from chat_app.chat_input import ChatInput, chat_input_parse
-from chat_app.services.admission import chat_turn_admit
+from chat_app.limits import stream_slot_release
+from chat_app.services.admission import Admission, chat_turn_admit
+from chat_app.services.recording import TurnRecorder
+from chat_app.services.turns import turn_store
 from chat_app.streaming import TurnPlan, TurnRun
 
 
@@ -32,11 +36,50 @@ def _chat_input(request) -> tuple[ChatInput | None, errors.ApiError | None]:
         return None, exc
 
 
+def _admission_abandon(admission: Admission, request_id: str) -> None:
+    """The client left while its turn was being admitted: the question is stored and a stream
+    slot is held, but no turn will run. Store the reply as interrupted (empty) and give the slot
+    back, as a turn that ended would (sync, on a database thread)."""
+    recorder = TurnRecorder()
+    recorder.interrupt()
+    try:
+        turn_store(
+            conversation_id=admission.start.conversation_id,
+            final_message_id=uuid.uuid4(),
+            rows=recorder.rows(),
+            agent_name=admission.start.agent.name,
+            request_id=request_id,
+        )
+    except Exception:
+        logger.exception("storing the interrupted reply of an abandoned turn failed")
+    finally:
+        stream_slot_release(slot=admission.slot)
+
+
+def _on_admitted_after_disconnect(task: asyncio.Task, request_id: str) -> None:
+    if task.cancelled() or task.exception() is not None:
+        return  # nothing was admitted: no slot is held
+    logger.info("client left during admission; storing an interrupted reply")
+    db_executor.submit(_admission_abandon, task.result(), request_id)
+
+
+async def _admit(request, chat: ChatInput | None, body_error: errors.ApiError | None) -> Admission:
+    """Admission runs to its end even when the client leaves meanwhile (Django cancels the view
+    on disconnect, but the sync call in its thread cannot be stopped half-way); its outcome is
+    then wound up by `_admission_abandon`, so no slot or unanswered question is left behind."""
+    admitting = asyncio.ensure_future(
+        db_call(chat_turn_admit, request=request, chat=chat, body_error=body_error, request_id=request.request_id)
+    )
+    try:
+        return await asyncio.shield(admitting)
+    except asyncio.CancelledError:
+        admitting.add_done_callback(lambda task: _on_admitted_after_disconnect(task, request.request_id))
+        raise
+
+
 async def _turn_prepare(request) -> TurnRun:
     chat, body_error = _chat_input(request)
-    admission = await db_call(
-        chat_turn_admit, request=request, chat=chat, body_error=body_error, request_id=request.request_id
-    )
+    admission = await _admit(request, chat, body_error)
     start, caller = admission.start, admission.caller
     logger.info(
         "chat turn start user={} conversation={} agent={} history={} message={!r}",
