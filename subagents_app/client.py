@@ -149,8 +149,9 @@ async def _call(*, sub_agent: SubAgent, body: dict, headers: dict, on_chunk: Chu
                     parts.append(content)
                     if on_chunk is not None:
                         await on_chunk(content)
-            elif kind == "error" and error is None:
+            elif kind == "error":
                 error = payload
+                break  # its `done` adds nothing, and a sub-agent that then hangs must not hide it
             elif kind == "done":
                 if isinstance(payload.get("full_text"), str):
                     full_text = payload["full_text"]

@@ -27,7 +27,18 @@ from campus_agent.request_id import request_id_set
 NOT_CONFIGURED_REASON = "LLM_BASE_URL is not set"
 MODEL_INTERRUPTED_TEXT = "AI 模型回答中断，请稍后重试。"
 TURN_TIMEOUT_TEXT = "本轮回答超时，请稍后重试或换个问法。"
+MODEL_REFUSED_TEXT = "AI 模型拒绝了请求（HTTP {status}），请联系管理员检查模型配置。"
 BAD_ARGUMENTS_NOTE = "注意：调用参数不是 JSON 对象，已按空参数 {} 调用。"
+
+
+def _model_down(exc: Exception) -> bool:
+    """A failure keyword routing may stand in for: the model is unreachable, overloaded or slow
+    (connection, timeout, 5xx, 429, an error inside the stream, the turn budget). A 4xx other
+    than 429 is a configuration error (bad key, unknown model, rejected request): falling back
+    would hide it from staff, so it is reported instead."""
+    if isinstance(exc, openai.APIStatusError):
+        return exc.status_code >= 500 or exc.status_code == 429
+    return True
 
 
 class LlmUnavailable(Exception):
@@ -182,6 +193,11 @@ async def run_turn(*, agent: Agent, history: list[dict], ctx: RunContext) -> Asy
         except (BudgetSpent, openai.APIError, httpx.HTTPError) as exc:
             reason = "turn budget spent" if isinstance(exc, BudgetSpent) else f"{type(exc).__name__}: {exc}"
             logger.warning("model request failed round={} reason={}", round_no + 1, reason)
+            if not _model_down(exc):
+                logger.error("model refused the request: {} (check LLM_* settings and the agent's model)", reason)
+                yield Error(DOWNSTREAM, MODEL_REFUSED_TEXT.format(status=exc.status_code))
+                yield ended(interrupted=True)
+                return
             if not yielded:
                 raise LlmUnavailable(reason) from exc
             yield Error(DOWNSTREAM, TURN_TIMEOUT_TEXT if isinstance(exc, BudgetSpent) else MODEL_INTERRUPTED_TEXT)

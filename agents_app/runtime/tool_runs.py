@@ -13,7 +13,6 @@ from agents_app.runtime.budget import within
 from agents_app.runtime.context import RunContext
 from agents_app.runtime.events import Error, ToolChunk, ToolResult
 from agents_app.runtime.tools import Tool, ToolOutcome
-from campus_agent.errors import CAMPUS_TOKEN_EXPIRED
 from campus_agent.request_id import request_id_set
 
 UNKNOWN_TOOL_TEXT = "没有名为“{name}”的工具，请只使用提供的工具。"
@@ -47,7 +46,7 @@ async def tool_calls_run(
     *, calls: Sequence[ToolRequest], tools_by_name: Mapping[str, Tool], ctx: RunContext, deadline: float
 ) -> AsyncIterator[ToolChunk | ToolResult | Error]:
     """Runs all `calls` at once and yields, as they happen, each tool's live text (`ToolChunk`)
-    and, as each ends, its `ToolResult` (followed by `Error(40102)` when the campus token
+    and, as each ends, its `ToolResult` (followed by an `Error` with its code — 40102 when the campus token
     expired). A tool that raises or is unknown becomes a failed result.
 
     Raises BudgetSpent when `deadline` (event-loop time) passes first. Whenever the generator
@@ -79,8 +78,8 @@ async def tool_calls_run(
             request, outcome = item
             yield ToolResult(call_id=request.call_id, tool=request.tool, ok=outcome.ok, content=outcome.text,
                              error=outcome.error, chart=outcome.chart)
-            if outcome.code == CAMPUS_TOKEN_EXPIRED:
-                yield Error(CAMPUS_TOKEN_EXPIRED, outcome.error or outcome.text)
+            if outcome.code is not None:  # a failure with a contract code (40102, 50001, 50003)
+                yield Error(outcome.code, outcome.error or outcome.text)
     finally:
         for task in tasks:  # the client went away or the budget ran out: stop the tools too
             if not task.done():

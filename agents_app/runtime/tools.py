@@ -124,5 +124,7 @@ async def tools_for_agent(agent: Agent, *, pooled: bool = True, problems: list[s
             entry.name = tool_name_unique(entry.name, taken)
             tools.append(entry)
     for sub_agent in sub_agents:
-        tools.append(SubAgentTool(sub_agent=sub_agent, name=tool_name_unique(sub_agent.tool_name, taken)))
+        # `call_` + a 63-character name is 68 characters: over the model API's 64 limit.
+        name = tool_name_unique(tool_name_normalise(sub_agent.tool_name), taken)
+        tools.append(SubAgentTool(sub_agent=sub_agent, name=name))
     return tools

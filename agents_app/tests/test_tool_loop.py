@@ -18,15 +18,16 @@ from agents_app.runtime.events import (
 from agents_app.runtime.loop import (
     BAD_ARGUMENTS_NOTE,
     MODEL_INTERRUPTED_TEXT,
+    MODEL_REFUSED_TEXT,
     TURN_TIMEOUT_TEXT,
     LlmUnavailable,
     run_turn,
 )
 from agents_app.runtime.tool_runs import TOOL_CRASHED_TEXT, UNKNOWN_TOOL_TEXT, ToolRequest, tool_calls_run
 from agents_app.testing.fake_llm import Reply, ScriptedCall
-from campus_agent.errors import CAMPUS_TOKEN_EXPIRED, DOWNSTREAM
-from subagents_app.client import ERROR_EVENT_TEXT, TIMEOUT_TEXT, subagent_client_close
-from subagents_app.testing.contract_agent import CHART, EXPIRED_MESSAGE, answer_chunks
+from campus_agent.errors import CAMPUS_TOKEN_EXPIRED, DOWNSTREAM, SUBAGENT_INTERNAL
+from subagents_app.client import ERROR_EVENT_TEXT, HTTP_ERROR_TEXT, TIMEOUT_TEXT, subagent_client_close
+from subagents_app.testing.contract_agent import CHART, ERROR_MESSAGE, EXPIRED_MESSAGE, answer_chunks
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -189,6 +190,21 @@ async def test_max_tool_rounds_then_one_last_request_without_tools(llm_settings,
     assert events[-1].full_text == "只能直接回答了。"
 
 
+@pytest.mark.parametrize(
+    ("mode", "error"),
+    [
+        ("http500", Error(SUBAGENT_INTERNAL, HTTP_ERROR_TEXT.format(status=500))),
+        ("error", Error(SUBAGENT_INTERNAL, ERROR_EVENT_TEXT.format(message=ERROR_MESSAGE))),
+    ],
+)
+async def test_sub_agent_failures_are_surfaced_with_their_code(llm_settings, agent, mode, error):
+    llm_settings.reply_tool_calls(("call_canteen", {"message": f"[[mode:{mode}]]"}))
+    llm_settings.reply_text("子服务出错了。")
+    events = await collect(agent)
+    assert [e for e in events if isinstance(e, Error)] == [error]
+    assert isinstance(events[-1], Done) and not events[-1].interrupted  # the model still answers
+
+
 async def test_expired_campus_token_is_surfaced_with_its_code(llm_settings, agent):
     llm_settings.reply_tool_calls(("call_canteen", {"message": "[[mode:expired]]"}))
     llm_settings.reply_text("请重新登录。")
@@ -207,6 +223,14 @@ async def test_model_failing_before_any_event_raises_llm_unavailable(llm_setting
     with pytest.raises(LlmUnavailable):
         await collect(agent)
     assert time.perf_counter() - started < 3
+
+
+@pytest.mark.parametrize("status", [400, 401, 404])
+async def test_model_refusing_the_request_is_reported_not_routed_around(llm_settings, agent, status):
+    llm_settings.queue(Reply(status=status))
+    events = await collect(agent)  # no LlmUnavailable: keyword routing would hide a bad key or model
+    assert events[-2] == Error(DOWNSTREAM, MODEL_REFUSED_TEXT.format(status=status))
+    assert isinstance(events[-1], Done) and events[-1].interrupted
 
 
 async def test_unconfigured_model_raises_llm_unavailable(settings, agent):

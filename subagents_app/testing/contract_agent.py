@@ -140,6 +140,12 @@ class ContractAgent(ServedApp):
         yield _frame({"type": "error", "code": 50001, "message": ERROR_MESSAGE})
         yield _frame({"type": "done", "full_text": ""})
 
+    async def _mode_error_hang(self, body: dict):
+        """An error event, then nothing: no `done`, the connection left open."""
+        yield _frame({"type": "session", "session_id": "sub-1"})
+        yield _frame({"type": "error", "code": 50001, "message": ERROR_MESSAGE})
+        await asyncio.sleep(self.stall_sec)
+
     async def _mode_expired(self, body: dict):
         yield _frame({"type": "session", "session_id": "sub-1"})
         yield _frame({"type": "error", "code": 40102, "message": EXPIRED_MESSAGE})

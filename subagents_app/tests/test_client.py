@@ -109,6 +109,12 @@ async def test_error_event_maps_to_its_message(call):
     assert (reply.ok, reply.text, reply.code) == (False, ERROR_EVENT_TEXT.format(message=ERROR_MESSAGE), SUBAGENT_INTERNAL)
 
 
+async def test_error_event_ends_the_call_even_when_no_done_follows(call, sub_agent):
+    reply, _, took = await call("[[mode:error_hang]]")
+    assert (reply.ok, reply.text) == (False, ERROR_EVENT_TEXT.format(message=ERROR_MESSAGE))
+    assert took < sub_agent.timeout_sec  # not mistaken for a timeout
+
+
 async def test_expired_campus_token_keeps_code_40102(call):
     reply, _, _ = await call("[[mode:expired]]")
     assert (reply.ok, reply.code) == (False, CAMPUS_TOKEN_EXPIRED)

@@ -19,6 +19,7 @@ from django.db import transaction
 
 from agents_app.demo_mcp import DEMO_MCP_MODULE, DEMO_MCP_NAME
 from agents_app.models import Agent, McpService
+from campus_agent.hosts import hosts_local_only
 from subagents_app.demo.catalog import DEMO_SUBAGENTS
 from subagents_app.models import SubAgent
 
@@ -42,7 +43,6 @@ AGENT_PROMPT = """你是“校园小智”，本校学生的校园生活助手�
 
 MCP_TIMEOUT_SEC = 20
 SUBAGENT_TIMEOUT_SEC = 30
-LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "[::1]", "::1", "testserver"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +74,7 @@ def demo_mcp_config() -> dict:
 
 def demo_logins_allowed() -> bool:
     """Default passwords only on a developer machine: DEBUG, or served to this machine only."""
-    return settings.DEBUG or set(settings.ALLOWED_HOSTS) <= LOCAL_HOSTS
+    return settings.DEBUG or hosts_local_only(settings.ALLOWED_HOSTS)
 
 
 def _note(report: DemoLoadReport, label: str, created: bool) -> None:
