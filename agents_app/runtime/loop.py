@@ -27,6 +27,7 @@ from campus_agent.request_id import request_id_set
 NOT_CONFIGURED_REASON = "LLM_BASE_URL is not set"
 MODEL_INTERRUPTED_TEXT = "AI 模型回答中断，请稍后重试。"
 TURN_TIMEOUT_TEXT = "本轮回答超时，请稍后重试或换个问法。"
+DOMAIN_HINT_TEXT = "提示：学生是从“{domain}”业务入口进入本对话的，问题不明确时优先考虑该业务域的工具。"
 MODEL_REFUSED_TEXT = "AI 模型拒绝了请求（HTTP {status}），请联系管理员检查模型配置。"
 BAD_ARGUMENTS_NOTE = "注意：调用参数不是 JSON 对象，已按空参数 {} 调用。"
 
@@ -39,6 +40,14 @@ def _model_down(exc: Exception) -> bool:
     if isinstance(exc, openai.APIStatusError):
         return exc.status_code >= 500 or exc.status_code == 429
     return True
+
+
+def _system_prompt(agent: Agent, ctx: RunContext) -> str:
+    """The agent's prompt, plus the conversation's domain hint (the entry the student came from,
+    e.g. the canteen app's chat button) so the model prefers that domain's tools."""
+    if not ctx.hint_domain:
+        return agent.system_prompt
+    return "\n\n".join(filter(None, [agent.system_prompt, DOMAIN_HINT_TEXT.format(domain=ctx.hint_domain)]))
 
 
 class LlmUnavailable(Exception):
@@ -143,7 +152,7 @@ async def run_turn(*, agent: Agent, history: list[dict], ctx: RunContext) -> Asy
     tools = await tools_for_agent(agent)
     by_name = {tool.name: tool for tool in tools}
     specs = [tool_spec(tool) for tool in tools]
-    messages: list[dict] = [{"role": "system", "content": agent.system_prompt}] if agent.system_prompt else []
+    messages = [{"role": "system", "content": prompt}] if (prompt := _system_prompt(agent, ctx)) else []
     messages += history
     max_rounds = agent.max_tool_rounds or settings.MAX_TOOL_ROUNDS
     text_parts: list[str] = []

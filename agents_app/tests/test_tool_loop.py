@@ -2,6 +2,7 @@
 import asyncio
 import json
 import time
+from dataclasses import replace
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -17,6 +18,7 @@ from agents_app.runtime.events import (
 )
 from agents_app.runtime.loop import (
     BAD_ARGUMENTS_NOTE,
+    DOMAIN_HINT_TEXT,
     MODEL_INTERRUPTED_TEXT,
     MODEL_REFUSED_TEXT,
     TURN_TIMEOUT_TEXT,
@@ -223,6 +225,14 @@ async def test_model_failing_before_any_event_raises_llm_unavailable(llm_setting
     with pytest.raises(LlmUnavailable):
         await collect(agent)
     assert time.perf_counter() - started < 3
+
+
+async def test_domain_hint_follows_the_system_prompt(llm_settings, agent):
+    llm_settings.reply_text("好的。")
+    await collect(agent, ctx=replace(CTX, hint_domain="canteen"))
+    [system, *rest] = llm_settings.requests[0].messages
+    assert system == {"role": "system", "content": agent.system_prompt + "\n\n" + DOMAIN_HINT_TEXT.format(domain="canteen")}
+    assert rest == HISTORY
 
 
 @pytest.mark.parametrize("status", [400, 401, 404])
