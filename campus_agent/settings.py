@@ -6,6 +6,9 @@ fresh machine (SQLite, no model configured, no Redis).
 from pathlib import Path
 
 import environ
+from django.core.exceptions import ImproperlyConfigured
+
+from campus_agent.hosts import hosts_local_only
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -15,8 +18,17 @@ environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
 # --- core -------------------------------------------------------------------------------------
 DEBUG = env.bool("DEBUG", default=False)
 # The default key only serves a local demo; production sets SECRET_KEY.
-SECRET_KEY = env.str("SECRET_KEY", default="dev-insecure-campus-agent-change-me-0123456789abcdef")
+DEV_SECRET_KEY = "dev-insecure-campus-agent-change-me-0123456789abcdef"
+SECRET_KEY = env.str("SECRET_KEY", default=DEV_SECRET_KEY)
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]", "testserver"])
+# The key also signs the API's JWTs: a published key served to other machines would let anyone
+# mint a token for any user. The README's local defaults (loopback hosts) keep working.
+if SECRET_KEY == DEV_SECRET_KEY and not DEBUG and not hosts_local_only(ALLOWED_HOSTS):
+    raise ImproperlyConfigured(
+        "SECRET_KEY is the published development default while DEBUG is off and ALLOWED_HOSTS "
+        f"names other machines ({', '.join(ALLOWED_HOSTS)}). Set SECRET_KEY to a long random value "
+        "(e.g. python -c 'import secrets; print(secrets.token_urlsafe(50))')."
+    )
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 
 INSTALLED_APPS = [
@@ -30,6 +42,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI and Redoc served from our static files: docs work offline
     "channels",
     "campus_agent",
     "subagents_app",
@@ -144,6 +157,10 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "校园小智 chat gateway: streaming chat, conversations, agents, auth.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # Not the jsDelivr CDN: campus networks and offline demos cannot always reach it.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
 
 # --- LLM (the main agent) ---------------------------------------------------------------------

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from chat_app.models import AuthSession, Conversation, Message
+from chat_app.models import AuthSession, CampusIdentity, Conversation, Message
 
 
 class MessageInline(admin.TabularInline):
@@ -51,6 +51,24 @@ class AuthSessionAdmin(admin.ModelAdmin):
     @admin.display(boolean=True, description="有校园令牌")
     def has_campus_token(self, obj: AuthSession) -> bool:
         return bool(obj.campus_token)
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(CampusIdentity)
+class CampusIdentityAdmin(admin.ModelAdmin):
+    """Which local user each campus SSO subject logs in as. Made by SSO logins only: editing
+    the link would hand one person's campus login to another account."""
+
+    list_display = ("sub", "user", "roles", "created_at", "updated_at")
+    search_fields = ("sub", "user__username")
+    list_select_related = ("user",)
+    fields = ("sub", "user", "roles", "created_at", "updated_at")
+    readonly_fields = fields
 
     def has_add_permission(self, request) -> bool:
         return False

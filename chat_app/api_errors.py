@@ -23,6 +23,7 @@ MSG_BODY_NOT_JSON = "请求体必须是 JSON 对象。"
 MSG_MESSAGE_MISSING = "message 不能为空。"
 MSG_MESSAGE_TOO_LONG = "message 不能超过 8000 个字符。"
 MSG_FIELD_TYPE = "{field} 的类型不正确。"
+MSG_NUL_CHARACTER = "{field} 不能包含空字符（\\u0000）。"
 MSG_CONVERSATION_ID = "conversation_id 不是有效的对话 ID。"
 MSG_AGENT_UNKNOWN = "智能体不存在或已停用。"
 MSG_NO_AGENT = "暂无可用的智能体，请联系管理员。"
@@ -69,3 +70,15 @@ def error_response(error: ApiError) -> JsonResponse:
         response[name] = value
     return response
 
+
+
+MSG_NO_SUCH_RESOURCE = "请求的资源不存在。"
+
+
+def page_not_found(request, exception=None):
+    """The project's 404 handler: JSON under /api/ (clients parse it), Django's page elsewhere."""
+    if request.path.startswith("/api/"):
+        return error_response(ApiError(MSG_NO_SUCH_RESOURCE, code=NOT_FOUND, status=404))
+    from django.views.defaults import page_not_found as html_page_not_found
+
+    return html_page_not_found(request, exception)

@@ -24,7 +24,14 @@ def _optional_str(body: dict, name: str, limit: int) -> str | None:
         return None
     if not isinstance(value, str) or len(value) > limit:
         raise errors.invalid_body(errors.MSG_FIELD_TYPE.format(field=name))
+    _refuse_nul(value, name)
     return value.strip() or None
+
+
+def _refuse_nul(value: str, name: str) -> None:
+    # PostgreSQL text and jsonb cannot hold U+0000: storing it would fail after the 200 is sent.
+    if "\x00" in value:
+        raise errors.invalid_body(errors.MSG_NUL_CHARACTER.format(field=name))
 
 
 def chat_input_parse(*, raw: bytes) -> ChatInput:
@@ -39,6 +46,7 @@ def chat_input_parse(*, raw: bytes) -> ChatInput:
     if message is not None and not isinstance(message, str):
         raise errors.invalid_body(errors.MSG_FIELD_TYPE.format(field="message"))
     message = (message or "").strip()
+    _refuse_nul(message, "message")
     if not message:
         raise errors.invalid_body(errors.MSG_MESSAGE_MISSING)
     if len(message) > MESSAGE_MAX:

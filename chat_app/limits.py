@@ -10,14 +10,16 @@ Concurrency is counted twice, on purpose:
   with the default local-memory cache it repeats the in-process count at the cost of a dict
   operation.
 
-The rate is a fixed one-minute window per user in the cache (`add` then `incr`, both atomic).
+The rate is a one-minute window per user in the cache (`add` then `incr`, both atomic). The
+window opens with the user's first counted message (the key's expiry), not on the clock's minute:
+a bucket keyed on `time() // 60` reset the count whenever a minute boundary fell between two
+messages, which let a burst through and made the limit depend on when it was measured.
 
 These functions are sync: the stream view calls them inside the one thread hop that also
 authenticates and stores the user message (services/admission.py), and the slot is given back
 in the hop that stores the reply, so limits cost no extra crossing of the async boundary.
 """
 import threading
-import time
 import uuid
 from dataclasses import dataclass
 
@@ -97,12 +99,12 @@ def stream_slot_release(*, slot: StreamSlot) -> None:
 
 
 def message_rate_allow(*, user_id: int) -> bool:
-    """Counts this message in the user's current minute; False past CHAT_RATE_PER_MINUTE."""
-    key = f"chat:rate:{user_id}:{int(time.time() // RATE_WINDOW_SEC)}"
-    cache.add(key, 0, RATE_WINDOW_SEC + 10)
+    """Counts this message in the user's open window; False past CHAT_RATE_PER_MINUTE."""
+    key = f"chat:rate:{user_id}"
+    cache.add(key, 0, RATE_WINDOW_SEC)  # only the first message of a window sets the expiry
     try:
         count = cache.incr(key)
     except ValueError:  # the window expired between add and incr: a fresh one
-        cache.add(key, 1, RATE_WINDOW_SEC + 10)
+        cache.add(key, 1, RATE_WINDOW_SEC)
         count = 1
     return count <= settings.CHAT_RATE_PER_MINUTE

@@ -101,3 +101,28 @@ class AuthSession(models.Model):
 
     def __repr__(self) -> str:  # never print the campus token, whoever logs the row
         return f"<AuthSession {self.id} user={self.user_id} via={self.via}>"
+
+
+class CampusIdentity(models.Model):
+    """The link from a campus SSO subject to the local user it logs in as.
+
+    SSO logins find their user through this row, never by username: a campus `sub` that
+    happens to equal a local username (e.g. the demo superuser `admin`) must not log in
+    as that account. The first SSO login of a `sub` creates a new user and this row.
+    """
+
+    sub = models.CharField("校园账号标识", max_length=150, unique=True)
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="campus_identity", verbose_name="用户"
+    )
+    roles = models.JSONField("最近一次登录的校园角色", default=list, blank=True)
+    created_at = models.DateTimeField("创建时间", auto_now_add=True)
+    updated_at = models.DateTimeField("最近登录", auto_now=True)
+
+    class Meta:
+        verbose_name = "校园身份"
+        verbose_name_plural = "校园身份"
+        ordering = ["-updated_at"]
+
+    def __str__(self) -> str:
+        return self.sub

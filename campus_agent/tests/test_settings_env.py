@@ -134,3 +134,29 @@ def test_env_example_copied_to_dot_env_gives_the_defaults(tmp_path, no_dotenv):
     defaults = settings_with(tmp_path)
     from_example = settings_with(tmp_path, **values)
     assert from_example == defaults
+
+
+def _import_settings(tmp_path, **env: str) -> subprocess.CompletedProcess:
+    environment = {k: v for k, v in project_env(tmp_path).items() if k != "LOG_DIR"}
+    environment.update(env, PYTHONPATH=str(BASE_DIR))
+    return subprocess.run(  # noqa: PLW1510 (the return code is asserted)
+        [sys.executable, "-c", "import campus_agent.settings"], cwd=tmp_path, env=environment,
+        capture_output=True, text=True, timeout=60,
+    )
+
+
+def test_development_secret_key_refused_when_served_to_other_machines(tmp_path, no_dotenv):
+    done = _import_settings(tmp_path, ALLOWED_HOSTS="xiaozhi.example.edu.cn,127.0.0.1")
+    assert done.returncode != 0
+    assert "ImproperlyConfigured" in done.stderr and "SECRET_KEY" in done.stderr
+    assert "xiaozhi.example.edu.cn" in done.stderr
+    # The same hosts run with a key of their own, or with DEBUG on (a developer's machine).
+    assert _import_settings(tmp_path, ALLOWED_HOSTS="xiaozhi.example.edu.cn", SECRET_KEY="k" * 50).returncode == 0
+    assert _import_settings(tmp_path, ALLOWED_HOSTS="xiaozhi.example.edu.cn", DEBUG="true").returncode == 0
+
+
+def test_development_secret_key_allowed_on_the_local_defaults(tmp_path, no_dotenv):
+    # The README's run command: no SECRET_KEY, DEBUG off, ALLOWED_HOSTS defaulting to loopback.
+    got = settings_with(tmp_path)["values"]
+    assert got["DEBUG"] is False and got["SECRET_KEY"].startswith("dev-insecure-")
+    assert _import_settings(tmp_path, ALLOWED_HOSTS="localhost,[::1]").returncode == 0

@@ -5,12 +5,12 @@ from datetime import datetime, timedelta
 import httpx
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 from loguru import logger
 
 from campus_agent.redaction import mask_token
-from chat_app.models import AuthSession
+from chat_app.models import AuthSession, CampusIdentity
 from chat_app.tokens import jwt_encode
 
 SSO_TIMEOUT_SEC = 10.0
@@ -100,17 +100,50 @@ def campus_profile_fetch(*, campus_token: str) -> dict:
     }
 
 
-def sso_user_upsert(*, profile: dict):
-    """The user whose username is the campus `sub`, created or refreshed from the profile.
-
-    Campus roles go into the JWT and the session row; they never grant Django staff rights.
-    """
+def _free_username(*, sub: str) -> str:
+    """`sub` when no user has that name, else `sub-2`, `sub-3` … (all within USERNAME_MAX)."""
     User = get_user_model()
-    user, created = User.objects.get_or_create(username=profile["sub"], defaults={"first_name": profile["name"]})
-    if created:
-        user.set_unusable_password()
-        user.save(update_fields=["password"])
-    elif profile["name"] and user.first_name != profile["name"]:
+    candidate, n = sub, 1
+    while User.objects.filter(username=candidate).exists():
+        n += 1
+        suffix = f"-{n}"
+        candidate = sub[: USERNAME_MAX - len(suffix)] + suffix
+    return candidate
+
+
+def sso_user_upsert(*, profile: dict):
+    """The user linked to the campus `sub` (CampusIdentity), created on its first SSO login.
+
+    The link is never made by matching usernames: a `sub` equal to an existing local username
+    (e.g. `admin`) gets a new user of its own, named `sub-2` or the like. Later logins refresh
+    the name and the last campus roles. Campus roles go into the JWT and the session row; they
+    never grant Django staff rights.
+    """
+    sub = profile["sub"]
+    for _ in range(3):  # two first logins of one sub racing: the loser reads the winner's row
+        identity = CampusIdentity.objects.select_related("user").filter(sub=sub).first()
+        if identity is not None:
+            return _sso_user_refresh(identity=identity, profile=profile)
+        try:
+            with transaction.atomic():
+                user = get_user_model().objects.create(
+                    username=_free_username(sub=sub), first_name=profile["name"]
+                )
+                user.set_unusable_password()
+                user.save(update_fields=["password"])
+                CampusIdentity.objects.create(sub=sub, user=user, roles=profile["roles"])
+        except IntegrityError:
+            continue
+        logger.info("campus identity linked to new user={}", user.pk)
+        return user
+    raise SsoUnavailable()
+
+
+def _sso_user_refresh(*, identity: CampusIdentity, profile: dict):
+    user = identity.user
+    if profile["name"] and user.first_name != profile["name"]:
         user.first_name = profile["name"]
         user.save(update_fields=["first_name"])
+    identity.roles = profile["roles"]
+    identity.save(update_fields=["roles", "updated_at"])
     return user

@@ -89,6 +89,21 @@ def turn_begin(*, user, chat: ChatInput, request_id: str) -> TurnStart:
     )
 
 
+def _without_nul(value):
+    """`value` with U+0000 dropped from every string in it (keys too).
+
+    The model's and the sub-agents' output is not ours to refuse, but PostgreSQL text and jsonb
+    cannot hold NUL: one stray character would lose the whole reply.
+    """
+    if isinstance(value, str):
+        return value.replace("\x00", "")
+    if isinstance(value, dict):
+        return {_without_nul(k): _without_nul(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_without_nul(v) for v in value]
+    return value
+
+
 def turn_store(
     *, conversation_id: uuid.UUID, final_message_id: uuid.UUID, rows: list[RowSpec], agent_name: str, request_id: str
 ) -> None:
@@ -103,9 +118,9 @@ def turn_store(
             id=final_message_id if spec.is_final else uuid.uuid4(),
             conversation_id=conversation_id,
             role=spec.role,
-            content=spec.content,
-            meta=spec.meta,
-            chart=spec.chart,
+            content=_without_nul(spec.content),
+            meta=_without_nul(spec.meta),
+            chart=_without_nul(spec.chart),
             agent_name=agent_name if spec.role == Message.Role.ASSISTANT else "",
             request_id=request_id,
             seq=position,

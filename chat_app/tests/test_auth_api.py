@@ -16,7 +16,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from campus_agent.testing.servers import ServedApp
-from chat_app.models import AuthSession
+from chat_app.models import AuthSession, CampusIdentity
 from chat_app.tokens import jwt_decode
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -233,14 +233,36 @@ def test_sso_creates_the_user_and_keeps_the_campus_token_server_side(live_asgi, 
     assert _get(live_asgi, "/api/v1/conversations", token).status_code == 200
 
 
-def test_sso_updates_an_existing_user(live_asgi, campus_sso):
-    get_user_model().objects.create_user(username="20239999", first_name="旧名字")
+def test_sso_updates_the_linked_user_on_the_next_login(live_asgi, campus_sso):
+    first = httpx.post(f"{live_asgi}/api/v1/auth/sso", json={"campus_token": GOOD_CAMPUS_TOKEN})
+    assert first.status_code == 200
     campus_sso.profile = {"sub": "20239999", "name": "新名字", "roles": ["student", "monitor"]}
     response = httpx.post(f"{live_asgi}/api/v1/auth/sso", json={"campus_token": GOOD_CAMPUS_TOKEN})
     assert response.status_code == 200
     assert get_user_model().objects.get(username="20239999").first_name == "新名字"
     assert jwt_decode(token=response.json()["access_token"])["roles"] == ["student", "monitor"]
-    assert get_user_model().objects.filter(username="20239999").count() == 1
+    assert jwt_decode(token=first.json()["access_token"])["sub"] == jwt_decode(token=response.json()["access_token"])["sub"]
+    identity = CampusIdentity.objects.get(sub="20239999")
+    assert identity.roles == ["student", "monitor"]
+    assert get_user_model().objects.count() == 1
+
+
+def test_sso_sub_equal_to_a_local_username_never_logs_in_as_that_account(live_asgi, campus_sso):
+    admin = get_user_model().objects.create_superuser(username="admin", password="admin-pass-123")
+    campus_sso.profile = {"sub": "admin", "name": "冒名者", "roles": ["staff"]}
+    response = httpx.post(f"{live_asgi}/api/v1/auth/sso", json={"campus_token": GOOD_CAMPUS_TOKEN})
+    assert response.status_code == 200
+    user_id = int(jwt_decode(token=response.json()["access_token"])["sub"])
+    assert user_id != admin.pk
+    user = get_user_model().objects.get(pk=user_id)
+    assert user.username != "admin" and not user.is_staff and not user.is_superuser
+    assert not user.has_usable_password() and user.first_name == "冒名者"
+    admin.refresh_from_db()
+    assert admin.first_name == "" and admin.check_password("admin-pass-123")
+
+    again = httpx.post(f"{live_asgi}/api/v1/auth/sso", json={"campus_token": GOOD_CAMPUS_TOKEN})
+    assert int(jwt_decode(token=again.json()["access_token"])["sub"]) == user_id
+    assert CampusIdentity.objects.get(sub="admin").user_id == user_id
 
 
 def test_sso_rejected_token_is_401_without_echoing_it(live_asgi, campus_sso):

@@ -30,6 +30,9 @@ def _post(base, headers, content: bytes | str, **kw):
         (json.dumps({"message": "你好", "agent": ["x"]}), "agent 的类型不正确。"),
         (json.dumps({"message": "你好", "agent": "nobody"}), "智能体不存在或已停用。"),
         (json.dumps({"message": "你好", "agent": "off"}), "智能体不存在或已停用。"),
+        # PostgreSQL cannot store U+0000: refused up front instead of a 500 (or a lost reply).
+        (json.dumps({"message": "你好\u0000吗"}), "message 不能包含空字符（\\u0000）。"),
+        (json.dumps({"message": "你好", "hint_domain": "a\u0000"}), "hint_domain 不能包含空字符（\\u0000）。"),
     ],
 )
 def test_invalid_bodies_answer_400_and_store_nothing(live_asgi, agent, auth_headers, body, message):

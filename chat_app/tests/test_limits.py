@@ -122,3 +122,23 @@ async def test_client_leaving_during_admission_gives_the_slot_back_and_stores_th
         await asyncio.sleep(0.05)
     assert local_stream_count(user_id=user.pk) == 0
     assert await sync_to_async(stored)() == [("user", "在吗", False), ("assistant", "", True)]
+
+
+def test_the_rate_window_does_not_reset_on_a_clock_boundary(settings, monkeypatch):
+    """Two messages either side of a window-length clock boundary still count together; the
+    window ends one window length after the first message."""
+    import time
+
+    from chat_app import limits
+
+    settings.CHAT_RATE_PER_MINUTE = 1
+    monkeypatch.setattr(limits, "RATE_WINDOW_SEC", 1)  # a one-second "minute" keeps the test short
+    while time.time() % 1 < 0.8:  # just before a boundary of time() // window
+        time.sleep(0.02)
+    opened = time.monotonic()
+    assert limits.message_rate_allow(user_id=11)
+    time.sleep(0.3)  # the clock's bucket has changed, the window has not ended
+    assert not limits.message_rate_allow(user_id=11)
+    assert limits.message_rate_allow(user_id=12)  # per user
+    time.sleep(max(0.0, 1.05 - (time.monotonic() - opened)))
+    assert limits.message_rate_allow(user_id=11)  # the window ended: a fresh one

@@ -7,6 +7,7 @@ import pytest
 from django.utils import timezone
 
 from agents_app.models import Agent
+from chat_app.api_errors import MSG_NO_SUCH_RESOURCE
 from chat_app.models import Conversation, Message
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -81,6 +82,15 @@ def test_another_users_conversation_is_404_everywhere(api, other_user):
             assert response.status_code == 404, (method, path)
             assert response.json() == {"code": 40401, "message": "对话不存在。"}
     assert Conversation.objects.filter(id=theirs.id).exists()
+
+
+def test_unknown_api_paths_answer_json_404(api):
+    for path in ("/api/v1/conversations/not-a-uuid", "/api/v1/nothing-here"):
+        response = api.get(path)
+        assert response.status_code == 404, path
+        assert response.json() == {"code": 40401, "message": MSG_NO_SUCH_RESOURCE}
+    page = api.get("/no-such-page")
+    assert page.status_code == 404 and page.headers["Content-Type"].startswith("text/html")
 
 
 def test_every_api_answer_carries_the_request_id(api):
