@@ -28,6 +28,9 @@ from agents_app.models import McpService
 # After a failed open, the service is left out at once for this long instead of making every
 # turn wait up to its timeout again (a saved config change retries immediately).
 OPEN_RETRY_SEC = 15.0
+# A session nobody used for this long is closed (its stdio server exits) the next time the pool
+# is used: a service disabled, deleted or taken off every agent leaves no process behind.
+IDLE_CLOSE_SEC = 600.0
 
 
 class McpUnavailable(Exception):
@@ -40,6 +43,7 @@ class PooledSession:
         self.name = service.name
         self.fingerprint = mcp_service_fingerprint(service)
         self.broken = False
+        self.last_used = asyncio.get_running_loop().time()
         self._ready: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
         self._close = asyncio.Event()
         self._task = asyncio.create_task(self._own(service), name=f"mcp-session-{service.name}")
@@ -100,16 +104,17 @@ class McpPool:
         if failed and failed[0] == fingerprint and failed[1] > now:
             raise McpUnavailable(f"{failed[2]}（{failed[1] - now:.0f} 秒后重试连接）")
         async with self._lock:
+            for idle_id in [i for i, s in self._sessions.items() if i != service.pk and now - s.last_used > IDLE_CLOSE_SEC]:
+                logger.info("MCP session idle for {}s, closing service={}", IDLE_CLOSE_SEC, self._sessions[idle_id].name)
+                self._retire(idle_id)
             session = self._sessions.get(service.pk)
             if session is not None and (not session.alive or session.fingerprint != fingerprint):
-                self._sessions.pop(service.pk)
-                closing = asyncio.create_task(session.close())  # this turn does not wait for it
-                self._closing.add(closing)  # a task nobody references may be collected mid-way
-                closing.add_done_callback(self._closing.discard)
+                self._retire(service.pk)
                 session = None
             if session is None:
                 session = PooledSession(service)
                 self._sessions[service.pk] = session
+            session.last_used = now
         try:
             client = await session.client(float(service.timeout_sec))
         except McpUnavailable as exc:
@@ -118,6 +123,12 @@ class McpPool:
             raise
         self._failed.pop(service.pk, None)
         return client
+
+    def _retire(self, service_id: int) -> None:
+        session = self._sessions.pop(service_id)
+        closing = asyncio.create_task(session.close())  # the turn does not wait for it
+        self._closing.add(closing)  # a task nobody references may be collected mid-way
+        closing.add_done_callback(self._closing.discard)
 
     def discard(self, service_id: int) -> None:
         """Marks the session broken: the next use opens a new one."""

@@ -7,6 +7,7 @@ import time
 import pytest
 from asgiref.sync import sync_to_async
 
+from agents_app.mcp import pool as pool_module
 from agents_app.mcp.tools import CALL_TIMEOUT_TEXT, IS_ERROR_TEXT
 from agents_app.models import McpService
 from agents_app.runtime.context import RunContext
@@ -164,3 +165,30 @@ async def test_a_hanging_service_costs_one_timeout_then_is_skipped_at_once(make_
         second = time.perf_counter() - started
     assert 0.9 < first < 1 + 1 and second < 0.2
     assert "连接超时" in problems[0] and "秒后重试连接" in problems[1]
+
+
+async def test_a_session_left_idle_is_closed_when_the_pool_is_next_used(
+    mcp_service_stdio, mcp_service_http, make_agent, llm_settings, monkeypatch
+):
+    agent = await make_agent(mcp_service_stdio)
+    [first] = await turn(agent, llm_settings, ("tools__pid", {}))
+    pid = int(first.content)
+    monkeypatch.setattr(pool_module, "IDLE_CLOSE_SEC", 0.2)  # instead of waiting ten minutes
+    await asyncio.sleep(0.3)
+    await sync_to_async(agent.mcp_services.set)([mcp_service_http])  # `tools` taken off the agent
+    [other] = await turn(agent, llm_settings, ("http-tools__add", {"a": 1, "b": 2}))
+    assert other.ok
+    for _ in range(50):  # the stdio server exits once its session is closed
+        if not _running(pid):
+            break
+        await asyncio.sleep(0.1)
+    assert not _running(pid)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as stat:  # an exited child not yet reaped is not running
+        return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
