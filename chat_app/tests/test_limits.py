@@ -1,11 +1,21 @@
 """Per-user limits on the stream: concurrent streams and messages per minute → 429 JSON."""
+import asyncio
 import threading
+import time
 
 import httpx
 import pytest
+from asgiref.sync import sync_to_async
+from django.core.cache import cache
+from django.test import RequestFactory
 
 from agents_app.testing.fake_llm import Reply
+from chat_app import limits
+from chat_app.chat_input import chat_input_parse
+from chat_app.limits import local_stream_count, stream_slot_acquire, stream_slot_release
+from chat_app.models import Message
 from chat_app.tests.sse import chat
+from chat_app.views.stream import _admit
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -58,10 +68,6 @@ def test_message_rate_over_the_limit_gets_429(live_asgi, llm_settings, agent, au
 
 def test_a_slot_held_by_another_worker_counts(settings):
     """With a shared cache, a slot leased by another process refuses this worker's stream too."""
-    from django.core.cache import cache
-
-    from chat_app.limits import local_stream_count, stream_slot_acquire, stream_slot_release
-
     settings.CHAT_MAX_CONCURRENT_STREAMS = 2
     cache.add("chat:streams:7:0", "other-worker", 60)  # what the other worker's acquire wrote
     mine = stream_slot_acquire(user_id=7)
@@ -90,16 +96,6 @@ class _SlowMeta(dict):
 
 
 async def test_client_leaving_during_admission_gives_the_slot_back_and_stores_the_reply(user, agent, user_token):
-    import asyncio
-
-    from asgiref.sync import sync_to_async
-    from django.test import RequestFactory
-
-    from chat_app.chat_input import chat_input_parse
-    from chat_app.limits import local_stream_count
-    from chat_app.models import Message
-    from chat_app.views.stream import _admit
-
     request = RequestFactory().post("/api/v1/chat", data=b"{}", content_type="application/json")
     entered, release = threading.Event(), threading.Event()
     request.META = _SlowMeta(request.META, HTTP_AUTHORIZATION=f"Bearer {user_token}", entered=entered, release=release)
@@ -127,9 +123,7 @@ async def test_client_leaving_during_admission_gives_the_slot_back_and_stores_th
 def test_the_rate_window_does_not_reset_on_a_clock_boundary(settings, monkeypatch):
     """Two messages either side of a window-length clock boundary still count together; the
     window ends one window length after the first message."""
-    import time
 
-    from chat_app import limits
 
     settings.CHAT_RATE_PER_MINUTE = 1
     monkeypatch.setattr(limits, "RATE_WINDOW_SEC", 1)  # a one-second "minute" keeps the test short
