@@ -123,8 +123,6 @@ async def test_client_leaving_during_admission_gives_the_slot_back_and_stores_th
 def test_the_rate_window_does_not_reset_on_a_clock_boundary(settings, monkeypatch):
     """Two messages either side of a window-length clock boundary still count together; the
     window ends one window length after the first message."""
-
-
     settings.CHAT_RATE_PER_MINUTE = 1
     monkeypatch.setattr(limits, "RATE_WINDOW_SEC", 1)  # a one-second "minute" keeps the test short
     while time.time() % 1 < 0.8:  # just before a boundary of time() // window
