@@ -13,9 +13,9 @@ from subagents_app.models import SubAgent
 
 HEALTH_PATH = "/healthz"
 HEALTH_TIMEOUT_MAX_SEC = 5.0
-HEALTHY_TEXT = "{name}：正常（HTTP 200，{ms:.0f} ms）"
-UNHEALTHY_TEXT = "{name}：可以连接，但 {path} 返回 HTTP {status}"
-UNREACHABLE_TEXT = "{name}：无法连接（{reason}）"
+HEALTHY_TEXT = "子 Agent {name}：正常（HTTP 200，{ms:.0f} ms）"
+UNHEALTHY_TEXT = "子 Agent {name}：可以连接，但 {path} 返回 HTTP {status}"
+UNREACHABLE_TEXT = "子 Agent {name}：无法连接（{reason}）"
 
 
 @dataclass(frozen=True, slots=True)

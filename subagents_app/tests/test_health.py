@@ -12,7 +12,7 @@ def run_health_check(client, *sub_agents) -> list[tuple[str, str]]:
 def test_health_check_reports_a_healthy_sub_agent(staff_client, sub_agent):
     [(level, text)] = run_health_check(staff_client, sub_agent)
     assert level == "success"
-    assert re.fullmatch(r"canteen：正常（HTTP 200，\d+ ms）", text)
+    assert re.fullmatch(r"子 Agent canteen：正常（HTTP 200，\d+ ms）", text)
 
 
 def test_health_check_names_each_failure(staff_client, subagent_server, unused_tcp_port, db):
@@ -24,6 +24,6 @@ def test_health_check_names_each_failure(staff_client, subagent_server, unused_t
     )
     messages = run_health_check(staff_client, no_health, down)
     assert messages == [
-        ("error", "library：无法连接（ConnectError）"),
-        ("error", "notice：可以连接，但 /healthz 返回 HTTP 404"),
+        ("error", "子 Agent library：无法连接（ConnectError）"),
+        ("error", "子 Agent notice：可以连接，但 /healthz 返回 HTTP 404"),
     ]
