@@ -1,8 +1,13 @@
 """Open an MCP client for an McpService row, whatever its transport."""
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
+import os
+import shutil
+import tempfile
+import threading
 from contextlib import AsyncExitStack
 
 import httpx2
@@ -15,6 +20,10 @@ from agents_app.models import McpService
 
 # A pooled HTTP session idles between turns; the stream may stay quiet that long.
 IDLE_READ_TIMEOUT = 3600.0
+STDIO_WORKDIR_PREFIX = "campus-agent-mcp-"
+
+_stdio_workdir: str | None = None
+_stdio_workdir_lock = threading.Lock()
 
 
 def mcp_service_fingerprint(service: McpService) -> str:
@@ -28,14 +37,28 @@ def mcp_service_fingerprint(service: McpService) -> str:
     return hashlib.sha1(raw.encode()).hexdigest()
 
 
+def stdio_workdir() -> str:
+    """The working directory of stdio servers whose config names no `cwd`: one empty private
+    directory (0700) per process, made at the first spawn. Never the project directory, where
+    `.env` (SECRET_KEY, database password) is readable by a relative path. Made again if
+    something (a /tmp cleaner) removed it while the worker ran."""
+    global _stdio_workdir
+    with _stdio_workdir_lock:
+        if _stdio_workdir is None or not os.path.isdir(_stdio_workdir):
+            _stdio_workdir = tempfile.mkdtemp(prefix=STDIO_WORKDIR_PREFIX)
+            atexit.register(shutil.rmtree, _stdio_workdir, ignore_errors=True)
+        return _stdio_workdir
+
+
 def stdio_parameters(config: dict) -> StdioServerParameters:
     """argv list, no shell; the child gets the SDK's minimal environment (PATH, HOME …) plus
-    only the variables the config names, never the gateway's SECRET_KEY or database URL."""
+    only the variables the config names, never the gateway's SECRET_KEY or database URL, and
+    starts in the config's `cwd` (set by a superuser) or else in `stdio_workdir()`."""
     return StdioServerParameters(
         command=config["command"],
         args=list(config.get("args", [])),
         env=dict(config.get("env", {})) or None,
-        cwd=config.get("cwd") or None,
+        cwd=config.get("cwd") or stdio_workdir(),
     )
 
 

@@ -8,11 +8,13 @@ One tool set, three transports:
 - SSE and streamable-http: `serve_http(transport)` runs the same tools on a loopback port.
 
 Tools: `add`, `echo`, `fail` (answers isError), `slow` (sleeps), `picture` (text + image
-content), `env_keys` (which environment variables the server process got), `pid`.
+content), `env_keys` (which environment variables the server process got), `pid`, `workdir`
+(the process's working directory and what it holds).
 """
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 
@@ -61,6 +63,11 @@ def build_server(name: str = "campus-test") -> MCPServer:
     @server.tool(description="服务器进程号。")
     def pid() -> str:
         return str(os.getpid())
+
+    @server.tool(description="服务器进程的工作目录及其中的文件名。")
+    def workdir() -> str:
+        cwd = os.getcwd()
+        return json.dumps({"cwd": cwd, "entries": sorted(os.listdir(cwd))})
 
     return server
 

@@ -16,7 +16,7 @@ def run_list_tools(client, *services):
 def test_list_tools_reports_exposed_names_and_descriptions(staff_client, mcp_service_http):
     [(level, text)] = run_list_tools(staff_client, mcp_service_http)
     assert level == "success"
-    assert "共 7 个工具" in text and "http-tools__add（把两个整数相加" in text and "http-tools__picture" in text
+    assert "共 8 个工具" in text and "http-tools__add（把两个整数相加" in text and "http-tools__picture" in text
 
 
 def test_list_tools_shows_the_connection_error(staff_client, unused_tcp_port):

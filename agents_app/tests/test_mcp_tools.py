@@ -1,11 +1,15 @@
 """MCP tools through the real loop, against MCP servers built with the mcp SDK."""
 import asyncio
+import json
 import os
 import signal
+import sys
 import time
+from pathlib import Path
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.conf import settings as django_settings
 
 from agents_app.mcp import pool as pool_module
 from agents_app.mcp.tools import CALL_TIMEOUT_TEXT, IS_ERROR_TEXT
@@ -82,6 +86,31 @@ async def test_stdio_server_gets_a_minimal_environment(mcp_service_stdio, make_a
     keys = set(result.content.split(","))
     assert SPAWN_LOG_ENV in keys and "PATH" in keys
     assert not keys & {"SECRET_KEY", "DATABASE_URL", "LLM_API_KEY", "DJANGO_SETTINGS_MODULE"}
+
+
+async def test_stdio_server_starts_in_a_dedicated_empty_directory(make_agent, llm_settings):
+    """Not the project directory, where `.env` would be readable by a relative path."""
+    service = await McpService.objects.acreate(
+        name="tools",
+        protocol="stdio",
+        config={
+            "command": sys.executable,
+            "args": ["-m", "agents_app.testing.mcp_servers"],
+            "env": {"PYTHONPATH": str(django_settings.BASE_DIR)},  # no "cwd"
+        },
+        timeout_sec=5,
+    )
+    agent = await make_agent(service)
+    [result] = await turn(agent, llm_settings, ("tools__workdir", {}))
+    workdir = json.loads(result.content)
+    assert Path(workdir["cwd"]) != Path(django_settings.BASE_DIR).resolve()
+    assert Path(workdir["cwd"]).name.startswith("campus-agent-mcp-")
+    assert workdir["entries"] == []
+
+
+async def test_stdio_server_starts_in_the_configured_cwd(mcp_service_stdio, make_agent, llm_settings):
+    [result] = await turn(await make_agent(mcp_service_stdio), llm_settings, ("tools__workdir", {}))
+    assert Path(json.loads(result.content)["cwd"]) == Path(mcp_service_stdio.config["cwd"]).resolve()
 
 
 async def test_a_dead_stdio_server_is_replaced_on_the_next_call(mcp_service_stdio, mcp_spawn_log, make_agent,
