@@ -1,5 +1,7 @@
 """Auth per DESIGN §7 through the real ASGI app: JWT issue/verify, SSO, logout, CSRF, 401 bodies."""
 import base64
+import hashlib
+import hmac
 import json
 import threading
 from datetime import timedelta
@@ -133,6 +135,66 @@ def test_forged_and_broken_jwts_are_refused_everywhere(live_asgi, user, other_us
     session = _session(user)
     control = jwt.encode(_claims(user, session), settings.SECRET_KEY, algorithm="HS256")
     assert _get(live_asgi, "/api/v1/conversations", control).status_code == 200
+
+
+ARABIC_INDIC = str.maketrans("0123456789", "٠١٢٣٤٥٦٧٨٩")
+
+
+def _claim_cases(user, session) -> dict[str, dict]:
+    """Signed with the right key, only one claim wrong: the claim rule alone must refuse it."""
+    return {
+        "sub_40_digits": {"sub": "1" * 40},  # overflowed the integer query: a 500
+        "sub_19_digits": {"sub": "9" * 19},  # past the largest BigAutoField
+        "sub_arabic_indic_digits": {"sub": str(user.pk).translate(ARABIC_INDIC)},  # int() read it as the user
+        "sub_fullwidth_digits": {"sub": str(user.pk).translate(str.maketrans("0123456789", "０１２３４５６７８９"))},
+        "sub_leading_zero": {"sub": f"0{user.pk}"},
+        "sub_zero": {"sub": "0"},
+        "sub_negative": {"sub": f"-{user.pk}"},
+        "sub_spaces": {"sub": f" {user.pk} "},
+        "sub_trailing_newline": {"sub": f"{user.pk}\n"},
+        "sub_empty": {"sub": ""},
+        "sub_number": {"sub": user.pk},
+        "sub_list": {"sub": [str(user.pk)]},
+        "sid_not_a_uuid": {"sid": "not-a-uuid"},
+        "sid_braced_uuid": {"sid": "{" + str(session.id) + "}"},
+        "sid_urn_uuid": {"sid": f"urn:uuid:{session.id}"},
+        "sid_hex_without_dashes": {"sid": session.id.hex},
+        "sid_number": {"sid": 12345},
+        "sid_object": {"sid": {"id": str(session.id)}},
+        "sid_huge": {"sid": "a" * 5000},
+        "roles_string": {"roles": "staff"},
+        "roles_of_numbers": {"roles": [1, 2]},
+        "roles_object": {"roles": {"staff": True}},
+        "roles_missing": {"roles": None},
+        "iat_string": {"iat": "yesterday"},
+        "exp_list": {"exp": [1]},
+        "iss_list": {"iss": [settings.JWT_ISSUER]},
+    }
+
+
+def _hs256(claims: dict) -> str:
+    """Signed by hand: PyJWT's encoder refuses some of the shapes a hostile issuer would send."""
+    signing_input = f"{_b64({'alg': 'HS256', 'typ': 'JWT'})}.{_b64(claims)}"
+    digest = hmac.new(settings.SECRET_KEY.encode(), signing_input.encode(), hashlib.sha256).digest()
+    return f"{signing_input}.{base64.urlsafe_b64encode(digest).rstrip(b'=').decode()}"
+
+
+def test_malformed_claims_are_401_never_500_nor_accepted(live_asgi, user):
+    session = _session(user)
+    for name, override in _claim_cases(user, session).items():
+        token = _hs256(_claims(user, session, **override))
+        rest = _get(live_asgi, "/api/v1/conversations", token)
+        assert rest.status_code == 401, (name, rest.status_code, rest.text[:200])
+        assert rest.json() == {"code": 40101, "message": "token_invalid"}, name
+        stream = httpx.post(
+            f"{live_asgi}/api/v1/chat", json={"message": "你好"}, headers={"Authorization": f"Bearer {token}"}
+        )
+        assert stream.status_code == 401, (name, stream.status_code, stream.text[:200])
+        assert stream.json() == {"code": 40101, "message": "token_invalid"}, name
+    # The control: the canonical forms of the same claims are accepted (upper-case UUID hex too).
+    for sid in (str(session.id), str(session.id).upper()):
+        control = _hs256(_claims(user, session, sid=sid))
+        assert _get(live_asgi, "/api/v1/conversations", control).status_code == 200, sid
 
 
 def test_missing_token_answers_token_missing(live_asgi, db):
