@@ -13,7 +13,9 @@ from loguru import logger
 
 HEADER = "X-Request-Id"
 _META_KEY = "HTTP_X_REQUEST_ID"
-_VALID = re.compile(r"^[0-9a-f]{16}$")
+# What a client's id may be (DESIGN §7): nginx's `$request_id` is 32 hex, many clients send
+# UUIDs. Nothing else is trusted into log lines, downstream headers and the 64-character column.
+_CLIENT_ID = re.compile(r"[A-Za-z0-9-]{8,64}")
 
 _request_id: ContextVar[str] = ContextVar("request_id", default="-")
 
@@ -31,10 +33,9 @@ def request_id_set(value: str) -> None:
 
 
 def request_id_from_header(raw: str | None) -> str:
-    """The client's id when it is 16 hex characters, else a fresh one (never trust free text
-    into log lines and downstream headers)."""
-    value = (raw or "").strip().lower()
-    return value if _VALID.match(value) else request_id_new()
+    """The client's id, as sent, when it is 8–64 characters of `[A-Za-z0-9-]`; else a fresh one."""
+    value = (raw or "").strip()
+    return value if _CLIENT_ID.fullmatch(value) else request_id_new()
 
 
 class RequestIdMiddleware:

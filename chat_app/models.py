@@ -51,7 +51,7 @@ class Message(models.Model):
     )
     chart = models.JSONField("图表", null=True, blank=True)
     agent_name = models.CharField("智能体", max_length=100, blank=True, default="")
-    request_id = models.CharField("请求 ID", max_length=32, blank=True, default="", db_index=True)
+    request_id = models.CharField("请求 ID", max_length=64, blank=True, default="", db_index=True)
     created_at = models.DateTimeField("创建时间", auto_now_add=True, db_index=True)
     # Rows stored in one batch share a timestamp; seq keeps them in the order they were appended.
     seq = models.PositiveIntegerField("序号", default=0)

@@ -5,7 +5,19 @@ import pytest
 from campus_agent.request_id import request_id_from_header, request_id_new
 
 HEX16 = re.compile(r"^[0-9a-f]{16}$")
-INVALID_IDS = ["not-an-id", "0123", "0123456789abcdef0", "0123456789abcdeg", "0123456789abcde\u00e9", "'; DROP--"]
+NGINX_ID = "6f1e5b3c9a0d4e7f8a2b1c0d9e8f7a6b"  # nginx's $request_id: 32 hex
+UUID_ID = "3F2504E0-4F89-11D3-9A0C-0305E82C3301"  # kept as sent, upper case included
+VALID_IDS = ["abcd1234", "0123456789abcdef", NGINX_ID, UUID_ID, "x" * 64, "not-an-id"]
+INVALID_IDS = [
+    "abc1234",  # 7 characters
+    "x" * 65,
+    "0123456789abcde\u00e9",
+    "'; DROP--",
+    "abcd_1234",
+    "abcd.1234",
+    "abcd 1234",
+    "abcd1234\nX-Evil: 1",
+]
 
 
 def test_new_ids_are_16_hex_and_distinct():
@@ -15,9 +27,11 @@ def test_new_ids_are_16_hex_and_distinct():
 
 
 def test_header_parsing():
-    assert request_id_from_header("0123456789abcdef") == "0123456789abcdef"
-    assert request_id_from_header(" 0123456789ABCDEF ") == "0123456789abcdef"
-    for raw in [None, "", *INVALID_IDS]:
+    for sent in VALID_IDS:
+        assert request_id_from_header(sent) == sent
+    assert request_id_from_header(" 0123456789ABCDEF ") == "0123456789ABCDEF"
+    # A full-width digit is a digit to `\d`, not to [0-9] (and no HTTP header carries it).
+    for raw in [None, "", "0123456789abcde\uff10", *INVALID_IDS]:
         replaced = request_id_from_header(raw)
         assert HEX16.match(replaced) and replaced != raw
 
@@ -34,10 +48,11 @@ def get(request, client, async_client):
 
 
 @pytest.mark.django_db
-def test_valid_client_id_is_echoed(get):
-    response = get("/healthz", **{"X-Request-Id": "0123456789abcdef"})
+@pytest.mark.parametrize("sent", ["0123456789abcdef", NGINX_ID, UUID_ID])
+def test_valid_client_id_is_echoed(get, sent):
+    response = get("/healthz", **{"X-Request-Id": sent})
     assert response.status_code == 200
-    assert response["X-Request-Id"] == "0123456789abcdef"
+    assert response["X-Request-Id"] == sent
 
 
 @pytest.mark.django_db
