@@ -74,6 +74,10 @@ class AuthSession(models.Model):
 
     The campus token is a credential, so it lives here and not in the JWT (anyone holding a JWT
     can decode its payload). Deleting the row (logout, admin) revokes every JWT naming it.
+
+    `password_fingerprint` is the user's session auth hash when the row was made (Django's own
+    rule for page sessions, `get_session_auth_hash`: an HMAC of the stored password hash). A
+    password change alters it, so every JWT issued before the change stops being valid.
     """
 
     class Via(models.TextChoices):
@@ -88,6 +92,7 @@ class AuthSession(models.Model):
     roles = models.JSONField("角色", default=list, blank=True)
     # Sent to sub-agents only (DESIGN §7); never logged, never in frames or the JWT payload.
     campus_token = models.TextField("校园令牌", blank=True, default="")
+    password_fingerprint = models.CharField("密码指纹", max_length=128, blank=True, default="", editable=False)
     created_at = models.DateTimeField("创建时间", auto_now_add=True)
     expires_at = models.DateTimeField("过期时间", db_index=True)
 

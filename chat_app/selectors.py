@@ -1,24 +1,29 @@
 """Reads of chat_app: sessions, agents, conversations, messages, and the model's history."""
 import uuid
 
-from django.db.models import QuerySet
+from django.db.models import OuterRef, QuerySet, Subquery
 from django.utils import timezone
+from django.utils.crypto import constant_time_compare
 
 from agents_app.models import Agent
-from chat_app.models import AuthSession, Conversation, Message
+from chat_app.models import AuthSession, Conversation, Message, Run
 
 
 def auth_session_get_valid(*, session_id: str, user_id: int) -> AuthSession | None:
-    """The unexpired row a JWT names, for an active user; None when revoked or expired."""
+    """The unexpired row a JWT names, for an active user whose password has not changed since the
+    row was made (Django's rule for page sessions); None when revoked or expired. One query."""
     try:
         sid = uuid.UUID(session_id)
     except ValueError:
         return None
-    return (
+    session = (
         AuthSession.objects.select_related("user")
         .filter(id=sid, user_id=user_id, user__is_active=True, expires_at__gt=timezone.now())
         .first()
     )
+    if session is None or not constant_time_compare(session.password_fingerprint, session.user.get_session_auth_hash()):
+        return None
+    return session
 
 
 def agent_list() -> QuerySet[Agent]:
@@ -35,7 +40,15 @@ def agent_get_default() -> Agent | None:
 
 
 def conversation_list(*, user) -> QuerySet[Conversation]:
-    return Conversation.objects.filter(user=user).select_related("agent").order_by("-updated_at")
+    """The user's conversations, newest first, each with `active_run_id` (the run in progress, or
+    None) so that a page or a second tab can re-attach to it (DESIGN §4a)."""
+    active_run = Run.objects.filter(conversation=OuterRef("pk"), status__in=Run.ACTIVE).order_by("-started_at")
+    return (
+        Conversation.objects.filter(user=user)
+        .select_related("agent")
+        .annotate(active_run_id=Subquery(active_run.values("id")[:1]))
+        .order_by("-updated_at")
+    )
 
 
 def conversation_get(*, user, conversation_id) -> Conversation | None:

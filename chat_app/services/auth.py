@@ -55,7 +55,12 @@ def auth_session_create(*, user, via: str, roles: list[str], campus_token: str =
     with transaction.atomic():
         AuthSession.objects.filter(user=user, expires_at__lte=now).delete()
         session = AuthSession.objects.create(
-            user=user, via=via, roles=roles, campus_token=campus_token, expires_at=expires_at
+            user=user,
+            via=via,
+            roles=roles,
+            campus_token=campus_token,
+            password_fingerprint=user.get_session_auth_hash(),  # a password change revokes the JWT
+            expires_at=expires_at,
         )
     token = jwt_encode(user_id=user.pk, session_id=str(session.id), roles=roles, issued_at=now, expires_at=expires_at)
     logger.info("auth session created user={} via={} sid={}", user.pk, via, session.id)

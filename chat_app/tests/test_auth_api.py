@@ -45,7 +45,9 @@ def _claims(user, session, **override) -> dict:
 
 
 def _session(user) -> AuthSession:
-    return AuthSession.objects.create(user=user, expires_at=timezone.now() + timedelta(hours=1))
+    return AuthSession.objects.create(
+        user=user, password_fingerprint=user.get_session_auth_hash(), expires_at=timezone.now() + timedelta(hours=1)
+    )
 
 
 def _get(base, path, token=None, **kw):
@@ -231,6 +233,60 @@ def test_inactive_user_is_refused(live_asgi, user, user_token):
     assert _get(live_asgi, "/api/v1/conversations", user_token).status_code == 401
 
 
+def _chat_status(base, token) -> int:
+    return httpx.post(f"{base}/api/v1/chat", json={"message": "你好"}, headers={"Authorization": f"Bearer {token}"}).status_code
+
+
+def test_password_change_revokes_every_jwt_issued_before_it(live_asgi, user, password):
+    issued = [
+        httpx.post(f"{live_asgi}/api/v1/auth/token", json={"username": user.username, "password": password}).json()
+        for _ in range(2)
+    ]
+    tokens = [body["access_token"] for body in issued]
+    assert all(_get(live_asgi, "/api/v1/conversations", t).status_code == 200 for t in tokens)
+    user.first_name = "改了名字"  # saving other fields (or last_login) keeps the tokens
+    user.save()
+    assert _get(live_asgi, "/api/v1/conversations", tokens[0]).status_code == 200
+
+    user.set_password("a-new-Pass-2024!")
+    user.save()
+    for token in tokens:
+        rest = _get(live_asgi, "/api/v1/conversations", token)
+        assert rest.status_code == 401 and rest.json() == {"code": 40101, "message": "token_invalid"}
+        assert _chat_status(live_asgi, token) == 401
+    fresh = httpx.post(f"{live_asgi}/api/v1/auth/token", json={"username": user.username, "password": "a-new-Pass-2024!"})
+    assert _get(live_asgi, "/api/v1/conversations", fresh.json()["access_token"]).status_code == 200
+    # Setting the same password again is a change too (a new salt): what was issued is revoked.
+    user.set_password("a-new-Pass-2024!")
+    user.save()
+    assert _get(live_asgi, "/api/v1/conversations", fresh.json()["access_token"]).status_code == 401
+
+
+def test_admin_password_change_revokes_the_users_jwts(live_asgi, staff_user, password, user, user_token):
+    client = httpx.Client(base_url=live_asgi, timeout=10, follow_redirects=True)
+    try:
+        client.get("/admin/login/")
+        client.post("/admin/login/?next=/admin/", data={
+            "username": staff_user.username, "password": password, "csrfmiddlewaretoken": client.cookies["csrftoken"]})
+        changed = client.post(f"/admin/auth/user/{user.pk}/password/", data={
+            "password1": "Reset-by-staff-77", "password2": "Reset-by-staff-77", "usable_password": "true",
+            "csrfmiddlewaretoken": client.cookies["csrftoken"]})
+        assert changed.status_code == 200
+    finally:
+        client.close()
+    user.refresh_from_db()
+    assert user.check_password("Reset-by-staff-77")
+    assert _get(live_asgi, "/api/v1/conversations", user_token).status_code == 401
+
+
+def test_jwt_check_is_one_query_with_the_user(user, user_token, django_assert_num_queries):
+    from chat_app.authentication import jwt_session_resolve
+
+    with django_assert_num_queries(1):
+        session = jwt_session_resolve(token=user_token)
+        assert session.user.username == user.username  # selected with the session row
+
+
 def test_logout_deletes_the_session_and_revokes_the_token(live_asgi, user, user_token):
     response = httpx.post(f"{live_asgi}/api/v1/auth/logout", headers={"Authorization": f"Bearer {user_token}"})
     assert response.status_code == 204
@@ -307,6 +363,16 @@ def test_sso_updates_the_linked_user_on_the_next_login(live_asgi, campus_sso):
     identity = CampusIdentity.objects.get(sub="20239999")
     assert identity.roles == ["student", "monitor"]
     assert get_user_model().objects.count() == 1
+
+
+def test_sso_user_without_a_usable_password_keeps_its_jwts(live_asgi, campus_sso):
+    first = httpx.post(f"{live_asgi}/api/v1/auth/sso", json={"campus_token": GOOD_CAMPUS_TOKEN}).json()["access_token"]
+    campus_sso.profile = {"sub": "20239999", "name": "改名的同学", "roles": ["student"]}
+    second = httpx.post(f"{live_asgi}/api/v1/auth/sso", json={"campus_token": GOOD_CAMPUS_TOKEN}).json()["access_token"]
+    # The second login refreshed the user (name, roles) without touching its unusable password.
+    assert get_user_model().objects.get(username="20239999").first_name == "改名的同学"
+    for token in (first, second):
+        assert _get(live_asgi, "/api/v1/conversations", token).status_code == 200
 
 
 def test_sso_sub_equal_to_a_local_username_never_logs_in_as_that_account(live_asgi, campus_sso):
