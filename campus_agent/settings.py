@@ -149,6 +149,11 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = 64 * 1024  # DESIGN §7: body ≤ 64 KB
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [],
     "DEFAULT_PERMISSION_CLASSES": [],
+    # JSON in and out only: one body parser for every endpoint (size, depth, UTF-8, object; a
+    # form or text/plain body is a 415) and every answer, errors included, as JSON.
+    "DEFAULT_PARSER_CLASSES": ["campus_agent.json_body.JsonObjectParser"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "EXCEPTION_HANDLER": "chat_app.views.base.api_exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": None,
 }
@@ -178,6 +183,9 @@ SSE_PING_SEC = env.float("SSE_PING_SEC", default=15.0)
 CHAT_MAX_CONCURRENT_STREAMS = env.int("CHAT_MAX_CONCURRENT_STREAMS", default=3)
 CHAT_RATE_PER_MINUTE = env.int("CHAT_RATE_PER_MINUTE", default=20)
 KEYWORD_FALLBACK_ENABLED = env.bool("KEYWORD_FALLBACK_ENABLED", default=True)
+# The demo sub-agents (/demo/subagents/…: unauthenticated, bundled data) are mounted only when
+# this is on: scripts/run.sh turns it on for the local demo; a deployment leaves it off.
+DEMO_ENABLED = env.bool("DEMO_ENABLED", default=False)
 # Where `load_demo` points the demo sub-agents (served by this same server, issue #6); set it
 # when the server listens elsewhere than 127.0.0.1:$PORT. Each gets <DEMO_BASE_URL>/<name>.
 DEMO_BASE_URL = env.str("DEMO_BASE_URL", default="") or (

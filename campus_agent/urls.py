@@ -1,11 +1,15 @@
+from django.conf import settings
 from django.contrib import admin
 from django.urls import include, path
 
 from campus_agent.health import healthz
+from chat_app.login_forms import AdminLoginForm
 
 admin.site.site_header = "校园小智 管理后台"
 admin.site.site_title = "校园小智"
 admin.site.index_title = "智能体与服务管理"
+# Failed staff logins are throttled like every other login (chat_app/services/login_throttle.py).
+admin.site.login_form = AdminLoginForm
 
 handler404 = "chat_app.api_errors.page_not_found"
 
@@ -13,6 +17,9 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("healthz", healthz, name="healthz"),
     path("api/v1/", include("chat_app.api_urls")),
-    path("demo/subagents/", include("subagents_app.demo.urls")),  # issue #6: demo sub-agents
-    path("", include("chat_app.page_urls")),
 ]
+if settings.DEMO_ENABLED:
+    # Issue #6's demo sub-agents answer anyone, unauthenticated: mounted only where asked for
+    # (scripts/run.sh), never by default in a deployment.
+    urlpatterns.append(path("demo/subagents/", include("subagents_app.demo.urls")))
+urlpatterns.append(path("", include("chat_app.page_urls")))

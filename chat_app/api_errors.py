@@ -6,6 +6,13 @@ complete it for answers the contract leaves open (documented in docs/api.md).
 from django.http import JsonResponse
 
 from campus_agent.errors import INVALID_BODY, TOKEN_INVALID, ApplicationError
+from campus_agent.json_body import (  # noqa: F401  (the body codes and messages, named here with the rest)
+    BODY_TOO_LARGE,
+    MSG_BODY_NOT_JSON,
+    MSG_BODY_TOO_LARGE,
+    MSG_CONTENT_TYPE,
+    UNSUPPORTED_MEDIA_TYPE,
+)
 
 INVALID_CREDENTIALS = 40103
 CSRF_FAILED = 40301
@@ -13,13 +20,12 @@ NOT_FOUND = 40401
 METHOD_NOT_ALLOWED = 40501
 TOO_MANY_STREAMS = 42901
 RATE_LIMITED = 42902
+LOGIN_THROTTLED = 42903
 
 # 401 messages are fixed machine-readable words (DESIGN §4), not prose.
 TOKEN_MISSING_MESSAGE = "token_missing"
 TOKEN_INVALID_MESSAGE = "token_invalid"
 
-MSG_BODY_TOO_LARGE = "请求体过大（上限 64 KB）。"
-MSG_BODY_NOT_JSON = "请求体必须是 JSON 对象。"
 MSG_MESSAGE_MISSING = "message 不能为空。"
 MSG_MESSAGE_TOO_LONG = "message 不能超过 8000 个字符。"
 MSG_FIELD_TYPE = "{field} 的类型不正确。"
@@ -31,6 +37,7 @@ MSG_NOT_FOUND = "对话不存在。"
 MSG_CSRF = "CSRF 校验失败，请刷新页面后重试。"
 MSG_TOO_MANY_STREAMS = "同时进行的对话太多，请等当前回答结束后再试。"
 MSG_RATE_LIMITED = "发送太频繁，请稍后再试。"
+MSG_LOGIN_THROTTLED = "登录失败次数过多，请 {minutes} 分钟后再试。"
 MSG_BAD_CREDENTIALS = "用户名或密码错误。"
 MSG_SSO_NOT_CONFIGURED = "未配置校园统一认证，暂不能用校园令牌登录。"
 MSG_SSO_UNAVAILABLE = "校园统一认证暂时不可用，请稍后重试。"

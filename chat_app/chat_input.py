@@ -1,8 +1,12 @@
-"""The body of `POST /api/v1/chat` (DESIGN §4), checked before anything is stored."""
-import json
+"""The body of `POST /api/v1/chat` (DESIGN §4), checked before anything is stored.
+
+The body itself (Content-Type, size, encoding, depth, JSON object) is checked where every JSON
+endpoint's is, in campus_agent.json_body; the fields are checked here.
+"""
 import uuid
 from dataclasses import dataclass
 
+from campus_agent.json_body import JsonBodyRefused, json_object_read
 from chat_app import api_errors as errors
 
 MESSAGE_MAX = 8000
@@ -34,14 +38,19 @@ def _refuse_nul(value: str, name: str) -> None:
         raise errors.invalid_body(errors.MSG_NUL_CHARACTER.format(field=name))
 
 
-def chat_input_parse(*, raw: bytes) -> ChatInput:
-    """Raises ApiError 400 (40001) for anything but a JSON object with a 1–8000 character message."""
+def chat_input_read(*, request) -> ChatInput:
+    """The request's chat input. Raises ApiError: 415 / 413 / 400 for the body
+    (campus_agent.json_body), 400 (40001) for its fields. Call it only once the caller is known:
+    an unauthenticated body is never parsed."""
     try:
-        body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
-        raise errors.invalid_body(errors.MSG_BODY_NOT_JSON) from None
-    if not isinstance(body, dict):
-        raise errors.invalid_body(errors.MSG_BODY_NOT_JSON)
+        body = json_object_read(request)
+    except JsonBodyRefused as exc:
+        raise errors.ApiError(exc.message, code=exc.code, status=exc.status) from None
+    return chat_input_parse(body=body)
+
+
+def chat_input_parse(*, body: dict) -> ChatInput:
+    """Raises ApiError 400 (40001) unless `body` has a 1–8000 character message and valid fields."""
     message = body.get("message")
     if message is not None and not isinstance(message, str):
         raise errors.invalid_body(errors.MSG_FIELD_TYPE.format(field="message"))

@@ -8,7 +8,12 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
 from agents_app.demo_mcp import DEMO_MCP_NAME
-from agents_app.management.commands.load_demo import AGENT_SLUG, DEMO_LOGINS, demo_mcp_config
+from agents_app.management.commands.load_demo import (
+    AGENT_SLUG,
+    DEMO_DISABLED_WARNING,
+    DEMO_LOGINS,
+    demo_mcp_config,
+)
 from agents_app.models import Agent, McpService
 from agents_app.runtime.fallback import NOTICE
 from subagents_app.demo.canteen import canteen_answer
@@ -135,6 +140,22 @@ def test_no_default_passwords_on_a_public_host_unless_forced(settings):
 
     load_demo("--force-users")
     assert get_user_model().objects.count() == len(DEMO_LOGINS)
+
+
+@pytest.mark.parametrize(
+    ("enabled", "base_url", "warned"),
+    [
+        (False, "http://127.0.0.1:8000/demo/subagents", True),
+        (False, "https://xiaozhi.example.edu.cn/demo/subagents/", True),
+        (True, "http://127.0.0.1:8000/demo/subagents", False),
+        (False, "http://demo-agents.internal:9000/agents", False),  # served by something else
+    ],
+)
+def test_warns_when_the_demo_sub_agents_it_registers_are_not_served(settings, enabled, base_url, warned):
+    settings.DEMO_ENABLED, settings.DEMO_BASE_URL = enabled, base_url
+    out = load_demo("--no-users")
+    assert (DEMO_DISABLED_WARNING in out) is warned
+    assert SubAgent.objects.count() == len(DEMO_SUBAGENTS)  # registered all the same
 
 
 @pytest.mark.django_db(transaction=True)

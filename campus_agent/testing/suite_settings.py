@@ -7,3 +7,7 @@ def pytest_configure(config) -> None:
     # PBKDF2 costs ~0.3 s per password on a small machine and most tests create a user or two;
     # the hash algorithm is not under test anywhere, the login flows are.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    # The demo sub-agents are mounted as scripts/run.sh mounts them (the URLconf is read once, at
+    # the first request): the demo, fallback and page tests talk to them over a socket.
+    # test_demo_agents checks in real server processes that they are off by default.
+    settings.DEMO_ENABLED = True

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from chat_app import api_errors as errors
 from chat_app.authentication import Caller, chat_caller_resolve
-from chat_app.chat_input import ChatInput
+from chat_app.chat_input import ChatInput, chat_input_read
 from chat_app.limits import StreamSlot, message_rate_allow, stream_slot_acquire, stream_slot_release
 from chat_app.services.turns import TurnStart, turn_begin
 
@@ -16,16 +16,17 @@ from chat_app.services.turns import TurnStart, turn_begin
 @dataclass(frozen=True)
 class Admission:
     caller: Caller
+    chat: ChatInput
     start: TurnStart
     slot: StreamSlot
 
 
-def chat_turn_admit(*, request, chat: ChatInput | None, body_error: errors.ApiError | None, request_id: str) -> Admission:
-    """401/403 (auth) → 400 (body, parsed by the caller) → 429 (streams, rate) → 404/400 (conversation,
-    agent) → the user message stored. Raises ApiError; holds a stream slot only when it returns."""
+def chat_turn_admit(*, request, request_id: str) -> Admission:
+    """401/403 (auth) → 415/413/400 (the body, read only now: an unauthenticated body is never
+    parsed) → 429 (streams, rate) → 404/400 (conversation, agent) → the user message stored.
+    Raises ApiError; holds a stream slot only when it returns."""
     caller = chat_caller_resolve(request)
-    if body_error is not None:
-        raise body_error
+    chat = chat_input_read(request=request)
     user_id = caller.user.pk
     slot = stream_slot_acquire(user_id=user_id)
     if slot is None:
@@ -39,4 +40,4 @@ def chat_turn_admit(*, request, chat: ChatInput | None, body_error: errors.ApiEr
     except BaseException:
         stream_slot_release(slot=slot)
         raise
-    return Admission(caller=caller, start=start, slot=slot)
+    return Admission(caller=caller, chat=chat, start=start, slot=slot)

@@ -11,7 +11,6 @@ from django.test import RequestFactory
 
 from agents_app.testing.fake_llm import Reply
 from chat_app import limits
-from chat_app.chat_input import chat_input_parse
 from chat_app.limits import local_stream_count, stream_slot_acquire, stream_slot_release
 from chat_app.models import Message
 from chat_app.tests.sse import chat
@@ -96,12 +95,12 @@ class _SlowMeta(dict):
 
 
 async def test_client_leaving_during_admission_gives_the_slot_back_and_stores_the_reply(user, agent, user_token):
-    request = RequestFactory().post("/api/v1/chat", data=b"{}", content_type="application/json")
+    request = RequestFactory().post("/api/v1/chat", data={"message": "在吗"}, content_type="application/json")
     entered, release = threading.Event(), threading.Event()
     request.META = _SlowMeta(request.META, HTTP_AUTHORIZATION=f"Bearer {user_token}", entered=entered, release=release)
     request.request_id = "0123456789abcdef"
 
-    view = asyncio.ensure_future(_admit(request, chat_input_parse(raw=b'{"message": "\xe5\x9c\xa8\xe5\x90\x97"}'), None))
+    view = asyncio.ensure_future(_admit(request))
     assert await asyncio.to_thread(entered.wait, 5)
     view.cancel()  # what Django does to the view when the client disconnects
     with pytest.raises(asyncio.CancelledError):

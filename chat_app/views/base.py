@@ -1,10 +1,11 @@
 """The REST views' common ground: JWT-or-session auth and the §4 JSON error bodies."""
+from django.core.exceptions import RequestDataTooBig
 from django.http import Http404
 from rest_framework import exceptions, permissions
 from rest_framework.response import Response
 from rest_framework.views import APIView, set_rollback
 
-from campus_agent.errors import GENERAL, INVALID_BODY, TOKEN_INVALID
+from campus_agent.errors import GENERAL, INVALID_BODY, TOKEN_INVALID, ApplicationError
 from chat_app import api_errors as errors
 from chat_app.authentication import JwtAuthentication, SessionAuthentication
 
@@ -20,10 +21,15 @@ def _first_message(detail) -> str:
 
 
 def api_exception_handler(exc, context):
-    """Every REST error as `{"code", "message"}` (DESIGN §4)."""
+    """Every REST error as `{"code", "message"}` (DESIGN §4); the project's EXCEPTION_HANDLER."""
     headers = {}
-    if isinstance(exc, errors.ApiError):
-        status, code, message, headers = exc.status, exc.code, exc.message, exc.headers
+    if isinstance(exc, ApplicationError):  # ApiError, and the body parser's JsonBodyRefused
+        status, code, message = exc.status, exc.code, exc.message
+        headers = getattr(exc, "headers", {})
+    elif isinstance(exc, RequestDataTooBig):  # raised by Django when DRF reads request.body
+        status, code, message = 413, errors.BODY_TOO_LARGE, errors.MSG_BODY_TOO_LARGE
+    elif isinstance(exc, exceptions.UnsupportedMediaType):
+        status, code, message = 415, errors.UNSUPPORTED_MEDIA_TYPE, errors.MSG_CONTENT_TYPE
     elif isinstance(exc, Http404 | exceptions.NotFound):
         status, code, message = 404, errors.NOT_FOUND, errors.MSG_NOT_FOUND
     elif isinstance(exc, exceptions.NotAuthenticated):

@@ -1,15 +1,14 @@
 """`POST /api/v1/chat`: a plain async view streaming the turn as SSE (DESIGN §4).
 
 Not a DRF view: DRF views are sync and Django would buffer the whole stream. Everything that
-can fail with a JSON answer (auth, body, limits, conversation ownership) is decided before the
-first byte, in one sync call (services/admission.py); after that every failure is an `error`
-frame followed by `done`.
+can fail with a JSON answer (auth, then the body, limits, conversation ownership) is decided
+before the first byte, in one sync call (services/admission.py); after that every failure is an
+`error` frame followed by `done`.
 """
 import asyncio
 import uuid
 
 from django.conf import settings
-from django.core.exceptions import RequestDataTooBig
 from django.http import StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 from loguru import logger
@@ -18,22 +17,11 @@ from agents_app.runtime.context import RunContext
 from campus_agent.redaction import clip_text
 from chat_app import api_errors as errors
 from chat_app.asyncdb import db_call, db_executor
-from chat_app.chat_input import ChatInput, chat_input_parse
 from chat_app.limits import stream_slot_release
 from chat_app.services.admission import Admission, chat_turn_admit
 from chat_app.services.recording import TurnRecorder
 from chat_app.services.turns import turn_store
 from chat_app.streaming import TurnPlan, TurnRun
-
-
-def _chat_input(request) -> tuple[ChatInput | None, errors.ApiError | None]:
-    """The parsed body, or the 400 to answer once the caller is known (401 comes first)."""
-    try:
-        return chat_input_parse(raw=request.body), None
-    except RequestDataTooBig:
-        return None, errors.invalid_body(errors.MSG_BODY_TOO_LARGE)
-    except errors.ApiError as exc:
-        return None, exc
 
 
 def _admission_abandon(admission: Admission, request_id: str) -> None:
@@ -63,13 +51,12 @@ def _on_admitted_after_disconnect(task: asyncio.Task, request_id: str) -> None:
     db_executor.submit(_admission_abandon, task.result(), request_id)
 
 
-async def _admit(request, chat: ChatInput | None, body_error: errors.ApiError | None) -> Admission:
-    """Admission runs to its end even when the client leaves meanwhile (Django cancels the view
-    on disconnect, but the sync call in its thread cannot be stopped half-way); its outcome is
-    then wound up by `_admission_abandon`, so no slot or unanswered question is left behind."""
-    admitting = asyncio.ensure_future(
-        db_call(chat_turn_admit, request=request, chat=chat, body_error=body_error, request_id=request.request_id)
-    )
+async def _admit(request) -> Admission:
+    """Admission (auth, then the body, limits, storing the question) runs to its end even when the
+    client leaves meanwhile (Django cancels the view on disconnect, but the sync call in its
+    thread cannot be stopped half-way); its outcome is then wound up by `_admission_abandon`, so
+    no slot or unanswered question is left behind."""
+    admitting = asyncio.ensure_future(db_call(chat_turn_admit, request=request, request_id=request.request_id))
     try:
         return await asyncio.shield(admitting)
     except asyncio.CancelledError:
@@ -78,9 +65,8 @@ async def _admit(request, chat: ChatInput | None, body_error: errors.ApiError | 
 
 
 async def _turn_prepare(request) -> TurnRun:
-    chat, body_error = _chat_input(request)
-    admission = await _admit(request, chat, body_error)
-    start, caller = admission.start, admission.caller
+    admission = await _admit(request)
+    start, caller, chat = admission.start, admission.caller, admission.chat
     logger.info(
         "chat turn start user={} conversation={} agent={} history={} message={!r}",
         caller.user.pk, start.conversation_id, start.agent.slug, len(start.history), clip_text(chat.message),

@@ -9,10 +9,10 @@ import uuid
 
 from django.http import JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
-from django.views.decorators.http import require_POST
 from loguru import logger
 
 from campus_agent.errors import INVALID_BODY
+from campus_agent.json_body import JsonBodyRefused, json_object_read
 from campus_agent.redaction import clip_text
 from campus_agent.request_id import request_id_get, request_id_set
 from campus_agent.sse import sse_frame
@@ -24,14 +24,18 @@ CHUNK_DELAY_SEC = 0.02
 MESSAGE_MAX_CHARS = 8000
 BODY_INVALID = "请求体须是 JSON：{\"message\": \"…\", \"domain\": \"…\"}，message 为 1–8000 字。"
 AGENT_UNKNOWN = "没有这个演示子 Agent。"
+METHOD_NOT_ALLOWED = "只接受 POST 请求。"
+# The gateway's codes for these answers (chat_app.api_errors, which this app may not import).
+NOT_FOUND_CODE = 40401
+METHOD_NOT_ALLOWED_CODE = 40501
 
 
-def _message_of(body: bytes) -> str | None:
-    try:
-        payload = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
-        return None
-    message = payload.get("message") if isinstance(payload, dict) else None
+def _error(message: str, *, code: int, status: int) -> JsonResponse:
+    return JsonResponse({"code": code, "message": message}, status=status, json_dumps_params={"ensure_ascii": False})
+
+
+def _message_of(body: dict) -> str | None:
+    message = body.get("message")
     if not isinstance(message, str) or not message.strip() or len(message) > MESSAGE_MAX_CHARS:
         return None
     return message.strip()
@@ -51,16 +55,21 @@ async def _answer_frames(name: str, answer: DemoAnswer, request_id: str):
 
 
 @csrf_exempt  # a server-to-server API called with a bearer token, never from a browser form
-@require_POST
 async def demo_subagent_chat(request, name: str):
+    if request.method != "POST":
+        response = _error(METHOD_NOT_ALLOWED, code=METHOD_NOT_ALLOWED_CODE, status=405)
+        response["Allow"] = "POST"
+        return response
     agent = DEMO_SUBAGENTS.get(name)
     if agent is None:
-        return JsonResponse({"message": AGENT_UNKNOWN}, status=404)
-    message = _message_of(request.body)
+        return _error(AGENT_UNKNOWN, code=NOT_FOUND_CODE, status=404)
+    try:
+        body = json_object_read(request)  # the gateway's own body checks (campus_agent.json_body)
+    except JsonBodyRefused as exc:
+        return _error(exc.message, code=exc.code, status=exc.status)
+    message = _message_of(body)
     if message is None:
-        return JsonResponse(
-            {"code": INVALID_BODY, "message": BODY_INVALID}, status=400, json_dumps_params={"ensure_ascii": False}
-        )
+        return _error(BODY_INVALID, code=INVALID_BODY, status=400)
     logger.info("demo sub-agent {} asked: {}", name, clip_text(message))
     answer = agent.answer(message=message)
     response = StreamingHttpResponse(
@@ -74,5 +83,5 @@ async def demo_subagent_chat(request, name: str):
 async def demo_subagent_health(request, name: str):
     """`GET <base_url>/healthz`, what the admin's health check asks (docs/api.md)."""
     if name not in DEMO_SUBAGENTS:
-        return JsonResponse({"message": AGENT_UNKNOWN}, status=404)
+        return _error(AGENT_UNKNOWN, code=NOT_FOUND_CODE, status=404)
     return JsonResponse({"status": "ok"})

@@ -5,6 +5,15 @@ import time
 import httpx
 import pytest
 
+from campus_agent.json_body import (
+    MSG_BODY_NOT_JSON,
+    MSG_BODY_TOO_LARGE,
+    MSG_CONTENT_TYPE,
+    MSG_LONE_SURROGATE,
+    MSG_NOT_UTF8,
+    MSG_TOO_DEEP,
+)
+from campus_agent.tests.processes import asgi_server, project_env
 from subagents_app.client import subagent_call, subagent_client_close
 from subagents_app.demo.canteen import canteen_answer
 from subagents_app.demo.catalog import DEMO_SUBAGENTS
@@ -167,13 +176,35 @@ def test_demo_stream_frames_and_headers(live_asgi):
 @pytest.mark.django_db(transaction=True)
 def test_demo_rejects_bad_requests_with_json(live_asgi):
     url = f"{live_asgi}/demo/subagents/canteen/api/v1/chat"
-    for body in (b"not json", b"[]", json.dumps({"message": "   "}).encode(), json.dumps({"message": 3}).encode()):
+    for body in (json.dumps({"message": "   "}).encode(), json.dumps({"message": 3}).encode(), b"{}"):
         response = httpx.post(url, content=body, headers={"Content-Type": "application/json"}, timeout=5)
         assert response.status_code == 400
         assert response.json() == {"code": 40001, "message": BODY_INVALID}
     unknown = httpx.post(f"{live_asgi}/demo/subagents/weather/api/v1/chat", json={"message": "天气"}, timeout=5)
-    assert unknown.status_code == 404 and unknown.json()["message"] == AGENT_UNKNOWN
-    assert httpx.get(url, timeout=5).status_code == 405
+    assert unknown.status_code == 404 and unknown.json() == {"code": 40401, "message": AGENT_UNKNOWN}
+    get = httpx.get(url, timeout=5)
+    assert (get.status_code, get.json()["code"], get.headers["Allow"]) == (405, 40501, "POST")
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    ("body", "content_type", "status", "message"),
+    [
+        (b"not json", "application/json", 400, MSG_BODY_NOT_JSON),
+        (b"[]", "application/json", 400, MSG_BODY_NOT_JSON),
+        (b"[" * 1200 + b"]" * 1200, "application/json", 400, MSG_TOO_DEEP),  # was a RecursionError: 500
+        (b'{"message": "\\ud800"}', "application/json", 400, MSG_LONE_SURROGATE),
+        (b"\xff\xfe", "application/json", 400, MSG_NOT_UTF8),
+        (b'{"message": "' + b"x" * (65 * 1024) + b'"}', "application/json", 413, MSG_BODY_TOO_LARGE),
+        (b'{"message": "hi"}', "text/plain", 415, MSG_CONTENT_TYPE),
+    ],
+    ids=["not-json", "array", "deep", "surrogate", "not-utf8", "huge", "text-plain"],
+)
+def test_demo_checks_bodies_as_the_gateway_does(live_asgi, body, content_type, status, message):
+    url = f"{live_asgi}/demo/subagents/canteen/api/v1/chat"
+    response = httpx.post(url, content=body, headers={"Content-Type": content_type}, timeout=5)
+    assert response.status_code == status
+    assert response.json()["message"] == message
 
 
 @pytest.mark.django_db(transaction=True)
@@ -182,3 +213,14 @@ def test_demo_sub_agents_pass_the_admin_health_check(live_asgi):
         assert subagent_health_check(sub_agent=_row(live_asgi, name)).ok, name
     missing = httpx.get(f"{live_asgi}/demo/subagents/weather/healthz", timeout=5)
     assert missing.status_code == 404
+
+
+@pytest.mark.parametrize(("environment", "served"), [({}, False), ({"DEMO_ENABLED": "true"}, True)],
+                         ids=["default", "enabled"])
+def test_demo_sub_agents_are_mounted_only_when_demo_enabled(tmp_path, environment, served):
+    """In a real server process, configured only by its environment (the suite itself mounts them)."""
+    env = project_env(tmp_path, DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}", **environment)
+    with asgi_server("uvicorn", env=env) as url:
+        chat = httpx.post(f"{url}/demo/subagents/canteen/api/v1/chat", json={"message": "二食堂晚饭"}, timeout=10)
+        health = httpx.get(f"{url}/demo/subagents/canteen/healthz", timeout=10)
+    assert (chat.status_code, health.status_code) == ((200, 200) if served else (404, 404))

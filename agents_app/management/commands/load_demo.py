@@ -1,8 +1,8 @@
 """`manage.py load_demo`: a catalog that works out of the box (issue #6).
 
-Registers the demo sub-agents (served by this server under /demo/subagents/), the demo MCP
-server (stdio, `python -m agents_app.demo_mcp`), the default agent 校园小智 using them, and two
-logins for local use. Rows are created only when missing (looked up by their natural keys), so
+Registers the demo sub-agents (served by this server under /demo/subagents/ when DEMO_ENABLED
+is on; it warns when they are not), the demo MCP server (stdio, `python -m agents_app.demo_mcp`),
+the default agent 校园小智 using them, and two logins for local use. Rows are created only when missing (looked up by their natural keys), so
 running it again changes nothing and never overwrites what staff edited in admin.
 
 Demo logins carry well-known passwords, so they are created only where that is safe: with
@@ -11,6 +11,7 @@ DEBUG on or when ALLOWED_HOSTS names this machine only (the defaults). Elsewhere
 """
 import sys
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -43,6 +44,11 @@ AGENT_PROMPT = """你是“校园小智”，本校学生的校园生活助手�
 
 MCP_TIMEOUT_SEC = 20
 SUBAGENT_TIMEOUT_SEC = 30
+DEMO_PATH = "/demo/subagents"
+DEMO_DISABLED_WARNING = (
+    "DEMO_ENABLED 未开启：本服务不提供 /demo/subagents/ 下的演示子 Agent，已登记的演示子 Agent 将无法调用。"
+    "本机演示请设置 DEMO_ENABLED=true（scripts/run.sh 默认开启）；部署时请在后台把子 Agent 指向正式服务。"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +81,12 @@ def demo_mcp_config() -> dict:
 def demo_logins_allowed() -> bool:
     """Default passwords only on a developer machine: DEBUG, or served to this machine only."""
     return settings.DEBUG or hosts_local_only(settings.ALLOWED_HOSTS)
+
+
+def demo_sub_agents_unserved(*, base_url: str) -> bool:
+    """The demo sub-agents are pointed at a server's /demo/subagents while this server does not
+    mount them (DEMO_ENABLED off): the rows would answer 404 until someone serves them."""
+    return not settings.DEMO_ENABLED and urlsplit(base_url).path.rstrip("/").endswith(DEMO_PATH)
 
 
 def _note(report: DemoLoadReport, label: str, created: bool) -> None:
@@ -151,6 +163,8 @@ class Command(BaseCommand):
             self.stdout.write(f"已创建 {label}")
         for label in report.kept:
             self.stdout.write(f"已存在，未改动 {label}")
+        if demo_sub_agents_unserved(base_url=settings.DEMO_BASE_URL):
+            self.stdout.write(self.style.WARNING(DEMO_DISABLED_WARNING))
         if report.logins:
             self.stdout.write(self.style.SUCCESS("本机试用账号（仅供本机演示，部署前请删除或改密码）："))
             for login, created in report.logins:
