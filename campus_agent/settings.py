@@ -43,6 +43,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "drf_spectacular_sidecar",  # Swagger UI and Redoc served from our static files: docs work offline
+    "csp",
     "channels",
     "campus_agent",
     "subagents_app",
@@ -54,6 +55,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "campus_agent.request_id.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",  # django-csp: MiddlewareMixin, async-capable like Django's own
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -146,6 +148,27 @@ STATIC_ROOT = BASE_DIR / "staticfiles"
 
 DATA_UPLOAD_MAX_MEMORY_SIZE = 64 * 1024  # DESIGN §7: body ≤ 64 KB
 
+# --- Content-Security-Policy (django-csp), on every response -----------------------------------
+# Model and sub-agent text is rendered in the page (sanitized by static/js/markdown.js); this is
+# the second wall: no inline script or style, nothing loaded, fetched or posted anywhere but this
+# origin. `data:` images are for the admin's and Swagger UI's own CSS icons (the sanitizer drops
+# them from model output). The pages keep all code and style in static files; the API docs use
+# drf-spectacular's split view, whose init script is a URL. Django's DEBUG 404/500 pages
+# (inline script) are left without the header by django-csp.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "frame-ancestors": ["'none'"],
+        "form-action": ["'self'"],
+    },
+}
+
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [],
     "DEFAULT_PERMISSION_CLASSES": [],
@@ -166,6 +189,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # No badge image from validator.swagger.io (it would also hand it our schema's URL).
+    "SWAGGER_UI_SETTINGS": {"deepLinking": True, "validatorUrl": None},
 }
 
 # --- LLM (the main agent) ---------------------------------------------------------------------

@@ -1,8 +1,10 @@
 """Browser fixtures: headless Chromium from Debian's `chromium` package driven by Playwright.
 
 One browser per test module (starting Chromium is the slow part); a fresh context per test so
-cookies never leak between tests. Every page records console errors and uncaught exceptions;
-a test fails on any of them (the page must run clean).
+cookies never leak between tests. Every page records console errors, uncaught exceptions,
+Content-Security-Policy violations and every request it makes; a test fails on any error or
+violation, and on any request to another origin than the site's (the page must run clean under
+its CSP, and model output must never make the browser fetch from elsewhere).
 
 Playwright's sync API keeps its asyncio loop marked as running on the calling thread between
 calls, and Django then refuses ORM calls on that thread (SynchronousOnlyOperation) — in fixtures
@@ -140,6 +142,27 @@ def live_site(transactional_db):
         yield server.url
 
 
+# Runs in every frame before the page's own scripts (Playwright injects it, so the page's CSP
+# does not apply to it): each violation is reported to the test through an exposed function.
+CSP_VIOLATION_LISTENER = """
+document.addEventListener('securitypolicyviolation', (e) => window.__cspViolation(
+    `event: ${e.effectiveDirective} blocked ${e.blockedURI || 'inline'} at ${e.sourceFile || e.documentURI}:${e.lineNumber}`));
+"""
+# DOMPurify parses the markup it cleans in an inert document, which in Chromium still answers to
+# the page's policy: the inline styles and event handlers of hostile markup are reported there as
+# blocked, though nothing would have run and the sanitizer drops them next. A test that feeds such
+# markup (`hostile_markup = True`) accepts exactly these reports; any other violation (a blocked
+# load, an inline <script>) still fails it.
+SANITIZER_PARSE_REPORTS = (
+    "event: style-src-attr blocked inline at ",
+    "event: style-src-elem blocked inline at ",
+    "event: script-src-attr blocked inline at ",
+    "console: Applying inline style violates ",
+    "console: Executing inline event handler violates ",
+)
+SANITIZER_SCRIPT = "/static/vendor/dompurify-"
+
+
 @dataclass
 class BrowserPage:
     """A Playwright page plus what went wrong in it."""
@@ -147,6 +170,21 @@ class BrowserPage:
     page: object
     base_url: str
     errors: list[str] = field(default_factory=list)
+    csp_violations: list[str] = field(default_factory=list)
+    requests: list[str] = field(default_factory=list)
+    hostile_markup: bool = False  # the test feeds markup the sanitizer must clean (see above)
+
+    def policy_breaks(self) -> list[str]:
+        """CSP violations, less the sanitizer's own parse reports when the test feeds hostile markup."""
+        return [
+            v for v in self.csp_violations
+            if not (self.hostile_markup and v.startswith(SANITIZER_PARSE_REPORTS) and SANITIZER_SCRIPT in v)
+        ]
+
+    def foreign_requests(self) -> list[str]:
+        """Requests the page made (or tried to make) to any origin but the site's."""
+        own = (self.base_url + "/", "data:", "blob:", "about:")
+        return [url for url in self.requests if not url.startswith(own)]
 
     def goto(self, path: str):
         return self.page.goto(self.base_url + path)
@@ -176,11 +214,25 @@ def browser_page(browser, live_site):
     context.set_default_timeout(DEFAULT_TIMEOUT_MS)
     page = context.new_page()
     wrapper = BrowserPage(page=page, base_url=live_site)
-    page.on("console", lambda msg: msg.type == "error" and wrapper.errors.append(f"console: {msg.text}"))
+    context.expose_function("__cspViolation", lambda text: wrapper.csp_violations.append(text))
+    context.add_init_script(CSP_VIOLATION_LISTENER)
+    page.on("console", lambda msg: _console_record(wrapper, msg))
     page.on("pageerror", lambda exc: wrapper.errors.append(f"pageerror: {exc}"))
+    page.on("request", lambda request: wrapper.requests.append(request.url))
     page.on("dialog", lambda dialog: dialog.accept())  # the delete confirmation
     try:
         yield wrapper
     finally:
         context.close()
+    assert wrapper.policy_breaks() == [], "the page broke its Content-Security-Policy"
+    assert wrapper.foreign_requests() == [], "the page fetched from another origin"
     assert wrapper.errors == [], "the page logged errors"
+
+
+def _console_record(wrapper: BrowserPage, msg) -> None:
+    # Chromium logs a blocked load or inline script as a console message of its own; a page
+    # may also catch the event, so both are watched.
+    if "Content Security Policy" in msg.text:
+        wrapper.csp_violations.append(f"console: {msg.text} at {msg.location.get('url')}")
+    elif msg.type == "error":
+        wrapper.errors.append(f"console: {msg.text}")

@@ -124,6 +124,7 @@ def test_a_question_routed_to_a_sub_agent_streams_live_and_reloads_the_same(chat
 
 
 def test_xss_in_model_and_sub_agent_output_is_inert(chat, llm_settings):
+    chat.hostile_markup = True
     sub_agent_payload = '<img src=x onerror="window.__xss=1"><script>window.__xss=2</script>'
     llm_settings.reply_tool_calls(("call_canteen", {"message": sub_agent_payload}))
     llm_settings.reply_text(

@@ -25,6 +25,43 @@ XSS_PAYLOADS = [
     "<math><mtext><table><mglyph><style><img src=x onerror=window.__xss=13></style></mglyph></table></mtext></math>",
 ]
 
+# Markup that makes a browser load a URL without a click. The "remote" host is a closed loopback
+# port: should anything ever load, nothing leaves the machine.
+ELSEWHERE = "http://127.0.0.1:9"
+REMOTE_LOAD_PAYLOADS = [
+    f'<table background="{ELSEWHERE}/table.gif"><tbody background="{ELSEWHERE}/tbody.gif"><tr>'
+    f'<th background="{ELSEWHERE}/th.gif">h</th><td background="{ELSEWHERE}/td.gif">表格</td></tr></tbody></table>',
+    f'<img src="{ELSEWHERE}/img.gif" alt="远程图">',
+    f'<img src="/static/img/logo.svg" srcset="{ELSEWHERE}/srcset.gif 2x" longdesc="{ELSEWHERE}/longdesc">',
+    f'<image src="{ELSEWHERE}/image-tag.gif">',
+    f'<picture><source srcset="{ELSEWHERE}/source.gif"><img src="/static/img/logo.svg"></picture>',
+    f'<svg><image href="{ELSEWHERE}/svg-image.gif"/><image xlink:href="{ELSEWHERE}/xlink.gif"/></svg>',
+    f'<video poster="{ELSEWHERE}/poster.gif" src="{ELSEWHERE}/video.mp4"></video>',
+    f'<audio src="{ELSEWHERE}/audio.mp3"></audio><track src="{ELSEWHERE}/track.vtt">',
+    f'<div style="background:url({ELSEWHERE}/style.gif)">带样式</div>',
+    f'<style>@import url({ELSEWHERE}/import.css); p {{ background: url({ELSEWHERE}/rule.gif) }}</style>',
+    f'<a href="https://jwc.example.edu.cn/" ping="{ELSEWHERE}/ping">外链</a>',
+    f'<object data="{ELSEWHERE}/object"></object><embed src="{ELSEWHERE}/embed">',
+    f'<blockquote cite="{ELSEWHERE}/cite">引用</blockquote><q cite="{ELSEWHERE}/q">q</q>',
+    f'<input type="image" src="{ELSEWHERE}/input.gif"><button formaction="{ELSEWHERE}/formaction">b</button>',
+    f'<form action="{ELSEWHERE}/action"></form><iframe src="{ELSEWHERE}/iframe"></iframe>',
+    f'<body background="{ELSEWHERE}/body.gif"><div background="{ELSEWHERE}/div.gif">块</div>',
+    f'<link rel="stylesheet" href="{ELSEWHERE}/link.css"><meta http-equiv="refresh" content="0;url={ELSEWHERE}/meta">',
+    f'<span lowsrc="{ELSEWHERE}/lowsrc.gif" dynsrc="{ELSEWHERE}/dynsrc.gif" data="{ELSEWHERE}/data">属性</span>',
+    f'<marquee background="{ELSEWHERE}/marquee.gif">m</marquee><area href="{ELSEWHERE}/area">',
+    f'![markdown]({ELSEWHERE}/markdown.gif) [链接]({ELSEWHERE}/link "标题")',
+]
+# What may remain on an element after sanitizing: links (<a href>) and same-origin images
+# (<img src>) are the only attributes that name a URL.
+ALLOWED_ATTRIBUTES = {
+    "a": {"href", "title", "target", "rel"},
+    "img": {"src", "alt", "title"},
+    "code": {"class"},
+    "th": {"align", "colspan", "rowspan"},
+    "td": {"align", "colspan", "rowspan"},
+    "ol": {"start"},
+}
+
 
 @pytest.fixture
 def chat(browser_page, user, password):
@@ -64,6 +101,7 @@ def test_sse_parser_accepts_what_the_standard_allows(chat):
 
 
 def test_markdown_payloads_are_rendered_inert(chat):
+    chat.hostile_markup = True
     result = chat.page.evaluate(
         """async (payloads) => {
             const { markdownFragment } = await import('/static/js/markdown.js');
@@ -141,3 +179,54 @@ def test_chart_shape_is_validated(chat):
     # One shape only (docs/api.md): a one-series `values` shorthand is not a chart.
     refused = ["values", "unknownType", "html", "lengths", "strings", "infinite", "noLabels", "notObject", "nested"]
     assert {k: verdicts[k] for k in refused} == {k: False for k in refused}
+
+
+def test_no_attribute_that_loads_a_url_survives(chat):
+    """Issue 9: `<table background=…>` (and td/th/tbody) kept a remote URL that Chromium fetched.
+    Only links and same-origin images may name a URL after sanitizing."""
+    chat.hostile_markup = True
+    result = chat.page.evaluate(
+        """async (payloads) => {
+            const { markdownFragment } = await import('/static/js/markdown.js');
+            // Left detached: what the sanitizer keeps is inspected, nothing is laid out or loaded.
+            const box = document.createElement('div');
+            for (const p of payloads) box.append(markdownFragment(p));
+            return {
+                attrs: [...box.querySelectorAll('*')].flatMap(
+                    (n) => [...n.attributes].map((a) => [n.tagName.toLowerCase(), a.name, a.value])),
+                text: box.textContent,
+            };
+        }""",
+        REMOTE_LOAD_PAYLOADS,
+    )
+    attrs = result["attrs"]
+    unexpected = [a for a in attrs if a[1] not in ALLOWED_ATTRIBUTES.get(a[0], set())]
+    assert unexpected == []
+    naming_elsewhere = [a for a in attrs if "127.0.0.1:9" in a[2]]
+    # The one link to elsewhere stays a link; it opens in a new tab that cannot reach this one.
+    assert naming_elsewhere == [["a", "href", f"{ELSEWHERE}/link"]]
+    assert ["a", "href", "https://jwc.example.edu.cn/"] in attrs
+    for tag, name, value in attrs:
+        if tag == "a" and name == "rel":
+            assert value.split()[:2] == ["noopener", "noreferrer"]
+    assert [a for a in attrs if a[:2] == ["a", "target"]] == [["a", "target", "_blank"]] * 2
+    assert [a for a in attrs if a[:2] == ["img", "src"]] == [["img", "src", "/static/img/logo.svg"]] * 2
+    assert "表格" in result["text"] and "外链" in result["text"] and "块" in result["text"]
+
+
+def test_markdown_tables_keep_their_alignment_and_code_its_language(chat):
+    html = chat.page.evaluate(
+        """async () => {
+            const { markdownFragment } = await import('/static/js/markdown.js');
+            const box = document.createElement('div');
+            box.append(markdownFragment(
+                '| 课程 | 余量 |\\n|:---|---:|\\n| 高数 | 3 |\\n\\n```js\\nlet a = 1;\\n```\\n\\n' +
+                '<p class="msg-error" id="input">伪造的错误</p><code class="msg-error">c</code>'
+            ));
+            return box.innerHTML;
+        }"""
+    )
+    assert '<th align="left">课程</th>' in html and '<td align="right">3</td>' in html
+    assert '<code class="language-js">let a = 1;' in html
+    # The page's own classes and ids are not for model text: no fake error box, no clobbered id.
+    assert "msg-error" not in html and 'id="input"' not in html and '<code>c</code>' in html
