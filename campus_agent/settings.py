@@ -31,6 +31,26 @@ if SECRET_KEY == DEV_SECRET_KEY and not DEBUG and not hosts_local_only(ALLOWED_H
     )
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 
+# --- HTTPS (production: TLS ends at nginx; docs/production.env.example sets all of these) ------
+# The defaults serve the local run on http://127.0.0.1; `manage.py check --deploy` with the
+# production file shows no warning (campus_agent/tests/test_deploy_check.py).
+SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=False)
+# Load balancers and monitors probe the workers over plain HTTP: /healthz answers them instead
+# of a redirect to an https:// URL they cannot follow. It holds no secret and sets no cookie.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=False)
+SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=False)
+SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE", default=False)
+CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE", default=False)
+SECURE_REFERRER_POLICY = env.str("SECURE_REFERRER_POLICY", default="same-origin")
+# "HTTP_X_FORWARDED_PROTO,https": trust nginx's X-Forwarded-Proto to tell HTTPS from HTTP. Only
+# behind a proxy that always sets the header (ours does); else a client could claim HTTPS.
+_proxy_ssl_header = env.list("SECURE_PROXY_SSL_HEADER", default=[])
+if _proxy_ssl_header and len(_proxy_ssl_header) != 2:
+    raise ImproperlyConfigured("SECURE_PROXY_SSL_HEADER is a header and a value, e.g. HTTP_X_FORWARDED_PROTO,https")
+SECURE_PROXY_SSL_HEADER = tuple(_proxy_ssl_header) or None
+
 INSTALLED_APPS = [
     # daphne first: its runserver replaces Django's so `manage.py runserver` serves ASGI.
     "daphne",
@@ -221,6 +241,11 @@ DEMO_BASE_URL = env.str("DEMO_BASE_URL", default="") or (
 JWT_TTL_HOURS = env.int("JWT_TTL_HOURS", default=24)
 JWT_ISSUER = env.str("JWT_ISSUER", default="campus-agent")
 CAMPUS_SSO_USERINFO_URL = env.str("CAMPUS_SSO_USERINFO_URL", default="")
+# Failed logins (password or campus token; API, page and admin) counted in the cache, per
+# username and per client address, within a fixed window: past a limit, 429 (docs/api.md).
+LOGIN_MAX_FAILURES_PER_USERNAME = env.int("LOGIN_MAX_FAILURES_PER_USERNAME", default=5)
+LOGIN_MAX_FAILURES_PER_IP = env.int("LOGIN_MAX_FAILURES_PER_IP", default=20)
+LOGIN_FAILURE_WINDOW_SEC = env.int("LOGIN_FAILURE_WINDOW_SEC", default=900)
 
 # --- logging (configured by campus_agent.logging at start-up, see apps.py) -------------------
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")

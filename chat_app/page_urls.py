@@ -7,11 +7,7 @@ from chat_app import pages
 urlpatterns = [
     path("", pages.chat_page, name="chat"),
     path("c/<uuid:conversation_id>/", pages.chat_page, name="chat-conversation"),
-    path(
-        "login/",
-        auth_views.LoginView.as_view(template_name="registration/login.html", redirect_authenticated_user=True),
-        name="login",
-    ),
+    path("login/", pages.LoginPage.as_view(), name="login"),
     # Django 5 logs out on POST only (a GET link could be forged by any page); the sidebar posts a form.
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
 ]

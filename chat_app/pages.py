@@ -4,10 +4,12 @@ The page renders its first state (the user's conversations, the enabled agents, 
 conversation's stored messages) on the server, so a reload shows the stored history without
 waiting for an API round trip; the browser script only adds what streams in afterwards.
 """
+from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.http import Http404
 from django.shortcuts import render
 
+from chat_app.login_forms import LoginForm
 from chat_app.models import Conversation
 from chat_app.selectors import (
     agent_list,
@@ -58,3 +60,19 @@ def chat_page(request, conversation_id=None):
         "state": state,
     }
     return render(request, "chat/page.html", context)
+
+
+class LoginPage(auth_views.LoginView):
+    """`/login/`: Django's login view with the throttled form. A refused attempt answers 429 with
+    `Retry-After`, the page showing why in Chinese (form.throttled)."""
+
+    template_name = "registration/login.html"
+    redirect_authenticated_user = True
+    authentication_form = LoginForm
+
+    def form_invalid(self, form):
+        response = super().form_invalid(form)
+        if form.throttled is not None:
+            response.status_code = 429
+            response["Retry-After"] = str(form.throttled.retry_after)
+        return response
