@@ -1,0 +1,68 @@
+"""Login throttling holds across workers: two servers, two processes, one Redis (REDIS_URL).
+
+Worker A is `uvicorn campus_agent.asgi:application` in a child process with REDIS_URL set, as a
+deployment runs it; worker B is this process's live server with the cache pointed at the same
+Redis database. Failures counted by one lock the other out. Redis database 15 by default
+(TEST_REDIS_URL to choose another); only the throttle's keys are removed before and after.
+"""
+import os
+
+import pytest
+import redis
+from django.core.cache import caches
+
+from campus_agent.tests.processes import asgi_server, manage, project_env
+from chat_app.services.login_throttle import KEY_PREFIX
+from chat_app.tests.test_login_throttle import THROTTLED, _token
+
+REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+
+
+def _redis_reachable() -> bool:
+    try:
+        return bool(redis.Redis.from_url(REDIS_URL, socket_connect_timeout=1).ping())
+    except redis.RedisError:
+        return False
+
+
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(not _redis_reachable(), reason=f"no Redis at {REDIS_URL} (CI runs one; set TEST_REDIS_URL)"),
+]
+
+
+def _forget_counters() -> None:
+    client = redis.Redis.from_url(REDIS_URL)
+    for key in client.scan_iter(f"*{KEY_PREFIX}:*"):
+        client.delete(key)
+
+
+@pytest.fixture
+def shared_cache(settings):
+    _forget_counters()
+    settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+    assert type(caches["default"]).__name__ == "RedisCache"
+    yield
+    _forget_counters()
+
+
+@pytest.fixture
+def worker_a(tmp_path, shared_cache):
+    env = project_env(tmp_path, DATABASE_URL=f"sqlite:///{tmp_path / 'worker_a.sqlite3'}", REDIS_URL=REDIS_URL)
+    done = manage("migrate", "--noinput", env=env)
+    assert done.returncode == 0, done.stderr
+    with asgi_server("uvicorn", env=env) as url:
+        yield url
+
+
+def test_failures_on_one_worker_lock_the_other_out(worker_a, live_asgi, user, password):
+    for n in range(5):  # the username, guessed at worker A (its own database: the user is unknown there)
+        assert _token(worker_a, user.username, f"guess-{n}", ip="10.9.0.1").status_code == 401
+    refused = _token(live_asgi, user.username, password, ip="10.9.0.2")  # worker B: right password
+    assert refused.status_code == 429
+    assert refused.json() == {"code": 42903, "message": THROTTLED}
+
+    for n in range(20):  # an address, failing at worker B …
+        assert _token(live_asgi, f"someone{n}", "guess", ip="10.9.0.3").status_code == 401
+    at_a = _token(worker_a, "anyone", "guess", ip="10.9.0.3")  # … is refused by worker A
+    assert at_a.status_code == 429 and 0 < int(at_a.headers["Retry-After"]) <= 900
