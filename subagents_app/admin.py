@@ -3,6 +3,10 @@ from django.contrib import admin, messages
 from subagents_app.health import subagent_health_check
 from subagents_app.models import SubAgent
 
+# The gateway sends students' campus tokens to the base URL: only superusers may point it
+# somewhere (other staff see it read-only; `import_subagents` needs shell access, already trusted).
+SUPERUSER_ONLY_FIELDS = ("base_url",)
+
 
 @admin.register(SubAgent)
 class SubAgentAdmin(admin.ModelAdmin):
@@ -16,6 +20,17 @@ class SubAgentAdmin(admin.ModelAdmin):
         ("连接", {"fields": ("base_url", "domain", "timeout_sec")}),
         ("时间", {"fields": ("created_at", "updated_at"), "classes": ("collapse",)}),
     )
+
+    def get_readonly_fields(self, request, obj=None):
+        fields = super().get_readonly_fields(request, obj)
+        if request.user.is_superuser:
+            return fields
+        # Left out of the form, so a POST that carries them anyway changes nothing.
+        return (*fields, *SUPERUSER_ONLY_FIELDS)
+
+    def has_add_permission(self, request) -> bool:
+        # A new sub-agent needs a base URL, which only superusers may set.
+        return request.user.is_superuser and super().has_add_permission(request)
 
     @admin.action(description="健康检查（GET 服务地址/healthz）")
     def health_check(self, request, queryset):

@@ -52,7 +52,10 @@ class SubAgent(TimeStampedModel):
         "服务地址",
         max_length=500,
         validators=[ServiceUrlValidator()],
-        help_text="子 Agent 的根地址，如 http://canteen-agent:8000 。网关会 POST {服务地址}/api/v1/chat 。",
+        help_text=(
+            "子 Agent 的根地址，如 http://canteen-agent:8000 。网关会 POST {服务地址}/api/v1/chat ，"
+            "并带上学生的校园令牌，所以只有超级管理员可以修改。"
+        ),
     )
     domain = models.CharField(
         "业务域",

@@ -33,6 +33,25 @@ def student_client(client, user):
 
 
 @pytest.fixture
+def editor_user(db, password):
+    """Staff, not a superuser, allowed to view and change the catalog (agents, MCP services,
+    sub-agents) and nothing else: the staff member who must not be able to run programs."""
+    from django.contrib.auth.models import Permission
+
+    editor = get_user_model().objects.create_user(username="editor", password=password, is_staff=True)
+    codenames = [f"{action}_{model}" for action in ("view", "change") for model in ("agent", "mcpservice", "subagent")]
+    editor.user_permissions.set(Permission.objects.filter(codename__in=codenames))
+    return editor
+
+
+@pytest.fixture
+def editor_client(client, editor_user):
+    """The test client logged in as `editor_user`."""
+    client.force_login(editor_user)
+    return client
+
+
+@pytest.fixture
 def live_asgi(transactional_db):
     """The whole project (campus_agent.asgi) served by uvicorn on loopback, against the test DB.
 

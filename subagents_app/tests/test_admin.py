@@ -1,4 +1,9 @@
 import pytest
+from django.contrib import admin
+from django.contrib.admin.models import CHANGE, LogEntry
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
+from django.test import RequestFactory
 from django.urls import reverse
 from django.utils.html import escape
 
@@ -86,3 +91,72 @@ def test_admin_refuses_bad_values_with_a_message(staff_client, field, value, mes
     assert message in errors[field][0]
     assert escape(errors[field][0]) in response.content.decode()
     assert not SubAgent.objects.exists()
+
+
+# --- The base URL receives students' campus tokens: a superuser right (issue 9) ---------------
+
+ELSEWHERE = "http://collector.example.com:8000"
+
+
+def change_url(sub_agent: SubAgent) -> str:
+    return reverse("admin:subagents_app_subagent_change", args=[sub_agent.pk])
+
+
+@pytest.mark.django_db
+def test_editor_sees_the_base_url_read_only(editor_client, canteen):
+    page = editor_client.get(change_url(canteen))
+    assert page.status_code == 200
+    form = page.context["adminform"].form
+    assert "base_url" not in form.fields
+    assert {"description", "domain", "timeout_sec", "enabled"} <= set(form.fields)  # the rest stays editable
+    html = page.content.decode()
+    assert 'name="base_url"' not in html and "http://canteen-agent:8000" in html
+    help_text = SubAgent._meta.get_field("base_url").help_text  # why it is read-only
+    assert "只有超级管理员可以修改" in help_text and help_text in html
+
+
+@pytest.mark.django_db
+def test_editor_cannot_redirect_campus_tokens_by_post(editor_client, canteen):
+    data = admin_form_data(editor_client.get(change_url(canteen)), timeout_sec=40, base_url=ELSEWHERE)
+
+    response = editor_client.post(change_url(canteen), data)
+
+    assert response.status_code == 302
+    canteen.refresh_from_db()
+    assert canteen.timeout_sec == 40  # the POST was taken …
+    assert canteen.base_url == "http://canteen-agent:8000"  # … without the field it smuggled in
+
+
+@pytest.mark.django_db
+def test_editor_cannot_add_a_sub_agent_even_with_the_add_permission(editor_client, editor_user):
+    editor_user.user_permissions.add(Permission.objects.get(codename="add_subagent"))
+    url = reverse("admin:subagents_app_subagent_add")
+    data = {"name": "collector", "description": "食堂", "base_url": ELSEWHERE, "timeout_sec": "30", "enabled": "on"}
+
+    assert editor_client.get(url).status_code == 403
+    assert editor_client.post(url, data).status_code == 403
+    assert not SubAgent.objects.exists()
+
+
+@pytest.mark.django_db
+def test_superuser_changes_the_base_url_and_the_history_names_the_field(staff_client, staff_user, canteen):
+    data = admin_form_data(staff_client.get(change_url(canteen)), base_url="http://canteen-agent-2:8000")
+
+    response = staff_client.post(change_url(canteen), data)
+
+    assert response.status_code == 302
+    canteen.refresh_from_db()
+    assert canteen.base_url == "http://canteen-agent-2:8000"
+    entry = LogEntry.objects.get(object_id=str(canteen.pk), action_flag=CHANGE)
+    assert entry.user == staff_user and "服务地址" in entry.get_change_message()
+    history = staff_client.get(reverse("admin:subagents_app_subagent_history", args=[canteen.pk]))
+    assert "服务地址" in history.content.decode()
+
+
+def test_no_admin_path_edits_sub_agents_without_the_change_form():
+    """No list_editable (it would save fields past get_readonly_fields); the health check only reads."""
+    request = RequestFactory().get("/")
+    request.user = get_user_model()(is_staff=True, is_superuser=True, is_active=True)
+    model_admin = admin.site._registry[SubAgent]
+    assert not model_admin.list_editable
+    assert set(model_admin.get_actions(request)) == {"delete_selected", "health_check"}
