@@ -1,11 +1,26 @@
 from asgiref.sync import async_to_sync
 from django import forms
 from django.contrib import admin, messages
-from django.utils.html import format_html, format_html_join
+from django.contrib.admin.utils import unquote
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect
+from django.urls import path, reverse
 
 from agents_app.models import Agent, McpService
 
 TOOL_DESCRIPTION_PREVIEW = 80
+# What a service runs (stdio: a program on this server) or where it connects and with which
+# credentials (sse / streamable-http) is a superuser right: other staff see it read-only.
+MCP_SUPERUSER_ONLY_FIELDS = ("protocol", "config")
+
+OFFERED_TOOLS_HINT = (
+    "打开本页不会连接任何 MCP 服务。点击右上角“列出工具”查看模型将看到的工具"
+    "（会连接所选的 MCP 服务，stdio 服务会在服务器上启动进程）。"
+)
+OFFERED_TOOLS_UNSAVED = "保存后可在本页点击“列出工具”查看。"
+OFFERED_TOOLS_TEXT = "“{agent}”的模型将看到 {count} 个工具：{tools}"
+OFFERED_TOOLS_NONE = "“{agent}”没有可用工具（未选择已启用的 MCP 服务或子 Agent）。"
+OFFERED_TOOLS_PROBLEM = "MCP 服务连接失败，本轮不会提供它的工具：{problem}"
 
 
 def _preview(text: str) -> str:
@@ -18,7 +33,8 @@ class AgentForm(forms.ModelForm):
         model = Agent
         fields = "__all__"
         widgets = {
-            "system_prompt": forms.Textarea(attrs={"rows": 20, "cols": 100, "style": "font-family: monospace;"}),
+            # monospace from static/css/admin.css: the admin's CSP refuses inline styles
+            "system_prompt": forms.Textarea(attrs={"rows": 20, "cols": 100}),
         }
 
 
@@ -31,6 +47,10 @@ class AgentAdmin(admin.ModelAdmin):
     prepopulated_fields = {"slug": ("name",)}
     filter_horizontal = ("mcp_services", "sub_agents")
     readonly_fields = ("offered_tools", "created_at", "updated_at")
+    actions = ("offered_tools_list",)
+
+    class Media:
+        css = {"all": ["agents_app/admin.css"]}  # the "列出工具" button (change_form.html)
     fieldsets = (
         (None, {"fields": ("name", "slug", "enabled", "is_default")}),
         ("模型", {"fields": ("system_prompt", "model", "temperature", "max_tool_rounds")}),
@@ -44,26 +64,59 @@ class AgentAdmin(admin.ModelAdmin):
 
     @admin.display(description="模型将看到的工具")
     def offered_tools(self, obj: Agent) -> str:
-        """Exactly what the next turn offers (same naming code as the runtime); services that
-        cannot be reached are listed with their reason instead of silently missing."""
-        if obj.pk is None:
-            return "保存后显示。"
+        # Listing connects to the services, and a stdio service is a process started on this
+        # server: opening a page must never do that, so the list is behind an explicit POST.
+        return OFFERED_TOOLS_UNSAVED if obj.pk is None else OFFERED_TOOLS_HINT
+
+    @admin.action(description="列出模型将看到的工具（会连接 MCP 服务）", permissions=["change"])
+    def offered_tools_list(self, request, queryset) -> None:
+        for agent in queryset:
+            self._offered_tools_report(request, agent)
+
+    def get_urls(self):
+        opts = self.opts
+        own = [
+            path(
+                "<path:object_id>/tools/",
+                self.admin_site.admin_view(self.offered_tools_view),
+                name=f"{opts.app_label}_{opts.model_name}_offered_tools",
+            )
+        ]
+        return own + super().get_urls()  # before the change view's catch-all
+
+    def offered_tools_view(self, request, object_id):
+        """The change page's "列出工具" button: POST only, reports through messages."""
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        agent = self.get_object(request, unquote(object_id))
+        if agent is None:
+            raise Http404
+        if not self.has_change_permission(request, agent):
+            raise PermissionDenied
+        self._offered_tools_report(request, agent)
+        return HttpResponseRedirect(reverse("admin:agents_app_agent_change", args=[agent.pk]))
+
+    def _offered_tools_report(self, request, agent: Agent) -> None:
+        """Exactly what the next turn offers (the runtime's own naming); services that cannot
+        be reached are reported with their reason instead of silently missing."""
         from agents_app.runtime.tools import tools_for_agent
 
         problems: list[str] = []
-        tools = async_to_sync(tools_for_agent)(obj, pooled=False, problems=problems)
-        rows = format_html_join("", "<li><code>{}</code> — {}</li>", ((t.name, _preview(t.description)) for t in tools))
-        issues = format_html_join("", '<li style="color:#ba2121">连接失败 {}</li>', ((p,) for p in problems))
-        if not tools and not problems:
-            return "没有可用工具（未选择已启用的 MCP 服务或子 Agent）。"
-        return format_html("<ul>{}{}</ul>", rows, issues)
+        tools = async_to_sync(tools_for_agent)(agent, pooled=False, problems=problems)
+        if tools:
+            listed = "；".join(f"{t.name}（{_preview(t.description)}）" for t in tools)
+            messages.success(request, OFFERED_TOOLS_TEXT.format(agent=agent.name, count=len(tools), tools=listed))
+        elif not problems:
+            messages.info(request, OFFERED_TOOLS_NONE.format(agent=agent.name))
+        for problem in problems:
+            messages.error(request, OFFERED_TOOLS_PROBLEM.format(problem=problem))
 
 
 class McpServiceForm(forms.ModelForm):
     class Meta:
         model = McpService
         fields = "__all__"
-        widgets = {"config": forms.Textarea(attrs={"rows": 8, "cols": 100, "style": "font-family: monospace;"})}
+        widgets = {"config": forms.Textarea(attrs={"rows": 8, "cols": 100})}
 
 
 @admin.register(McpService)
@@ -74,6 +127,17 @@ class McpServiceAdmin(admin.ModelAdmin):
     search_fields = ("name",)
     readonly_fields = ("created_at", "updated_at")
     actions = ("list_tools",)
+
+    def get_readonly_fields(self, request, obj=None):
+        fields = super().get_readonly_fields(request, obj)
+        if request.user.is_superuser:
+            return fields
+        # Left out of the form, so a POST that carries them anyway changes nothing.
+        return (*fields, *MCP_SUPERUSER_ONLY_FIELDS)
+
+    def has_add_permission(self, request) -> bool:
+        # A new service needs a protocol and a config, which only superusers may set.
+        return request.user.is_superuser and super().has_add_permission(request)
 
     @admin.action(description="列出工具（测试连接）")
     def list_tools(self, request, queryset) -> None:

@@ -22,15 +22,22 @@ class McpService(TimeStampedModel):
         unique=True,
         help_text="服务名，也是工具名前缀：模型看到的工具名是 <名称>__<工具名>。",
     )
-    protocol = models.CharField("协议", max_length=20, choices=Protocol.choices, default=Protocol.STDIO)
+    protocol = models.CharField(
+        "协议",
+        max_length=20,
+        choices=Protocol.choices,
+        default=Protocol.STDIO,
+        help_text="只有超级管理员可以修改：stdio 服务是在本服务器上运行的程序。",
+    )
     config = models.JSONField(
         "连接配置",
         default=dict,
         blank=True,
         help_text=(
             'stdio：{"command": "python", "args": ["-m", "my_server"], "env": {"KEY": "v"}, "cwd": "/srv"}，'
-            "不经过 shell，只传入 env 中列出的变量；"
+            "不经过 shell，只传入 env 中列出的变量；不填 cwd 时在一个空的专用目录中启动。"
             'sse / streamable-http：{"url": "https://mcp.example.edu.cn/mcp", "headers": {"X-Api-Key": "…"}}。'
+            "只有超级管理员可以修改：command 是服务器要运行的程序，url 和 headers 决定服务器连到哪里、带上什么凭据。"
         ),
     )
     enabled = models.BooleanField("启用", default=True)

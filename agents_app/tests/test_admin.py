@@ -1,7 +1,13 @@
-"""Admin: "list tools" on MCP services and the tools an agent's model will be offered."""
-import pytest
-from django.urls import reverse
+"""Admin: "list tools" on MCP services and the tools an agent's model will be offered.
 
+Listing connects to the services (a stdio one is a process the server starts), so it happens
+only on an explicit POST, never by opening a page."""
+import pytest
+from django.contrib.messages import get_messages
+from django.urls import reverse
+from django.utils.html import escape
+
+from agents_app.admin import OFFERED_TOOLS_HINT, OFFERED_TOOLS_PROBLEM
 from agents_app.models import McpService
 from campus_agent.testing.admin_forms import admin_action_run
 
@@ -28,15 +34,62 @@ def test_list_tools_shows_the_connection_error(staff_client, unused_tcp_port):
     assert "Traceback" not in text
 
 
-def test_agent_page_shows_the_tools_the_model_will_be_offered(staff_client, agent_factory, sub_agent,
-                                                              mcp_service_stdio, unused_tcp_port):
+def _agent_with_tools(agent_factory, sub_agent, mcp_service_stdio, unused_tcp_port):
     down = McpService.objects.create(
         name="down", protocol="streamable-http", config={"url": f"http://127.0.0.1:{unused_tcp_port}/mcp"},
         timeout_sec=1,
     )
-    agent = agent_factory(sub_agents=[sub_agent], mcp_services=[mcp_service_stdio, down])
-    page = staff_client.get(reverse("admin:agents_app_agent_change", args=[agent.pk])).content.decode()
-    assert "模型将看到的工具" in page
-    assert "<code>call_canteen</code> — 食堂助手" in page
-    assert "<code>tools__add</code>" in page and "<code>tools__env_keys</code>" in page
-    assert "连接失败 down:" in page
+    return agent_factory(sub_agents=[sub_agent], mcp_services=[mcp_service_stdio, down])
+
+
+def test_opening_the_agent_page_runs_no_mcp_server(staff_client, agent_factory, sub_agent, mcp_service_stdio,
+                                                   mcp_spawn_log, unused_tcp_port):
+    agent = _agent_with_tools(agent_factory, sub_agent, mcp_service_stdio, unused_tcp_port)
+    page = staff_client.get(reverse("admin:agents_app_agent_change", args=[agent.pk]))
+    assert page.status_code == 200
+    assert mcp_spawn_log.read_text() == ""  # no stdio server was started
+    assert escape(OFFERED_TOOLS_HINT) in page.content.decode()
+    assert staff_client.get(reverse("admin:agents_app_agent_offered_tools", args=[agent.pk])).status_code == 405
+    assert mcp_spawn_log.read_text() == ""
+
+
+def test_list_tools_button_shows_the_tools_the_model_will_be_offered(staff_client, agent_factory, sub_agent,
+                                                                     mcp_service_stdio, mcp_spawn_log,
+                                                                     unused_tcp_port):
+    agent = _agent_with_tools(agent_factory, sub_agent, mcp_service_stdio, unused_tcp_port)
+    change = reverse("admin:agents_app_agent_change", args=[agent.pk])
+    button = reverse("admin:agents_app_agent_offered_tools", args=[agent.pk])
+    assert f'action="{button}"' in staff_client.get(change).content.decode()
+
+    response = staff_client.post(button)
+
+    assert response.status_code == 302 and response["Location"] == change
+    [(level, text), (problem_level, problem)] = [(m.level_tag, m.message) for m in get_messages(response.wsgi_request)]
+    assert level == "success" and text.startswith("“校园小智”的模型将看到 9 个工具：")
+    assert "call_canteen（食堂助手" in text and "tools__add（把两个整数相加" in text
+    assert problem_level == "error" and problem.startswith(OFFERED_TOOLS_PROBLEM.format(problem="down: "))
+    assert len(mcp_spawn_log.read_text().split()) == 1  # the explicit action did connect
+
+
+def test_list_tools_action_on_the_agent_list(staff_client, agent_factory, sub_agent, mcp_service_stdio):
+    agent = agent_factory(sub_agents=[sub_agent], mcp_services=[mcp_service_stdio])
+    [(level, text)] = admin_action_run(staff_client, changelist="admin:agents_app_agent_changelist",
+                                       action="offered_tools_list", objects=[agent])
+    assert level == "success" and "tools__env_keys" in text and "call_canteen" in text
+
+
+def test_a_view_only_user_cannot_start_mcp_servers_from_the_agent_page(client, db, agent_factory, sub_agent,
+                                                                       mcp_service_stdio, mcp_spawn_log):
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Permission
+
+    viewer = get_user_model().objects.create_user(username="viewer", is_staff=True)
+    viewer.user_permissions.set(Permission.objects.filter(codename="view_agent"))
+    client.force_login(viewer)
+    agent = agent_factory(sub_agents=[sub_agent], mcp_services=[mcp_service_stdio])
+
+    page = client.get(reverse("admin:agents_app_agent_change", args=[agent.pk])).content.decode()
+    button = reverse("admin:agents_app_agent_offered_tools", args=[agent.pk])
+    assert button not in page
+    assert client.post(button).status_code == 403
+    assert mcp_spawn_log.read_text() == ""

@@ -1,6 +1,11 @@
 import json
 
 import pytest
+from django.contrib import admin
+from django.contrib.admin.models import CHANGE, LogEntry
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
+from django.test import RequestFactory
 from django.urls import reverse
 from django.utils.html import escape
 
@@ -157,3 +162,86 @@ def test_admin_saves_a_good_mcp_service(staff_client):
     assert response.status_code == 302
     service = McpService.objects.get(name="library")
     assert (service.protocol, service.config, service.timeout_sec) == ("streamable-http", config, 10)
+
+
+# --- Who may change what: what a service runs or connects to is a superuser right (issue 9) ---
+
+SHELL_CONFIG = {"command": "/bin/sh", "args": ["-c", "cat .env > /tmp/stolen"]}
+
+
+@pytest.fixture
+def library(db) -> McpService:
+    return McpService.objects.create(
+        name="library", protocol="streamable-http",
+        config={"url": "https://mcp.example.edu.cn/mcp", "headers": {"X-Api-Key": "k"}}, timeout_sec=10,
+    )
+
+
+def change_url(service: McpService) -> str:
+    return reverse("admin:agents_app_mcpservice_change", args=[service.pk])
+
+
+@pytest.mark.django_db
+def test_editor_sees_protocol_and_config_read_only(editor_client, calendar):
+    page = editor_client.get(change_url(calendar))
+    assert page.status_code == 200
+    form = page.context["adminform"].form
+    assert "protocol" not in form.fields and "config" not in form.fields
+    assert {"name", "enabled", "timeout_sec"} <= set(form.fields)  # the rest stays editable
+    html = page.content.decode()
+    assert 'name="config"' not in html and "calendar_server" in html  # shown, not editable
+    for field in ("protocol", "config"):  # why it is read-only (admin renders help text as is)
+        help_text = McpService._meta.get_field(field).help_text
+        assert "只有超级管理员可以修改" in help_text and help_text in html
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("service", ["calendar", "library"])
+def test_editor_cannot_set_a_command_by_post(editor_client, request, service):
+    service = request.getfixturevalue(service)
+    before = (service.protocol, service.config)
+    page = editor_client.get(change_url(service))
+    data = admin_form_data(page, timeout_sec=42, protocol="stdio", config=json.dumps(SHELL_CONFIG))
+
+    response = editor_client.post(change_url(service), data)
+
+    assert response.status_code == 302
+    service.refresh_from_db()
+    assert service.timeout_sec == 42  # the POST was taken …
+    assert (service.protocol, service.config) == before  # … without the fields it smuggled in
+
+
+@pytest.mark.django_db
+def test_editor_cannot_add_an_mcp_service_even_with_the_add_permission(editor_client, editor_user):
+    editor_user.user_permissions.add(Permission.objects.get(codename="add_mcpservice"))
+    url = reverse("admin:agents_app_mcpservice_add")
+    data = {"name": "sh", "protocol": "stdio", "config": json.dumps(SHELL_CONFIG), "enabled": "on", "timeout_sec": "30"}
+
+    assert editor_client.get(url).status_code == 403
+    assert editor_client.post(url, data).status_code == 403
+    assert not McpService.objects.exists()
+
+
+@pytest.mark.django_db
+def test_superuser_changes_the_command_and_the_history_names_the_field(staff_client, staff_user, calendar):
+    config = {"command": "/usr/bin/node", "args": ["calendar.js"]}
+    data = admin_form_data(staff_client.get(change_url(calendar)), config=json.dumps(config))
+
+    response = staff_client.post(change_url(calendar), data)
+
+    assert response.status_code == 302
+    calendar.refresh_from_db()
+    assert calendar.config == config
+    entry = LogEntry.objects.get(object_id=str(calendar.pk), action_flag=CHANGE)
+    assert entry.user == staff_user and "连接配置" in entry.get_change_message()
+    history = staff_client.get(reverse("admin:agents_app_mcpservice_history", args=[calendar.pk]))
+    assert "连接配置" in history.content.decode()
+
+
+def test_no_admin_path_edits_rows_without_the_change_form():
+    """No list_editable (it would save fields past get_readonly_fields); actions only read."""
+    request = RequestFactory().get("/")
+    request.user = get_user_model()(is_staff=True, is_superuser=True, is_active=True)
+    model_admin = admin.site._registry[McpService]
+    assert not model_admin.list_editable
+    assert set(model_admin.get_actions(request)) == {"delete_selected", "list_tools"}
