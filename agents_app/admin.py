@@ -2,7 +2,7 @@ from asgiref.sync import async_to_sync
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import NON_FIELD_ERRORS, PermissionDenied, ValidationError
 from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect
 from django.urls import path, reverse
 
@@ -12,6 +12,8 @@ TOOL_DESCRIPTION_PREVIEW = 80
 # What a service runs (stdio: a program on this server) or where it connects and with which
 # credentials (sse / streamable-http) is a superuser right: other staff see it read-only.
 MCP_SUPERUSER_ONLY_FIELDS = ("protocol", "config")
+
+LOCKED_FIELD_ERROR = "{field}有误，只有超级管理员可以修改，请联系超级管理员：{error}"
 
 OFFERED_TOOLS_HINT = (
     "打开本页不会连接任何 MCP 服务。点击右上角“列出工具”查看模型将看到的工具"
@@ -117,6 +119,20 @@ class McpServiceForm(forms.ModelForm):
         model = McpService
         fields = "__all__"
         widgets = {"config": forms.Textarea(attrs={"rows": 8, "cols": 100})}
+
+    def add_error(self, field, error):
+        # McpService.clean() checks the stored config even when this form leaves it out (read-only
+        # for non-superusers): say so for the whole form instead of failing on a missing field.
+        if field is None and isinstance(error, ValidationError) and hasattr(error, "error_dict"):
+            errors = dict(error.error_dict)
+            for name in [n for n in errors if n != NON_FIELD_ERRORS and n not in self.fields]:
+                label = McpService._meta.get_field(name).verbose_name
+                errors.setdefault(NON_FIELD_ERRORS, []).extend(
+                    ValidationError(LOCKED_FIELD_ERROR.format(field=label, error=" ".join(e.messages)))
+                    for e in errors.pop(name)
+                )
+            error = ValidationError(errors)
+        super().add_error(field, error)
 
 
 @admin.register(McpService)

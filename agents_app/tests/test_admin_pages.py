@@ -9,6 +9,7 @@ from django.test import RequestFactory
 from django.urls import reverse
 from django.utils.html import escape
 
+from agents_app.admin import LOCKED_FIELD_ERROR
 from agents_app.models import Agent, McpService
 from campus_agent.testing.admin_forms import admin_form_data, admin_login_required_check
 
@@ -209,6 +210,22 @@ def test_editor_cannot_set_a_command_by_post(editor_client, request, service):
     service.refresh_from_db()
     assert service.timeout_sec == 42  # the POST was taken …
     assert (service.protocol, service.config) == before  # … without the fields it smuggled in
+
+
+@pytest.mark.django_db
+def test_editor_saving_a_service_whose_stored_config_is_bad_is_told_why(editor_client):
+    """The model checks the config the editor cannot see in the form: a message, not a 500."""
+    service = McpService.objects.create(name="legacy", protocol="stdio", config={"args": ["-m", "x"]})
+    data = admin_form_data(editor_client.get(change_url(service)), timeout_sec=9)
+
+    response = editor_client.post(change_url(service), data)
+
+    assert response.status_code == 200
+    expected = LOCKED_FIELD_ERROR.format(field="连接配置", error="stdio 需要 “command”：要运行的程序，字符串，如 \"python\"。")
+    assert response.context["adminform"].form.non_field_errors() == [expected]
+    assert escape(expected) in response.content.decode()
+    service.refresh_from_db()
+    assert service.timeout_sec == 30
 
 
 @pytest.mark.django_db
