@@ -27,7 +27,10 @@ PLAIN_KEYS = [
     "SECRET_KEY", "DEBUG", "ALLOWED_HOSTS", "CSRF_TRUSTED_ORIGINS", "TIME_ZONE", "LLM_BASE_URL", "LLM_API_KEY",
     "LLM_MODEL", "LLM_TIMEOUT", "LLM_MAX_TOKENS", "MAX_HISTORY", "MAX_TOOL_ROUNDS", "TURN_BUDGET_SEC", "SSE_PING_SEC",
     "CHAT_MAX_CONCURRENT_STREAMS", "CHAT_RATE_PER_MINUTE", "KEYWORD_FALLBACK_ENABLED", "JWT_TTL_HOURS", "JWT_ISSUER",
-    "CAMPUS_SSO_USERINFO_URL", "LOG_LEVEL", "REDIS_URL",
+    "CAMPUS_SSO_USERINFO_URL", "LOG_LEVEL", "REDIS_URL", "SECURE_SSL_REDIRECT", "SECURE_REDIRECT_EXEMPT",
+    "SECURE_HSTS_SECONDS", "SECURE_HSTS_INCLUDE_SUBDOMAINS", "SECURE_HSTS_PRELOAD", "SESSION_COOKIE_SECURE",
+    "CSRF_COOKIE_SECURE", "SECURE_REFERRER_POLICY", "SECURE_PROXY_SSL_HEADER", "LOGIN_MAX_FAILURES_PER_USERNAME",
+    "LOGIN_MAX_FAILURES_PER_IP", "LOGIN_FAILURE_WINDOW_SEC",
 ]  # fmt: skip
 
 
@@ -160,3 +163,37 @@ def test_development_secret_key_allowed_on_the_local_defaults(tmp_path, no_doten
     got = settings_with(tmp_path)["values"]
     assert got["DEBUG"] is False and got["SECRET_KEY"].startswith("dev-insecure-")
     assert _import_settings(tmp_path, ALLOWED_HOSTS="localhost,[::1]").returncode == 0
+
+
+def test_https_settings_default_to_the_local_http_run_and_are_switched_on_by_the_environment(tmp_path, no_dotenv):
+    local = settings_with(tmp_path)["values"]
+    assert local["SECURE_SSL_REDIRECT"] is False and local["SECURE_HSTS_SECONDS"] == 0
+    assert local["SESSION_COOKIE_SECURE"] is False and local["CSRF_COOKIE_SECURE"] is False
+    assert local["SECURE_PROXY_SSL_HEADER"] is None
+    assert local["SECURE_REDIRECT_EXEMPT"] == ["^healthz$"]  # probes over plain HTTP, also in production
+    got = settings_with(
+        tmp_path,
+        SECURE_SSL_REDIRECT="true",
+        SECURE_HSTS_SECONDS="31536000",
+        SECURE_HSTS_INCLUDE_SUBDOMAINS="true",
+        SECURE_HSTS_PRELOAD="true",
+        SESSION_COOKIE_SECURE="true",
+        CSRF_COOKIE_SECURE="true",
+        SECURE_REFERRER_POLICY="strict-origin-when-cross-origin",
+        SECURE_PROXY_SSL_HEADER="HTTP_X_FORWARDED_PROTO,https",
+        LOGIN_MAX_FAILURES_PER_USERNAME="3",
+        LOGIN_MAX_FAILURES_PER_IP="50",
+        LOGIN_FAILURE_WINDOW_SEC="600",
+    )["values"]
+    assert got["SECURE_SSL_REDIRECT"] is True and got["SECURE_HSTS_SECONDS"] == 31536000
+    assert got["SECURE_HSTS_INCLUDE_SUBDOMAINS"] is True and got["SECURE_HSTS_PRELOAD"] is True
+    assert got["SESSION_COOKIE_SECURE"] is True and got["CSRF_COOKIE_SECURE"] is True
+    assert got["SECURE_REFERRER_POLICY"] == "strict-origin-when-cross-origin"
+    assert got["SECURE_PROXY_SSL_HEADER"] == ["HTTP_X_FORWARDED_PROTO", "https"]  # a tuple, through JSON
+    assert (got["LOGIN_MAX_FAILURES_PER_USERNAME"], got["LOGIN_MAX_FAILURES_PER_IP"]) == (3, 50)
+    assert got["LOGIN_FAILURE_WINDOW_SEC"] == 600
+
+
+def test_a_malformed_proxy_ssl_header_is_refused_at_start(tmp_path):
+    done = _import_settings(tmp_path, SECURE_PROXY_SSL_HEADER="HTTP_X_FORWARDED_PROTO")
+    assert done.returncode != 0 and "SECURE_PROXY_SSL_HEADER" in done.stderr
