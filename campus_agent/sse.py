@@ -1,9 +1,28 @@
 """The one place where a chat event becomes Server-Sent Events text (DESIGN §4)."""
 import json
 
+from campus_agent.text import text_clean, text_valid
+
 PING_FRAME = ": ping\n\n"
+_NUL_ESCAPE = "\\u0000"  # how json.dumps writes U+0000
+
+
+def _dumps(payload: dict) -> str:
+    return json.dumps(payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
 def sse_frame(payload: dict) -> str:
-    """`data: <json>\\n\\n`, JSON without ASCII escaping so Chinese text stays readable."""
-    return f"data: {json.dumps(payload, ensure_ascii=False, separators=(',', ':'))}\n\n"
+    """`data: <json>\\n\\n`, JSON without ASCII escaping so Chinese text stays readable.
+
+    Never fails on the payload's text: a lone surrogate (which UTF-8 cannot encode, so the
+    response would fail after its headers went out), a NUL, or NaN / Infinity (not JSON) makes
+    the payload go through `text_clean` first. The check costs one scan of the encoded frame.
+    """
+    try:
+        body = _dumps(payload)
+    except ValueError:  # NaN / Infinity
+        body = _dumps(text_clean(payload))
+    else:
+        if _NUL_ESCAPE in body or not text_valid(body):
+            body = _dumps(text_clean(payload))
+    return f"data: {body}\n\n"

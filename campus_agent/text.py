@@ -1,0 +1,78 @@
+"""Text from outside (a model, a sub-agent, an MCP server, a client) made valid, in one place.
+
+Python strings can hold what nothing downstream accepts: a lone UTF-16 surrogate ("\\ud800", which
+a JavaScript service sends when it cuts a string inside an emoji, and which JSON decodes without
+complaint) cannot be encoded as UTF-8, so a frame, an HTTP body or a database write fails; U+0000
+is refused by PostgreSQL text and jsonb. JSON parsed by Python may also hold NaN / Infinity,
+which neither PostgreSQL's jsonb nor a browser's JSON.parse accepts.
+
+`text_clean` is cheap when there is nothing to fix (most strings are checked in well under a
+microsecond), so it can run per streamed chunk.
+"""
+import math
+import re
+
+REPLACEMENT = "\ufffd"
+# Deeper data is not kept: no chart or tool argument needs it, and the JSON encoder, the
+# database driver and this function would all hit Python's recursion limit on it.
+MAX_DEPTH = 64
+
+
+def text_valid(value: str) -> bool:
+    """True when `value` holds no NUL and no lone surrogate (UTF-8 can encode it)."""
+    if "\x00" in value:
+        return False
+    if value.isascii():  # O(1) in CPython: the string's own flag
+        return True
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _str_clean(value: str) -> str:
+    if text_valid(value):
+        return value
+    value = value.replace("\x00", "")
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        # Round trip through UTF-16: a surrogate pair that arrived as two code points becomes the
+        # character it encodes, a lone surrogate becomes U+FFFD.
+        value = value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return value
+
+
+def _clean(value, depth: int):
+    if isinstance(value, str):
+        return _str_clean(value)
+    if isinstance(value, dict):
+        if depth <= 0:
+            return None
+        return {_str_clean(key) if isinstance(key, str) else key: _clean(item, depth - 1) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        if depth <= 0:
+            return None
+        return [_clean(item, depth - 1) for item in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def text_clean(value):
+    """`value` with every string in it (dict keys too, in nested dicts and lists) made valid:
+    lone surrogates → U+FFFD, NUL dropped. NaN and ±Infinity become None, and containers nested
+    deeper than MAX_DEPTH become None. A string that needs nothing is returned as is; dicts and
+    lists are copied (tuples become lists, as JSON has them)."""
+    return _clean(value, MAX_DEPTH)
+
+
+_HEAD_END = re.compile(r"[：:，,。；;\n]")
+
+
+def text_head(text: str, *, max_chars: int = 16) -> str | None:
+    """The first clause of `text` ("食堂助手（演示）：食堂、菜单…" → "食堂助手（演示）") when it is
+    2..max_chars characters, short enough to name a thing in a sentence; else None."""
+    head = _HEAD_END.split(text or "", maxsplit=1)[0].strip()
+    return head if 2 <= len(head) <= max_chars else None
