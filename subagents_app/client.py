@@ -1,7 +1,9 @@
 """The sub-agent SSE client (DESIGN §5): one call, one stream, one deadline, no retry.
 
-Every failure becomes a `SubAgentReply` whose `text` is the exact §5 wording, so the caller
-(the agent runtime's `call_<name>` tool) hands it to the model and the user unchanged.
+Every failure becomes a `SubAgentReply` with two texts: `text`, the exact §5 wording with the
+reason (`调用子 Agent 失败: All connection attempts failed`), which the caller (the agent
+runtime's `call_<name>` tool) hands to the model; and `notice`, a sentence in Chinese for the
+student that names the service but no exception (the reason is logged for staff).
 """
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import json
 import time
 import weakref
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import httpx
 from httpx_sse import aconnect_sse
@@ -18,6 +20,7 @@ from loguru import logger
 
 from campus_agent.errors import CAMPUS_TOKEN_EXPIRED, DOWNSTREAM, SUBAGENT_INTERNAL
 from campus_agent.redaction import clip_text, mask_token
+from campus_agent.text import text_head
 from subagents_app.models import SubAgent
 
 TIMEOUT_TEXT = "子 Agent 响应超时，请稍后重试。"
@@ -26,6 +29,13 @@ HTTP_ERROR_TEXT = "子 Agent 返回错误（{status}），请稍后重试。"
 ERROR_EVENT_TEXT = "子 Agent 返回错误: {message}"
 EMPTY_ANSWER_TEXT = "子 Agent 没有返回内容。"
 
+# What the student reads (tool_result.error, the error frame, a keyword-routing answer).
+TIMEOUT_NOTICE = "「{label}」服务响应超时，请稍后再试。"
+CONNECT_FAILED_NOTICE = "暂时无法连接「{label}」服务，请稍后再试。"
+HTTP_ERROR_NOTICE = "「{label}」服务暂时出错，请稍后再试。"
+ERROR_EVENT_NOTICE = "「{label}」服务暂时无法回答，请稍后再试。"
+TOKEN_EXPIRED_NOTICE = "校园账号登录已过期，请重新登录校园账号后再试。"  # as the page says for 40102
+
 CHAT_PATH = "/api/v1/chat"
 
 ChunkCallback = Callable[[str], Awaitable[None]]
@@ -33,12 +43,31 @@ ChunkCallback = Callable[[str], Awaitable[None]]
 
 @dataclass(frozen=True, slots=True)
 class SubAgentReply:
-    """What one call produced. `text` is the answer when ok, else the §5 failure text."""
+    """What one call produced. `text` is the answer when ok, else the §5 failure text (for the
+    model); `notice` is the student's sentence when not ok."""
 
     ok: bool
     text: str
     chart: dict | None = None
     code: int | None = None  # 40102 / 50001 / 50003 when not ok
+    notice: str | None = None
+
+
+def subagent_label(sub_agent: SubAgent) -> str:
+    """How a student-facing sentence names the sub-agent: the head of its description
+    ("食堂助手（演示）") when short, else its name."""
+    return text_head(sub_agent.description) or sub_agent.name
+
+
+def _error_code(raw) -> int:
+    """40102 when the sub-agent says the campus token expired, as a number or as a string
+    ("40102", as the seed's sub-agents send it); any other code, or none, or garbage is 50001."""
+    if isinstance(raw, str):
+        raw = raw.strip()
+        return CAMPUS_TOKEN_EXPIRED if raw == str(CAMPUS_TOKEN_EXPIRED) else SUBAGENT_INTERNAL
+    if isinstance(raw, int | float) and not isinstance(raw, bool) and raw == CAMPUS_TOKEN_EXPIRED:
+        return CAMPUS_TOKEN_EXPIRED
+    return SUBAGENT_INTERNAL
 
 
 # One client per event loop: an httpx pool is bound to the loop that opened its connections,
@@ -83,7 +112,7 @@ def _decode(data: str) -> dict | None:
     """A frame's JSON object, or None for what cannot be decoded (ignored per §5)."""
     try:
         payload = json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than Python parses
         return None
     return payload if isinstance(payload, dict) else None
 
@@ -115,13 +144,17 @@ async def subagent_call(
                 on_chunk=on_chunk,
             )
     except TimeoutError:
-        reply = SubAgentReply(ok=False, text=TIMEOUT_TEXT, code=DOWNSTREAM)
+        reply = SubAgentReply(ok=False, text=TIMEOUT_TEXT, code=DOWNSTREAM, notice=TIMEOUT_NOTICE)
     except (httpx.HTTPError, OSError) as exc:
         reason = str(exc) or type(exc).__name__
-        reply = SubAgentReply(ok=False, text=CONNECT_FAILED_TEXT.format(reason=reason), code=DOWNSTREAM)
+        reply = SubAgentReply(ok=False, text=CONNECT_FAILED_TEXT.format(reason=reason), code=DOWNSTREAM,
+                              notice=CONNECT_FAILED_NOTICE)
+    if reply.notice:
+        reply = replace(reply, notice=reply.notice.format(label=subagent_label(sub_agent)))
     logger.info(
-        "sub-agent done name={} ok={} code={} cost_ms={:.0f}",
+        "sub-agent done name={} ok={} code={} cost_ms={:.0f}{}",
         sub_agent.name, reply.ok, reply.code, (time.perf_counter() - started) * 1000,
+        "" if reply.ok else f" failure={clip_text(reply.text, 200)}",  # the reason the student is not shown
     )
     return reply
 
@@ -131,7 +164,8 @@ async def _call(*, sub_agent: SubAgent, body: dict, headers: dict, on_chunk: Chu
     async with aconnect_sse(_http_client(), "POST", url, json=body, headers=headers) as source:
         status = source.response.status_code
         if status != 200:
-            return SubAgentReply(ok=False, text=HTTP_ERROR_TEXT.format(status=status), code=SUBAGENT_INTERNAL)
+            return SubAgentReply(ok=False, text=HTTP_ERROR_TEXT.format(status=status), code=SUBAGENT_INTERNAL,
+                                 notice=HTTP_ERROR_NOTICE)
         parts: list[str] = []
         full_text: str | None = None
         chart: dict | None = None
@@ -159,10 +193,9 @@ async def _call(*, sub_agent: SubAgent, body: dict, headers: dict, on_chunk: Chu
                     chart = payload["chart"]
                 break
     if error is not None:
-        code = error.get("code") if isinstance(error.get("code"), int) else SUBAGENT_INTERNAL
-        if code != CAMPUS_TOKEN_EXPIRED:
-            code = SUBAGENT_INTERNAL
+        code = _error_code(error.get("code"))
         message = str(error.get("message") or "未知错误")
-        return SubAgentReply(ok=False, text=ERROR_EVENT_TEXT.format(message=message), code=code)
+        notice = TOKEN_EXPIRED_NOTICE if code == CAMPUS_TOKEN_EXPIRED else ERROR_EVENT_NOTICE
+        return SubAgentReply(ok=False, text=ERROR_EVENT_TEXT.format(message=message), code=code, notice=notice)
     text = full_text if full_text else "".join(parts)
     return SubAgentReply(ok=True, text=text or EMPTY_ANSWER_TEXT, chart=chart)

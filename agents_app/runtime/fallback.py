@@ -30,6 +30,7 @@ from agents_app.runtime.tool_runs import ToolRequest, tool_calls_run
 from agents_app.runtime.tools import Tool, tools_for_agent
 from campus_agent.redaction import clip_text
 from campus_agent.request_id import request_id_set
+from campus_agent.text import text_head
 
 NOTICE = "（AI 模型暂不可用，以下内容由关键词匹配自动转给“{tool}”回答）\n\n"
 NO_MATCH_NOTICE = "（AI 模型暂不可用，关键词匹配也没有找到能回答这个问题的服务。）\n\n"
@@ -121,8 +122,7 @@ def tool_fallback_args(*, tool: Tool, question: str) -> dict | None:
 def tool_label(*, tool: Tool) -> str:
     """What the notice calls the tool: the head of its description ("食堂助手（演示）") when
     short, else its name."""
-    head = re.split(r"[：:，,。；;\n]", tool.description or "", maxsplit=1)[0].strip()
-    return head if 2 <= len(head) <= 16 else tool.name
+    return text_head(tool.description) or tool.name
 
 
 def capabilities_text(*, tools: Sequence[Tool]) -> str:
@@ -209,7 +209,8 @@ async def fallback_turn(*, agent: Agent, history: list[dict], ctx: RunContext, r
         if isinstance(event, ToolResult):
             result = event
         yield event
-    # The student reads this answer directly: a failure shows its user-facing text.
+    # The student reads this answer directly: a failure shows its student-facing text
+    # (ToolResult.error), never the model's, which may hold an exception.
     answer = result.content if result.ok else (result.error or result.content)
     yield Chunk(answer, fallback=True)
     yield Done(full_text=notice + answer, chart=result.chart, fallback=True)

@@ -38,4 +38,5 @@ class SubAgentTool:
         )
         if reply.ok:
             return ToolOutcome(text=reply.text, chart=reply.chart)
-        return ToolOutcome(text=reply.text, ok=False, error=reply.text, code=reply.code)
+        # The model reads the §5 text with its reason; the student reads the notice.
+        return ToolOutcome(text=reply.text, ok=False, error=reply.notice or reply.text, code=reply.code)

@@ -27,7 +27,14 @@ from agents_app.runtime.loop import TURN_TIMEOUT_TEXT
 from agents_app.runtime.subagent_tool import SubAgentTool
 from agents_app.runtime.turn import MODEL_UNAVAILABLE, turn_stream
 from campus_agent.errors import CAMPUS_TOKEN_EXPIRED, DOWNSTREAM
-from subagents_app.client import ERROR_EVENT_TEXT, HTTP_ERROR_TEXT, subagent_client_close
+from subagents_app.client import (
+    CONNECT_FAILED_NOTICE,
+    CONNECT_FAILED_TEXT,
+    HTTP_ERROR_NOTICE,
+    HTTP_ERROR_TEXT,
+    TOKEN_EXPIRED_NOTICE,
+    subagent_client_close,
+)
 from subagents_app.demo.canteen import canteen_answer
 from subagents_app.demo.catalog import DEMO_SUBAGENTS
 from subagents_app.demo.course import course_answer
@@ -250,10 +257,25 @@ async def test_failing_sub_agent_is_relayed_as_a_failed_tool_and_its_text(
     settings.LLM_BASE_URL = ""
     subagent_server.default_mode = "http500"
     events = await collect(agent, "今天吃什么")
-    failed = HTTP_ERROR_TEXT.format(status=500)
+    failed = HTTP_ERROR_NOTICE.format(label="食堂助手")  # what the student reads
     result = next(e for e in events if isinstance(e, ToolResult))
-    assert (result.ok, result.error) == (False, failed)
+    assert (result.ok, result.error, result.content) == (False, failed, HTTP_ERROR_TEXT.format(status=500))
     assert events[-2:] == [Chunk(failed, fallback=True), Done(full_text=events[0].content + failed, fallback=True)]
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_unreachable_sub_agent_answers_the_student_in_chinese_not_with_the_exception(
+    settings, agent, _close_shared_clients
+):
+    settings.LLM_BASE_URL = ""
+    await SubAgent.objects.filter(name="canteen").aupdate(base_url=f"http://127.0.0.1:{_closed_port()}")
+    events = await collect(agent, "今天吃什么")
+    notice = CONNECT_FAILED_NOTICE.format(label="食堂助手")
+    result = next(e for e in events if isinstance(e, ToolResult))
+    assert (result.ok, result.error) == (False, notice)
+    assert result.content.startswith(CONNECT_FAILED_TEXT.format(reason=""))  # the reason, for the record
+    assert Error(DOWNSTREAM, notice) in events
+    assert events[-2:] == [Chunk(notice, fallback=True), Done(full_text=events[0].content + notice, fallback=True)]
 
 
 @pytest.mark.django_db(transaction=True)
@@ -277,8 +299,8 @@ async def test_expired_campus_token_is_surfaced_as_in_the_tool_loop(settings, ag
     settings.LLM_BASE_URL = ""
     subagent_server.default_mode = "expired"
     events = await collect(agent, "食堂菜单")
-    expired = ERROR_EVENT_TEXT.format(message=EXPIRED_MESSAGE)
-    assert Error(CAMPUS_TOKEN_EXPIRED, expired) in events
+    assert Error(CAMPUS_TOKEN_EXPIRED, TOKEN_EXPIRED_NOTICE) in events
+    assert EXPIRED_MESSAGE in next(e for e in events if isinstance(e, ToolResult)).content  # kept for the record
     assert isinstance(events[-1], Done) and events[-1].fallback
 
 

@@ -28,7 +28,15 @@ from agents_app.runtime.loop import (
 from agents_app.runtime.tool_runs import TOOL_CRASHED_TEXT, UNKNOWN_TOOL_TEXT, ToolRequest, tool_calls_run
 from agents_app.testing.fake_llm import Reply, ScriptedCall
 from campus_agent.errors import CAMPUS_TOKEN_EXPIRED, DOWNSTREAM, SUBAGENT_INTERNAL
-from subagents_app.client import ERROR_EVENT_TEXT, HTTP_ERROR_TEXT, TIMEOUT_TEXT, subagent_client_close
+from subagents_app.client import (
+    ERROR_EVENT_NOTICE,
+    ERROR_EVENT_TEXT,
+    HTTP_ERROR_NOTICE,
+    HTTP_ERROR_TEXT,
+    TIMEOUT_TEXT,
+    TOKEN_EXPIRED_NOTICE,
+    subagent_client_close,
+)
 from subagents_app.testing.contract_agent import CHART, ERROR_MESSAGE, EXPIRED_MESSAGE, answer_chunks
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -193,17 +201,20 @@ async def test_max_tool_rounds_then_one_last_request_without_tools(llm_settings,
 
 
 @pytest.mark.parametrize(
-    ("mode", "error"),
+    ("mode", "for_model", "for_student"),
     [
-        ("http500", Error(SUBAGENT_INTERNAL, HTTP_ERROR_TEXT.format(status=500))),
-        ("error", Error(SUBAGENT_INTERNAL, ERROR_EVENT_TEXT.format(message=ERROR_MESSAGE))),
+        ("http500", HTTP_ERROR_TEXT.format(status=500), HTTP_ERROR_NOTICE.format(label="食堂助手")),
+        ("error", ERROR_EVENT_TEXT.format(message=ERROR_MESSAGE), ERROR_EVENT_NOTICE.format(label="食堂助手")),
     ],
 )
-async def test_sub_agent_failures_are_surfaced_with_their_code(llm_settings, agent, mode, error):
+async def test_sub_agent_failures_are_surfaced_with_their_code(llm_settings, agent, mode, for_model, for_student):
     llm_settings.reply_tool_calls(("call_canteen", {"message": f"[[mode:{mode}]]"}))
     llm_settings.reply_text("子服务出错了。")
     events = await collect(agent)
-    assert [e for e in events if isinstance(e, Error)] == [error]
+    assert [e for e in events if isinstance(e, Error)] == [Error(SUBAGENT_INTERNAL, for_student)]
+    result = next(e for e in events if isinstance(e, ToolResult))
+    assert (result.ok, result.content, result.error) == (False, for_model, for_student)
+    assert llm_settings.requests[1].messages[-1]["content"] == for_model  # the model reads the reason
     assert isinstance(events[-1], Done) and not events[-1].interrupted  # the model still answers
 
 
@@ -212,7 +223,9 @@ async def test_expired_campus_token_is_surfaced_with_its_code(llm_settings, agen
     llm_settings.reply_text("请重新登录。")
     events = await collect(agent)
     errors = [e for e in events if isinstance(e, Error)]
-    assert errors == [Error(CAMPUS_TOKEN_EXPIRED, ERROR_EVENT_TEXT.format(message=EXPIRED_MESSAGE))]
+    assert errors == [Error(CAMPUS_TOKEN_EXPIRED, TOKEN_EXPIRED_NOTICE)]
+    result = next(e for e in events if isinstance(e, ToolResult))
+    assert result.content == ERROR_EVENT_TEXT.format(message=EXPIRED_MESSAGE)
     assert isinstance(events[-1], Done)
 
 

@@ -12,7 +12,7 @@ from campus_agent.logging import LOG_FORMAT
 from chat_app.models import Message
 from chat_app.tests.sse import chat
 from chat_app.tests.tcp_tap import TcpTap
-from subagents_app.testing.contract_agent import EXPIRED_MESSAGE
+from subagents_app.client import TOKEN_EXPIRED_NOTICE
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -99,7 +99,7 @@ def test_campus_token_expired_error_does_not_leak_the_token(
     result = chat(live_asgi, {"message": "查课表"}, headers={"Authorization": f"Bearer {token}"})
     assert subagent_server.last_request.headers["authorization"] == f"Bearer {CANARY}"
     errors = result.of("error")
-    assert errors and errors[0]["code"] == 40102 and EXPIRED_MESSAGE in errors[0]["message"]
+    assert errors and errors[0] == {"type": "error", "code": 40102, "message": TOKEN_EXPIRED_NOTICE}
     assert result.types[-1] == "done"
     assert CANARY not in result.raw
     assert not any(CANARY in line for line in log_lines)

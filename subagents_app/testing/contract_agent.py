@@ -14,6 +14,12 @@ tool arguments), else by the server's `default_mode`:
                `event:`/`id:` fields, one JSON split over several `data:` lines
     nonjson    frames that are not JSON (must be ignored) mixed into a normal answer
     drop       one chunk, then the connection is cut mid-stream
+    malformed  text a JavaScript service may send: lone surrogates (as the JSON escapes "\\ud800"),
+               NUL, a surrogate pair split over two chunks; in chunks, `done` and its chart
+    huge       one chunk of HUGE_CHUNK (about 1 MB), then `done`
+    deep       a frame nested DEEP_LEVELS deep (must be ignored), then a normal answer
+    coded      an `error` event whose `code` is the JSON value written after the marker
+               (`[[mode:coded]] "40102"`, `[[mode:coded]] null` …), then `done`
 
 Every request is recorded in `.requests` (headers lower-cased, Authorization included, body).
 """
@@ -32,7 +38,8 @@ from starlette.routing import Route
 from campus_agent.testing.servers import ServedApp
 
 MODE_PATTERN = re.compile(r"\[\[mode:([a-z0-9_-]+)\]\]")
-MODES = ("normal", "timeout", "trickle", "http500", "error", "expired", "quirky", "nonjson", "drop")
+MODES = ("normal", "timeout", "trickle", "http500", "error", "expired", "quirky", "nonjson", "drop",
+         "malformed", "huge", "deep", "coded")
 ERROR_MESSAGE = "教务系统维护中"
 EXPIRED_MESSAGE = "校园令牌已过期，请重新登录"
 CHART = {
@@ -41,6 +48,12 @@ CHART = {
     "labels": ["一食堂", "二食堂", "三食堂"],
     "datasets": [{"label": "人数", "data": [120, 80, 45]}],
 }  # the one chart shape (docs/api.md, `done.chart`)
+# The `malformed` answer: a lone high surrogate (an emoji cut in half), NUL, a lone low
+# surrogate, and an emoji whose two halves arrive in separate chunks.
+MALFORMED_CHUNKS = ["半个表情\ud83d", "空\x00字符", "\udc00尾巴", "完整\ud83d", "\ude00。"]
+MALFORMED_CHART = {**CHART, "title": "人数\ud800", "labels": ["一食堂\x00", "二食堂", "三食堂"]}
+HUGE_CHUNK = "测" * 350_000  # 1.05 MB as UTF-8, in one frame
+DEEP_LEVELS = 100_000
 
 
 def answer_chunks(message: str) -> list[str]:
@@ -65,7 +78,13 @@ class RecordedCall:
 
 
 def _frame(payload: dict) -> str:
-    return f"data: {json.dumps(payload, ensure_ascii=False)}\n\n"
+    data = json.dumps(payload, ensure_ascii=False)
+    if not data.isascii():
+        try:
+            data.encode()
+        except UnicodeEncodeError:  # a lone surrogate goes on the wire as its JSON escape "\ud800"
+            data = json.dumps(payload)
+    return f"data: {data}\n\n"
 
 
 class ContractAgent(ServedApp):
@@ -175,3 +194,26 @@ class ContractAgent(ServedApp):
         yield _frame({"type": "chunk", "content": "说到一半"})
         await asyncio.sleep(0.05)
         raise ConnectionResetError("contract agent drops the connection mid-stream")
+
+    async def _mode_malformed(self, body: dict):
+        yield _frame({"type": "session", "session_id": "sub-1"})
+        for piece in MALFORMED_CHUNKS:
+            await self._pace()
+            yield _frame({"type": "chunk", "content": piece})
+        yield _frame({"type": "done", "full_text": "".join(MALFORMED_CHUNKS), "chart": MALFORMED_CHART})
+
+    async def _mode_huge(self, body: dict):
+        yield _frame({"type": "session", "session_id": "sub-1"})
+        yield _frame({"type": "chunk", "content": HUGE_CHUNK})
+        yield _frame({"type": "done", "full_text": HUGE_CHUNK})
+
+    async def _mode_deep(self, body: dict):
+        yield "data: " + '{"type": "chunk", "content": ' + "[" * DEEP_LEVELS + "]" * DEEP_LEVELS + "}\n\n"
+        async for frame in self._mode_normal(body):
+            yield frame
+
+    async def _mode_coded(self, body: dict):
+        written = MODE_PATTERN.sub("", body.get("message", "")).strip()
+        yield _frame({"type": "session", "session_id": "sub-1"})
+        yield "data: " + '{"type": "error", "code": ' + written + ', "message": "' + ERROR_MESSAGE + '"}\n\n'
+        yield _frame({"type": "done", "full_text": ""})

@@ -6,10 +6,15 @@ import pytest
 
 from campus_agent.errors import CAMPUS_TOKEN_EXPIRED, DOWNSTREAM, SUBAGENT_INTERNAL
 from subagents_app.client import (
+    CONNECT_FAILED_NOTICE,
     CONNECT_FAILED_TEXT,
+    ERROR_EVENT_NOTICE,
     ERROR_EVENT_TEXT,
+    HTTP_ERROR_NOTICE,
     HTTP_ERROR_TEXT,
+    TIMEOUT_NOTICE,
     TIMEOUT_TEXT,
+    TOKEN_EXPIRED_NOTICE,
     subagent_call,
     subagent_client_close,
 )
@@ -18,6 +23,7 @@ from subagents_app.testing.contract_agent import (
     CHART,
     ERROR_MESSAGE,
     EXPIRED_MESSAGE,
+    HUGE_CHUNK,
     answer_chunks,
 )
 
@@ -68,7 +74,7 @@ async def test_no_authorization_header_without_a_campus_token(call, subagent_ser
     assert "authorization" not in subagent_server.last_request.headers
 
 
-@pytest.mark.parametrize("mode", ["quirky", "nonjson"])
+@pytest.mark.parametrize("mode", ["quirky", "nonjson", "deep"])
 async def test_parser_accepts_what_sse_allows_and_skips_undecodable_frames(call, mode):
     reply, seen, _ = await call(f"[[mode:{mode}]]今天吃啥")
     assert reply.ok, reply.text
@@ -87,6 +93,7 @@ async def test_sleep_past_timeout_maps_to_timeout_text_in_time(call, sub_agent):
     short = _variant(sub_agent, timeout_sec=1)
     reply, _, took = await call("[[mode:timeout]]", agent=short)
     assert (reply.ok, reply.text, reply.code) == (False, TIMEOUT_TEXT, DOWNSTREAM)
+    assert reply.notice == TIMEOUT_NOTICE.format(label="食堂助手")
     assert took < 1 + 1
 
 
@@ -101,12 +108,14 @@ async def test_endless_trickle_still_ends_at_the_deadline(call, sub_agent):
 async def test_http_500_maps_to_status_text(call):
     reply, _, took = await call("[[mode:http500]]")
     assert (reply.ok, reply.text, reply.code) == (False, HTTP_ERROR_TEXT.format(status=500), SUBAGENT_INTERNAL)
+    assert reply.notice == HTTP_ERROR_NOTICE.format(label="食堂助手")
     assert took < 3 + 1
 
 
 async def test_error_event_maps_to_its_message(call):
     reply, _, _ = await call("[[mode:error]]")
     assert (reply.ok, reply.text, reply.code) == (False, ERROR_EVENT_TEXT.format(message=ERROR_MESSAGE), SUBAGENT_INTERNAL)
+    assert reply.notice == ERROR_EVENT_NOTICE.format(label="食堂助手")
 
 
 async def test_error_event_ends_the_call_even_when_no_done_follows(call, sub_agent):
@@ -119,12 +128,48 @@ async def test_expired_campus_token_keeps_code_40102(call):
     reply, _, _ = await call("[[mode:expired]]")
     assert (reply.ok, reply.code) == (False, CAMPUS_TOKEN_EXPIRED)
     assert reply.text == ERROR_EVENT_TEXT.format(message=EXPIRED_MESSAGE)
+    assert reply.notice == TOKEN_EXPIRED_NOTICE
+
+
+@pytest.mark.parametrize(
+    ("written", "code"),
+    [
+        ('"40102"', CAMPUS_TOKEN_EXPIRED),  # a string, as the seed's sub-agents send it
+        ('" 40102 "', CAMPUS_TOKEN_EXPIRED),
+        ("40102", CAMPUS_TOKEN_EXPIRED),
+        ("40102.0", CAMPUS_TOKEN_EXPIRED),
+        ('"50001"', SUBAGENT_INTERNAL),
+        ("50003", SUBAGENT_INTERNAL),  # a sub-agent's own failure is 50001 whatever it calls it
+        ('"4O1O2"', SUBAGENT_INTERNAL),
+        ('"\uff14\uff10\uff11\uff10\uff12"', SUBAGENT_INTERNAL),  # full-width digits
+        ('""', SUBAGENT_INTERNAL),
+        ("null", SUBAGENT_INTERNAL),
+        ("true", SUBAGENT_INTERNAL),
+        ("[40102]", SUBAGENT_INTERNAL),
+        ('{"code": 40102}', SUBAGENT_INTERNAL),
+        ("1" * 4000, SUBAGENT_INTERNAL),
+        ("1e999", SUBAGENT_INTERNAL),
+    ],
+)
+async def test_error_code_as_number_or_string_and_garbage(call, written, code):
+    reply, _, _ = await call(f"[[mode:coded]] {written}")
+    assert (reply.ok, reply.code) == (False, code)
+    assert reply.text == ERROR_EVENT_TEXT.format(message=ERROR_MESSAGE)
+    assert reply.notice == (TOKEN_EXPIRED_NOTICE if code == CAMPUS_TOKEN_EXPIRED else
+                            ERROR_EVENT_NOTICE.format(label="食堂助手"))
+
+
+async def test_one_huge_chunk_is_taken_whole(call):
+    reply, seen, _ = await call("[[mode:huge]]")
+    assert reply.ok and reply.text == HUGE_CHUNK
+    assert [c for _, c in seen] == [HUGE_CHUNK]
 
 
 async def test_connection_cut_mid_stream_is_a_call_failure_without_retry(call, subagent_server):
     reply, seen, _ = await call("[[mode:drop]]")
     assert not reply.ok and reply.code == DOWNSTREAM
     assert reply.text.startswith(CONNECT_FAILED_TEXT.format(reason=""))
+    assert reply.notice == CONNECT_FAILED_NOTICE.format(label="食堂助手")
     assert [c for _, c in seen] == ["说到一半"]
     assert len(subagent_server.requests) == 1  # no retry
 
@@ -137,4 +182,5 @@ async def test_connection_refused_names_the_reason(call, sub_agent):
     reply, _, took = await call("你好", agent=down)
     prefix = CONNECT_FAILED_TEXT.format(reason="")
     assert not reply.ok and reply.text.startswith(prefix) and len(reply.text) > len(prefix)
+    assert reply.notice == CONNECT_FAILED_NOTICE.format(label="食堂助手")  # no exception for the student
     assert took < 2 + 1
