@@ -14,7 +14,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import aclosing
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from asgiref.sync import ThreadSensitiveContext
 from django.conf import settings
@@ -35,11 +35,13 @@ from chat_app.services.turns import turn_store
 TURN_BUDGET_MESSAGE = "本轮回答超出时间限制，已中断。"
 TURN_FAILED_MESSAGE = "服务内部错误，回答已中断，请稍后重试。"
 STORE_FAILED_MESSAGE = "回答保存失败，刷新后可能看不到这条回答。"
+FRAME_FAILED_MESSAGE = "回答显示出错，已中断；已保存的内容刷新后可以看到。"
 
 # The runtime enforces TURN_BUDGET_SEC itself, step by step; this outer cut is the backstop for
 # whatever it might not bound (a path that overruns its own deadline), so it fires a little later.
 BUDGET_BACKSTOP_SEC = 1.0
 _END = object()
+_PING = PING_FRAME.encode()
 _running: set[asyncio.Task] = set()  # strong references: the loop keeps only weak ones
 
 
@@ -61,6 +63,7 @@ class TurnRun:
         self.plan = plan
         self.queue: asyncio.Queue = asyncio.Queue()
         self._slot = slot
+        self.recorder = TurnRecorder()
         self.task = asyncio.create_task(self._run(), name=f"chat-turn-{plan.ctx.request_id}")
         _running.add(self.task)
         self.task.add_done_callback(_running.discard)
@@ -71,7 +74,7 @@ class TurnRun:
 
     async def _run_turn(self) -> None:
         request_id_set(self.plan.ctx.request_id)
-        recorder = TurnRecorder()
+        recorder = self.recorder
         started = time.perf_counter()
         try:
             try:
@@ -144,8 +147,29 @@ class TurnRun:
             return sse_frame(event.frame(message_id=str(self.plan.message_id)))
         return sse_frame(event.frame())
 
-    async def frames(self) -> AsyncIterator[str]:
-        """`session` first, the turn's frames, `done` last; `: ping` every SSE_PING_SEC of silence."""
+    async def _frames_failed(self) -> bytes:
+        """`error` + `done` after a frame could not be built or encoded: the turn is ended (its
+        reply stored, interrupted unless it had already finished) and `done` says what was stored."""
+        logger.exception("a chat frame could not be sent; ending the stream")
+        if not self.task.done():
+            self.task.cancel()
+        await asyncio.wait({self.task})
+        recorder = self.recorder
+        done = recorder.done or Done(full_text=recorder.reply_text, interrupted=True)
+        if recorder.interrupted and not done.interrupted:
+            done = replace(done, interrupted=True)
+        error = self._frame(Error(GENERAL, FRAME_FAILED_MESSAGE))
+        try:
+            return (error + self._frame(done)).encode()
+        except Exception:  # noqa: BLE001 - whatever broke the frame is in `done` too: send it bare
+            return (error + self._frame(Done(full_text="", interrupted=recorder.interrupted))).encode()
+
+    async def frames(self) -> AsyncIterator[bytes]:
+        """`session` first, the turn's frames, `done` last; `: ping` every SSE_PING_SEC of silence.
+
+        Frames are encoded here, not by the response, so that a frame that cannot be built or
+        encoded still ends the stream properly (`error` + `done`) instead of breaking it after
+        the headers went out."""
         request_id_set(self.plan.ctx.request_id)
         ping_sec = settings.SSE_PING_SEC
         finished = False
@@ -157,13 +181,13 @@ class TurnRun:
                     "message_id": str(self.plan.message_id),
                     "request_id": self.plan.ctx.request_id,
                 }
-            )
+            ).encode()
             while not finished:
                 try:
                     async with asyncio.timeout(ping_sec):
                         batch = [await self.queue.get()]
                 except TimeoutError:
-                    yield PING_FRAME
+                    yield _PING
                     continue
                 # Whatever queued up meanwhile goes out in the same write: under load this saves
                 # a socket write per frame, and it never delays a frame that is ready.
@@ -173,7 +197,15 @@ class TurnRun:
                     finished = True
                     batch = batch[: batch.index(_END)]
                 if batch:
-                    yield "".join(self._frame(item) for item in batch)
+                    parts = []
+                    for item in batch:
+                        try:
+                            parts.append(self._frame(item).encode())
+                        except Exception:  # noqa: BLE001 - a bug, not the text (sse_frame cleans that)
+                            parts.append(await self._frames_failed())
+                            finished = True
+                            break
+                    yield b"".join(parts)
         finally:
             # Client gone (CancelledError here, or GeneratorExit when the server closes us):
             # end the turn; the task stores the partial reply before it finishes.

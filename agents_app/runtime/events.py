@@ -1,9 +1,23 @@
 """Typed events of one chat turn. `frame()` gives the §4 payload; campus_agent.sse encodes it.
 
-The runtime yields these; chat_app stores what they describe and streams their frames.
+The runtime yields these; chat_app stores what they describe and streams their frames, and the
+tool loop builds the model's next request from them. Their text comes from outside (the model,
+sub-agents, MCP servers), so each event makes its own text valid when it is built (`text_clean`:
+no lone surrogate, no NUL): what the student is shown, what is stored and what the model is sent
+back are then the same valid text, and none of those steps can fail on it.
 """
 from dataclasses import dataclass, field
 from typing import Any
+
+from campus_agent.text import text_clean
+
+
+def _clean_fields(event, *names: str) -> None:
+    for name in names:
+        value = getattr(event, name)
+        cleaned = text_clean(value)
+        if cleaned is not value:
+            object.__setattr__(event, name, cleaned)  # frozen: set once, while being built
 
 
 @dataclass(frozen=True, slots=True)
@@ -12,6 +26,9 @@ class Chunk:
 
     content: str
     fallback: bool = False  # written by keyword routing, not by the model (issue #6)
+
+    def __post_init__(self) -> None:
+        _clean_fields(self, "content")
 
     def frame(self) -> dict:
         payload = {"type": "chunk", "content": self.content}
@@ -29,6 +46,9 @@ class ToolCall:
     tool: str
     args: str  # JSON text, as the model wrote it (normalised to "{}" when not an object)
 
+    def __post_init__(self) -> None:
+        _clean_fields(self, "call_id", "tool", "args")
+
     def frame(self) -> dict:
         return {"type": "tool_call", "call_id": self.call_id, "tool": self.tool, "args": self.args}
 
@@ -41,13 +61,23 @@ class ToolChunk:
     tool: str
     content: str
 
+    def __post_init__(self) -> None:
+        _clean_fields(self, "content")
+
     def frame(self) -> dict:
         return {"type": "tool_chunk", "call_id": self.call_id, "tool": self.tool, "content": self.content}
 
 
 @dataclass(frozen=True, slots=True)
 class ToolResult:
-    """A tool ended. `content` is what the model is given (not sent in the frame)."""
+    """A tool ended. It carries two texts for two readers:
+
+    - `content` is for the model (the tool message) and the stored tool row: the full story,
+      failure reasons included (`调用子 Agent 失败: All connection attempts failed`);
+    - `error` (failures only) is for the student: a sentence in Chinese that names no
+      exception, sent in the `tool_result` frame (the page's red box) and, when keyword routing
+      answers without a model, used as the answer. It is never given to the model.
+    """
 
     call_id: str
     tool: str
@@ -55,6 +85,9 @@ class ToolResult:
     content: str
     error: str | None = None
     chart: dict | None = None
+
+    def __post_init__(self) -> None:
+        _clean_fields(self, "content", "error", "chart")
 
     def frame(self) -> dict:
         payload = {"type": "tool_result", "call_id": self.call_id, "tool": self.tool, "ok": self.ok}
@@ -65,8 +98,13 @@ class ToolResult:
 
 @dataclass(frozen=True, slots=True)
 class Error:
+    """A failure the student is told about (`message` is student-facing, like ToolResult.error)."""
+
     code: int
     message: str
+
+    def __post_init__(self) -> None:
+        _clean_fields(self, "message")
 
     def frame(self) -> dict:
         return {"type": "error", "code": self.code, "message": self.message}
@@ -81,6 +119,9 @@ class Done:
     usage: dict[str, Any] = field(default_factory=dict)
     interrupted: bool = False
     fallback: bool = False  # the turn was answered by keyword routing (issue #6)
+
+    def __post_init__(self) -> None:
+        _clean_fields(self, "full_text", "chart", "usage")
 
     def frame(self, *, message_id: str) -> dict:
         payload = {"type": "done", "full_text": self.full_text, "message_id": message_id, "chart": self.chart}

@@ -103,7 +103,7 @@ class LlmStream:
                     continue
                 try:
                     chunk = json.loads(event.data)
-                except ValueError as exc:
+                except (ValueError, RecursionError) as exc:  # RecursionError: nested too deep
                     raise openai.APIError(STREAM_BAD_JSON_MESSAGE, request, body=event.data) from exc
                 if not isinstance(chunk, dict):
                     continue

@@ -23,6 +23,7 @@ from agents_app.runtime.tool_runs import ToolRequest, tool_calls_run
 from agents_app.runtime.tools import tool_spec, tools_for_agent
 from campus_agent.errors import DOWNSTREAM
 from campus_agent.request_id import request_id_set
+from campus_agent.text import text_clean
 
 NOT_CONFIGURED_REASON = "LLM_BASE_URL is not set"
 MODEL_INTERRUPTED_TEXT = "AI 模型回答中断，请稍后重试。"
@@ -65,12 +66,16 @@ class _Call:
     args_ok: bool = True
 
     def finish(self) -> None:
+        # The model's text goes back to the model (and to the tool): make it valid once, here.
+        self.id, self.name, self.arguments = text_clean(self.id), text_clean(self.name), text_clean(self.arguments)
         try:
             parsed = json.loads(self.arguments) if self.arguments.strip() else {}
-        except ValueError:
+        except (ValueError, RecursionError):
             parsed = None
         if isinstance(parsed, dict):
-            self.args = parsed
+            self.args = text_clean(parsed)
+            if self.args != parsed:  # escapes ("\ud800", "\u0000") that decode to invalid text
+                self.arguments = json.dumps(self.args, ensure_ascii=False)
         else:
             self.args, self.args_ok, self.arguments = {}, False, "{}"
         if not self.arguments.strip():
@@ -192,10 +197,11 @@ async def run_turn(*, agent: Agent, history: list[dict], ctx: RunContext) -> Asy
                         continue
                     content = delta.get("content")
                     if content and isinstance(content, str):
-                        round_text.append(content)
-                        text_parts.append(content)
+                        text = Chunk(content=content)  # the event makes the text valid
+                        round_text.append(text.content)
+                        text_parts.append(text.content)
                         yielded = True
-                        yield Chunk(content=content)
+                        yield text
                     for fragment in delta.get("tool_calls") or ():
                         if isinstance(fragment, dict):
                             _merge_fragment(fragments, fragment)

@@ -30,6 +30,7 @@ from campus_agent.testing.servers import ServedApp
 
 NO_SCRIPT_MESSAGE = "fake LLM: no scripted reply left"
 STREAM_ERROR_MESSAGE = "fake LLM: scripted error inside the stream"
+JUNK_FRAME = "data: {this is not json\n\n"
 
 
 @dataclass
@@ -60,6 +61,8 @@ class Reply:
     - `drop_after_chunks`: send that many chunks, then cut the connection;
     - `error_after_chunks`: send that many chunks, then an `{"error": …}` chunk inside the 200
       stream (as some providers report a failure mid-answer), and end the stream;
+    - `junk_after_chunks`: send that many chunks, then a frame that is not JSON (`JUNK_FRAME`),
+      then the rest;
     - `error_as_json`: answer status 200 with a JSON error body instead of a stream (some
       providers report quota or moderation failures so);
     - `terse_frames`: frame the stream as some providers do: `data:` without the space, CRLF
@@ -76,6 +79,7 @@ class Reply:
     hang_after_chunks: int | None = None
     drop_after_chunks: int | None = None
     error_after_chunks: int | None = None
+    junk_after_chunks: int | None = None
     terse_frames: bool = False
     error_as_json: bool = False
     interleave: bool = False
@@ -202,12 +206,26 @@ class FakeLlm(ServedApp):
                 return
             if sent and reply.chunk_delay:
                 await asyncio.sleep(reply.chunk_delay)
+            if reply.junk_after_chunks is not None and sent == reply.junk_after_chunks:
+                yield JUNK_FRAME
             yield _frame(payload, reply)
         yield _frame("[DONE]", reply)
 
 
+def _json(payload: dict) -> str:
+    """Readable JSON; text that UTF-8 cannot carry (a lone surrogate in `Reply.text`) goes on the
+    wire as its JSON escape "\\ud800", as a real server written in JavaScript would send it."""
+    data = json.dumps(payload, ensure_ascii=False)
+    if not data.isascii():
+        try:
+            data.encode()
+        except UnicodeEncodeError:
+            data = json.dumps(payload)
+    return data
+
+
 def _frame(payload: dict | str, reply: Reply) -> str:
-    data = payload if isinstance(payload, str) else json.dumps(payload, ensure_ascii=False)
+    data = payload if isinstance(payload, str) else _json(payload)
     if reply.terse_frames:
         return f": keep-alive\r\ndata:{data}\r\n\r\n"
     return f"data: {data}\n\n"

@@ -9,6 +9,7 @@ from django.utils import timezone
 from agents_app.models import Agent
 from agents_app.selectors import agent_catalog_load
 from campus_agent.errors import GENERAL
+from campus_agent.text import text_clean
 from chat_app import api_errors as errors
 from chat_app.chat_input import ChatInput
 from chat_app.models import DEFAULT_TITLE, Conversation, Message
@@ -53,6 +54,9 @@ def turn_begin(*, user, chat: ChatInput, request_id: str) -> TurnStart:
     """Resolves the conversation (404 unless the caller's) and agent (with its enabled tools
     catalog), stores the user message and builds the history the model will see. One sync call
     from the stream view."""
+    # The parser refuses text no database can hold; cleaning again costs nothing and keeps this
+    # write safe whoever calls it.
+    message, hint_domain = text_clean(chat.message), text_clean(chat.hint_domain)
     conversation = None
     if chat.conversation_id is not None:
         conversation = conversation_get(user=user, conversation_id=chat.conversation_id)
@@ -65,16 +69,16 @@ def turn_begin(*, user, chat: ChatInput, request_id: str) -> TurnStart:
             conversation = Conversation.objects.create(
                 user=user,
                 agent=agent,
-                title=conversation_title(first_message=chat.message),
-                hint_domain=chat.hint_domain or "",
+                title=conversation_title(first_message=message),
+                hint_domain=hint_domain or "",
             )
         else:
             conversation.agent = agent
-            if chat.hint_domain is not None:
-                conversation.hint_domain = chat.hint_domain
+            if hint_domain is not None:
+                conversation.hint_domain = hint_domain
             conversation.save(update_fields=["agent", "hint_domain", "updated_at"])
         user_message = Message.objects.create(
-            conversation=conversation, role=Message.Role.USER, content=chat.message, request_id=request_id
+            conversation=conversation, role=Message.Role.USER, content=message, request_id=request_id
         )
     if new_conversation:  # nothing before the question: no need to read it back
         history = [{"role": "user", "content": user_message.content}]
@@ -89,21 +93,6 @@ def turn_begin(*, user, chat: ChatInput, request_id: str) -> TurnStart:
     )
 
 
-def _without_nul(value):
-    """`value` with U+0000 dropped from every string in it (keys too).
-
-    The model's and the sub-agents' output is not ours to refuse, but PostgreSQL text and jsonb
-    cannot hold NUL: one stray character would lose the whole reply.
-    """
-    if isinstance(value, str):
-        return value.replace("\x00", "")
-    if isinstance(value, dict):
-        return {_without_nul(k): _without_nul(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_without_nul(v) for v in value]
-    return value
-
-
 def turn_store(
     *, conversation_id: uuid.UUID, final_message_id: uuid.UUID, rows: list[RowSpec], agent_name: str, request_id: str
 ) -> None:
@@ -111,6 +100,9 @@ def turn_store(
 
     The rows share one timestamp and get increasing `seq`, so their order survives any clock.
     The final assistant row takes `final_message_id`, the id the stream announced up front.
+    Their text is made valid here too (`text_clean`; the runtime's events already are): the
+    model's and the sub-agents' output is not ours to refuse, and one lone surrogate or NUL
+    that the database cannot hold would lose the whole reply.
     """
     now = timezone.now()
     messages = [
@@ -118,9 +110,9 @@ def turn_store(
             id=final_message_id if spec.is_final else uuid.uuid4(),
             conversation_id=conversation_id,
             role=spec.role,
-            content=_without_nul(spec.content),
-            meta=_without_nul(spec.meta),
-            chart=_without_nul(spec.chart),
+            content=text_clean(spec.content),
+            meta=text_clean(spec.meta),
+            chart=text_clean(spec.chart),
             agent_name=agent_name if spec.role == Message.Role.ASSISTANT else "",
             request_id=request_id,
             seq=position,

@@ -1,4 +1,4 @@
-"""U+0000 from the model or a sub-agent is stored without it (PostgreSQL text/jsonb refuse NUL)."""
+"""U+0000 from the model or a sub-agent is dropped, in frames and rows (PostgreSQL text/jsonb refuse NUL)."""
 import pytest
 
 from agents_app.testing.fake_llm import Reply, ScriptedCall
@@ -17,7 +17,8 @@ def test_nul_in_model_and_sub_agent_output_is_stored_without_it(
     llm_settings.reply_text("一食堂\u0000有红烧肉。", chunk_size=2)
     result = chat(live_asgi, {"message": "今天吃啥"}, headers=auth_headers)
     assert result.status == 200 and result.types[-1] == "done"
-    assert result.frames[-1]["full_text"] == "我查\u0000一下。一食堂\u0000有红烧肉。"  # shown as streamed
+    assert "\\u0000" not in result.raw
+    assert result.frames[-1]["full_text"] == "我查一下。一食堂有红烧肉。"  # shown as stored
 
     rows = list(Message.objects.filter(conversation_id=result.frames[0]["conversation_id"]).order_by("created_at", "seq"))
     assert [r.role for r in rows] == ["user", "assistant", "tool", "assistant"]
