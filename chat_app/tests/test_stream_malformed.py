@@ -211,3 +211,12 @@ async def test_a_frame_that_cannot_be_encoded_ends_the_stream_with_error_and_don
     reply = await Message.objects.aget(id=plan.message_id)
     assert reply.meta["interrupted"] is True
     assert reply.content == done["full_text"] and reply.content.startswith("第一段")
+
+
+def test_a_question_with_invalid_text_is_stored_valid(user, agent):
+    """The request parser refuses such a body with a 400; the write cleans anyway, whoever calls it."""
+    start = turn_begin(user=user, chat=ChatInput(message="问\ud800题\x00", conversation_id=None, agent=None,
+                                                 hint_domain="食堂\x00"), request_id="0123456789abcdef")
+    question = Message.objects.get(id=start.user_message_id)
+    assert question.content == f"问{FFFD}题" and start.history == [{"role": "user", "content": f"问{FFFD}题"}]
+    assert question.conversation.title == f"问{FFFD}题" and question.conversation.hint_domain == "食堂"
