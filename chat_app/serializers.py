@@ -1,4 +1,5 @@
 """Shapes of the REST answers and request bodies (the stream's frames are in docs/api.md)."""
+from django.core.validators import RegexValidator
 from rest_framework import serializers
 
 from agents_app.models import Agent
@@ -30,8 +31,17 @@ class TokenRequestSerializer(serializers.Serializer):
     password = serializers.CharField(max_length=256, trim_whitespace=False, style={"input_type": "password"})
 
 
+MSG_CAMPUS_TOKEN_CHARS = "只能包含可见的 ASCII 字符（校园令牌放在 Authorization 请求头中发送）。"
+
+
 class SsoRequestSerializer(serializers.Serializer):
-    campus_token = serializers.CharField(max_length=4096, help_text="校园统一认证签发的令牌（只发给子 Agent，不进入 JWT）。")
+    # The token travels as `Authorization: Bearer <token>` (to the campus SSO, then to sub-agents):
+    # a header carries visible ASCII only, and a CR/LF in it would be a header injection.
+    campus_token = serializers.CharField(
+        max_length=4096,
+        validators=[RegexValidator(r"^[\x21-\x7e]+\Z", message=MSG_CAMPUS_TOKEN_CHARS)],
+        help_text="校园统一认证签发的令牌（只发给子 Agent，不进入 JWT）。",
+    )
 
 
 class TokenResponseSerializer(serializers.Serializer):

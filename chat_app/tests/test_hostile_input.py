@@ -291,6 +291,31 @@ async def test_what_each_endpoint_takes_still_gets_through(async_client, setting
         assert b'"type":"done"' in content
 
 
+# --- campus tokens: they travel on to the campus SSO and to sub-agents in a header -------------
+
+HOSTILE_CAMPUS_TOKENS = {
+    "chinese": "校园令牌",
+    "latin-1": "caf\xe9",
+    "crlf-header-injection": "abc\r\nX-Evil: 1",
+    "lf": "abc\ndef",
+    "tab-inside": "abc\tdef",
+    "space-inside": "abc def",
+    "bom": "\ufeffabc",
+    "line-separator": "abc\u2028def",
+    "zero-width-space": "abc\u200bdef",
+    "del": "abc\x7f",
+}
+
+
+@pytest.mark.parametrize("token", HOSTILE_CAMPUS_TOKENS.values(), ids=HOSTILE_CAMPUS_TOKENS.keys())
+async def test_a_campus_token_no_header_can_carry_is_400(async_client, token):
+    before = await astored()
+    response = await send(async_client, "POST", "/api/v1/auth/sso", j({"campus_token": token}),
+                          content_type="application/json")
+    assert_json_error(response, 400)
+    assert await astored() == before
+
+
 # --- the Authorization header ------------------------------------------------------------------
 
 AUTH_PATHS = [("POST", "/api/v1/chat"), ("GET", "/api/v1/conversations"), ("POST", "/api/v1/auth/logout")]
