@@ -228,6 +228,13 @@ SSE_PING_SEC = env.float("SSE_PING_SEC", default=15.0)
 CHAT_MAX_CONCURRENT_STREAMS = env.int("CHAT_MAX_CONCURRENT_STREAMS", default=3)
 CHAT_RATE_PER_MINUTE = env.int("CHAT_RATE_PER_MINUTE", default=20)
 KEYWORD_FALLBACK_ENABLED = env.bool("KEYWORD_FALLBACK_ENABLED", default=True)
+# Runs (DESIGN §4a): a turn's frames are kept RUN_LOG_RETAIN_SEC after it ends for clients that
+# re-attach (at most RUN_LOG_MAX_FRAMES in Redis); each worker heart-beats its runs and
+# checkpoints their text every RUN_HEARTBEAT_SEC; a run silent for RUN_STALE_SEC lost its worker.
+RUN_LOG_RETAIN_SEC = env.float("RUN_LOG_RETAIN_SEC", default=600.0)
+RUN_LOG_MAX_FRAMES = env.int("RUN_LOG_MAX_FRAMES", default=10000)
+RUN_HEARTBEAT_SEC = env.float("RUN_HEARTBEAT_SEC", default=2.0)
+RUN_STALE_SEC = env.float("RUN_STALE_SEC", default=10.0)
 # The demo sub-agents (/demo/subagents/…: unauthenticated, bundled data) are mounted only when
 # this is on: scripts/run.sh turns it on for the local demo; a deployment leaves it off.
 DEMO_ENABLED = env.bool("DEMO_ENABLED", default=False)

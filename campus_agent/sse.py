@@ -1,6 +1,8 @@
 """The one place where a chat event becomes Server-Sent Events text (DESIGN §4)."""
 import json
 
+from django.http import StreamingHttpResponse
+
 from campus_agent.text import text_clean, text_valid
 
 PING_FRAME = ": ping\n\n"
@@ -11,8 +13,9 @@ def _dumps(payload: dict) -> str:
     return json.dumps(payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
-def sse_frame(payload: dict) -> str:
-    """`data: <json>\\n\\n`, JSON without ASCII escaping so Chinese text stays readable.
+def sse_frame(payload: dict, *, event_id: int | None = None) -> str:
+    """`data: <json>\\n\\n`, JSON without ASCII escaping so Chinese text stays readable; with
+    `event_id`, an `id:` line first (a run's sequence number, DESIGN §4a).
 
     Never fails on the payload's text: a lone surrogate (which UTF-8 cannot encode, so the
     response would fail after its headers went out), a NUL, or NaN / Infinity (not JSON) makes
@@ -25,4 +28,12 @@ def sse_frame(payload: dict) -> str:
     else:
         if _NUL_ESCAPE in body or not text_valid(body):
             body = _dumps(text_clean(payload))
-    return f"data: {body}\n\n"
+    return f"data: {body}\n\n" if event_id is None else f"id: {event_id}\ndata: {body}\n\n"
+
+
+def sse_response(frames) -> StreamingHttpResponse:
+    """The §4 stream response around an (async) iterator of SSE text."""
+    response = StreamingHttpResponse(frames, content_type="text/event-stream; charset=utf-8")
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"
+    return response

@@ -3,6 +3,7 @@ from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from chat_app.views import auth, rest
+from chat_app.views.runs import run_events, run_stop
 from chat_app.views.stream import chat_stream
 from chat_app.views.stream_schema import ChatStreamSchemaView
 
@@ -10,6 +11,8 @@ urlpatterns = [
     path("chat", chat_stream, name="chat-stream"),
     # Same route, never reached: documents the stream in the OpenAPI schema (see stream_schema).
     path("chat", ChatStreamSchemaView.as_view(), name="chat-stream-schema"),
+    path("runs/<uuid:run_id>/events", run_events, name="run-events"),
+    path("runs/<uuid:run_id>/stop", run_stop, name="run-stop"),
     path("auth/token", auth.TokenView.as_view(), name="auth-token"),
     path("auth/sso", auth.SsoView.as_view(), name="auth-sso"),
     path("auth/logout", auth.LogoutView.as_view(), name="auth-logout"),

@@ -131,3 +131,56 @@ class CampusIdentity(models.Model):
 
     def __str__(self) -> str:
         return self.sub
+
+
+class Run(models.Model):
+    """One chat turn as the server runs it (DESIGN §4a): it outlives the request that started it.
+
+    The worker named in `worker` runs it and refreshes `heartbeat_at` every RUN_HEARTBEAT_SEC,
+    writing the reply text not yet stored into `partial_text` at the same time; a run whose
+    heartbeat is older than RUN_STALE_SEC lost its worker and is finished as interrupted by
+    another one (chat_app.runs.supervisor).
+    """
+
+    class Status(models.TextChoices):
+        RUNNING = "running", "进行中"
+        AWAITING_APPROVAL = "awaiting_approval", "等待审批"
+        FINISHED = "finished", "已完成"
+        INTERRUPTED = "interrupted", "已中断"
+
+    ACTIVE = (Status.RUNNING, Status.AWAITING_APPROVAL)
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="runs", verbose_name="对话")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="chat_runs", verbose_name="用户"
+    )
+    status = models.CharField("状态", max_length=20, choices=Status.choices, default=Status.RUNNING)
+    worker = models.CharField("所在进程", max_length=128, blank=True, default="")
+    heartbeat_at = models.DateTimeField("心跳时间")
+    started_at = models.DateTimeField("开始时间", auto_now_add=True)
+    ended_at = models.DateTimeField("结束时间", null=True, blank=True)
+    request_id = models.CharField("请求 ID", max_length=64, blank=True, default="")
+    # The final assistant row's id, announced in `session` and `done` before the row exists.
+    message_id = models.UUIDField("回答消息 ID", default=uuid.uuid4)
+    agent_name = models.CharField("智能体", max_length=100, blank=True, default="")
+    # Reply text streamed but not yet stored (checkpoint); emptied when the run ends.
+    partial_text = models.TextField("未保存的回答", blank=True, default="")
+    # The stream slot's lease key in the cache, given back by whoever ends the run.
+    slot_key = models.CharField(max_length=128, blank=True, default="")
+
+    class Meta:
+        verbose_name = "运行"
+        verbose_name_plural = "运行"
+        ordering = ["-started_at"]
+        indexes = [
+            models.Index(fields=["status", "heartbeat_at"], name="run_status_heartbeat"),
+            models.Index(fields=["conversation", "status"], name="run_conversation_status"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.id} · {self.get_status_display()}"
+
+    @property
+    def active(self) -> bool:
+        return self.status in self.ACTIVE

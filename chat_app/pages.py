@@ -6,16 +6,18 @@ waiting for an API round trip; the browser script only adds what streams in afte
 """
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
+from django.db.models import Q
 from django.http import Http404
 from django.shortcuts import render
 
 from chat_app.login_forms import LoginForm
-from chat_app.models import Conversation
+from chat_app.models import Conversation, Message, Run
 from chat_app.selectors import (
     agent_list,
     conversation_get,
     conversation_list,
     message_list,
+    run_active_get,
 )
 
 SIDEBAR_LIMIT = 100  # the sidebar is a recent list, not an archive
@@ -23,8 +25,13 @@ HISTORY_LIMIT = 500  # rows shown for one conversation; older ones stay in the d
 MESSAGE_FIELDS = ("id", "role", "content", "meta", "chart", "created_at")
 
 
-def _stored_messages(*, conversation: Conversation) -> list[dict]:
-    rows = list(message_list(conversation=conversation).reverse().values(*MESSAGE_FIELDS)[:HISTORY_LIMIT])
+def _stored_messages(*, conversation: Conversation, active_run: Run | None) -> list[dict]:
+    messages = message_list(conversation=conversation)
+    if active_run is not None:
+        # The run in progress is replayed whole by re-attaching (its finished tool rounds are
+        # stored already): show only its question here, not the same rounds twice.
+        messages = messages.exclude(Q(request_id=active_run.request_id) & ~Q(role=Message.Role.USER))
+    rows = list(messages.reverse().values(*MESSAGE_FIELDS)[:HISTORY_LIMIT])
     rows.reverse()
     # A window that starts at a tool row would show a chip without its call: start at a turn.
     while rows and rows[0]["role"] != "user":
@@ -48,10 +55,13 @@ def chat_page(request, conversation_id=None):
         if conversation is None:
             raise Http404("对话不存在")
     agents = list(agent_list().values("slug", "name"))
+    active_run = run_active_get(conversation_id=conversation.id) if conversation else None
     state = {
         "conversation_id": str(conversation.id) if conversation else None,
         "agent": _selected_agent(agents=agents, conversation=conversation),
-        "messages": _stored_messages(conversation=conversation) if conversation else [],
+        "messages": _stored_messages(conversation=conversation, active_run=active_run) if conversation else [],
+        # The page re-attaches to an answer still being written (DESIGN §4a).
+        "active_run_id": str(active_run.id) if active_run else None,
     }
     context = {
         "conversations": conversation_list(user=request.user).values("id", "title")[:SIDEBAR_LIMIT],

@@ -1,12 +1,12 @@
 """Reads of chat_app: sessions, agents, conversations, messages, and the model's history."""
 import uuid
 
-from django.db.models import QuerySet
+from django.db.models import OuterRef, QuerySet, Subquery
 from django.utils import timezone
 from django.utils.crypto import constant_time_compare
 
 from agents_app.models import Agent
-from chat_app.models import AuthSession, Conversation, Message
+from chat_app.models import AuthSession, Conversation, Message, Run
 
 
 def auth_session_get_valid(*, session_id: str, user_id: int) -> AuthSession | None:
@@ -40,7 +40,15 @@ def agent_get_default() -> Agent | None:
 
 
 def conversation_list(*, user) -> QuerySet[Conversation]:
-    return Conversation.objects.filter(user=user).select_related("agent").order_by("-updated_at")
+    """The user's conversations, newest first, each with `active_run_id` (the run in progress, or
+    None) so that a page or a second tab can re-attach to it (DESIGN §4a)."""
+    active_run = Run.objects.filter(conversation=OuterRef("pk"), status__in=Run.ACTIVE).order_by("-started_at")
+    return (
+        Conversation.objects.filter(user=user)
+        .select_related("agent")
+        .annotate(active_run_id=Subquery(active_run.values("id")[:1]))
+        .order_by("-updated_at")
+    )
 
 
 def conversation_get(*, user, conversation_id) -> Conversation | None:
@@ -80,3 +88,13 @@ def history_build(*, conversation: Conversation, limit: int) -> list[dict]:
     while rows and rows[0].role == Message.Role.TOOL:
         rows.pop(0)
     return [m for m in (_openai_message(row) for row in rows) if m is not None]
+
+
+def run_active_get(*, conversation_id) -> Run | None:
+    """The conversation's run in progress (the newest, should there be several), or None."""
+    return (
+        Run.objects.filter(conversation_id=conversation_id, status__in=Run.ACTIVE)
+        .only("id", "request_id")
+        .order_by("-started_at")
+        .first()
+    )

@@ -14,10 +14,13 @@ class AgentSerializer(serializers.ModelSerializer):
 
 class ConversationSerializer(serializers.ModelSerializer):
     agent = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
+    active_run_id = serializers.UUIDField(
+        read_only=True, allow_null=True, help_text="进行中的运行（null：没有）；GET /api/v1/runs/<id>/events 可重新接上。"
+    )
 
     class Meta:
         model = Conversation
-        fields = ["id", "title", "agent", "hint_domain", "created_at", "updated_at"]
+        fields = ["id", "title", "agent", "hint_domain", "created_at", "updated_at", "active_run_id"]
 
 
 class MessageSerializer(serializers.ModelSerializer):

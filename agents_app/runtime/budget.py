@@ -2,6 +2,16 @@
 import asyncio
 
 
+def turn_deadline(ctx) -> float:
+    """The turn's deadline in event-loop time: the one its runner set on the context, else
+    TURN_BUDGET_SEC from now."""
+    if ctx.deadline is not None:
+        return ctx.deadline
+    from django.conf import settings
+
+    return asyncio.get_running_loop().time() + settings.TURN_BUDGET_SEC
+
+
 class BudgetSpent(Exception):
     """The turn's wall-clock budget (TURN_BUDGET_SEC) ran out."""
 

@@ -10,6 +10,9 @@ class RunContext:
     user_id: int | None = None
     campus_token: str | None = None
     hint_domain: str | None = None
+    # The turn's wall-clock deadline (event-loop time) set by whoever runs the turn; None: the
+    # runtime starts TURN_BUDGET_SEC from its own start.
+    deadline: float | None = None
 
     def __repr__(self) -> str:  # never print the campus token, whoever logs the context
         return f"RunContext(request_id={self.request_id!r}, conversation_id={self.conversation_id!r})"

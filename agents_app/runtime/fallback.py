@@ -8,7 +8,6 @@ instead each tool's description is split on punctuation into keyword candidates 
 吃什么" → 食堂 / 菜单 / 吃什么), and a candidate that occurs in the question scores its length
 divided by how many tools share it (a word every tool mentions decides nothing).
 """
-import asyncio
 import json
 import re
 import uuid
@@ -17,11 +16,10 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
 
-from django.conf import settings
 from loguru import logger
 
 from agents_app.models import Agent
-from agents_app.runtime.budget import BudgetSpent
+from agents_app.runtime.budget import BudgetSpent, turn_deadline
 from agents_app.runtime.context import RunContext
 from agents_app.runtime.events import Chunk, Done, Event, ToolCall, ToolResult
 from agents_app.runtime.loop import TURN_TIMEOUT_TEXT
@@ -180,7 +178,7 @@ async def fallback_turn(*, agent: Agent, history: list[dict], ctx: RunContext, r
     Every text event and the Done carry `fallback=True`.
     """
     request_id_set(ctx.request_id)
-    deadline = asyncio.get_running_loop().time() + settings.TURN_BUDGET_SEC
+    deadline = turn_deadline(ctx)
     question = _question_of(history)
     tools = await _tools_of(agent)
     callable_tools = [tool for tool in tools if tool_fallback_args(tool=tool, question=question) is not None]

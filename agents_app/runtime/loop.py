@@ -1,7 +1,6 @@
 """The tool loop of one chat turn (DESIGN §6)."""
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 import uuid
@@ -15,7 +14,7 @@ from django.conf import settings
 from loguru import logger
 
 from agents_app.models import Agent
-from agents_app.runtime.budget import BudgetSpent, within
+from agents_app.runtime.budget import BudgetSpent, turn_deadline, within
 from agents_app.runtime.context import RunContext
 from agents_app.runtime.events import Chunk, Done, Error, Event, ToolCall, ToolResult
 from agents_app.runtime.llm import llm_stream
@@ -153,7 +152,7 @@ async def run_turn(*, agent: Agent, history: list[dict], ctx: RunContext) -> Asy
         raise LlmUnavailable(NOT_CONFIGURED_REASON)
     request_id_set(ctx.request_id)
     started = time.perf_counter()
-    deadline = asyncio.get_running_loop().time() + settings.TURN_BUDGET_SEC
+    deadline = turn_deadline(ctx)
     tools = await tools_for_agent(agent)
     by_name = {tool.name: tool for tool in tools}
     specs = [tool_spec(tool) for tool in tools]

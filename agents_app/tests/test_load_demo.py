@@ -172,7 +172,8 @@ def test_the_demo_in_a_minute(settings, live_asgi):
                       timeout=20) as response:
         assert response.status_code == 200
         raw = "".join(response.iter_text())
-    frames = [json.loads(block.removeprefix("data: ")) for block in raw.split("\n\n") if block.startswith("data: ")]
+    # Frames after `session` carry an `id:` line (DESIGN §4a) before their `data:` line.
+    frames = [json.loads(block.partition("data: ")[2]) for block in raw.split("\n\n") if "data: " in block]
 
     expected = canteen_answer(message=question)
     notice = NOTICE.format(tool="食堂助手（演示）")

@@ -36,7 +36,7 @@ def chat_turn_admit(*, request, request_id: str) -> Admission:
             raise errors.ApiError(
                 errors.MSG_RATE_LIMITED, code=errors.RATE_LIMITED, status=429, headers={"Retry-After": "60"}
             )
-        start = turn_begin(user=caller.user, chat=chat, request_id=request_id)
+        start = turn_begin(user=caller.user, chat=chat, request_id=request_id, slot_key=slot.cache_key)
     except BaseException:
         stream_slot_release(slot=slot)
         raise

@@ -49,6 +49,7 @@ class TurnRecorder:
         self.errors: list[Error] = []
         self.interrupted = False
         self._saw_text = False
+        self._taken = 0  # rounds already handed out by finished_rounds_take (stored while running)
 
     def add(self, event: Event) -> None:
         if isinstance(event, Chunk):
@@ -103,18 +104,36 @@ class TurnRecorder:
         self._rounds.append(self._open)
         self._open = None
 
-    def rows(self) -> list[RowSpec]:
-        """Assistant `tool_calls` row + one tool row per call, per round; then the final reply."""
-        rounds = [*self._rounds, *([self._open] if self._open else [])]
+    def _all_rounds(self) -> list[_Round]:
+        return [*self._rounds, *([self._open] if self._open else [])]
+
+    def finished_rounds_take(self) -> list[RowSpec]:
+        """The rows of the tool rounds that are complete (every call has its result) and were not
+        taken yet; `rows()` leaves them out from then on. A run stores them as they finish, so
+        a worker that dies loses no finished tool call (DESIGN §4a)."""
         specs: list[RowSpec] = []
-        for rnd in rounds:
-            tool_calls = [
-                {"id": c.call.call_id, "type": "function", "function": {"name": c.call.tool, "arguments": c.call.args}}
-                for c in rnd.calls
-            ]
-            specs.append(RowSpec(role="assistant", content=rnd.text, meta={"tool_calls": tool_calls}))
-            for c in rnd.calls:
-                specs.append(_tool_row(c))
+        for rnd in self._all_rounds()[self._taken:]:
+            if not rnd.calls or any(c.result is None for c in rnd.calls):
+                break
+            specs.extend(_round_rows(rnd))
+            self._taken += 1
+        return specs
+
+    def finished_rounds_untake(self, specs: list[RowSpec]) -> None:
+        """Gives back rows that could not be stored: `rows()` includes their rounds again."""
+        self._taken -= sum(1 for spec in specs if spec.meta.get("tool_calls"))
+
+    @property
+    def unsaved_text(self) -> str:
+        """The reply text streamed and not yet stored: what a checkpoint saves."""
+        pending = "".join(rnd.text for rnd in self._all_rounds()[self._taken:])
+        return pending + "".join(self._text)
+
+    def rows(self) -> list[RowSpec]:
+        """Assistant `tool_calls` row + one tool row per call, per round not taken yet; then the final reply."""
+        specs: list[RowSpec] = []
+        for rnd in self._all_rounds()[self._taken:]:
+            specs.extend(_round_rows(rnd))
         final_meta: dict = {}
         if self.done is not None and self.done.usage:
             final_meta["usage"] = dict(self.done.usage)
@@ -127,6 +146,14 @@ class TurnRecorder:
         chart = self.done.chart if self.done is not None else None
         specs.append(RowSpec(role="assistant", content=self.reply_text, meta=final_meta, chart=chart, is_final=True))
         return specs
+
+
+def _round_rows(rnd: _Round) -> list[RowSpec]:
+    tool_calls = [
+        {"id": c.call.call_id, "type": "function", "function": {"name": c.call.tool, "arguments": c.call.args}}
+        for c in rnd.calls
+    ]
+    return [RowSpec(role="assistant", content=rnd.text, meta={"tool_calls": tool_calls}), *map(_tool_row, rnd.calls)]
 
 
 def _tool_row(record: _Call) -> RowSpec:

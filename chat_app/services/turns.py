@@ -12,7 +12,8 @@ from campus_agent.errors import GENERAL
 from campus_agent.text import text_clean
 from chat_app import api_errors as errors
 from chat_app.chat_input import ChatInput
-from chat_app.models import DEFAULT_TITLE, Conversation, Message
+from chat_app.models import DEFAULT_TITLE, Conversation, Message, Run
+from chat_app.runs.registry import WORKER_ID
 from chat_app.selectors import agent_get_default, agent_get_enabled, conversation_get, history_build
 from chat_app.services.recording import RowSpec
 
@@ -29,11 +30,15 @@ def conversation_title(*, first_message: str) -> str:
 
 @dataclass(frozen=True)
 class TurnStart:
-    conversation_id: uuid.UUID
+    run: Run
     agent: Agent
     history: list[dict]
     user_message_id: uuid.UUID
     hint_domain: str | None
+
+    @property
+    def conversation_id(self) -> uuid.UUID:
+        return self.run.conversation_id
 
 
 def _agent_for(*, wanted: str | None, conversation: Conversation | None) -> Agent:
@@ -50,10 +55,11 @@ def _agent_for(*, wanted: str | None, conversation: Conversation | None) -> Agen
     return agent
 
 
-def turn_begin(*, user, chat: ChatInput, request_id: str) -> TurnStart:
+def turn_begin(*, user, chat: ChatInput, request_id: str, slot_key: str = "") -> TurnStart:
     """Resolves the conversation (404 unless the caller's) and agent (with its enabled tools
-    catalog), stores the user message and builds the history the model will see. One sync call
-    from the stream view."""
+    catalog), stores the user message with the turn's run row (run by this worker, holding the
+    stream slot `slot_key`), and builds the history the model will see. One sync call from the
+    stream view."""
     # The parser refuses text no database can hold; cleaning again costs nothing and keeps this
     # write safe whoever calls it.
     message, hint_domain = text_clean(chat.message), text_clean(chat.hint_domain)
@@ -80,12 +86,21 @@ def turn_begin(*, user, chat: ChatInput, request_id: str) -> TurnStart:
         user_message = Message.objects.create(
             conversation=conversation, role=Message.Role.USER, content=message, request_id=request_id
         )
+        run = Run.objects.create(
+            conversation=conversation,
+            user=user,
+            worker=WORKER_ID,
+            heartbeat_at=timezone.now(),
+            request_id=request_id,
+            agent_name=agent.name,
+            slot_key=slot_key or "",
+        )
     if new_conversation:  # nothing before the question: no need to read it back
         history = [{"role": "user", "content": user_message.content}]
     else:
         history = history_build(conversation=conversation, limit=settings.MAX_HISTORY)
     return TurnStart(
-        conversation_id=conversation.id,
+        run=run,
         agent=agent,
         history=history,
         user_message_id=user_message.id,

@@ -94,7 +94,12 @@ class _SlowMeta(dict):
         return super().get(key, default)
 
 
-async def test_client_leaving_during_admission_gives_the_slot_back_and_stores_the_reply(user, agent, user_token):
+async def test_client_leaving_during_admission_still_runs_the_turn_then_gives_the_slot_back(
+    user, agent, user_token, llm_settings
+):
+    """The turn belongs to the server once admitted (DESIGN §4a): a client that left during
+    admission finds its answer stored, and the slot is held only while the run runs."""
+    llm_settings.reply_text("在的。")
     request = RequestFactory().post("/api/v1/chat", data={"message": "在吗"}, content_type="application/json")
     entered, release = threading.Event(), threading.Event()
     request.META = _SlowMeta(request.META, HTTP_AUTHORIZATION=f"Bearer {user_token}", entered=entered, release=release)
@@ -116,7 +121,7 @@ async def test_client_leaving_during_admission_gives_the_slot_back_and_stores_th
             break
         await asyncio.sleep(0.05)
     assert local_stream_count(user_id=user.pk) == 0
-    assert await sync_to_async(stored)() == [("user", "在吗", False), ("assistant", "", True)]
+    assert await sync_to_async(stored)() == [("user", "在吗", False), ("assistant", "在的。", False)]
 
 
 def test_the_rate_window_does_not_reset_on_a_clock_boundary(settings, monkeypatch):

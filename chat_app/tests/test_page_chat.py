@@ -13,6 +13,7 @@ from agents_app.runtime.loop import MODEL_INTERRUPTED_TEXT
 from agents_app.runtime.turn import MODEL_UNAVAILABLE
 from agents_app.testing.fake_llm import Reply
 from chat_app.models import Conversation, Message
+from subagents_app.client import HTTP_ERROR_NOTICE
 from subagents_app.models import SubAgent
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -174,7 +175,8 @@ def test_stop_mid_stream_keeps_the_partial_reply_marked_interrupted(chat, llm_se
     shown = page.text_content(".msg-assistant .segment").strip()
     assert 0 < len(shown) < len(long_answer)
 
-    # The server noticed the client leave and stored what was said so far, marked interrupted.
+    # The stop button asked the server to stop the run (DESIGN §4a): it stored what was said so
+    # far, marked interrupted.
     conversation = Conversation.objects.get(user__username="20230001")
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline:
@@ -202,7 +204,8 @@ def test_failures_are_shown_inline_in_plain_chinese(chat, llm_settings, settings
     assert page.get_attribute(".tool", "data-state") == "failed"
     assert page.text_content(".tool .tool-state") == "失败"
     page.click(".tool summary")
-    assert "子 Agent 返回错误（500）" in page.text_content(".tool .tool-output")
+    # The student reads a sentence naming the service, not the HTTP status meant for the model.
+    assert HTTP_ERROR_NOTICE.format(label="食堂助手") in page.text_content(".tool .tool-output")
 
     # The model's stream is cut mid-answer: the `done` frame says so and the reply is flagged
     # at once (before, only a reload showed the flag, from the stored row).
@@ -291,3 +294,31 @@ def test_demo_canteen_conversation_for_the_readme(chat, llm_settings, live_site)
     shot = chat.screenshot("chat-demo")
     if _has_cjk_font():  # without one the picture shows boxes instead of Chinese: keep the committed one
         shutil.copyfile(shot, settings.BASE_DIR / "docs" / "screenshot-chat.png")
+
+
+def test_reload_mid_answer_reattaches_and_a_second_tab_follows_the_same_run(chat, llm_settings):
+    """The answer belongs to the server (DESIGN §4a): a reload shows what was said, then goes on
+    live; a second tab on the same conversation follows the same run; nothing is cut."""
+    long_answer = "".join(f"第{i}条：图书馆周末开放到晚上十点。" for i in range(30))
+    llm_settings.queue(Reply(text=long_answer, chunk_delay=0.05, chunk_size=4))
+    page = chat.page
+    _ask(page, "图书馆几点关门")
+    page.wait_for_function("() => (document.querySelector('.msg-assistant .segment')?.textContent || '').length > 20")
+    page.wait_for_url(re.compile(r"/c/[0-9a-f-]+/"))
+    conversation_url = page.url
+
+    page.reload()
+    chat.chat_ready()
+    second = page.context.new_page()
+    second.goto(conversation_url)
+    second.wait_for_selector("#app[data-ready=true]")
+    for tab in (page, second):
+        _wait_answered(tab)
+        snapshot = tab.evaluate(PANE_SNAPSHOT)
+        assert [m["role"] for m in snapshot] == ["user", "assistant"]
+        assert snapshot[1]["text"] == [long_answer] and snapshot[1]["flags"] == [] and snapshot[1]["errors"] == []
+    second.close()
+
+    conversation = Conversation.objects.get(user__username="20230001")
+    final = [r for r in _stored_rows(conversation.id) if r.role == "assistant"]
+    assert len(final) == 1 and final[0].content == long_answer and "interrupted" not in final[0].meta

@@ -6,19 +6,19 @@ HTTP stream and is stored, with the text made valid the same way in frames and r
 import asyncio
 import json
 import socket
-import uuid
 
 import pytest
 from asgiref.sync import sync_to_async
 
 from agents_app.runtime.context import RunContext
+from agents_app.runtime.events import Chunk
 from agents_app.runtime.loop import MODEL_INTERRUPTED_TEXT
 from agents_app.testing.fake_llm import Reply
 from chat_app.chat_input import ChatInput
 from chat_app.limits import StreamSlot
 from chat_app.models import Message
+from chat_app.runs.engine import FRAME_FAILED_MESSAGE, RunPlan, RunTask
 from chat_app.services.turns import turn_begin
-from chat_app.streaming import FRAME_FAILED_MESSAGE, TurnPlan, TurnRun
 from chat_app.tests.sse import chat, parse_events
 from subagents_app.client import CONNECT_FAILED_NOTICE, CONNECT_FAILED_TEXT, TOKEN_EXPIRED_NOTICE
 from subagents_app.testing.contract_agent import CHART, ERROR_MESSAGE, HUGE_CHUNK, answer_chunks
@@ -177,40 +177,42 @@ def test_unreachable_sub_agent_student_reads_chinese_model_reads_the_reason(
 
 class _Unencodable:
     """Stands in for a bug: an event whose frame cannot be encoded as JSON. Nothing the runtime
-    builds is like this (its text is cleaned), which is why the relay's last line of defence
+    builds is like this (its text is cleaned), which is why the run's last line of defence
     needs an event made up to be reached."""
 
     def frame(self) -> dict:
         return {"type": "chunk", "content": object()}
 
 
-async def test_a_frame_that_cannot_be_encoded_ends_the_stream_with_error_and_done(llm_settings, agent, user):
-    llm_settings.queue(Reply(text="第一段。第二段。第三段。第四段。", chunk_size=4, chunk_delay=0.2))
+async def _story_then_a_bug(*, agent, history, ctx):
+    """A scripted event source for the run (RunPlan.events): two chunks, then the bad event."""
+    yield Chunk("第一段。")
+    yield Chunk("第二段。")
+    yield _Unencodable()
+    yield Chunk("不会发出的第三段。")
+
+
+async def test_a_frame_that_cannot_be_encoded_ends_the_run_with_error_and_done(agent, user):
     start = await sync_to_async(turn_begin)(
         user=user, chat=ChatInput(message="讲个故事", conversation_id=None, agent=None, hint_domain=None),
         request_id="0123456789abcdef",
     )
-    plan = TurnPlan(agent=start.agent, history=start.history, conversation_id=start.conversation_id,
-                    message_id=uuid.uuid4(), budget_sec=30,
-                    ctx=RunContext(request_id="0123456789abcdef", conversation_id=str(start.conversation_id),
-                                   user_id=user.pk, campus_token=None, hint_domain=None))
-    run = TurnRun(plan, slot=StreamSlot(user_id=user.pk))
+    ctx = RunContext(request_id="0123456789abcdef", conversation_id=str(start.conversation_id), user_id=user.pk)
+    plan = RunPlan(run=start.run, agent=start.agent, history=start.history, ctx=ctx, events=_story_then_a_bug)
+    run = RunTask(plan, slot=StreamSlot(user_id=user.pk))
     raw = b""
     async with asyncio.timeout(10):
-        async for data in run.frames():
+        async for data in run.log.follow(after=0, ping_sec=5):
             raw += data
-            frames, _ = parse_events(raw.decode())
-            if any(f["type"] == "chunk" for f in frames) and not any(f["type"] == "error" for f in frames):
-                run.queue.put_nowait(_Unencodable())  # the next batch holds it
 
     frames, _ = parse_events(raw.decode())
-    assert [f["type"] for f in frames][-2:] == ["error", "done"]
+    assert [f["type"] for f in frames] == ["chunk", "chunk", "error", "done"]
     assert frames[-2] == {"type": "error", "code": 50002, "message": FRAME_FAILED_MESSAGE}
     done = frames[-1]
-    assert done["interrupted"] is True and done["message_id"] == str(plan.message_id)
-    reply = await Message.objects.aget(id=plan.message_id)
+    assert done["interrupted"] is True and done["message_id"] == str(start.run.message_id)
+    reply = await Message.objects.aget(id=start.run.message_id)
     assert reply.meta["interrupted"] is True
-    assert reply.content == done["full_text"] and reply.content.startswith("第一段")
+    assert reply.content == done["full_text"] == "第一段。第二段。"
 
 
 def test_a_question_with_invalid_text_is_stored_valid(user, agent):

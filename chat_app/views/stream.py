@@ -1,92 +1,60 @@
-"""`POST /api/v1/chat`: a plain async view streaming the turn as SSE (DESIGN §4).
+"""`POST /api/v1/chat`: admits a turn, starts its run, and follows it as SSE (DESIGN §4, §4a).
 
 Not a DRF view: DRF views are sync and Django would buffer the whole stream. Everything that
 can fail with a JSON answer (auth, then the body, limits, conversation ownership) is decided
-before the first byte, in one sync call (services/admission.py); after that every failure is an
-`error` frame followed by `done`.
+before the first byte, in one sync call (services/admission.py). Then the run starts as a task
+of its own (chat_app.runs.engine) and this response is only its first follower: when the client
+goes away the response ends, the run does not.
 """
 import asyncio
-import uuid
 
-from django.conf import settings
-from django.http import StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 from loguru import logger
 
 from agents_app.runtime.context import RunContext
 from campus_agent.redaction import clip_text
+from campus_agent.sse import sse_response
 from chat_app import api_errors as errors
-from chat_app.asyncdb import db_call, db_executor
-from chat_app.limits import stream_slot_release
+from chat_app.asyncdb import db_call
+from chat_app.runs.engine import RunPlan, RunTask
+from chat_app.runs.follow import run_frames
 from chat_app.services.admission import Admission, chat_turn_admit
-from chat_app.services.recording import TurnRecorder
-from chat_app.services.turns import turn_store
-from chat_app.streaming import TurnPlan, TurnRun
 
 
-def _admission_abandon(admission: Admission, request_id: str) -> None:
-    """The client left while its turn was being admitted: the question is stored and a stream
-    slot is held, but no turn will run. Store the reply as interrupted (empty) and give the slot
-    back, as a turn that ended would (sync, on a database thread)."""
-    recorder = TurnRecorder()
-    recorder.interrupt()
-    try:
-        turn_store(
-            conversation_id=admission.start.conversation_id,
-            final_message_id=uuid.uuid4(),
-            rows=recorder.rows(),
-            agent_name=admission.start.agent.name,
-            request_id=request_id,
-        )
-    except Exception:
-        logger.exception("storing the interrupted reply of an abandoned turn failed")
-    finally:
-        stream_slot_release(slot=admission.slot)
-
-
-def _on_admitted_after_disconnect(task: asyncio.Task, request_id: str) -> None:
-    if task.cancelled() or task.exception() is not None:
-        return  # nothing was admitted: no slot is held
-    logger.info("client left during admission; storing an interrupted reply")
-    db_executor.submit(_admission_abandon, task.result(), request_id)
-
-
-async def _admit(request) -> Admission:
-    """Admission (auth, then the body, limits, storing the question) runs to its end even when the
-    client leaves meanwhile (Django cancels the view on disconnect, but the sync call in its
-    thread cannot be stopped half-way); its outcome is then wound up by `_admission_abandon`, so
-    no slot or unanswered question is left behind."""
-    admitting = asyncio.ensure_future(db_call(chat_turn_admit, request=request, request_id=request.request_id))
-    try:
-        return await asyncio.shield(admitting)
-    except asyncio.CancelledError:
-        admitting.add_done_callback(lambda task: _on_admitted_after_disconnect(task, request.request_id))
-        raise
-
-
-async def _turn_prepare(request) -> TurnRun:
-    admission = await _admit(request)
-    start, caller, chat = admission.start, admission.caller, admission.chat
+def _run_start(admission: Admission, request_id: str) -> RunTask:
+    start, caller = admission.start, admission.caller
     logger.info(
-        "chat turn start user={} conversation={} agent={} history={} message={!r}",
-        caller.user.pk, start.conversation_id, start.agent.slug, len(start.history), clip_text(chat.message),
+        "chat turn start user={} conversation={} run={} agent={} history={} message={!r}",
+        caller.user.pk, start.conversation_id, start.run.id, start.agent.slug, len(start.history),
+        clip_text(admission.chat.message),
     )
     ctx = RunContext(
-        request_id=request.request_id,
+        request_id=request_id,
         conversation_id=str(start.conversation_id),
         user_id=caller.user.pk,
         campus_token=caller.campus_token,
         hint_domain=start.hint_domain,
     )
-    plan = TurnPlan(
-        agent=start.agent,
-        history=start.history,
-        ctx=ctx,
-        conversation_id=start.conversation_id,
-        message_id=uuid.uuid4(),
-        budget_sec=settings.TURN_BUDGET_SEC,
-    )
-    return TurnRun(plan, slot=admission.slot)
+    return RunTask(RunPlan(run=start.run, agent=start.agent, history=start.history, ctx=ctx), slot=admission.slot)
+
+
+def _start_when_admitted(task: asyncio.Task, request_id: str) -> None:
+    if task.cancelled() or task.exception() is not None:
+        return  # nothing was admitted: no slot is held, no question stored
+    logger.info("client left during admission; the run goes on without it")
+    _run_start(task.result(), request_id)
+
+
+async def _admit(request) -> Admission:
+    """Admission runs to its end even when the client leaves meanwhile (Django cancels the view on
+    disconnect, but the sync call in its thread cannot be stopped half-way); a turn admitted so
+    is run all the same: the question is stored, the run belongs to the server."""
+    admitting = asyncio.ensure_future(db_call(chat_turn_admit, request=request, request_id=request.request_id))
+    try:
+        return await asyncio.shield(admitting)
+    except asyncio.CancelledError:
+        admitting.add_done_callback(lambda task: _start_when_admitted(task, request.request_id))
+        raise
 
 
 @csrf_exempt  # JWT calls need no CSRF token; the session path is checked in chat_caller_resolve
@@ -98,10 +66,8 @@ async def chat_stream(request):
         response["Allow"] = "POST"
         return response
     try:
-        run = await _turn_prepare(request)
+        admission = await _admit(request)
     except errors.ApiError as exc:
         return errors.error_response(exc)
-    response = StreamingHttpResponse(run.frames(), content_type="text/event-stream; charset=utf-8")
-    response["Cache-Control"] = "no-cache"
-    response["X-Accel-Buffering"] = "no"
-    return response
+    run = _run_start(admission, request.request_id)
+    return sse_response(run_frames(run=run.run))

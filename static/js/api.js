@@ -20,6 +20,24 @@ export function chatPost({ message, conversationId, agent, signal }) {
   });
 }
 
+// Re-attaches to a run (DESIGN §4a): its frames after `after`, then live, to `done`.
+export function runEvents({ runId, after, signal }) {
+  return fetch(`/api/v1/runs/${encodeURIComponent(runId)}/events?after=${encodeURIComponent(after || 0)}`, {
+    credentials: "same-origin",
+    headers: { Accept: "text/event-stream" },
+    signal,
+  });
+}
+
+// Asks the server to stop a run; works whatever happened to the stream that follows it.
+export function runStop({ runId }) {
+  return fetch(`/api/v1/runs/${encodeURIComponent(runId)}/stop`, {
+    method: "POST",
+    credentials: "same-origin",
+    headers: headers({ Accept: "application/json" }),
+  });
+}
+
 export function conversationDelete({ id }) {
   return fetch(`/api/v1/conversations/${encodeURIComponent(id)}`, {
     method: "DELETE",

@@ -1,9 +1,14 @@
 // The chat page controller: sends a question, reads the SSE answer as it arrives, keeps the
 // sidebar and the address bar in step, and lets the student stop an answer.
-import { chatPost, conversationDelete, errorBody } from "./api.js";
+//
+// An answer is a run on the server (DESIGN §4a): it goes on whatever happens to this page. The
+// page follows it, re-attaches after a dropped connection (from the last frame it has) or after
+// a reload (from the start: the run's rows are not in the rendered history), and stops it with
+// POST /api/v1/runs/<id>/stop rather than by hanging up.
+import { chatPost, conversationDelete, errorBody, runEvents, runStop } from "./api.js";
 import { historyRender } from "./history.js";
 import { DELETE_FAILED, NETWORK_FAILED, STREAM_CUT, errorText } from "./messages.js";
-import { sseFrames } from "./sse.js";
+import { eventIds, sseFrames } from "./sse.js";
 import { AssistantTurn, userBubble } from "./view.js";
 
 const state = JSON.parse(document.getElementById("page-state").textContent);
@@ -16,7 +21,10 @@ const agentSelect = $("agent-select");
 const statusLine = $("status");
 const app = $("app");
 
-let controller = null; // AbortController of the answer streaming now, if any
+// The run this page follows now, if any: {controller, runId, lastSeq, stopWanted, turn, question}.
+let current = null;
+const RESUME_TRIES = 5;
+const RESUME_DELAY_MS = 1000;
 
 // --- helpers ---------------------------------------------------------------------------------
 
@@ -70,7 +78,7 @@ function sidebarTouch(id, question) {
   const list = $("conversation-list");
   let li = list.querySelector(`li[data-id="${CSS.escape(id)}"]`);
   if (!li) {
-    li = sidebarItem(id, titleFrom(question));
+    li = sidebarItem(id, titleFrom(question || ""));
     $("chat-title").textContent = li.querySelector("a").textContent;
     document.title = `${li.querySelector("a").textContent} · 校园小智`;
   }
@@ -120,50 +128,123 @@ function onFrame(turn, frame, question) {
   return false;
 }
 
-async function ask(question) {
-  $("welcome").hidden = true;
-  userBubble(pane, question);
+// Reads one response of the run; true once `done` came.
+async function readStream(run, response) {
+  for await (const frame of sseFrames(response)) {
+    const seq = Number(eventIds.get(frame));
+    if (seq > run.lastSeq) run.lastSeq = seq;
+    if (frame.type === "session" && frame.run_id && !run.runId) {
+      run.runId = frame.run_id;
+      if (run.stopWanted) sendStop(run); // stop was pressed before the run had a name
+    }
+    const wasNear = nearBottom();
+    const ended = onFrame(run.turn, frame, run.question);
+    keepScrolled(wasNear);
+    if (ended) return true;
+  }
+  return false;
+}
+
+const pause = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+// Follows the run to its end. A connection that drops (mobile network, proxy) does not cut the
+// answer: the page re-attaches after the last frame it has, a few times, before giving up.
+async function followRun(run, response) {
+  for (let attempt = 0; ; attempt += 1) {
+    try {
+      if (await readStream(run, response)) return;
+    } catch (err) {
+      if (err?.name === "AbortError") throw err;
+    }
+    if (!run.runId || attempt >= RESUME_TRIES) throw new Error("stream cut");
+    await pause(RESUME_DELAY_MS);
+    try {
+      response = await runEvents({ runId: run.runId, after: run.lastSeq, signal: run.controller.signal });
+    } catch (err) {
+      if (err?.name === "AbortError") throw err;
+      continue; // still offline: try again
+    }
+    if (!response.ok) throw new Error(`re-attach refused (${response.status})`);
+  }
+}
+
+async function sendStop(run) {
+  try {
+    const response = await runStop({ runId: run.runId });
+    if (response.ok) return; // the run ends; its `done` (interrupted) arrives on the stream
+  } catch {
+    // fall through: the server could not be asked
+  }
+  run.controller.abort();
+}
+
+function stopCurrent() {
+  const run = current;
+  if (!run || run.stopWanted) return;
+  run.stopWanted = true;
+  statusLine.textContent = "正在停止…";
+  if (run.runId) sendStop(run);
+}
+
+function runBegin(question, runId = null) {
   const turn = new AssistantTurn(pane);
   turn.thinking(true);
   pane.scrollTop = pane.scrollHeight;
-  controller = new AbortController();
+  current = { controller: new AbortController(), runId, lastSeq: 0, stopWanted: false, turn, question };
   setStreaming(true);
-  let sawDone = false;
+  return current;
+}
+
+// Runs `start` (which follows the run), then ends the turn's view whatever happened.
+async function runFollow(run, start) {
   try {
+    await start();
+    if (!run.turn.finished) run.turn.finish({});
+  } catch (err) {
+    if (err?.name === "AbortError") {
+      run.turn.finish({ interrupted: true });
+    } else {
+      run.turn.error(err?.message === "stream cut" ? STREAM_CUT : NETWORK_FAILED);
+      run.turn.finish({ interrupted: true });
+    }
+  } finally {
+    current = null;
+    setStreaming(false);
+    pane.scrollTop = pane.scrollHeight;
+  }
+}
+
+function ask(question) {
+  $("welcome").hidden = true;
+  userBubble(pane, question);
+  const run = runBegin(question);
+  return runFollow(run, async () => {
     const response = await chatPost({
       message: question,
       conversationId: state.conversation_id,
       agent: agentSelect.value,
-      signal: controller.signal,
+      signal: run.controller.signal,
     });
     if (!response.ok) {
       const body = await errorBody(response);
-      turn.error(errorText({ code: body.code, status: response.status, message: body.message }));
-      turn.finish({});
+      run.turn.error(errorText({ code: body.code, status: response.status, message: body.message }));
+      run.turn.finish({});
       return;
     }
-    for await (const frame of sseFrames(response)) {
-      const wasNear = nearBottom();
-      sawDone = onFrame(turn, frame, question) || sawDone;
-      keepScrolled(wasNear);
-    }
-    if (!sawDone) {
-      turn.error(STREAM_CUT);
-      turn.finish({ interrupted: true });
-    }
-  } catch (err) {
-    if (err?.name === "AbortError") {
-      // The server sees the disconnect and stores the partial reply marked interrupted.
-      turn.finish({ interrupted: true });
-    } else {
-      turn.error(NETWORK_FAILED);
-      turn.finish({ interrupted: !sawDone });
-    }
-  } finally {
-    controller = null;
-    setStreaming(false);
-    pane.scrollTop = pane.scrollHeight;
-  }
+    await followRun(run, response);
+  });
+}
+
+// After a reload (or in a second tab) while an answer is still being written: show what was
+// said so far, then follow it live.
+function attach(runId) {
+  $("welcome").hidden = true;
+  const run = runBegin(null, runId);
+  return runFollow(run, async () => {
+    const response = await runEvents({ runId, after: 0, signal: run.controller.signal });
+    if (!response.ok) throw new Error("stream cut");
+    await followRun(run, response);
+  });
 }
 
 // --- wiring ----------------------------------------------------------------------------------
@@ -176,7 +257,7 @@ function autosize() {
 $("composer").addEventListener("submit", (event) => {
   event.preventDefault();
   const question = input.value.trim();
-  if (!question || controller) return;
+  if (!question || current) return;
   input.value = "";
   autosize();
   ask(question);
@@ -191,11 +272,11 @@ input.addEventListener("keydown", (event) => {
 });
 input.addEventListener("input", autosize);
 
-stopButton.addEventListener("click", () => controller?.abort());
+stopButton.addEventListener("click", stopCurrent);
 document.addEventListener("keydown", (event) => {
   if (event.key !== "Escape") return;
   if (app.classList.contains("sidebar-open")) sidebarOpen(false);
-  else controller?.abort();
+  else stopCurrent();
 });
 
 function sidebarOpen(open) {
@@ -230,5 +311,6 @@ $("conversation-list").addEventListener("click", async (event) => {
 
 historyRender(pane, state.messages);
 pane.scrollTop = pane.scrollHeight;
-if (!input.disabled) input.focus();
+if (state.active_run_id) attach(state.active_run_id);
+else if (!input.disabled) input.focus();
 app.dataset.ready = "true"; // the page is interactive (browser tests wait for this, not a sleep)

@@ -1,12 +1,16 @@
 // Incremental Server-Sent Events parser for a fetch() body (EventSource cannot POST).
 // Accepts what the SSE standard allows: CRLF / CR / LF line ends, `data:` with or without the
 // space, comment lines (`: ping`), several `data:` lines joined by "\n". Frames that are not
-// JSON objects are ignored, as DESIGN §5 asks of every parser.
+// JSON objects are ignored, as DESIGN §5 asks of every parser. A frame's `id:` (a run's sequence
+// number, DESIGN §4a) is kept in `eventIds`, so a client can re-attach after the last one it has.
+
+export const eventIds = new WeakMap(); // frame object → its SSE id (a string)
 
 export class SseParser {
   constructor() {
     this.buffer = "";
     this.dataLines = [];
+    this.eventId = null;
   }
 
   // Feeds decoded text; returns the JSON payloads completed by it, in order.
@@ -34,6 +38,7 @@ export class SseParser {
     let value = colon === -1 ? "" : line.slice(colon + 1);
     if (value.startsWith(" ")) value = value.slice(1);
     if (field === "data") this.dataLines.push(value);
+    else if (field === "id" && !value.includes("\0")) this.eventId = value;
     return undefined;
   }
 
@@ -43,7 +48,9 @@ export class SseParser {
     this.dataLines = [];
     try {
       const payload = JSON.parse(data);
-      return payload && typeof payload === "object" && typeof payload.type === "string" ? payload : undefined;
+      if (!payload || typeof payload !== "object" || typeof payload.type !== "string") return undefined;
+      if (this.eventId !== null) eventIds.set(payload, this.eventId);
+      return payload;
     } catch {
       return undefined;
     }

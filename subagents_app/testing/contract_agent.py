@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import threading
 from dataclasses import dataclass
 
 from starlette.applications import Starlette
@@ -95,6 +96,9 @@ class ContractAgent(ServedApp):
         self.chunk_delay = chunk_delay
         self.stall_sec = stall_sec
         self.requests: list[RecordedCall] = []
+        # Set when a stream is closed before its end by the gateway (a stop, a deadline): what a
+        # real sub-agent observes as the client disconnecting.
+        self.stream_cut = threading.Event()
         self.app = Starlette(
             routes=[
                 Route("/api/v1/chat", self._chat, methods=["POST"]),
@@ -126,7 +130,17 @@ class ContractAgent(ServedApp):
         if mode == "http500":
             return JSONResponse({"code": 50001, "message": "internal"}, status_code=500)
         stream = getattr(self, f"_mode_{mode}", self._mode_normal)
-        return StreamingResponse(stream(body), media_type="text/event-stream")
+        return StreamingResponse(self._observed(stream(body)), media_type="text/event-stream")
+
+    async def _observed(self, frames):
+        finished = False
+        try:
+            async for frame in frames:
+                yield frame
+            finished = True
+        finally:
+            if not finished:
+                self.stream_cut.set()
 
     async def _pace(self):
         if self.chunk_delay:

@@ -1,0 +1,216 @@
+"""The run task: the single owner of a chat turn's lifecycle (DESIGN §4a).
+
+A `RunTask` starts when a turn is admitted and ends when its reply is stored, whatever the
+clients do meanwhile: it holds the stream slot, carries the turn's deadline, keeps the record
+(`TurnRecorder`), stores each finished tool round as it finishes, hands its unsaved text to the
+worker's supervisor for the 2-second checkpoints, stores the reply when it ends (partial and
+marked interrupted when it was stopped, cut by a failure or by the budget), gives the slot back
+in the same database call, and writes every event as a numbered SSE frame into its `FrameLog`
+(and, with Redis, into the run's Stream). Clients only follow that log (runs.follow).
+
+It runs in its own task, not in a response generator: the generator belongs to one client and
+is cancelled when that client goes away; the run is cancelled only by `stop()`.
+"""
+import asyncio
+import dataclasses
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import aclosing
+from dataclasses import dataclass
+
+from asgiref.sync import ThreadSensitiveContext
+from django.conf import settings
+from loguru import logger
+
+from agents_app.models import Agent
+from agents_app.runtime.context import RunContext
+from agents_app.runtime.events import Done, Error, Event, ToolResult
+from agents_app.runtime.turn import turn_stream
+from campus_agent.errors import DOWNSTREAM, GENERAL
+from campus_agent.request_id import request_id_set
+from campus_agent.sse import sse_frame
+from chat_app.asyncdb import db_call, turn_sync_executor
+from chat_app.limits import StreamSlot, stream_slot_release
+from chat_app.models import Run
+from chat_app.runs.frames import FrameLog
+from chat_app.runs.redis_bus import RedisMirror, redis_client
+from chat_app.runs.registry import local_runs
+from chat_app.runs.services import run_finish, run_rows_store
+from chat_app.runs.supervisor import supervisor_ensure
+from chat_app.services.recording import TurnRecorder
+
+TURN_BUDGET_MESSAGE = "本轮回答超出时间限制，已中断。"
+TURN_FAILED_MESSAGE = "服务内部错误，回答已中断，请稍后重试。"
+STORE_FAILED_MESSAGE = "回答保存失败，刷新后可能看不到这条回答。"
+FRAME_FAILED_MESSAGE = "回答中有无法发送的内容，已中断。"
+
+# The runtime enforces TURN_BUDGET_SEC itself, step by step; this outer cut is the backstop for
+# whatever it might not bound (a path that overruns its own deadline), so it fires a little later.
+BUDGET_BACKSTOP_SEC = 1.0
+_running: set[asyncio.Task] = set()  # strong references: the loop keeps only weak ones
+
+
+class FrameFailed(Exception):
+    """A frame could not be built or encoded (a bug: outside text is cleaned when events are made)."""
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    run: Run  # the admitted row: ids, conversation, request id, agent name
+    agent: Agent
+    history: list[dict]
+    ctx: RunContext
+    # What produces the turn's events: the runtime's entry point (tests give a scripted one).
+    events: Callable[..., AsyncIterator[Event]] = turn_stream
+
+
+class RunTask:
+    """Starts the run at once; `stop()` cancels it (and its tools) from any task of this loop."""
+
+    def __init__(self, plan: RunPlan, *, slot: StreamSlot):
+        self.plan = plan
+        self.run = plan.run
+        self.log = FrameLog()
+        self.recorder = TurnRecorder()
+        self.checkpointed = ""  # the unsaved text as of the last checkpoint
+        self.stopping = False
+        self._slot = slot
+        client = redis_client()
+        self._mirror = RedisMirror(client, self.run.id) if client is not None else None
+        local_runs[self.run.id] = self
+        supervisor_ensure()
+        self.task = asyncio.create_task(self._main(), name=f"run-{self.run.id}")
+        _running.add(self.task)
+        self.task.add_done_callback(_running.discard)
+
+    @property
+    def active(self) -> bool:
+        return not self.log.ended
+
+    def stop(self) -> bool:
+        """Cancels the run; False when it had already ended."""
+        if self.task.done() or self.log.ended:
+            return False
+        self.stopping = True
+        self.task.cancel()
+        return True
+
+    async def _main(self) -> None:
+        try:
+            async with ThreadSensitiveContext(executor=turn_sync_executor):
+                await self._run()
+        finally:
+            if not self._slot.released:  # storing never ran (a bug): do not leak the slot
+                await db_call(stream_slot_release, slot=self._slot)
+            if not self.log.ended:
+                self.log.end()
+            asyncio.get_running_loop().call_later(
+                settings.RUN_LOG_RETAIN_SEC, local_runs.pop, self.run.id, None
+            )
+
+    async def _run(self) -> None:
+        request_id_set(self.plan.ctx.request_id)
+        recorder = self.recorder
+        started = time.perf_counter()
+        # One deadline for the whole run, carried to every step by the context.
+        deadline = asyncio.get_running_loop().time() + settings.TURN_BUDGET_SEC
+        ctx = dataclasses.replace(self.plan.ctx, deadline=deadline)
+        try:
+            budget = asyncio.timeout_at(deadline + BUDGET_BACKSTOP_SEC)
+            async with budget:
+                events = self.plan.events(agent=self.plan.agent, history=self.plan.history, ctx=ctx)
+                async with aclosing(events):
+                    async for event in events:
+                        recorder.add(event)
+                        if isinstance(event, ToolResult):
+                            await self._rounds_store()
+                        if not isinstance(event, Done):  # held back until the reply is stored
+                            self._emit(event)
+        except TimeoutError:
+            if budget.expired():
+                logger.warning("run cut by the {}s budget", settings.TURN_BUDGET_SEC)
+                self._fail(Error(DOWNSTREAM, TURN_BUDGET_MESSAGE))
+            else:  # some timeout inside the runtime that it did not turn into an event
+                logger.exception("run failed")
+                self._fail(Error(GENERAL, TURN_FAILED_MESSAGE))
+        except FrameFailed:
+            logger.exception("a frame could not be built; ending the run")
+            self._fail(Error(GENERAL, FRAME_FAILED_MESSAGE))
+        except asyncio.CancelledError:
+            recorder.interrupt()
+            if not self.stopping:  # the worker is shutting down: store what there is, then go
+                logger.info("run cancelled by shutdown; storing the partial reply")
+                await self._finish()
+                raise
+            asyncio.current_task().uncancel()  # a stop ends the run here, normally
+            logger.info("run stopped; storing the partial reply")
+        except Exception:
+            logger.exception("run failed")
+            self._fail(Error(GENERAL, TURN_FAILED_MESSAGE))
+        await self._finish()
+        logger.info(
+            "run end tools={} interrupted={} chars={} cost_ms={:.0f}",
+            recorder.tool_call_count, recorder.interrupted, len(recorder.reply_text),
+            (time.perf_counter() - started) * 1000,
+        )
+
+    def _fail(self, error: Error) -> None:
+        self.recorder.add(error)
+        self.recorder.interrupt()
+        self.recorder.done = None  # whatever Done came before the failure no longer describes the reply
+        self._emit(error)
+
+    def _emit(self, event: Event) -> None:
+        """Appends the event's frame to the log; raises FrameFailed (nothing appended) when it
+        cannot be built or encoded, which ends the run with `error` + `done`, never a hang."""
+        seq = self.log.last_seq + 1
+        try:
+            payload = event.frame(message_id=str(self.run.message_id)) if isinstance(event, Done) else event.frame()
+            frame = sse_frame(payload, event_id=seq).encode()
+        except Exception as exc:
+            raise FrameFailed(type(event).__name__) from exc
+        self.log.append(frame)
+        if self._mirror is not None:
+            self._mirror.push(seq, frame, end=isinstance(event, Done))
+
+    async def _rounds_store(self) -> None:
+        """Stores the tool rounds that just finished, so a dead worker loses none of them."""
+        rows = self.recorder.finished_rounds_take()
+        if not rows:
+            return
+        # Shielded: a stop arriving meanwhile must not let the reply be stored before the round.
+        storing = asyncio.ensure_future(db_call(run_rows_store, run=self.run, rows=rows))
+        try:
+            await asyncio.shield(storing)
+        except asyncio.CancelledError:
+            await asyncio.wait({storing})
+            raise
+        except Exception:
+            logger.exception("storing a finished tool round failed; it is stored with the reply")
+            self.recorder.finished_rounds_untake(rows)
+
+    def _finish_and_release(self, rows, interrupted: bool) -> bool:
+        try:
+            return run_finish(run=self.run, rows=rows, interrupted=interrupted)
+        finally:
+            stream_slot_release(slot=self._slot)
+
+    async def _finish(self) -> None:
+        recorder = self.recorder
+        try:
+            await db_call(self._finish_and_release, recorder.rows(), recorder.interrupted)
+        except Exception:
+            logger.exception("storing the run failed")
+            self._emit(Error(GENERAL, STORE_FAILED_MESSAGE))
+        done = recorder.done or Done(full_text=recorder.reply_text, interrupted=True)
+        if recorder.interrupted and not done.interrupted:
+            done = dataclasses.replace(done, interrupted=True)
+        try:
+            self._emit(done)
+        except FrameFailed:
+            logger.exception("the done frame could not be built; sending a bare one")
+            self._emit(Error(GENERAL, FRAME_FAILED_MESSAGE))
+            self._emit(Done(full_text="", interrupted=True))
+        self.log.end()
+        if self._mirror is not None:
+            await self._mirror.drained()

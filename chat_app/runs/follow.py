@@ -1,0 +1,102 @@
+"""What a client reads of a run: `session`, the frames after a sequence number, live to `done`.
+
+Three sources, best first: the memory log of the worker that runs the run (this one); the run's
+Redis Stream (another worker runs it); the stored reply (the log expired, or no shared log).
+Whichever it is, the client gets an end: a run whose log cannot give one ends with a `done`
+built from the stored reply.
+
+A follower is a subscriber, not the run: when its client goes away Django cancels this
+generator; nothing here catches that, and the run goes on (STYLE: "the response is a subscriber").
+"""
+import asyncio
+from collections.abc import AsyncIterator
+
+from django.conf import settings
+
+from campus_agent.sse import PING_FRAME, sse_frame
+from chat_app.asyncdb import db_call
+from chat_app.models import Run
+from chat_app.runs.redis_bus import log_read, log_replay, redis_client
+from chat_app.runs.registry import local_runs
+from chat_app.runs.services import run_refresh, run_stored_end
+
+# Without a shared log, how often a follower of another process's run looks at its row.
+POLL_SEC = 1.0
+
+
+def session_frame(run: Run) -> str:
+    return sse_frame(
+        {
+            "type": "session",
+            "conversation_id": str(run.conversation_id),
+            "message_id": str(run.message_id),
+            "request_id": run.request_id,
+            "run_id": str(run.id),
+        }
+    )
+
+
+async def _stored_end(run: Run) -> str:
+    return sse_frame(await db_call(run_stored_end, run=run))
+
+
+async def _reload(run: Run) -> Run:
+    """The run's row as it is now; a deleted one (its conversation was deleted) counts as ended."""
+    fresh = await db_call(run_refresh, run_id=run.id)
+    if fresh is None:
+        run.status = Run.Status.INTERRUPTED
+        return run
+    return fresh
+
+
+async def run_frames(*, run: Run, after: int = 0) -> AsyncIterator[str]:
+    """`session`, then every frame with seq > `after`, live, ending with `done`."""
+    yield session_frame(run)
+    ping_sec = settings.SSE_PING_SEC
+    local = local_runs.get(run.id)
+    if local is not None:
+        async for text in local.log.follow(after=after, ping_sec=ping_sec):
+            yield text
+        return
+    client = redis_client()
+    if client is not None:
+        async for text in _follow_redis(client, run, after, ping_sec):
+            yield text
+        return
+    async for text in _follow_database(run, ping_sec):
+        yield text
+
+
+async def _follow_redis(client, run: Run, after: int, ping_sec: float) -> AsyncIterator[str]:
+    cursor = after
+    while run.active:
+        text, last, ended = await log_read(client, run.id, after=cursor, block_sec=ping_sec)
+        if text:
+            cursor = last
+            yield text
+            if ended:
+                return
+            continue
+        run = await _reload(run)
+        if run.active:
+            yield PING_FRAME
+    # Ended: what the log still holds after the cursor, then its end (or one from the database).
+    text, _, ended = await log_replay(client, run.id, after=cursor)
+    if text:
+        yield text
+    if not ended:
+        yield await _stored_end(run)
+
+
+async def _follow_database(run: Run, ping_sec: float) -> AsyncIterator[str]:
+    """No shared log and not ours: a run of another process (several workers without Redis, or
+    one that died and waits for the supervisor). Wait for its end, then give the stored reply."""
+    silent = 0.0
+    while run.active:
+        await asyncio.sleep(POLL_SEC)
+        run = await _reload(run)
+        silent += POLL_SEC
+        if run.active and silent >= ping_sec:
+            silent = 0.0
+            yield PING_FRAME
+    yield await _stored_end(run)

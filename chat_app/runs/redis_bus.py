@@ -1,0 +1,155 @@
+"""Runs over Redis (REDIS_URL): a Stream per run for its frames, pub/sub for stop signals.
+
+Each primitive does its natural job, as LibreChat's resumable streams do: the worker that runs
+a run copies its frames, in order, into the Stream `campus:run:<id>:frames` (entry id `<seq>-0`,
+so a follower's cursor is the SSE sequence number; `MAXLEN ~` bounds it; it expires
+RUN_LOG_RETAIN_SEC after the run ends), followers on other workers `XREAD BLOCK` from the last
+seq they have, and a stop travels to the owning worker over the channel `campus:runs:control`.
+
+One client (one connection pool) per process and event loop: redis-py's asyncio connections
+belong to the loop that opened them (tests run several loops in one process).
+"""
+import asyncio
+import json
+import weakref
+
+from django.conf import settings
+from loguru import logger
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+CONTROL_CHANNEL = "campus:runs:control"
+END_FIELD = "end"
+FRAME_FIELD = "f"
+# How long a running run's log lives if its worker dies before ending it (then it is rebuilt
+# from the database): the turn budget and a margin.
+RUNNING_TTL_MARGIN_SEC = 120
+
+_clients: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Redis]" = weakref.WeakKeyDictionary()
+
+
+def redis_client() -> Redis | None:
+    """This loop's client, or None without REDIS_URL (the embedded, single-worker mode)."""
+    if not settings.REDIS_URL:
+        return None
+    loop = asyncio.get_running_loop()
+    client = _clients.get(loop)
+    if client is None:
+        client = _clients[loop] = Redis.from_url(settings.REDIS_URL, decode_responses=True)
+    return client
+
+
+def log_key(run_id) -> str:
+    return f"campus:run:{run_id}:frames"
+
+
+class RedisMirror:
+    """Copies one run's frames into its Stream, in order, without making the run wait.
+
+    The run appends to its in-memory log and hands the frame here; one writer task per run
+    drains what piled up in a single pipeline (XADD … and EXPIRE), so a burst of frames costs
+    one round trip. A Redis failure loses the copy, never the run: followers on this worker
+    read the memory log, the others fall back to the stored reply.
+    """
+
+    def __init__(self, client: Redis, run_id) -> None:
+        self._client = client
+        self._key = log_key(run_id)
+        self._pending: list[tuple[int, bytes, bool]] = []
+        self._writer: asyncio.Task | None = None
+        self._ttl = int(settings.TURN_BUDGET_SEC) + RUNNING_TTL_MARGIN_SEC
+
+    def push(self, seq: int, frame: bytes, *, end: bool = False) -> None:
+        self._pending.append((seq, frame, end))
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.create_task(self._write(), name=f"run-mirror-{self._key}")
+
+    async def _write(self) -> None:
+        while self._pending:
+            batch, self._pending = self._pending, []
+            ended = any(end for _, _, end in batch)
+            pipe = self._client.pipeline(transaction=False)
+            for seq, frame, end in batch:
+                fields = {FRAME_FIELD: frame, END_FIELD: "1"} if end else {FRAME_FIELD: frame}
+                pipe.xadd(self._key, fields, id=f"{seq}-0", maxlen=settings.RUN_LOG_MAX_FRAMES, approximate=True)
+            pipe.expire(self._key, settings.RUN_LOG_RETAIN_SEC if ended else self._ttl)
+            try:
+                await pipe.execute()
+            except RedisError as exc:
+                logger.warning("run log copy to Redis failed: {}", exc)
+
+    async def drained(self, timeout: float = 2.0) -> None:
+        """Waits (bounded) until every pushed frame was written."""
+        writer = self._writer
+        if writer is not None and not writer.done():
+            try:
+                async with asyncio.timeout(timeout):
+                    await asyncio.shield(writer)
+            except TimeoutError:
+                logger.warning("run log copy to Redis still pending after {}s", timeout)
+
+
+async def log_last_seq(client: Redis, run_id) -> int:
+    entries = await client.xrevrange(log_key(run_id), count=1)
+    return int(entries[0][0].split("-")[0]) if entries else 0
+
+
+async def log_append_end(client: Redis, run_id, frame_for_seq) -> None:
+    """Ends a log whose writer died: `frame_for_seq(seq)` is the closing frame, given the next seq."""
+    seq = await log_last_seq(client, run_id) + 1
+    try:
+        await client.xadd(log_key(run_id), {FRAME_FIELD: frame_for_seq(seq), END_FIELD: "1"}, id=f"{seq}-0")
+        await client.expire(log_key(run_id), settings.RUN_LOG_RETAIN_SEC)
+    except RedisError as exc:  # e.g. the owner was alive after all and wrote a later id
+        logger.warning("closing the Redis log of run {} failed: {}", run_id, exc)
+
+
+def _entries_text(entries) -> tuple[str, int, bool]:
+    frames, cursor, ended = [], 0, False
+    for entry_id, fields in entries:
+        cursor = int(entry_id.split("-")[0])
+        frames.append(fields.get(FRAME_FIELD, ""))
+        ended = ended or END_FIELD in fields
+    return "".join(frames), cursor, ended
+
+
+async def log_replay(client: Redis, run_id, *, after: int) -> tuple[str, int, bool]:
+    """What the log holds after seq `after`: (frames text, last seq, whether it holds the end)."""
+    entries = await client.xrange(log_key(run_id), min=f"({after}-0" if after > 0 else "-", max="+")
+    return _entries_text(entries)
+
+
+async def log_read(client: Redis, run_id, *, after: int, block_sec: float) -> tuple[str, int, bool]:
+    """The entries after seq `after`, waiting up to `block_sec` for the first: (frames text, last
+    seq, whether the end was among them); ("", after, False) after that much silence."""
+    answer = await client.xread({log_key(run_id): f"{after}-0"}, count=1000, block=max(int(block_sec * 1000), 1))
+    if not answer:
+        return "", after, False
+    return _entries_text(answer[0][1])
+
+
+async def control_publish(client: Redis, *, op: str, run_id) -> None:
+    await client.publish(CONTROL_CHANNEL, json.dumps({"op": op, "run": str(run_id)}))
+
+
+async def control_listen(client: Redis, on_message) -> None:
+    """Calls `on_message(op, run_id)` for every control message, until cancelled; resubscribes
+    after a lost connection."""
+    while True:
+        pubsub = client.pubsub(ignore_subscribe_messages=True)
+        try:
+            await pubsub.subscribe(CONTROL_CHANNEL)
+            async for message in pubsub.listen():
+                try:
+                    body = json.loads(message["data"])
+                    on_message(str(body["op"]), str(body["run"]))
+                except (ValueError, KeyError, TypeError):
+                    logger.warning("ignored a malformed run control message")
+        except RedisError as exc:
+            logger.warning("run control channel lost ({}); resubscribing", exc)
+            await asyncio.sleep(1.0)
+        finally:
+            try:
+                await pubsub.aclose()
+            except RedisError:
+                pass

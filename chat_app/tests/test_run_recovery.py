@@ -1,0 +1,84 @@
+"""A run whose worker died is finished as interrupted from what was persisted (DESIGN §4a)."""
+from datetime import timedelta
+
+import pytest
+from django.core.cache import cache
+from django.utils import timezone
+
+from agents_app.runtime.events import Chunk, ToolCall, ToolResult
+from chat_app.models import Conversation, Message, Run
+from chat_app.runs.services import WORKER_LOST_MESSAGE, run_rows_store, runs_heartbeat, runs_reap
+from chat_app.services.recording import TurnRecorder
+
+
+@pytest.fixture
+def conversation(user, agent):
+    conversation = Conversation.objects.create(user=user, agent=agent, title="食堂")
+    Message.objects.create(conversation=conversation, role="user", content="食堂吃啥")
+    return conversation
+
+
+def _run(conversation, **fields) -> Run:
+    defaults = {"worker": "dead-host:1:abc", "heartbeat_at": timezone.now(), "agent_name": "小智"}
+    return Run.objects.create(conversation=conversation, user=conversation.user, **{**defaults, **fields})
+
+
+def test_a_stale_run_is_finished_with_its_checkpointed_text_and_slot_freed(conversation):
+    cache.set("chat:streams:1:0", "owner", 300)
+    stale = _run(conversation, heartbeat_at=timezone.now() - timedelta(seconds=30), partial_text="说到一半",
+                 slot_key="chat:streams:1:0")
+    fresh = _run(conversation, worker="alive:2:def")
+
+    reaped = runs_reap(stale_sec=10)
+
+    assert [r.id for r in reaped] == [stale.id]
+    stale.refresh_from_db()
+    fresh.refresh_from_db()
+    assert stale.status == Run.Status.INTERRUPTED and stale.ended_at and stale.partial_text == ""
+    assert fresh.status == Run.Status.RUNNING
+    reply = Message.objects.get(id=stale.message_id)
+    assert reply.content == "说到一半" and reply.role == "assistant"
+    assert reply.meta == {"interrupted": True, "errors": [{"code": 50002, "message": WORKER_LOST_MESSAGE}]}
+    assert cache.get("chat:streams:1:0") is None
+    assert runs_reap(stale_sec=10) == []  # claimed once: a second reaper finds nothing
+
+
+def test_finished_tool_rounds_are_stored_while_the_run_goes_on(conversation):
+    """The rows a run stores as each round finishes keep the conversation usable after a crash:
+    no `tool_calls` row without its tool rows."""
+    recorder = TurnRecorder()
+    for event in (Chunk("我查一下。"), ToolCall("c1", "call_canteen", "{}"), ToolCall("c2", "tools__add", "{}"),
+                  ToolResult("c1", "call_canteen", True, "红烧肉")):
+        recorder.add(event)
+    assert recorder.finished_rounds_take() == []  # c2 still runs
+    assert recorder.unsaved_text == "我查一下。"
+    recorder.add(ToolResult("c2", "tools__add", True, "3"))
+    rows = recorder.finished_rounds_take()
+    assert [r.role for r in rows] == ["assistant", "tool", "tool"]
+    assert recorder.unsaved_text == ""
+    recorder.add(Chunk("今天有"))
+    recorder.add(ToolCall("c3", "call_canteen", "{}"))  # a second round, cut by the crash
+    assert recorder.unsaved_text == "今天有"
+
+    run = _run(conversation, heartbeat_at=timezone.now() - timedelta(seconds=30))
+    run_rows_store(run=run, rows=rows)
+    Run.objects.filter(id=run.id).update(partial_text=recorder.unsaved_text)
+    runs_reap(stale_sec=10)
+
+    stored = list(Message.objects.filter(conversation=conversation).order_by("created_at", "seq"))
+    assert [m.role for m in stored] == ["user", "assistant", "tool", "tool", "assistant"]
+    assert stored[1].meta["tool_calls"][1]["id"] == "c2"
+    assert stored[-1].content == "今天有" and stored[-1].meta["interrupted"] is True
+    # rows() leaves out the rounds already taken: a normal end stores only what is left
+    assert [r.role for r in recorder.rows()] == ["assistant", "tool", "assistant"]
+
+
+def test_heartbeat_refreshes_only_this_workers_runs_and_saves_changed_text(conversation):
+    old = timezone.now() - timedelta(seconds=30)
+    mine = _run(conversation, worker="me", heartbeat_at=old)
+    other = _run(conversation, worker="other", heartbeat_at=old)
+    runs_heartbeat(worker="me", checkpoints={mine.id: "新的文字"})
+    mine.refresh_from_db()
+    other.refresh_from_db()
+    assert mine.heartbeat_at > old and mine.partial_text == "新的文字"
+    assert other.heartbeat_at == old and other.partial_text == ""
