@@ -11,4 +11,18 @@ if ! command -v chromium >/dev/null 2>&1; then
     echo "Browser tests need Debian's chromium: sudo apt-get install -y chromium" >&2
   fi
 fi
+# Tests of several workers need a Redis (TEST_REDIS_URL, default redis://127.0.0.1:6379/15): a
+# throwaway one is started when none answers there (they fail, not skip, without one).
+if [ -z "${TEST_REDIS_URL:-}" ] && ! (command -v redis-cli >/dev/null && redis-cli -p 6379 ping >/dev/null 2>&1); then
+  if ! command -v redis-server >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "Installing Debian's redis-server for the tests of several workers…"
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server) >/dev/null
+  fi
+  if command -v redis-server >/dev/null 2>&1; then
+    redis-server --port 6379 --bind 127.0.0.1 --save "" --appendonly no --daemonize yes >/dev/null
+    for _ in $(seq 1 50); do redis-cli -p 6379 ping >/dev/null 2>&1 && break; sleep 0.1; done
+  else
+    echo "Tests of several workers need Redis: sudo apt-get install -y redis-server" >&2
+  fi
+fi
 exec .venv/bin/python -m pytest "$@"

@@ -63,3 +63,23 @@ def live_asgi(transactional_db):
 
     with ThreadedAsgiServer(application) as server:
         yield server.url
+
+
+TEST_REDIS_URL_DEFAULT = "redis://127.0.0.1:6379/15"
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    """A real Redis for the tests of several workers (TEST_REDIS_URL, database 15 by default).
+    `scripts/test.sh` starts one when none answers; without one these tests fail, never skip."""
+    import os
+
+    import redis
+
+    url = os.environ.get("TEST_REDIS_URL", TEST_REDIS_URL_DEFAULT)
+    try:
+        redis.Redis.from_url(url, socket_connect_timeout=2).ping()
+    except redis.RedisError as exc:
+        pytest.fail(f"These tests need Redis at {url} (scripts/test.sh starts one; or set TEST_REDIS_URL): {exc}",
+                    pytrace=False)
+    return url

@@ -43,8 +43,9 @@ def manage(*args: str, env: dict, timeout: float = 120) -> subprocess.CompletedP
 
 
 @contextmanager
-def asgi_server(kind: str, *, env: dict, start_timeout: float = 30) -> Iterator[str]:
-    """Starts `uvicorn`/`daphne campus_agent.asgi:application`; yields its base URL."""
+def asgi_process(kind: str, *, env: dict, start_timeout: float = 30) -> Iterator[tuple[str, subprocess.Popen]]:
+    """Starts `uvicorn`/`daphne campus_agent.asgi:application`; yields its base URL and process
+    (a test may kill it)."""
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.bind(("127.0.0.1", 0))
     listener.listen(64)
@@ -62,14 +63,22 @@ def asgi_server(kind: str, *, env: dict, start_timeout: float = 30) -> Iterator[
     listener.close()  # the child holds its own copy
     try:
         _wait_until_serving(proc, url, start_timeout)
-        yield url
+        yield url, proc
     finally:
-        proc.terminate()
+        if proc.poll() is None:
+            proc.terminate()
         try:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@contextmanager
+def asgi_server(kind: str, *, env: dict, start_timeout: float = 30) -> Iterator[str]:
+    """Starts `uvicorn`/`daphne campus_agent.asgi:application`; yields its base URL."""
+    with asgi_process(kind, env=env, start_timeout=start_timeout) as (url, _):
+        yield url
 
 
 def _wait_until_serving(proc: subprocess.Popen, url: str, timeout: float) -> None:

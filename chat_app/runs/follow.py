@@ -22,6 +22,7 @@ from chat_app.runs.services import run_refresh, run_stored_end
 
 # Without a shared log, how often a follower of another process's run looks at its row.
 POLL_SEC = 1.0
+REDIS_BLOCK_SEC = 4.0
 
 
 def session_frame(run: Run) -> str:
@@ -69,17 +70,23 @@ async def run_frames(*, run: Run, after: int = 0) -> AsyncIterator[str]:
 
 async def _follow_redis(client, run: Run, after: int, ping_sec: float) -> AsyncIterator[str]:
     cursor = after
+    silent = 0.0
+    # Each XREAD blocks less than the client's socket timeout (redis-py's default is 5 s).
+    block_sec = min(ping_sec, REDIS_BLOCK_SEC)
     while run.active:
-        text, last, ended = await log_read(client, run.id, after=cursor, block_sec=ping_sec)
+        text, last, ended = await log_read(client, run.id, after=cursor, block_sec=block_sec)
         if text:
-            cursor = last
+            cursor, silent = last, 0.0
             yield text
             if ended:
                 return
             continue
-        run = await _reload(run)
-        if run.active:
-            yield PING_FRAME
+        silent += block_sec
+        if silent >= ping_sec:  # quiet for a while: still running? (a dead worker's run is ended
+            silent = 0.0  # by the supervisor, which also closes its log; this covers a lost log)
+            run = await _reload(run)
+            if run.active:
+                yield PING_FRAME
     # Ended: what the log still holds after the cursor, then its end (or one from the database).
     text, _, ended = await log_replay(client, run.id, after=cursor)
     if text:

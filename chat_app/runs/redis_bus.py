@@ -39,6 +39,10 @@ def redis_client() -> Redis | None:
     return client
 
 
+def _retain_sec() -> int:
+    return max(int(settings.RUN_LOG_RETAIN_SEC), 1)  # EXPIRE takes whole seconds
+
+
 def log_key(run_id) -> str:
     return f"campus:run:{run_id}:frames"
 
@@ -72,7 +76,7 @@ class RedisMirror:
             for seq, frame, end in batch:
                 fields = {FRAME_FIELD: frame, END_FIELD: "1"} if end else {FRAME_FIELD: frame}
                 pipe.xadd(self._key, fields, id=f"{seq}-0", maxlen=settings.RUN_LOG_MAX_FRAMES, approximate=True)
-            pipe.expire(self._key, settings.RUN_LOG_RETAIN_SEC if ended else self._ttl)
+            pipe.expire(self._key, _retain_sec() if ended else self._ttl)
             try:
                 await pipe.execute()
             except RedisError as exc:
@@ -94,12 +98,18 @@ async def log_last_seq(client: Redis, run_id) -> int:
     return int(entries[0][0].split("-")[0]) if entries else 0
 
 
+# The worker that ran a run hands frames to its own clients before copying them here, so when it
+# dies a client may hold ids the log never got. The closing frame a reaper adds skips this many,
+# so that it comes after every id any client can have and its XREAD returns it.
+END_ID_GAP = 1000
+
+
 async def log_append_end(client: Redis, run_id, frame_for_seq) -> None:
-    """Ends a log whose writer died: `frame_for_seq(seq)` is the closing frame, given the next seq."""
-    seq = await log_last_seq(client, run_id) + 1
+    """Ends a log whose writer died: `frame_for_seq(seq)` is the closing frame, given its seq."""
+    seq = await log_last_seq(client, run_id) + END_ID_GAP
     try:
         await client.xadd(log_key(run_id), {FRAME_FIELD: frame_for_seq(seq), END_FIELD: "1"}, id=f"{seq}-0")
-        await client.expire(log_key(run_id), settings.RUN_LOG_RETAIN_SEC)
+        await client.expire(log_key(run_id), _retain_sec())
     except RedisError as exc:  # e.g. the owner was alive after all and wrote a later id
         logger.warning("closing the Redis log of run {} failed: {}", run_id, exc)
 

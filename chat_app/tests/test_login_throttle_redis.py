@@ -3,10 +3,8 @@
 Worker A is `uvicorn campus_agent.asgi:application` in a child process with REDIS_URL set, as a
 deployment runs it; worker B is this process's live server with the cache pointed at the same
 Redis database. Failures counted by one lock the other out. Redis database 15 by default
-(TEST_REDIS_URL to choose another); only the throttle's keys are removed before and after.
+(TEST_REDIS_URL to choose another; the `redis_url` fixture); only the throttle's keys are removed before and after.
 """
-import os
-
 import pytest
 import redis
 from django.core.cache import caches
@@ -15,40 +13,27 @@ from campus_agent.tests.processes import asgi_server, manage, project_env
 from chat_app.services.login_throttle import KEY_PREFIX
 from chat_app.tests.test_login_throttle import THROTTLED, _token
 
-REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def _redis_reachable() -> bool:
-    try:
-        return bool(redis.Redis.from_url(REDIS_URL, socket_connect_timeout=1).ping())
-    except redis.RedisError:
-        return False
-
-
-pytestmark = [
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(not _redis_reachable(), reason=f"no Redis at {REDIS_URL} (CI runs one; set TEST_REDIS_URL)"),
-]
-
-
-def _forget_counters() -> None:
-    client = redis.Redis.from_url(REDIS_URL)
+def _forget_counters(redis_url: str) -> None:
+    client = redis.Redis.from_url(redis_url)
     for key in client.scan_iter(f"*{KEY_PREFIX}:*"):
         client.delete(key)
 
 
 @pytest.fixture
-def shared_cache(settings):
-    _forget_counters()
-    settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+def shared_cache(settings, redis_url):
+    _forget_counters(redis_url)
+    settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": redis_url}}
     assert type(caches["default"]).__name__ == "RedisCache"
     yield
-    _forget_counters()
+    _forget_counters(redis_url)
 
 
 @pytest.fixture
-def worker_a(tmp_path, shared_cache):
-    env = project_env(tmp_path, DATABASE_URL=f"sqlite:///{tmp_path / 'worker_a.sqlite3'}", REDIS_URL=REDIS_URL)
+def worker_a(tmp_path, shared_cache, redis_url):
+    env = project_env(tmp_path, DATABASE_URL=f"sqlite:///{tmp_path / 'worker_a.sqlite3'}", REDIS_URL=redis_url)
     done = manage("migrate", "--noinput", env=env)
     assert done.returncode == 0, done.stderr
     with asgi_server("uvicorn", env=env) as url:

@@ -1,0 +1,173 @@
+"""Runs across two worker processes sharing one Redis and one database (DESIGN §4a).
+
+Workers A and B are `uvicorn campus_agent.asgi:application` child processes, as a deployment
+runs them, with REDIS_URL set; the scripted model and the contract sub-agent are this process's
+loopback servers. The database is a file of the test (SQLite), or a database of its own on the
+suite's PostgreSQL when the suite runs there. Heartbeats are fast here (0.3 s, stale after
+1.5 s) so that a killed worker's run is recovered in a test's time.
+"""
+import os
+import signal
+import time
+import uuid
+
+import httpx
+import psycopg
+import pytest
+from django.conf import settings
+
+from agents_app.testing.fake_llm import Reply
+from campus_agent.tests.processes import asgi_process, manage, project_env
+from chat_app.tests.sse import parse_blocks, read_rest, read_until, run_events
+
+SLOW_TEXT = "两个进程共享同一个运行，" * 6  # 66 characters, 17 chunks of 4
+
+SETUP = """
+from django.contrib.auth import get_user_model
+from agents_app.models import Agent
+from subagents_app.models import SubAgent
+get_user_model().objects.create_user(username="20230001", password="s3cret-Pass!")
+canteen = SubAgent.objects.create(name="canteen", description="食堂助手：菜单、人数", base_url={url!r},
+                                  domain="canteen", timeout_sec=30)
+agent = Agent.objects.create(slug="xiaozhi", name="小智", system_prompt="你是校园小智。", is_default=True)
+agent.sub_agents.add(canteen)
+"""
+
+
+@pytest.fixture
+def worker_database(tmp_path):
+    """A database URL for the workers, migrated: SQLite by default, PostgreSQL like the suite."""
+    if settings.DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
+        yield f"sqlite:///{tmp_path / 'workers.sqlite3'}"
+        return
+    db = settings.DATABASES["default"]
+    name = f"campus_agent_workers_{uuid.uuid4().hex[:8]}"
+    admin = f"host={db['HOST'] or '127.0.0.1'} port={db['PORT'] or 5432} user={db['USER']} dbname=postgres"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{name}"
+    finally:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def workers(tmp_path, worker_database, redis_url, llm_server, subagent_server):
+    """(A, B): two worker processes; each (base URL, process)."""
+    env = project_env(
+        tmp_path,
+        DATABASE_URL=worker_database,
+        REDIS_URL=redis_url,
+        LLM_BASE_URL=llm_server.url,
+        LLM_API_KEY="test-key",
+        LLM_MODEL="fake-model",
+        LLM_TIMEOUT="10",
+        RUN_HEARTBEAT_SEC="0.3",
+        RUN_STALE_SEC="1.5",
+        LOG_LEVEL="WARNING",  # the children's stdout is a pipe nobody reads while they run
+    )
+    for args in (("migrate", "--noinput"), ("shell", "-c", SETUP.format(url=subagent_server.url))):
+        done = manage(*args, env=env)
+        assert done.returncode == 0, done.stderr
+    with asgi_process("uvicorn", env=env) as a, asgi_process("uvicorn", env=env) as b:
+        yield a, b
+
+
+@pytest.fixture
+def token(workers) -> dict:
+    (a_url, _), _ = workers
+    answer = httpx.post(f"{a_url}/api/v1/auth/token", json={"username": "20230001", "password": "s3cret-Pass!"})
+    assert answer.status_code == 200, answer.text
+    return {"Authorization": f"Bearer {answer.json()['access_token']}"}
+
+
+def _ids(blocks) -> list[int]:
+    return [event_id for event_id, _ in blocks if event_id is not None]
+
+
+def test_start_on_a_reattach_on_b_with_last_event_id_gets_exactly_the_rest(workers, token, llm_server):
+    (a_url, _), (b_url, _) = workers
+    llm_server.queue(Reply(text=SLOW_TEXT, chunk_delay=0.05))
+    with httpx.Client(base_url=a_url, timeout=20) as client:
+        with client.stream("POST", "/api/v1/chat", json={"message": "慢慢说"}, headers=token) as response:
+            blocks, _ = read_until(response, lambda f: f["type"] == "chunk" and len(f["content"]) == 4)
+    run_id = blocks[0][1]["run_id"]
+    have = _ids(blocks)
+    assert have == list(range(1, len(have) + 1))
+
+    rest = run_events(b_url, run_id, headers=token, last_event_id=str(have[-1]), timeout=20)
+    assert rest.status == 200 and rest.frames[0] == {**blocks[0][1]}  # the same session, from B
+    assert rest.ids[1:] == list(range(have[-1] + 1, have[-1] + len(rest.frames)))  # none lost or repeated
+    assert rest.frames[-1]["type"] == "done" and rest.frames[-1]["full_text"] == SLOW_TEXT
+    seen = "".join(f["content"] for _, f in blocks if f["type"] == "chunk") + rest.text
+    assert seen == SLOW_TEXT
+
+
+def test_stop_sent_to_b_cancels_the_run_on_a_and_its_sub_agent_stream(workers, token, llm_server, subagent_server):
+    (a_url, _), (b_url, _) = workers
+    llm_server.reply_tool_calls(("call_canteen", {"message": "[[mode:trickle]] 一直说"}), text="我查一下。")
+    with httpx.Client(base_url=a_url, timeout=20) as client:
+        with client.stream("POST", "/api/v1/chat", json={"message": "食堂"}, headers=token) as response:
+            blocks, _ = read_until(response, lambda f: f["type"] == "tool_chunk")
+            run_id = blocks[0][1]["run_id"]
+            asked = time.monotonic()
+            answer = httpx.post(f"{b_url}/api/v1/runs/{run_id}/stop", headers=token)
+            assert (answer.status_code, answer.json()) == (202, {"status": "stopping"})
+            assert subagent_server.stream_cut.wait(timeout=5)
+            assert time.monotonic() - asked < 1.0, "the sub-agent saw its stream closed within 1 s"
+            rest = read_rest(response)
+    done = [f for _, f in parse_blocks(rest)[0] if f["type"] == "done"]
+    assert done and done[0]["interrupted"] is True
+    again = httpx.post(f"{b_url}/api/v1/runs/{run_id}/stop", headers=token)
+    assert (again.status_code, again.json()) == (200, {"status": "finished"})
+
+
+def test_kill_9_of_a_mid_tool_call_b_finishes_the_run_as_interrupted_keeping_finished_tool_rows(
+    workers, token, llm_server
+):
+    (a_url, a_proc), (b_url, _) = workers
+    llm_server.reply_tool_calls(("call_canteen", {"message": "今天的菜单"}), text="先查菜单。")
+    llm_server.reply_tool_calls(("call_canteen", {"message": "[[mode:trickle]] 再查人数"}), text="再查人数。")
+    calls: list[str] = []
+
+    def second_call_streaming(frame: dict) -> bool:
+        if frame["type"] == "tool_call" and frame["call_id"] not in calls:
+            calls.append(frame["call_id"])
+        return frame["type"] == "tool_chunk" and calls[1:] == [frame["call_id"]]
+
+    client = httpx.Client(base_url=a_url, timeout=20)
+    response = client.send(client.build_request("POST", "/api/v1/chat", json={"message": "食堂怎么样"}, headers=token),
+                           stream=True)
+    blocks, _ = read_until(response, second_call_streaming)
+    session = blocks[0][1]
+    os.kill(a_proc.pid, signal.SIGKILL)  # mid-way through the second tool call
+    a_proc.wait(timeout=10)
+    with pytest.raises(httpx.TransportError):  # the client sees its connection die with A
+        read_rest(response)
+    client.close()
+    last = _ids(blocks)[-1]
+
+    started = time.monotonic()
+    rest = run_events(b_url, session["run_id"], headers=token, last_event_id=str(last), timeout=30)
+    assert time.monotonic() - started < 15, "another worker finishes a dead worker's run within 15 s"
+    assert rest.frames[-1]["type"] == "done" and rest.frames[-1]["interrupted"] is True
+
+    messages = httpx.get(f"{b_url}/api/v1/conversations/{session['conversation_id']}/messages", headers=token)
+    rows = messages.json()["results"]
+    assert [r["role"] for r in rows] == ["user", "assistant", "tool", "assistant"]
+    calls, tool, reply = rows[1], rows[2], rows[3]
+    assert calls["content"] == "先查菜单。" and calls["meta"]["tool_calls"][0]["function"]["name"] == "call_canteen"
+    assert tool["meta"]["ok"] is True and "今天的菜单" in tool["content"]  # the finished round is kept
+    assert reply["id"] == session["message_id"] and reply["meta"]["interrupted"] is True
+    assert reply["content"] == "再查人数。"  # the checkpointed text of the cut round
+    detail = httpx.get(f"{b_url}/api/v1/conversations/{session['conversation_id']}", headers=token).json()
+    assert detail["active_run_id"] is None
+
+    llm_server.reply_text("还能接着聊。")  # the conversation stays usable
+    with httpx.Client(base_url=b_url, timeout=20) as client:
+        with client.stream("POST", "/api/v1/chat", headers=token,
+                           json={"message": "好的", "conversation_id": session["conversation_id"]}) as response:
+            assert "还能接着聊。" in read_rest(response)
+    history = llm_server.last_request.messages
+    assert [m["role"] for m in history][1:] == ["user", "assistant", "tool", "assistant", "user"]
