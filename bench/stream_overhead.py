@@ -3,6 +3,9 @@ streams one gateway worker holds.
 
     .venv/bin/python bench/stream_overhead.py                 # modest defaults, about a minute
     .venv/bin/python bench/stream_overhead.py --hold 1000     # the 1,000-stream goal
+    .venv/bin/python bench/stream_overhead.py --backends embedded,redis --hold 0
+        # runs (issue #10): the embedded backend (one worker) against Redis with two workers
+        # (clients alternate between them), side by side in one run
 
 Three processes, so the client's own work does not share a GIL with what it measures:
 
@@ -83,9 +86,11 @@ def _rss_kb(pid: int) -> int:
 class Stack:
     """Starts the fake model and one gateway worker; prepares the database and a JWT."""
 
-    def __init__(self, *, pace: float, chunks: int):
+    def __init__(self, *, pace: float, chunks: int, redis_url: str = "", workers: int = 1):
         self.tmp = tempfile.TemporaryDirectory(prefix="bench-stream-")
-        self.llm_port, self.gw_port = _free_port(), _free_port()
+        self.llm_port = _free_port()
+        self.gw_ports = [_free_port() for _ in range(workers)]
+        self.gw_port = self.gw_ports[0]
         self.env = {
             **os.environ,
             "DJANGO_SETTINGS_MODULE": "campus_agent.settings",
@@ -98,6 +103,7 @@ class Stack:
             "CHAT_RATE_PER_MINUTE": "1000000",
             "TURN_BUDGET_SEC": "600",
             "KEYWORD_FALLBACK_ENABLED": "false",
+            "REDIS_URL": redis_url,
         }
         self.procs: list[subprocess.Popen] = []
         self.pace, self.chunks = pace, chunks
@@ -111,15 +117,23 @@ class Stack:
             [PY, __file__, "--serve-llm", str(self.llm_port), "--pace", str(self.pace), "--chunks", str(self.chunks)],
             cwd=ROOT, env=self.env,
         ))
-        self.gateway = subprocess.Popen(
-            [PY, "-m", "uvicorn", "campus_agent.asgi:application", "--host", "127.0.0.1", "--port", str(self.gw_port),
-             "--lifespan", "off", "--no-access-log", "--log-level", "warning", "--backlog", "4096"],
-            cwd=ROOT, env=self.env, stdout=subprocess.DEVNULL,
-        )
-        self.procs.append(self.gateway)
+        self.gateways = [
+            subprocess.Popen(
+                [PY, "-m", "uvicorn", "campus_agent.asgi:application", "--host", "127.0.0.1", "--port", str(port),
+                 "--lifespan", "off", "--no-access-log", "--log-level", "warning", "--backlog", "4096"],
+                cwd=ROOT, env=self.env, stdout=subprocess.DEVNULL,
+            )
+            for port in self.gw_ports
+        ]
+        self.gateway = self.gateways[0]
+        self.procs.extend(self.gateways)
         _wait_port(self.llm_port)
-        _wait_port(self.gw_port)
+        for port in self.gw_ports:
+            _wait_port(port)
         return self
+
+    def cpu_sec(self) -> float:
+        return sum(_cpu_sec(proc.pid) for proc in self.gateways)
 
     def stop(self) -> None:
         for proc in self.procs:
@@ -168,9 +182,9 @@ async def gateway_stream(http, token: str, question: str, *, on_first=None) -> t
             buffer += text
             while "\n\n" in buffer:
                 block, buffer = buffer.split("\n\n", 1)
-                if not block.startswith("data: "):
+                if "data: " not in block:  # `: ping`; frames after `session` start with their `id:` line
                     continue
-                frame = json.loads(block[6:])
+                frame = json.loads(block.partition("data: ")[2])
                 if frame["type"] == "chunk" and first is None:
                     first = time.perf_counter()
                     if on_first:
@@ -194,8 +208,10 @@ async def measure(stack: Stack, *, runs: int, concurrency: int) -> dict:
 
     direct_client = openai.AsyncOpenAI(base_url=f"http://127.0.0.1:{stack.llm_port}/v1", api_key="sk", max_retries=0,
                                        http_client=httpx.AsyncClient(limits=httpx.Limits(max_connections=None), timeout=60))
-    gw = httpx.AsyncClient(base_url=f"http://127.0.0.1:{stack.gw_port}", timeout=60,
-                           limits=httpx.Limits(max_connections=None, max_keepalive_connections=concurrency))
+    gws = [httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60,
+                             limits=httpx.Limits(max_connections=None, max_keepalive_connections=concurrency))
+           for port in stack.gw_ports]
+    gw = gws[0]
     results = {}
     try:
         for mode in ("direct", "gateway"):  # warm-up: connection pools, code paths, SQLite pages
@@ -210,16 +226,17 @@ async def measure(stack: Stack, *, runs: int, concurrency: int) -> dict:
                     async with semaphore:
                         if mode == "direct":
                             samples.append(await direct_stream(direct_client, f"问题{i}"))
-                        else:
-                            samples.append(await gateway_stream(gw, stack.token, f"问题{i}"))
+                        else:  # several workers: the clients alternate between them
+                            samples.append(await gateway_stream(gws[i % len(gws)], stack.token, f"问题{i}"))
 
-                cpu_before = _cpu_sec(stack.gateway.pid)
+                cpu_before = stack.cpu_sec()
                 await asyncio.gather(*(one(i) for i in range(total_runs)))
                 results[(label, mode)] = samples
                 if mode == "gateway":
-                    results[(label, "cpu_ms")] = (_cpu_sec(stack.gateway.pid) - cpu_before) * 1000 / total_runs
+                    results[(label, "cpu_ms")] = (stack.cpu_sec() - cpu_before) * 1000 / total_runs
     finally:
-        await gw.aclose()
+        for client in gws:
+            await client.aclose()
         await direct_client.close()
     return results
 
@@ -304,6 +321,35 @@ def report(results: dict, held: dict | None, concurrency: int, args_chunks: int)
     print("\n" + "\n".join(verdicts))
 
 
+def compare_backends(args) -> None:
+    """The same measurement against each run backend, in one run (this machine is noisy: compare
+    the figures of one run, not across runs)."""
+    rows = {}
+    for backend in args.backends.split(","):
+        stack = Stack(pace=args.pace, chunks=args.chunks, redis_url=args.redis_url if backend == "redis" else "",
+                      workers=2 if backend == "redis" else 1).start()
+        try:
+            rows[backend] = asyncio.run(measure(stack, runs=args.runs, concurrency=args.concurrency))
+        finally:
+            stack.stop()
+    print("\nRun backends side by side: gateway TTFC and total (ms), added over direct, CPU per stream")
+    header = f"{'backend':<9} {'streams':>7} {'ttfc p50':>9} {'+direct':>8} {'ttfc p99':>9} {'total p50':>10} {'cpu ms':>7}"
+    print(header)
+    print("-" * len(header))
+    for backend, results in rows.items():
+        for label in ("1", str(args.concurrency)):
+            gateway, direct = results[(label, "gateway")], results[(label, "direct")]
+            p50 = _pct([g[0] for g in gateway], 50)
+            print(f"{backend:<9} {label:>7} {p50:9.1f} {p50 - _pct([d[0] for d in direct], 50):8.1f} "
+                  f"{_pct([g[0] for g in gateway], 99):9.1f} {_pct([g[1] for g in gateway], 50):10.1f} "
+                  f"{results[(label, 'cpu_ms')]:7.1f}")
+    if {"embedded", "redis"} <= rows.keys():
+        added = [_pct([g[0] for g in rows[b][("1", "gateway")]], 50) - _pct([d[0] for d in rows[b][("1", "direct")]], 50)
+                 for b in ("embedded", "redis")]
+        print(f"\nRedis event log, added TTFC p50 at 1 stream: {added[1] - added[0]:+.2f} ms (goal ≤ +1 ms) "
+              f"{'OK' if added[1] - added[0] <= 1.0 else 'MISSED'}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=40, help="sequential streams per side at 1 stream")
@@ -312,10 +358,16 @@ def main() -> None:
     parser.add_argument("--chunks", type=int, default=20)
     parser.add_argument("--hold", type=int, default=300, help="slow streams to hold open (0: skip)")
     parser.add_argument("--ramp", type=int, default=100, help="streams opened per 0.25 s while holding")
+    parser.add_argument("--backends", default="",
+                        help="compare run backends side by side: 'embedded,redis' (Redis: two workers)")
+    parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/13")
     parser.add_argument("--serve-llm", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_llm:
         serve_llm(args.serve_llm, args.pace, args.chunks)
+        return
+    if args.backends:
+        compare_backends(args)
         return
 
     stack = Stack(pace=args.pace, chunks=args.chunks).start()

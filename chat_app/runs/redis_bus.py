@@ -24,6 +24,7 @@ FRAME_FIELD = "f"
 # How long a running run's log lives if its worker dies before ending it (then it is rebuilt
 # from the database): the turn budget and a margin.
 RUNNING_TTL_MARGIN_SEC = 120
+MIRROR_BATCH_SEC = 0.025  # as LibreChat coalesces its stream writes
 
 _clients: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Redis]" = weakref.WeakKeyDictionary()
 
@@ -51,8 +52,8 @@ class RedisMirror:
     """Copies one run's frames into its Stream, in order, without making the run wait.
 
     The run appends to its in-memory log and hands the frame here; one writer task per run
-    drains what piled up in a single pipeline (XADD … and EXPIRE), so a burst of frames costs
-    one round trip. A Redis failure loses the copy, never the run: followers on this worker
+    drains what piled up in a single pipeline of XADDs, at most every MIRROR_BATCH_SEC, so a
+    fast model costs a round trip per batch, not per frame. A Redis failure loses the copy, never the run: followers on this worker
     read the memory log, the others fall back to the stored reply.
     """
 
@@ -62,6 +63,7 @@ class RedisMirror:
         self._pending: list[tuple[int, bytes, bool]] = []
         self._writer: asyncio.Task | None = None
         self._ttl = int(settings.TURN_BUDGET_SEC) + RUNNING_TTL_MARGIN_SEC
+        self._expiry_set = False
 
     def push(self, seq: int, frame: bytes, *, end: bool = False) -> None:
         self._pending.append((seq, frame, end))
@@ -76,11 +78,18 @@ class RedisMirror:
             for seq, frame, end in batch:
                 fields = {FRAME_FIELD: frame, END_FIELD: "1"} if end else {FRAME_FIELD: frame}
                 pipe.xadd(self._key, fields, id=f"{seq}-0", maxlen=settings.RUN_LOG_MAX_FRAMES, approximate=True)
-            pipe.expire(self._key, _retain_sec() if ended else self._ttl)
+            if ended or not self._expiry_set:  # a TTL when the log starts (a dead writer's log
+                pipe.expire(self._key, _retain_sec() if ended else self._ttl)  # expires), and at its end
+                self._expiry_set = True
             try:
                 await pipe.execute()
             except RedisError as exc:
                 logger.warning("run log copy to Redis failed: {}", exc)
+            if not ended:
+                # Frames arriving meanwhile go in the next pipeline: at most one round trip per
+                # MIRROR_BATCH_SEC per run, however fast the model streams. Only followers on
+                # other workers wait for it; this worker's read the memory log.
+                await asyncio.sleep(MIRROR_BATCH_SEC)
 
     async def drained(self, timeout: float = 2.0) -> None:
         """Waits (bounded) until every pushed frame was written."""
