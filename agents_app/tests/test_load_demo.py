@@ -67,6 +67,7 @@ def test_registers_a_working_catalog(settings):
         row.full_clean()  # what admin would accept
     service = McpService.objects.get(name=DEMO_MCP_NAME)
     assert (service.protocol, service.config) == ("stdio", demo_mcp_config())
+    assert "cwd" not in service.config  # it starts in the dedicated empty directory, not beside .env
     service.full_clean()
     agent.full_clean()
     # the prompt names every tool it is given

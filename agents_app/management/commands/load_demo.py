@@ -73,9 +73,10 @@ class DemoLoadReport:
 
 
 def demo_mcp_config() -> dict:
-    """Runs the demo MCP server with this interpreter from the project directory: no shell,
-    and no environment beyond the stdio client's minimal default (DESIGN §7)."""
-    return {"command": sys.executable, "args": ["-m", DEMO_MCP_MODULE], "cwd": str(settings.BASE_DIR)}
+    """Runs the demo MCP server with this interpreter: no shell, no environment beyond the stdio
+    client's minimal default and the import path to the project (DESIGN §7), and no `cwd`, so it
+    starts in the dedicated empty directory, not beside `.env`."""
+    return {"command": sys.executable, "args": ["-m", DEMO_MCP_MODULE], "env": {"PYTHONPATH": str(settings.BASE_DIR)}}
 
 
 def demo_logins_allowed() -> bool:
