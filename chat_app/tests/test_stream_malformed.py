@@ -20,6 +20,7 @@ from chat_app.models import Message
 from chat_app.runs.engine import FRAME_FAILED_MESSAGE, RunPlan, RunTask
 from chat_app.services.turns import turn_begin
 from chat_app.tests.sse import chat, parse_events
+from chat_app.tests.test_nul_characters import _strings
 from subagents_app.client import CONNECT_FAILED_NOTICE, CONNECT_FAILED_TEXT, TOKEN_EXPIRED_NOTICE
 from subagents_app.testing.contract_agent import CHART, ERROR_MESSAGE, HUGE_CHUNK, answer_chunks
 
@@ -31,18 +32,6 @@ FFFD = "\ufffd"
 def _rows(result) -> list[Message]:
     conversation_id = result.frames[0]["conversation_id"]
     return list(Message.objects.filter(conversation_id=conversation_id).order_by("created_at", "seq"))
-
-
-def _strings(value):
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            yield key
-            yield from _strings(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _strings(item)
 
 
 def _assert_valid(*values) -> None:
