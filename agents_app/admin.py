@@ -138,9 +138,9 @@ class McpServiceForm(forms.ModelForm):
 @admin.register(McpService)
 class McpServiceAdmin(admin.ModelAdmin):
     form = McpServiceForm
-    list_display = ("name", "protocol", "enabled", "timeout_sec", "updated_at")
+    list_display = ("name", "display_name", "protocol", "enabled", "timeout_sec", "updated_at")
     list_filter = ("protocol", "enabled")
-    search_fields = ("name",)
+    search_fields = ("name", "display_name")
     readonly_fields = ("created_at", "updated_at")
     actions = ("list_tools",)
 

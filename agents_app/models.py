@@ -22,6 +22,12 @@ class McpService(TimeStampedModel):
         unique=True,
         help_text="服务名，也是工具名前缀：模型看到的工具名是 <名称>__<工具名>。",
     )
+    display_name = models.CharField(
+        "显示名称",
+        max_length=40,
+        blank=True,
+        help_text="学生在对话页面的工具标签和欢迎语里看到的名字，如“校历”；留空则显示服务名。",
+    )
     protocol = models.CharField(
         "协议",
         max_length=20,
@@ -63,6 +69,10 @@ class McpService(TimeStampedModel):
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def label(self) -> str:
+        return self.display_name.strip() or self.name
 
     def clean(self) -> None:
         from agents_app.validation import mcp_config_errors

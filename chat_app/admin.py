@@ -1,13 +1,15 @@
 from django.contrib import admin
+from django.urls import reverse
+from django.utils.html import format_html
 
-from chat_app.models import AuthSession, CampusIdentity, Conversation, Message
+from chat_app.models import AuthSession, CampusIdentity, Conversation, Feedback, Message
 
 
 class MessageInline(admin.TabularInline):
     """History is a record: staff read it, nobody edits it here."""
 
     model = Message
-    fields = ("created_at", "role", "content", "meta", "agent_name", "request_id")
+    fields = ("created_at", "role", "content", "meta", "superseded", "agent_name", "request_id")
     readonly_fields = fields
     ordering = ("created_at", "seq")
     extra = 0
@@ -69,6 +71,62 @@ class CampusIdentityAdmin(admin.ModelAdmin):
     list_select_related = ("user",)
     fields = ("sub", "user", "roles", "created_at", "updated_at")
     readonly_fields = fields
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+
+class HasCommentFilter(admin.SimpleListFilter):
+    title = "意见"
+    parameter_name = "has_comment"
+
+    def lookups(self, request, model_admin):
+        return (("yes", "有意见"), ("no", "无意见"))
+
+    def queryset(self, request, queryset):
+        if self.value() == "yes":
+            return queryset.exclude(comment="")
+        if self.value() == "no":
+            return queryset.filter(comment="")
+        return queryset
+
+
+@admin.register(Feedback)
+class FeedbackAdmin(admin.ModelAdmin):
+    """Students' ratings of answers: read them, filter them, open the conversation. They are the
+    students' words: staff do not edit them."""
+
+    list_display = ("rating", "comment_head", "answer_head", "agent_name", "user", "updated_at")
+    list_filter = ("rating", HasCommentFilter, ("message__agent_name", admin.AllValuesFieldListFilter), "updated_at")
+    search_fields = ("comment", "message__content", "user__username")
+    date_hierarchy = "updated_at"
+    list_select_related = ("user", "message")
+    fields = ("rating", "comment", "user", "conversation_link", "answer", "created_at", "updated_at")
+    readonly_fields = fields
+
+    @admin.display(description="意见")
+    def comment_head(self, obj: Feedback) -> str:
+        return obj.comment[:40]
+
+    @admin.display(description="回答")
+    def answer_head(self, obj: Feedback) -> str:
+        return obj.message.content[:40]
+
+    @admin.display(description="回答全文")
+    def answer(self, obj: Feedback) -> str:
+        return obj.message.content
+
+    @admin.display(description="智能体", ordering="message__agent_name")
+    def agent_name(self, obj: Feedback) -> str:
+        return obj.message.agent_name
+
+    @admin.display(description="对话")
+    def conversation_link(self, obj: Feedback) -> str:
+        url = reverse("admin:chat_app_conversation_change", args=[obj.message.conversation_id])
+        return format_html('<a href="{}">{}</a>', url, obj.message.conversation)
 
     def has_add_permission(self, request) -> bool:
         return False

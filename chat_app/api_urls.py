@@ -22,6 +22,12 @@ urlpatterns = [
     path(
         "conversations/<uuid:conversation_id>/messages", rest.MessageListView.as_view(), name="conversation-messages"
     ),
+    path(
+        "conversations/<uuid:conversation_id>/last-turn/supersede",
+        rest.LastTurnSupersedeView.as_view(),
+        name="conversation-last-turn-supersede",
+    ),
+    path("messages/<uuid:message_id>/feedback", rest.AnswerFeedbackView.as_view(), name="answer-feedback"),
     path("schema", SpectacularAPIView.as_view(), name="schema"),
     # The split view serves Swagger UI's init script at docs?script= instead of inline: the CSP
     # allows no inline script.

@@ -55,6 +55,12 @@ class Message(models.Model):
     created_at = models.DateTimeField("创建时间", auto_now_add=True, db_index=True)
     # Rows stored in one batch share a timestamp; seq keeps them in the order they were appended.
     seq = models.PositiveIntegerField("序号", default=0)
+    # Regenerate / edit-and-resend set the last turn aside (its question and answer rows) before
+    # the new run starts: the model no longer sees it, the page shows it as an earlier version of
+    # the turn that follows it (docs/api.md, "Regenerate and edit").
+    superseded = models.BooleanField(
+        "已被替换", default=False, help_text="被“重新生成”或“编辑后重发”替换的旧问答：不再发给模型，页面作为可翻看的旧版本显示。"
+    )
 
     class Meta:
         verbose_name = "消息"
@@ -184,3 +190,36 @@ class Run(models.Model):
     @property
     def active(self) -> bool:
         return self.status in self.ACTIVE
+
+
+FEEDBACK_COMMENT_MAX = 1000
+
+
+class Feedback(models.Model):
+    """A student's thumbs up or down on one answer (its final assistant row), with an optional
+    comment. One per user and answer: rating again replaces it."""
+
+    class Rating(models.TextChoices):
+        UP = "up", "有帮助"
+        DOWN = "down", "没帮助"
+
+    message = models.ForeignKey(Message, on_delete=models.CASCADE, related_name="feedback", verbose_name="回答")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="answer_feedback", verbose_name="用户"
+    )
+    rating = models.CharField("评价", max_length=8, choices=Rating.choices)
+    comment = models.TextField("意见", blank=True, default="", max_length=FEEDBACK_COMMENT_MAX)
+    created_at = models.DateTimeField("创建时间", auto_now_add=True)
+    updated_at = models.DateTimeField("更新时间", auto_now=True, db_index=True)
+
+    class Meta:
+        verbose_name = "回答评价"
+        verbose_name_plural = "回答评价"
+        ordering = ["-updated_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["message", "user"], name="feedback_one_per_user"),
+            models.CheckConstraint(condition=Q(rating__in=["up", "down"]), name="feedback_rating_valid"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_rating_display()} · {self.message_id}"

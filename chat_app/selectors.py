@@ -1,12 +1,12 @@
 """Reads of chat_app: sessions, agents, conversations, messages, and the model's history."""
 import uuid
 
-from django.db.models import OuterRef, QuerySet, Subquery
+from django.db.models import Exists, OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 from django.utils.crypto import constant_time_compare
 
 from agents_app.models import Agent
-from chat_app.models import AuthSession, Conversation, Message, Run
+from chat_app.models import AuthSession, Conversation, Feedback, Message, Run
 
 
 def auth_session_get_valid(*, session_id: str, user_id: int) -> AuthSession | None:
@@ -51,6 +51,18 @@ def conversation_list(*, user) -> QuerySet[Conversation]:
     )
 
 
+def conversation_search(*, user, query: str) -> QuerySet[Conversation]:
+    """The user's conversations whose title or question/answer text contains `query`, ignoring
+    case, newest first. `icontains` escapes LIKE's wildcards on every backend, so `%` and `_` in
+    a query match themselves."""
+    matching = Message.objects.filter(
+        conversation=OuterRef("pk"),
+        role__in=[Message.Role.USER, Message.Role.ASSISTANT],
+        content__icontains=query,
+    )
+    return conversation_list(user=user).filter(Q(title__icontains=query) | Exists(matching))
+
+
 def conversation_get(*, user, conversation_id) -> Conversation | None:
     """The user's own conversation, or None: another user's conversation is indistinguishable from a
     missing one (IDOR answers 404)."""
@@ -82,7 +94,10 @@ def history_build(*, conversation: Conversation, limit: int) -> list[dict]:
     message that answers no call. The system prompt is put first by the runtime.
     """
     rows = list(
-        Message.objects.filter(conversation=conversation).order_by("-created_at", "-seq")[: max(limit, 0)]
+        # A turn set aside by regenerate / edit is an earlier version, not something that was said.
+        Message.objects.filter(conversation=conversation, superseded=False).order_by("-created_at", "-seq")[
+            : max(limit, 0)
+        ]
     )
     rows.reverse()
     while rows and rows[0].role == Message.Role.TOOL:
@@ -98,3 +113,20 @@ def run_active_get(*, conversation_id) -> Run | None:
         .order_by("-started_at")
         .first()
     )
+
+
+def answer_get(*, user, message_id) -> Message | None:
+    """An assistant row of one of the user's conversations, or None (another user's looks missing)."""
+    return Message.objects.filter(id=message_id, role=Message.Role.ASSISTANT, conversation__user=user).first()
+
+
+def feedback_get(*, user, message: Message) -> Feedback | None:
+    return Feedback.objects.filter(user=user, message=message).first()
+
+
+def feedback_by_answer(*, user, conversation: Conversation) -> dict[str, dict]:
+    """The user's ratings in one conversation: answer id → {"rating", "comment"} (the page's state)."""
+    rows = Feedback.objects.filter(user=user, message__conversation=conversation).values(
+        "message_id", "rating", "comment"
+    )
+    return {str(row["message_id"]): {"rating": row["rating"], "comment": row["comment"]} for row in rows}

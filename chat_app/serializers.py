@@ -3,7 +3,15 @@ from django.core.validators import RegexValidator
 from rest_framework import serializers
 
 from agents_app.models import Agent
-from chat_app.models import Conversation, Message
+from campus_agent.text import text_clean
+from chat_app.models import FEEDBACK_COMMENT_MAX, Conversation, Feedback, Message
+
+TITLE_MAX = 64
+SEARCH_QUERY_MAX = 100
+MSG_TITLE_EMPTY = "标题不能为空。"
+MSG_TITLE_TOO_LONG = f"标题不能超过 {TITLE_MAX} 个字符。"
+MSG_COMMENT_TOO_LONG = f"意见不能超过 {FEEDBACK_COMMENT_MAX} 个字符。"
+MSG_RATING = "rating 只能是 up 或 down。"
 
 
 class AgentSerializer(serializers.ModelSerializer):
@@ -26,7 +34,55 @@ class ConversationSerializer(serializers.ModelSerializer):
 class MessageSerializer(serializers.ModelSerializer):
     class Meta:
         model = Message
-        fields = ["id", "role", "content", "meta", "chart", "agent_name", "request_id", "created_at", "seq"]
+        fields = [
+            "id", "role", "content", "meta", "chart", "agent_name", "request_id", "created_at", "seq", "superseded"
+        ]
+
+
+class CleanTextField(serializers.CharField):
+    """Client text made valid before it is checked (NUL dropped, lone surrogates replaced), so a
+    stray control character is cleaned rather than stored or answered with an English 400."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):  # DRF would take 5 as "5"; a title or comment is text
+            self.fail("invalid")
+        return text_clean(super().to_internal_value(data))
+
+
+class ConversationTitleSerializer(serializers.Serializer):
+    title = CleanTextField(trim_whitespace=False, allow_blank=True, help_text="1–64 个字符（去掉首尾空白、合并连续空白后）。")
+
+    def validate_title(self, value: str) -> str:
+        title = " ".join(value.split())  # a title is one line
+        if not title:
+            raise serializers.ValidationError(MSG_TITLE_EMPTY)
+        if len(title) > TITLE_MAX:
+            raise serializers.ValidationError(MSG_TITLE_TOO_LONG)
+        return title
+
+
+class FeedbackSerializer(serializers.ModelSerializer):
+    rating = serializers.ChoiceField(
+        choices=Feedback.Rating.choices, error_messages={"invalid_choice": MSG_RATING}, help_text="up 或 down"
+    )
+    comment = CleanTextField(
+        required=False,
+        allow_blank=True,
+        default="",
+        max_length=FEEDBACK_COMMENT_MAX,
+        error_messages={"max_length": MSG_COMMENT_TOO_LONG},
+        help_text="可选，最多 1000 个字符。",
+    )
+
+    class Meta:
+        model = Feedback
+        fields = ["message", "rating", "comment", "updated_at"]
+        read_only_fields = ["message", "updated_at"]
+
+
+class SupersedeResponseSerializer(serializers.Serializer):
+    question = serializers.CharField(help_text="被替换的问题原文：重新生成时原样再发给 POST /api/v1/chat。")
+    message_id = serializers.UUIDField(help_text="被替换的问题消息 ID。")
 
 
 class TokenRequestSerializer(serializers.Serializer):

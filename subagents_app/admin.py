@@ -10,13 +10,14 @@ SUPERUSER_ONLY_FIELDS = ("base_url",)
 
 @admin.register(SubAgent)
 class SubAgentAdmin(admin.ModelAdmin):
-    list_display = ("name", "domain", "base_url", "timeout_sec", "enabled", "updated_at")
+    list_display = ("name", "display_name", "domain", "base_url", "timeout_sec", "enabled", "updated_at")
     list_filter = ("enabled", "domain")
-    search_fields = ("name", "description", "base_url", "domain")
+    search_fields = ("name", "display_name", "description", "base_url", "domain")
     readonly_fields = ("created_at", "updated_at")
     actions = ["health_check"]
     fieldsets = (
-        (None, {"fields": ("name", "description", "enabled")}),
+        (None, {"fields": ("name", "display_name", "description", "enabled")}),
+        ("页面", {"fields": ("example_questions",)}),
         ("连接", {"fields": ("base_url", "domain", "timeout_sec")}),
         ("时间", {"fields": ("created_at", "updated_at"), "classes": ("collapse",)}),
     )

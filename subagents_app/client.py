@@ -20,7 +20,6 @@ from loguru import logger
 
 from campus_agent.errors import CAMPUS_TOKEN_EXPIRED, DOWNSTREAM, SUBAGENT_INTERNAL
 from campus_agent.redaction import clip_text, mask_token
-from campus_agent.text import text_head
 from subagents_app.models import SubAgent
 
 TIMEOUT_TEXT = "子 Agent 响应超时，请稍后重试。"
@@ -54,9 +53,9 @@ class SubAgentReply:
 
 
 def subagent_label(sub_agent: SubAgent) -> str:
-    """How a student-facing sentence names the sub-agent: the head of its description
-    ("食堂助手（演示）") when short, else its name."""
-    return text_head(sub_agent.description) or sub_agent.name
+    """How a student-facing sentence names the sub-agent: the display name staff set, else the
+    head of its description ("食堂助手（演示）") when short, else its name."""
+    return sub_agent.label
 
 
 def _error_code(raw) -> int:

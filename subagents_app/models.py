@@ -5,6 +5,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator, RegexVa
 from django.db import models
 
 from campus_agent.models import TimeStampedModel
+from campus_agent.text import text_head
 
 NAME_PATTERN = r"^[a-z][a-z0-9-]{1,62}$"
 TIMEOUT_MIN, TIMEOUT_MAX = 1, 300
@@ -43,6 +44,12 @@ class SubAgent(TimeStampedModel):
         validators=[RegexValidator(NAME_PATTERN, "名称须以小写字母开头，只含小写字母、数字和连字符，2–63 个字符。")],
         help_text="小写字母开头，只含小写字母、数字和 “-”，如 canteen、course-select。模型看到的工具名是 call_<名称>（“-” 换成 “_”）。",
     )
+    display_name = models.CharField(
+        "显示名称",
+        max_length=40,
+        blank=True,
+        help_text="学生在对话页面看到的名字（工具标签、欢迎语），如“食堂助手”；留空则用描述开头的短语，再没有就用名称。",
+    )
     description = models.TextField(
         "描述",
         help_text="模型读这段描述来决定何时调用该子 Agent：请写清它能做什么，并包含触发关键词（如“食堂、菜单、吃什么”）。",
@@ -70,6 +77,11 @@ class SubAgent(TimeStampedModel):
         help_text="整次调用（含流式输出）的最长时间，1–300 秒；超时后学生看到“子 Agent 响应超时，请稍后重试。”",
     )
     enabled = models.BooleanField("启用", default=True, help_text="停用后，任何智能体都不会再调用它（下一轮对话即生效）。")
+    example_questions = models.TextField(
+        "示例问题",
+        blank=True,
+        help_text="每行一个问题，如“二食堂中午吃什么？”。新对话的欢迎页把它们显示为按钮，学生点一下就能提问。",
+    )
 
     class Meta:
         verbose_name = "子 Agent"
@@ -84,6 +96,16 @@ class SubAgent(TimeStampedModel):
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def label(self) -> str:
+        """How students see it named: the display name staff set, else the head of the description
+        ("食堂助手（演示）") when short, else the name."""
+        return self.display_name.strip() or text_head(self.description) or self.name
+
+    @property
+    def example_question_list(self) -> list[str]:
+        return [line.strip() for line in (self.example_questions or "").splitlines() if line.strip()]
 
     @property
     def tool_name(self) -> str:

@@ -114,3 +114,191 @@ def test_openapi_schema_documents_the_stream_and_its_frames(live_asgi, db):
     assert "jwtAuth" in schema.json()["components"]["securitySchemes"]
     docs = httpx.get(f"{live_asgi}/api/v1/docs", timeout=10)
     assert docs.status_code == 200 and "swagger" in docs.text.lower()
+
+
+# --- search, rename (issue 13) ----------------------------------------------------------------
+
+
+def test_search_finds_titles_and_message_text_of_own_conversations_only(api, user, other_user):
+    by_title = _conversation(user, "图书馆开放时间", minutes_ago=1)
+    by_text = _conversation(user, "现在几点", minutes_ago=2)
+    Message.objects.create(conversation=by_text, role="user", content="现在几点")
+    Message.objects.create(conversation=by_text, role="assistant", content="周末图书馆开到 22:00", seq=1)
+    by_tool_only = _conversation(user, "别的", minutes_ago=3)
+    Message.objects.create(conversation=by_tool_only, role="tool", content="图书馆数据")  # tool output is not text said
+    unrelated = _conversation(user, "食堂", minutes_ago=4)
+    theirs = _conversation(other_user, "图书馆（别人的）")
+    Message.objects.create(conversation=theirs, role="user", content="图书馆")
+
+    found = api.get("/api/v1/conversations", params={"q": "图书馆"}).json()
+    assert [c["id"] for c in found["results"]] == [str(by_title.id), str(by_text.id)]
+    assert found["count"] == 2
+    # Case is ignored, and an empty query lists everything.
+    Message.objects.create(conversation=unrelated, role="user", content="Menu please")
+    assert [c["title"] for c in api.get("/api/v1/conversations", params={"q": "MENU"}).json()["results"]] == ["食堂"]
+    assert api.get("/api/v1/conversations", params={"q": "  "}).json()["count"] == 4
+    assert str(theirs.id) not in api.get("/api/v1/conversations", params={"q": "别人"}).text
+
+
+def test_search_treats_like_wildcards_and_odd_text_as_plain_text(api, user):
+    percent = _conversation(user, "优惠 50% 的窗口")
+    underscore = _conversation(user, "snake_case 命名")
+    _conversation(user, "500 元")
+    _conversation(user, "snakeXcase")
+    assert [c["id"] for c in api.get("/api/v1/conversations", params={"q": "%"}).json()["results"]] == [str(percent.id)]
+    assert [c["id"] for c in api.get("/api/v1/conversations", params={"q": "e_c"}).json()["results"]] == [
+        str(underscore.id)
+    ]
+    assert api.get("/api/v1/conversations", params={"q": "\\"}).json()["count"] == 0
+    assert api.get("/api/v1/conversations", params={"q": "a\x00b"}).status_code == 200  # NUL dropped, no 500
+    too_long = api.get("/api/v1/conversations", params={"q": "长" * 101})
+    assert too_long.status_code == 400
+    assert too_long.json() == {"code": 40001, "message": "q 不能超过 100 个字符。"}
+    assert api.get("/api/v1/conversations", params={"q": "长" * 100}).status_code == 200
+
+
+def test_rename_validates_and_cleans_the_title(api, user, other_user):
+    conversation = _conversation(user, "现在几点", minutes_ago=30)
+    before = Conversation.objects.get(id=conversation.id).updated_at
+    url = f"/api/v1/conversations/{conversation.id}"
+
+    renamed = api.patch(url, json={"title": "  周三\n的 课表\x00  "})
+    assert renamed.status_code == 200
+    assert renamed.json()["title"] == "周三 的 课表"
+    stored = Conversation.objects.get(id=conversation.id)
+    assert stored.title == "周三 的 课表" and stored.updated_at == before  # renaming is not activity
+
+    for body, message in (
+        ({"title": "   "}, "title: 标题不能为空。"),
+        ({"title": "长" * 65}, "title: 标题不能超过 64 个字符。"),
+        ({}, "title: 该字段是必填项。"),
+        ({"title": 5}, None),
+        ({"title": ["x"]}, None),
+    ):
+        refused = api.patch(url, json=body)
+        assert refused.status_code == 400, body
+        assert refused.json()["code"] == 40001
+        if message:
+            assert refused.json()["message"] == message
+    assert api.patch(url, json={"title": "长" * 64}).json()["title"] == "长" * 64
+    assert api.put(url, json={"title": "整体替换"}).status_code == 405
+    theirs = _conversation(other_user, "别人的")
+    assert api.patch(f"/api/v1/conversations/{theirs.id}", json={"title": "改掉"}).status_code == 404
+    assert Conversation.objects.get(id=theirs.id).title == "别人的"
+
+
+def test_rename_through_the_session_needs_the_csrf_token(live_asgi, user, password):
+    conversation = _conversation(user, "旧标题")
+    with httpx.Client(base_url=live_asgi, timeout=10) as browser:
+        login = browser.get("/login/")
+        csrf = browser.cookies["csrftoken"]
+        browser.post("/login/", data={"username": user.username, "password": password, "csrfmiddlewaretoken": csrf})
+        url = f"/api/v1/conversations/{conversation.id}"
+        assert login.status_code == 200
+        assert browser.patch(url, json={"title": "新标题"}).status_code == 403
+        ok = browser.patch(url, json={"title": "新标题"}, headers={"X-CSRFToken": browser.cookies["csrftoken"]})
+        assert ok.status_code == 200
+    assert Conversation.objects.get(id=conversation.id).title == "新标题"
+
+
+# --- regenerate / edit: the last turn set aside (issue 13) -------------------------------------
+
+
+def _turn(conversation, question: str, answer: str, *, at: int) -> list[Message]:
+    when = timezone.now() - timedelta(minutes=60 - at)
+    rows = [
+        Message.objects.create(conversation=conversation, role="user", content=question),
+        Message.objects.create(conversation=conversation, role="assistant", content="", seq=1,
+                               meta={"tool_calls": [{"id": "c1", "type": "function",
+                                                     "function": {"name": "call_canteen", "arguments": "{}"}}]}),
+        Message.objects.create(conversation=conversation, role="tool", content="工具结果", seq=2,
+                               meta={"tool_call_id": "c1", "tool": "call_canteen", "ok": True}),
+        Message.objects.create(conversation=conversation, role="assistant", content=answer, seq=3),
+    ]
+    Message.objects.filter(id=rows[0].id).update(created_at=when)
+    Message.objects.filter(id__in=[r.id for r in rows[1:]]).update(created_at=when + timedelta(seconds=5))
+    return rows
+
+
+def test_supersede_sets_the_last_turn_aside_and_the_model_no_longer_sees_it(api, user):
+    from chat_app.selectors import history_build
+
+    conversation = _conversation(user, "食堂")
+    first = _turn(conversation, "一食堂吃什么", "红烧肉", at=1)
+    last = _turn(conversation, "二食堂呢", "番茄炒蛋", at=2)
+
+    answer = api.post(f"/api/v1/conversations/{conversation.id}/last-turn/supersede")
+    assert answer.status_code == 200
+    assert answer.json() == {"question": "二食堂呢", "message_id": str(last[0].id)}
+    assert set(Message.objects.filter(superseded=True).values_list("id", flat=True)) == {r.id for r in last}
+    assert [m["content"] for m in history_build(conversation=conversation, limit=20)] == [
+        "一食堂吃什么", None, "工具结果", "红烧肉"
+    ]
+    # The rows are kept and listed with their flag, in order.
+    listed = api.get(f"/api/v1/conversations/{conversation.id}/messages").json()["results"]
+    assert [(m["content"], m["superseded"]) for m in listed if m["role"] == "user"] == [
+        ("一食堂吃什么", False), ("二食堂呢", True)
+    ]
+    # Again: the turn before it is now the last live one.
+    again = api.post(f"/api/v1/conversations/{conversation.id}/last-turn/supersede")
+    assert again.json()["message_id"] == str(first[0].id)
+    nothing = api.post(f"/api/v1/conversations/{conversation.id}/last-turn/supersede")
+    assert nothing.status_code == 409 and nothing.json() == {"code": 40902, "message": "这个对话还没有可以重新生成的问题。"}
+
+
+def test_supersede_refuses_while_an_answer_is_written_and_for_others(api, user, other_user):
+    from chat_app.models import Run
+
+    conversation = _conversation(user, "食堂")
+    _turn(conversation, "一食堂吃什么", "红烧肉", at=1)
+    run = Run.objects.create(conversation=conversation, user=user, heartbeat_at=timezone.now())
+    busy = api.post(f"/api/v1/conversations/{conversation.id}/last-turn/supersede")
+    assert busy.status_code == 409 and busy.json()["code"] == 40901
+    assert not Message.objects.filter(superseded=True).exists()
+    Run.objects.filter(id=run.id).update(status=Run.Status.FINISHED)
+    theirs = _conversation(other_user, "别人的")
+    _turn(theirs, "秘密", "答案", at=1)
+    assert api.post(f"/api/v1/conversations/{theirs.id}/last-turn/supersede").status_code == 404
+    assert not Message.objects.filter(superseded=True).exists()
+
+
+# --- answer feedback (issue 13) ----------------------------------------------------------------
+
+
+def test_feedback_is_stored_replaced_read_and_cleared(api, user):
+    from chat_app.models import Feedback
+
+    conversation = _conversation(user, "食堂")
+    answer = _turn(conversation, "一食堂吃什么", "红烧肉", at=1)[-1]
+    url = f"/api/v1/messages/{answer.id}/feedback"
+    assert api.get(url).status_code == 404
+
+    up = api.put(url, json={"rating": "up"})
+    assert up.status_code == 200 and up.json()["rating"] == "up" and up.json()["comment"] == ""
+    down = api.put(url, json={"rating": "down", "comment": " 价格不对\x00 "})
+    assert down.json()["rating"] == "down"
+    row = Feedback.objects.get()
+    assert (row.rating, row.comment, row.user_id, row.message_id) == ("down", "价格不对", user.id, answer.id)
+    assert api.get(url).json()["comment"] == "价格不对"
+
+    for body in ({"rating": "meh"}, {}, {"rating": "up", "comment": "长" * 1001}, {"rating": "up", "comment": 3}):
+        refused = api.put(url, json=body)
+        assert refused.status_code == 400 and refused.json()["code"] == 40001, body
+    assert api.put(url, json={"rating": "sideways"}).json()["message"] == "rating: rating 只能是 up 或 down。"
+    assert Feedback.objects.get().rating == "down"
+
+    assert api.delete(url).status_code == 204
+    assert not Feedback.objects.exists()
+
+
+def test_feedback_only_on_own_answers(api, user, other_user):
+    from chat_app.models import Feedback
+
+    mine = _conversation(user, "我的")
+    question = _turn(mine, "问题", "回答", at=1)[0]
+    theirs = _conversation(other_user, "别人的")
+    their_answer = _turn(theirs, "问题", "回答", at=1)[-1]
+    for target in (question.id, their_answer.id, uuid.uuid4()):
+        refused = api.put(f"/api/v1/messages/{target}/feedback", json={"rating": "up"})
+        assert refused.status_code == 404 and refused.json() == {"code": 40401, "message": "回答不存在。"}
+    assert not Feedback.objects.exists()

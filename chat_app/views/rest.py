@@ -1,13 +1,49 @@
-"""REST reads and deletes: agents, the caller's conversations and their messages."""
-from drf_spectacular.utils import extend_schema
-from rest_framework import generics
+"""REST reads and writes outside the stream: agents, the caller's conversations (list, search,
+rename, delete, setting the last turn aside for regenerate / edit), messages, answer feedback."""
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
+from rest_framework import generics, status
 from rest_framework.pagination import PageNumberPagination
+from rest_framework.response import Response
 
+from campus_agent.errors import INVALID_BODY
+from campus_agent.text import text_clean
 from chat_app import api_errors as errors
-from chat_app.selectors import agent_list, conversation_get, conversation_list, message_list
-from chat_app.serializers import AgentSerializer, ConversationSerializer, MessageSerializer
-from chat_app.services.conversations import conversation_delete
+from chat_app.selectors import (
+    agent_list,
+    answer_get,
+    conversation_get,
+    conversation_list,
+    conversation_search,
+    feedback_get,
+    message_list,
+)
+from chat_app.serializers import (
+    SEARCH_QUERY_MAX,
+    AgentSerializer,
+    ConversationSerializer,
+    ConversationTitleSerializer,
+    ErrorSerializer,
+    FeedbackSerializer,
+    MessageSerializer,
+    SupersedeResponseSerializer,
+)
+from chat_app.services.conversations import (
+    NoTurn,
+    TurnBusy,
+    conversation_delete,
+    conversation_rename,
+    last_turn_supersede,
+)
+from chat_app.services.feedback import feedback_clear, feedback_set
 from chat_app.views.base import ApiView
+
+TURN_BUSY = 40901
+NO_TURN = 40902
+MSG_QUERY_TOO_LONG = f"q 不能超过 {SEARCH_QUERY_MAX} 个字符。"
+MSG_TURN_BUSY = "这个对话正在回答中，请等回答结束后再试。"
+MSG_NO_TURN = "这个对话还没有可以重新生成的问题。"
+MSG_ANSWER_NOT_FOUND = "回答不存在。"
+MSG_FEEDBACK_NOT_FOUND = "还没有评价这个回答。"
 
 
 class Pages(PageNumberPagination):
@@ -30,13 +66,26 @@ class AgentListView(ApiView, generics.ListAPIView):
         return agent_list()
 
 
-@extend_schema(tags=["conversations"], summary="我的对话（最近更新的在前，分页）")
+@extend_schema(
+    tags=["conversations"],
+    summary="我的对话（最近更新的在前，分页；q 搜索标题和消息内容）",
+    parameters=[
+        OpenApiParameter("q", str, description=f"搜索词：标题或问答内容包含它（不区分大小写，≤ {SEARCH_QUERY_MAX} 个字符）")
+    ],
+)
 class ConversationListView(ApiView, generics.ListAPIView):
     serializer_class = ConversationSerializer
     pagination_class = Pages
 
     def get_queryset(self):
-        return conversation_list(user=self.request.user)
+        query = self.request.query_params.get("q", "")
+        if len(query) > SEARCH_QUERY_MAX:
+            raise errors.ApiError(MSG_QUERY_TOO_LONG, code=INVALID_BODY, status=400)
+        # NUL cannot reach a PostgreSQL query; a lone surrogate cannot be encoded for it.
+        query = text_clean(query).strip()
+        if not query:
+            return conversation_list(user=self.request.user)
+        return conversation_search(user=self.request.user, query=query)
 
 
 class _OwnConversationMixin:
@@ -47,15 +96,54 @@ class _OwnConversationMixin:
         return conversation
 
 
+@extend_schema_view(
+    patch=extend_schema(
+        summary="重命名对话",
+        request=ConversationTitleSerializer,
+        responses={200: ConversationSerializer, 400: ErrorSerializer, 404: ErrorSerializer},
+    )
+)
 @extend_schema(tags=["conversations"])
-class ConversationDetailView(_OwnConversationMixin, ApiView, generics.RetrieveDestroyAPIView):
+class ConversationDetailView(_OwnConversationMixin, ApiView, generics.RetrieveUpdateDestroyAPIView):
     serializer_class = ConversationSerializer
+    http_method_names = ["get", "patch", "delete", "head", "options"]
 
     def get_object(self):
         return self.get_conversation()
 
+    def patch(self, request, *args, **kwargs):
+        conversation = self.get_conversation()
+        body = ConversationTitleSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        conversation = conversation_rename(conversation=conversation, title=body.validated_data["title"])
+        return Response(ConversationSerializer(conversation).data)
+
     def perform_destroy(self, instance):
         conversation_delete(conversation=instance)
+
+
+@extend_schema(
+    tags=["conversations"],
+    summary="把最后一轮问答设为旧版本（重新生成 / 编辑后重发的第一步）",
+    description="最后一个问题及其回答标记为 superseded：不再发给模型，页面作为旧版本显示。"
+    "随后用 POST /api/v1/chat 发送同一问题（重新生成）或改过的问题（编辑后重发）。",
+    request=None,
+    responses={
+        200: SupersedeResponseSerializer,
+        404: ErrorSerializer,
+        409: OpenApiResponse(ErrorSerializer, description="40901 正在回答中；40902 没有问题可以替换"),
+    },
+)
+class LastTurnSupersedeView(_OwnConversationMixin, ApiView):
+    def post(self, request, conversation_id):
+        conversation = self.get_conversation()
+        try:
+            question = last_turn_supersede(conversation=conversation)
+        except TurnBusy:
+            raise errors.ApiError(MSG_TURN_BUSY, code=TURN_BUSY, status=409) from None
+        except NoTurn:
+            raise errors.ApiError(MSG_NO_TURN, code=NO_TURN, status=409) from None
+        return Response({"question": question.content, "message_id": str(question.id)})
 
 
 @extend_schema(tags=["conversations"], summary="对话中的消息（按时间正序，分页）")
@@ -65,3 +153,40 @@ class MessageListView(_OwnConversationMixin, ApiView, generics.ListAPIView):
 
     def get_queryset(self):
         return message_list(conversation=self.get_conversation())
+
+
+@extend_schema_view(
+    get=extend_schema(summary="我对这个回答的评价", responses={200: FeedbackSerializer, 404: ErrorSerializer}),
+    put=extend_schema(
+        summary="评价回答（赞 / 踩，可附意见；再次提交即替换）",
+        request=FeedbackSerializer,
+        responses={200: FeedbackSerializer, 400: ErrorSerializer, 404: ErrorSerializer},
+    ),
+    delete=extend_schema(summary="撤销评价", responses={204: None, 404: ErrorSerializer}),
+)
+@extend_schema(tags=["feedback"])
+class AnswerFeedbackView(ApiView):
+    serializer_class = FeedbackSerializer
+
+    def _answer(self):
+        answer = answer_get(user=self.request.user, message_id=self.kwargs["message_id"])
+        if answer is None:
+            raise errors.ApiError(MSG_ANSWER_NOT_FOUND, code=errors.NOT_FOUND, status=404)
+        return answer
+
+    def get(self, request, message_id):
+        feedback = feedback_get(user=request.user, message=self._answer())
+        if feedback is None:
+            raise errors.ApiError(MSG_FEEDBACK_NOT_FOUND, code=errors.NOT_FOUND, status=404)
+        return Response(FeedbackSerializer(feedback).data)
+
+    def put(self, request, message_id):
+        answer = self._answer()
+        body = FeedbackSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        feedback = feedback_set(user=request.user, message=answer, **body.validated_data)
+        return Response(FeedbackSerializer(feedback).data)
+
+    def delete(self, request, message_id):
+        feedback_clear(user=request.user, message=self._answer())
+        return Response(status=status.HTTP_204_NO_CONTENT)
