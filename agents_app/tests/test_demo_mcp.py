@@ -10,8 +10,9 @@ from agents_app.management.commands.load_demo import demo_mcp_config
 
 @asynccontextmanager
 async def demo_server(now: str):
-    """The registered config (interpreter, `-m agents_app.demo_mcp`, project cwd) with the clock pinned."""
-    params = StdioServerParameters(**demo_mcp_config(), env={NOW_ENV: now})
+    """The registered config (interpreter, `-m agents_app.demo_mcp`, its env) with the clock pinned."""
+    config = demo_mcp_config()
+    params = StdioServerParameters(**(config | {"env": config.get("env", {}) | {NOW_ENV: now}}))
     async with Client(params, read_timeout_seconds=10) as client:
         yield client
 

@@ -318,7 +318,8 @@ async def test_no_match_lists_what_the_assistant_can_do(settings, agent, subagen
 @pytest.mark.django_db(transaction=True)
 async def test_routes_to_a_demo_mcp_tool_without_required_arguments(settings, agent_factory, _close_shared_clients):
     settings.LLM_BASE_URL = ""
-    config = demo_mcp_config() | {"env": {NOW_ENV: "2026-11-30T12:05:00+08:00"}}
+    config = demo_mcp_config()
+    config["env"] = config.get("env", {}) | {NOW_ENV: "2026-11-30T12:05:00+08:00"}  # keeps its PYTHONPATH
     service = await McpService.objects.acreate(name=DEMO_MCP_NAME, protocol="stdio", config=config, timeout_sec=10)
     agent = await sync_to_async(agent_factory)(mcp_services=[service])
 
