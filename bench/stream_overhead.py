@@ -86,7 +86,8 @@ def _rss_kb(pid: int) -> int:
 class Stack:
     """Starts the fake model and one gateway worker; prepares the database and a JWT."""
 
-    def __init__(self, *, pace: float, chunks: int, redis_url: str = "", workers: int = 1):
+    def __init__(self, *, pace: float, chunks: int, redis_url: str = "", workers: int = 1,
+                 extra_env: dict | None = None):
         self.tmp = tempfile.TemporaryDirectory(prefix="bench-stream-")
         self.llm_port = _free_port()
         self.gw_ports = [_free_port() for _ in range(workers)]
@@ -104,6 +105,7 @@ class Stack:
             "TURN_BUDGET_SEC": "600",
             "KEYWORD_FALLBACK_ENABLED": "false",
             "REDIS_URL": redis_url,
+            **(extra_env or {}),
         }
         self.procs: list[subprocess.Popen] = []
         self.pace, self.chunks = pace, chunks
@@ -276,13 +278,20 @@ async def hold(stack: Stack, *, streams: int, ramp: int) -> dict:
     open_sec = time.perf_counter() - t0
     await asyncio.sleep(1.0)
     rss_holding = _rss_kb(stack.gateway.pid)
+    # What holding costs the worker while nothing else happens: the slow model sends a chunk per
+    # stream every few seconds, and the run supervisor heart-beats and checkpoints every run
+    # every RUN_HEARTBEAT_SEC (one transaction for all of them).
+    cpu_before, window = _cpu_sec(stack.gateway.pid), 10.0
+    await asyncio.sleep(window)
+    holding_cpu_pct = (_cpu_sec(stack.gateway.pid) - cpu_before) / window * 100
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
     await gw.aclose()
     return {"streams": streams, "open": started_streams, "errors": errors, "open_sec": open_sec,
             "rss_before_mb": rss_before / 1024, "rss_holding_mb": rss_holding / 1024,
-            "kb_per_stream": (rss_holding - rss_before) / max(started_streams, 1)}
+            "kb_per_stream": (rss_holding - rss_before) / max(started_streams, 1),
+            "holding_cpu_pct": holding_cpu_pct}
 
 
 def report(results: dict, held: dict | None, concurrency: int, args_chunks: int) -> None:
@@ -314,6 +323,8 @@ def report(results: dict, held: dict | None, concurrency: int, args_chunks: int)
         print(f"  opened {held['open']}/{held['streams']} in {held['open_sec']:.1f} s, errors: {len(held['errors'])}")
         print(f"  gateway RSS {held['rss_before_mb']:.0f} MB idle → {held['rss_holding_mb']:.0f} MB holding "
               f"= {held['kb_per_stream']:.0f} KB per stream")
+        print(f"  gateway CPU while holding them: {held['holding_cpu_pct']:.1f} % of a core with the 2 s "
+              f"heartbeat + text checkpoints, {held.get('no_checkpoints_cpu_pct', float('nan')):.1f} % without")
         for err in held["errors"][:5]:
             print("   ", err)
         verdicts.append(f"streams held: {held['open']} (goal ≥ {GOALS['hold']}) "
@@ -381,6 +392,13 @@ def main() -> None:
         slow = Stack(pace=5.0, chunks=30).start()
         try:
             held = asyncio.run(hold(slow, streams=args.hold, ramp=args.ramp))
+        finally:
+            slow.stop()
+        # The same without heartbeats and checkpoints in the window: what the checkpoints cost.
+        slow = Stack(pace=5.0, chunks=30, extra_env={"RUN_HEARTBEAT_SEC": "3600"}).start()
+        try:
+            held["no_checkpoints_cpu_pct"] = asyncio.run(hold(slow, streams=args.hold, ramp=args.ramp))[
+                "holding_cpu_pct"]
         finally:
             slow.stop()
     report(results, held, args.concurrency, args.chunks)
