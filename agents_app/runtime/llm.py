@@ -65,6 +65,11 @@ class LlmStream:
     in a worker holding many streams (measured: 5.8 → 3.0 ms CPU for a 26-chunk stream, 64 at
     once). Failures are raised as the SDK raises them (`openai.APIError` and subclasses: an
     `error` chunk, a timeout, a dropped connection), so callers handle one family of errors.
+    agents_app/tests/test_llm_contract.py runs each failure through this reader and through the
+    plain SDK and holds them to the same outcome; it differs only where the SDK lets a non-SDK
+    error escape or hides a failure: a chunk that is not JSON raises `openai.APIError` (the SDK:
+    `json.JSONDecodeError`), a 200 answer that is not an event stream raises `openai.APIError`
+    (the SDK: an empty answer), and an event without data is skipped (the SDK: a JSON error).
 
     Iterate it for the chunk dicts (usage in the last one); `close()` releases the connection and
     must be called on every exit path (iteration does not close it).
