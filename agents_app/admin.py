@@ -159,7 +159,7 @@ class McpServiceAdmin(admin.ModelAdmin):
     def list_tools(self, request, queryset) -> None:
         from agents_app.mcp.pool import McpUnavailable
         from agents_app.mcp.tools import mcp_service_probe
-        from agents_app.runtime.tools import tool_name_normalise
+        from agents_app.runtime.tool_names import mcp_tool_name
 
         for service in queryset:
             try:
@@ -168,6 +168,6 @@ class McpServiceAdmin(admin.ModelAdmin):
                 messages.error(request, f"“{service.name}” 连接失败：{exc}")
                 continue
             names = "；".join(
-                f"{tool_name_normalise(f'{service.name}__{i.name}')}（{_preview(i.description)}）" for i in infos
+                f"{mcp_tool_name(service=service.name, tool=i.name)}（{_preview(i.description)}）" for i in infos
             )
             messages.success(request, f"“{service.name}” 共 {len(infos)} 个工具：{names or '（无）'}")

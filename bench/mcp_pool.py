@@ -27,9 +27,10 @@ from django.utils import timezone
 
 from agents_app.mcp.connect import mcp_client_enter
 from agents_app.mcp.pool import mcp_pool_close
-from agents_app.mcp.tools import McpTool, McpToolInfo
+from agents_app.mcp.tools import McpToolInfo
 from agents_app.models import McpService
 from agents_app.runtime.context import RunContext
+from agents_app.runtime.mcp_tool import McpTool
 from agents_app.testing.mcp_servers import stdio_argv
 
 CTX = RunContext(request_id="bench00000000000", conversation_id="bench")

@@ -1,4 +1,5 @@
-"""MCP tools as loop tools, and the per-process cache of each service's tool list."""
+"""MCP tools: the per-process cache of each service's tool list, and one tool call with its
+failure texts. The runtime offers them to the model through its adapter (runtime/mcp_tool.py)."""
 from __future__ import annotations
 
 import asyncio
@@ -18,14 +19,6 @@ from agents_app.mcp.connect import (
 )
 from agents_app.mcp.pool import McpUnavailable, mcp_pool
 from agents_app.models import McpService
-from agents_app.runtime.context import RunContext
-from agents_app.runtime.tools import (
-    Emit,
-    ToolOutcome,
-    parameters_normalise,
-    tool_name_normalise,
-)
-from campus_agent.request_id import request_id_set
 
 UNAVAILABLE_TEXT = "MCP 服务“{service}”暂时不可用：{reason}"
 CALL_TIMEOUT_TEXT = "MCP 工具“{tool}”调用超时（{timeout} 秒）。"
@@ -121,11 +114,6 @@ async def mcp_service_tool_infos(*, service: McpService, pooled: bool = True) ->
     return infos
 
 
-async def mcp_tools_for_service(*, service: McpService, pooled: bool = True) -> list[McpTool]:
-    infos = await mcp_service_tool_infos(service=service, pooled=pooled)
-    return [McpTool(service=service, info=info) for info in infos]
-
-
 def mcp_result_text(result) -> str:
     """Text parts joined with newlines; other parts are described, not silently dropped."""
     parts: list[str] = []
@@ -150,49 +138,52 @@ def mcp_result_text(result) -> str:
     return "\n".join(parts)
 
 
-class McpTool:
-    """One tool of one MCP service, exposed as `<service>__<tool>`."""
+@dataclass(frozen=True, slots=True)
+class McpCallResult:
+    """`text` for the model; `error` (failures only) for the student."""
 
-    def __init__(self, *, service: McpService, info: McpToolInfo):
-        self.service = service
-        self.remote_name = info.name
-        self.name = tool_name_normalise(f"{service.name}__{info.name}")
-        self.description = info.description
-        self.parameters = parameters_normalise(info.input_schema)
+    text: str
+    ok: bool = True
+    error: str | None = None
 
-    async def run(self, args: dict, ctx: RunContext, emit: Emit) -> ToolOutcome:
-        request_id_set(ctx.request_id)  # a task does not see the request's ContextVar value
-        service, timeout = self.service, self.service.timeout_sec
-        pool = mcp_pool()
-        try:
-            async with asyncio.timeout(timeout):
-                result = await self._call(pool, args)
-        except McpUnavailable as exc:
-            text = UNAVAILABLE_TEXT.format(service=service.name, reason=exc)
-            return ToolOutcome(text=text, ok=False, error=text)
-        except TimeoutError:
-            text = CALL_TIMEOUT_TEXT.format(tool=self.name, timeout=timeout)
-            return ToolOutcome(text=text, ok=False, error=text)
-        except Exception as exc:  # noqa: BLE001 - a broken connection: reopen on the next call
-            pool.discard(service.pk)
-            text = CALL_FAILED_TEXT.format(tool=self.name, reason=exception_text(exc))
-            logger.warning("MCP call failed service={} tool={} reason={}", service.name, self.remote_name, text)
-            return ToolOutcome(text=text, ok=False, error=text)
-        text = mcp_result_text(result)
-        if result.is_error:
-            return ToolOutcome(text=text, ok=False, error=IS_ERROR_TEXT.format(tool=self.name))
-        return ToolOutcome(text=text)
 
-    async def _call(self, pool, args: dict):
-        """One call; if the pooled connection turns out closed (the server process died or the
-        HTTP stream ended while idle), reopen the session and send the call once more."""
-        client = await pool.client(self.service)
-        try:
-            return await client.call_tool(self.remote_name, args)
-        except MCPError as exc:
-            if exc.code != CONNECTION_CLOSED:
-                raise
-        logger.info("MCP session of {} was closed; reopening", self.service.name)
-        pool.discard(self.service.pk)
-        client = await pool.client(self.service)
-        return await client.call_tool(self.remote_name, args)
+async def mcp_tool_call(*, service: McpService, tool: str, args: dict, shown_as: str) -> McpCallResult:
+    """Calls `tool` on the service's pooled session within its `timeout_sec`. Never raises for a
+    failure the model should read: an unreachable service, a timeout, a broken connection and
+    `isError` all come back as a failed result (the texts name the tool `shown_as`, the name the
+    model called it by)."""
+    timeout = service.timeout_sec
+    pool = mcp_pool()
+    try:
+        async with asyncio.timeout(timeout):
+            result = await _call(pool, service, tool, args)
+    except McpUnavailable as exc:
+        text = UNAVAILABLE_TEXT.format(service=service.name, reason=exc)
+        return McpCallResult(text=text, ok=False, error=text)
+    except TimeoutError:
+        text = CALL_TIMEOUT_TEXT.format(tool=shown_as, timeout=timeout)
+        return McpCallResult(text=text, ok=False, error=text)
+    except Exception as exc:  # noqa: BLE001 - a broken connection: reopen on the next call
+        pool.discard(service.pk)
+        text = CALL_FAILED_TEXT.format(tool=shown_as, reason=exception_text(exc))
+        logger.warning("MCP call failed service={} tool={} reason={}", service.name, tool, text)
+        return McpCallResult(text=text, ok=False, error=text)
+    text = mcp_result_text(result)
+    if result.is_error:
+        return McpCallResult(text=text, ok=False, error=IS_ERROR_TEXT.format(tool=shown_as))
+    return McpCallResult(text=text)
+
+
+async def _call(pool, service: McpService, tool: str, args: dict):
+    """One call; if the pooled connection turns out closed (the server process died or the
+    HTTP stream ended while idle), reopen the session and send the call once more."""
+    client = await pool.client(service)
+    try:
+        return await client.call_tool(tool, args)
+    except MCPError as exc:
+        if exc.code != CONNECTION_CLOSED:
+            raise
+    logger.info("MCP session of {} was closed; reopening", service.name)
+    pool.discard(service.pk)
+    client = await pool.client(service)
+    return await client.call_tool(tool, args)

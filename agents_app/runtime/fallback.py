@@ -23,9 +23,9 @@ from agents_app.runtime.budget import BudgetSpent, turn_deadline
 from agents_app.runtime.context import RunContext
 from agents_app.runtime.events import Chunk, Done, Event, ToolCall, ToolResult
 from agents_app.runtime.loop import TURN_TIMEOUT_TEXT
-from agents_app.runtime.subagent_tool import SubAgentTool
+from agents_app.runtime.tool import Tool
 from agents_app.runtime.tool_runs import ToolRequest, tool_calls_run
-from agents_app.runtime.tools import Tool, tools_for_agent
+from agents_app.runtime.tools import tools_for_agent
 from campus_agent.redaction import clip_text
 from campus_agent.request_id import request_id_set
 from campus_agent.text import text_head
@@ -58,15 +58,10 @@ def keyword_candidates(*, text: str) -> set[str]:
     }
 
 
-def _is_sub_agent(tool: Tool) -> bool:
-    return isinstance(tool, SubAgentTool)
-
-
 def tool_keywords(*, tool: Tool) -> set[str]:
-    """A tool's keywords: its description's fragments plus the words of its name
+    """A tool's keywords: its description's fragments plus the words of its `keyword_text`
     (`campus-calendar__current_time` → campus, calendar, current, time)."""
-    name = tool.name.removeprefix("call_").lower()
-    return keyword_candidates(text=tool.description) | keyword_candidates(text=name)
+    return keyword_candidates(text=tool.description) | keyword_candidates(text=tool.keyword_text)
 
 
 def _occurs(keyword: str, question: str) -> bool:
@@ -85,9 +80,9 @@ class ToolMatch:
 def tool_match(*, question: str, tools: Sequence[Tool]) -> ToolMatch | None:
     """The tool whose keywords best cover `question`, or None when none occurs in it.
 
-    Ties go to more matched keywords, then to sub-agents (they answer in full sentences, MCP
-    tools return raw data), then to the smaller name, so the choice never depends on the order
-    tools were listed in.
+    Ties go to more matched keywords, then to tools that answer in prose (sub-agents answer in
+    full sentences, MCP tools return raw data), then to the smaller name, so the choice never
+    depends on the order tools were listed in.
     """
     text = (question or "").lower()
     keywords = {tool.name: tool_keywords(tool=tool) for tool in tools}
@@ -101,20 +96,15 @@ def tool_match(*, question: str, tools: Sequence[Tool]) -> ToolMatch | None:
             continue
         score = sum(len(word) / shared[word] for word in hits)
         match = ToolMatch(tool=tool, score=score, keywords=tuple(hits))
-        ranked.append(((-score, -len(hits), not _is_sub_agent(tool), tool.name), match))
+        ranked.append(((-score, -len(hits), not tool.answers_in_prose, tool.name), match))
     return min(ranked, key=lambda pair: pair[0])[1] if ranked else None
 
 
 def tool_fallback_args(*, tool: Tool, question: str) -> dict | None:
-    """The arguments keyword routing can call `tool` with, or None when it cannot.
-
-    A sub-agent gets the question as its `message`. An MCP tool is called with no arguments,
-    so only when its schema requires none: any required value would have to be guessed.
-    """
-    if _is_sub_agent(tool):
-        return {"message": question}
-    schema = tool.parameters if isinstance(tool.parameters, dict) else {}
-    return None if schema.get("required") else {}
+    """The arguments keyword routing can call `tool` with, or None when it cannot: the tool
+    says (a sub-agent takes the question as its `message`; an MCP tool is called with no
+    arguments, so only when its schema requires none)."""
+    return tool.fallback_args(question)
 
 
 def tool_label(*, tool: Tool) -> str:
@@ -124,10 +114,11 @@ def tool_label(*, tool: Tool) -> str:
 
 
 def capabilities_text(*, tools: Sequence[Tool]) -> str:
-    """The no-match answer: what each tool does (sub-agents first), from its description."""
+    """The no-match answer: what each tool does (those that answer in prose first), from its
+    description."""
     if not tools:
         return NO_TOOLS_TEXT
-    ordered = sorted(tools, key=lambda tool: (not _is_sub_agent(tool), tool.name))
+    ordered = sorted(tools, key=lambda tool: (not tool.answers_in_prose, tool.name))
     lines = []
     for tool in ordered[:CAPABILITY_MAX_LINES]:
         first = re.split(r"(?<=[。！？!?])", (tool.description or tool.name).strip(), maxsplit=1)[0]

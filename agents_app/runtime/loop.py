@@ -18,8 +18,9 @@ from agents_app.runtime.budget import BudgetSpent, turn_deadline, within
 from agents_app.runtime.context import RunContext
 from agents_app.runtime.events import Chunk, Done, Error, Event, ToolCall, ToolResult
 from agents_app.runtime.llm import llm_stream
+from agents_app.runtime.tool import tool_spec
 from agents_app.runtime.tool_runs import ToolRequest, tool_calls_run
-from agents_app.runtime.tools import tool_spec, tools_for_agent
+from agents_app.runtime.tools import tools_for_agent
 from campus_agent.errors import DOWNSTREAM
 from campus_agent.request_id import request_id_set
 from campus_agent.text import text_clean

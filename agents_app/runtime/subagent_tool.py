@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 from agents_app.runtime.context import RunContext
-from agents_app.runtime.tools import Emit, ToolOutcome
+from agents_app.runtime.tool import Emit, ToolOutcome
+from agents_app.runtime.tool_names import subagent_tool_name
 from campus_agent.request_id import request_id_set
 from subagents_app.client import subagent_call
 from subagents_app.models import SubAgent
@@ -17,11 +18,20 @@ MISSING_MESSAGE_TEXT = "调用参数缺少 message（要交给子 Agent 的问�
 
 class SubAgentTool:
     parameters = MESSAGE_PARAMETERS
+    answers_in_prose = True  # a sub-agent answers the student in sentences
 
-    def __init__(self, *, sub_agent: SubAgent, name: str):
+    def __init__(self, *, sub_agent: SubAgent, name: str | None = None):
         self.sub_agent = sub_agent
-        self.name = name
+        # `name`: the one the turn's assembly made unique; alone, the tool names itself.
+        self.name = name or subagent_tool_name(sub_agent=sub_agent.name)
         self.description = sub_agent.description
+
+    @property
+    def keyword_text(self) -> str:
+        return self.sub_agent.name  # course-select → course, select
+
+    def fallback_args(self, question: str) -> dict | None:
+        return {"message": question}  # the question is exactly what a sub-agent takes
 
     async def run(self, args: dict, ctx: RunContext, emit: Emit) -> ToolOutcome:
         request_id_set(ctx.request_id)  # a task does not see the request's ContextVar value

@@ -12,7 +12,7 @@ from loguru import logger
 from agents_app.runtime.budget import within
 from agents_app.runtime.context import RunContext
 from agents_app.runtime.events import Error, ToolChunk, ToolResult
-from agents_app.runtime.tools import Tool, ToolOutcome
+from agents_app.runtime.tool import Tool, ToolOutcome
 from campus_agent.request_id import request_id_set
 
 UNKNOWN_TOOL_TEXT = "没有名为“{name}”的工具，请只使用提供的工具。"

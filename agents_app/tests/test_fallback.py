@@ -10,7 +10,7 @@ from loguru import logger
 from agents_app.demo_mcp import DEMO_MCP_NAME, NOW_ENV
 from agents_app.demo_mcp.server import server as demo_mcp_server
 from agents_app.management.commands.load_demo import demo_mcp_config
-from agents_app.mcp.tools import McpTool, McpToolInfo
+from agents_app.mcp.tools import McpToolInfo
 from agents_app.models import McpService
 from agents_app.runtime.context import RunContext
 from agents_app.runtime.events import Chunk, Done, Error, ToolCall, ToolChunk, ToolResult
@@ -24,6 +24,7 @@ from agents_app.runtime.fallback import (
     tool_match,
 )
 from agents_app.runtime.loop import TURN_TIMEOUT_TEXT
+from agents_app.runtime.mcp_tool import McpTool
 from agents_app.runtime.subagent_tool import SubAgentTool
 from agents_app.runtime.turn import MODEL_UNAVAILABLE, turn_stream
 from campus_agent.errors import CAMPUS_TOKEN_EXPIRED, DOWNSTREAM

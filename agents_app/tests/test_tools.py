@@ -2,12 +2,8 @@
 import pytest
 
 from agents_app.mcp import tools as mcp_tools
-from agents_app.runtime.tools import (
-    EMPTY_PARAMETERS,
-    parameters_normalise,
-    tool_name_normalise,
-    tool_name_unique,
-)
+from agents_app.runtime.mcp_tool import EMPTY_PARAMETERS, parameters_normalise
+from agents_app.runtime.tool_names import tool_name_normalise, tool_name_unique
 
 
 def test_names_are_lower_case_safe_and_at_most_64_characters():

@@ -1,0 +1,65 @@
+"""The one tool interface the loop knows (DESIGN §2, §6). MCP tools (mcp_tool.py) and sub-agents
+(subagent_tool.py) implement it; nothing asks which kind a tool is.
+
+    outcome = await tool.run(args, ctx, emit)     # ToolOutcome; `emit(text)` streams progress
+
+A tool never raises for a failure the model should read (timeout, HTTP error, isError): it
+returns `ToolOutcome(ok=False, text=…)`. If one raises anyway, tool_runs.py turns it into a result.
+"""
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from agents_app.runtime.context import RunContext
+
+Emit = Callable[[str], Awaitable[None]]
+"""Streams a piece of progress text (a sub-agent's own answer) to the user while a tool runs."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutcome:
+    """What a tool run produced.
+
+    `text` goes to the model as the tool message; `error` is the user-facing failure text
+    (sent in the `tool_result` frame); `chart` is chart data a sub-agent returned; `code` is the
+    contract error code of a failure (40102 / 50001 / 50003); the loop surfaces 40102 to the
+    user as an `error` event, the others only as the failed tool result.
+    """
+
+    text: str
+    ok: bool = True
+    error: str | None = None
+    chart: dict | None = None
+    code: int | None = None
+
+
+class Tool(Protocol):
+    name: str  # unique within one turn, `[a-z0-9_-]{1,64}` (tool_names.py)
+    description: str  # what the model reads to decide when to call it
+    parameters: dict  # JSON Schema of an object
+
+    async def run(self, args: dict, ctx: RunContext, emit: Emit) -> ToolOutcome: ...
+
+    # What keyword routing (fallback.py) asks a tool when the model is down:
+    keyword_text: str
+    """Words naming its topic besides the description: a sub-agent's own name, an MCP tool's
+    `<service>__<tool>`. Keywords are cut from both."""
+
+    answers_in_prose: bool
+    """Its result reads as an answer to the student (a sub-agent), not as raw data (an MCP tool):
+    preferred on a tie and listed first among the capabilities."""
+
+    def fallback_args(self, question: str) -> dict | None:
+        """The arguments to call it with when all there is is the student's question, or None
+        when it needs something that would have to be guessed."""
+        ...
+
+
+def tool_spec(tool: Tool) -> dict:
+    """The OpenAI `tools` entry of a tool."""
+    return {
+        "type": "function",
+        "function": {"name": tool.name, "description": tool.description, "parameters": tool.parameters},
+    }
