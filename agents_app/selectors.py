@@ -1,8 +1,28 @@
-"""Reads of agents_app."""
-from django.db.models import Prefetch, prefetch_related_objects
+"""Reads of agents_app: every read of `Agent` and of its catalog (enabled MCP services and
+sub-agents) is here; chat_app and the runtime ask through these functions."""
+from django.db.models import Prefetch, QuerySet, prefetch_related_objects
 
 from agents_app.models import Agent, McpService
 from subagents_app.models import SubAgent
+
+
+def agent_list() -> QuerySet[Agent]:
+    """The enabled agents, the default first (the page's selector, GET /api/v1/agents)."""
+    return Agent.objects.filter(enabled=True).order_by("-is_default", "name")
+
+
+def agent_get_enabled(*, slug: str) -> Agent | None:
+    return Agent.objects.filter(slug=slug, enabled=True).first()
+
+
+def agent_get_default() -> Agent | None:
+    """The default agent; without one, the first enabled agent (the page lists them in this order)."""
+    return agent_list().first()
+
+
+def agent_default_exists() -> bool:
+    """Whether an agent is marked default (enabled or not): staff's choice to keep."""
+    return Agent.objects.filter(is_default=True).exists()
 
 
 def _catalog_prefetches() -> tuple[Prefetch, Prefetch]:

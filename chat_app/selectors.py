@@ -5,7 +5,8 @@ from django.db.models import Exists, OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 from django.utils.crypto import constant_time_compare
 
-from agents_app.models import Agent
+# Agents are read in agents_app (all reads of Agent live there); chat_app's callers use these names.
+from agents_app.selectors import agent_get_default, agent_get_enabled, agent_list  # noqa: F401
 from chat_app.models import AuthSession, Conversation, Feedback, Message, Run
 
 
@@ -24,19 +25,6 @@ def auth_session_get_valid(*, session_id: str, user_id: int) -> AuthSession | No
     if session is None or not constant_time_compare(session.password_fingerprint, session.user.get_session_auth_hash()):
         return None
     return session
-
-
-def agent_list() -> QuerySet[Agent]:
-    return Agent.objects.filter(enabled=True).order_by("-is_default", "name")
-
-
-def agent_get_enabled(*, slug: str) -> Agent | None:
-    return Agent.objects.filter(slug=slug, enabled=True).first()
-
-
-def agent_get_default() -> Agent | None:
-    """The default agent; without one, the first enabled agent (the page lists them in this order)."""
-    return agent_list().first()
 
 
 def conversation_list(*, user) -> QuerySet[Conversation]:

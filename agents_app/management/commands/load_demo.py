@@ -20,6 +20,7 @@ from django.db import transaction
 
 from agents_app.demo_mcp import DEMO_MCP_MODULE, DEMO_MCP_NAME
 from agents_app.models import Agent, McpService
+from agents_app.selectors import agent_default_exists
 from campus_agent.hosts import hosts_local_only
 from subagents_app.demo.catalog import DEMO_SUBAGENTS
 from subagents_app.models import SubAgent
@@ -124,7 +125,7 @@ def demo_catalog_load(*, base_url: str, with_logins: bool) -> DemoLoadReport:
             "name": AGENT_NAME,
             "system_prompt": AGENT_PROMPT,
             # Staff may already have chosen another default agent: keep their choice.
-            "is_default": not Agent.objects.filter(is_default=True).exists(),
+            "is_default": not agent_default_exists(),
         },
     )
     if created:  # links only on creation: a tool staff removed later stays removed
