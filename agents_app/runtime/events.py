@@ -1,4 +1,6 @@
-"""Typed events of one chat turn. `frame()` gives the §4 payload; campus_agent.sse encodes it.
+"""Typed events of one chat turn. `frame()` gives the §4 payload; campus_agent.sse encodes it;
+`FRAME_SCHEMA` describes that payload for the API's OpenAPI document (chat_app/views/stream_schema.py
+builds the stream's description from these, and a test holds each `frame()` to its schema).
 
 The runtime yields these; chat_app stores what they describe and streams their frames, and the
 tool loop builds the model's next request from them. Their text comes from outside (the model,
@@ -7,9 +9,25 @@ no lone surrogate, no NUL): what the student is shown, what is stored and what t
 back are then the same valid text, and none of those steps can fail on it.
 """
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar, get_args
 
+from campus_agent.errors import CAMPUS_TOKEN_EXPIRED, DOWNSTREAM, GENERAL, SUBAGENT_INTERNAL
 from campus_agent.text import text_clean
+
+_STRING = {"type": "string"}
+_FLAG = {"type": "boolean", "enum": [True]}  # present only when true
+
+
+def frame_schema(type_: str, description: str, *, required: dict, optional: dict | None = None) -> dict:
+    """The OpenAPI (3.0) schema of one frame payload: `type` is `type_`, `required` fields always
+    present, `optional` ones only sometimes."""
+    return {
+        "type": "object",
+        "title": type_,
+        "description": description,
+        "properties": {"type": {"type": "string", "enum": [type_]}, **required, **(optional or {})},
+        "required": ["type", *required],
+    }
 
 
 def _clean_fields(event, *names: str) -> None:
@@ -26,6 +44,10 @@ class Chunk:
 
     content: str
     fallback: bool = False  # written by keyword routing, not by the model (issue #6)
+
+    FRAME_SCHEMA: ClassVar[dict] = frame_schema(
+        "chunk", "模型文本增量（fallback: 关键词路由写的）", required={"content": _STRING}, optional={"fallback": _FLAG}
+    )
 
     def __post_init__(self) -> None:
         _clean_fields(self, "content")
@@ -46,6 +68,11 @@ class ToolCall:
     tool: str
     args: str  # JSON text, as the model wrote it (normalised to "{}" when not an object)
 
+    FRAME_SCHEMA: ClassVar[dict] = frame_schema(
+        "tool_call", "工具开始",
+        required={"call_id": _STRING, "tool": _STRING, "args": {"type": "string", "description": "JSON 文本"}},
+    )
+
     def __post_init__(self) -> None:
         _clean_fields(self, "call_id", "tool", "args")
 
@@ -60,6 +87,10 @@ class ToolChunk:
     call_id: str
     tool: str
     content: str
+
+    FRAME_SCHEMA: ClassVar[dict] = frame_schema(
+        "tool_chunk", "子 Agent 自己的文本，实时转发", required={"call_id": _STRING, "tool": _STRING, "content": _STRING}
+    )
 
     def __post_init__(self) -> None:
         _clean_fields(self, "content")
@@ -86,6 +117,11 @@ class ToolResult:
     error: str | None = None
     chart: dict | None = None
 
+    FRAME_SCHEMA: ClassVar[dict] = frame_schema(
+        "tool_result", "工具结束；error 只在失败时出现，是给学生看的中文说明",
+        required={"call_id": _STRING, "tool": _STRING, "ok": {"type": "boolean"}}, optional={"error": _STRING},
+    )
+
     def __post_init__(self) -> None:
         _clean_fields(self, "content", "error", "chart")
 
@@ -102,6 +138,14 @@ class Error:
 
     code: int
     message: str
+
+    FRAME_SCHEMA: ClassVar[dict] = frame_schema(
+        "error", "任何失败；随后仍有 done",
+        required={
+            "code": {"type": "integer", "enum": [CAMPUS_TOKEN_EXPIRED, SUBAGENT_INTERNAL, GENERAL, DOWNSTREAM]},
+            "message": _STRING,
+        },
+    )
 
     def __post_init__(self) -> None:
         _clean_fields(self, "message")
@@ -120,6 +164,16 @@ class Done:
     interrupted: bool = False
     fallback: bool = False  # the turn was answered by keyword routing (issue #6)
 
+    FRAME_SCHEMA: ClassVar[dict] = frame_schema(
+        "done", "最后一帧；message_id 是保存的回答消息的 ID；interrupted: 回答被中断（失败、超时、停止）",
+        required={
+            "full_text": _STRING,
+            "message_id": _STRING,
+            "chart": {"type": "object", "nullable": True, "description": "图表数据（见 docs/api.md）或 null"},
+        },
+        optional={"fallback": _FLAG, "interrupted": _FLAG},
+    )
+
     def __post_init__(self) -> None:
         _clean_fields(self, "full_text", "chart", "usage")
 
@@ -133,3 +187,4 @@ class Done:
 
 
 Event = Chunk | ToolCall | ToolChunk | ToolResult | Error | Done
+EVENT_TYPES: tuple[type, ...] = get_args(Event)

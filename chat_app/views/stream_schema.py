@@ -3,45 +3,31 @@
 drf-spectacular only documents DRF views, and the stream must stay a plain async Django view.
 So this DRF view is routed at the same path *after* the real one: Django always resolves the
 real view first, and the schema generator, which walks every pattern, documents this one.
+
+The frames are described from the runtime's event types (agents_app.runtime.events: each has its
+`FRAME_SCHEMA`), plus the `session` frame the run sends first; chat_app/tests/test_stream_schema.py
+holds the frames the server sends to this description.
 """
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
 from rest_framework.response import Response
 
+from agents_app.runtime.events import EVENT_TYPES, frame_schema
 from chat_app.serializers import ErrorSerializer
 from chat_app.views.base import ApiView
 
-
-def _frame(type_: str, fields: dict, required: list[str], description: str) -> dict:
-    return {
-        "type": "object",
-        "title": type_,
-        "description": description,
-        "properties": {"type": {"type": "string", "enum": [type_]}, **fields},
-        "required": ["type", *required],
-    }
-
-
 _STR = {"type": "string"}
+SESSION_FRAME_SCHEMA = frame_schema(
+    "session",
+    "第一帧（没有 id 行）；message_id 是最终回答消息的 ID；run_id 用于重新接上（GET /api/v1/runs/<run_id>/events）或停止这次运行",
+    required={"conversation_id": _STR, "message_id": _STR, "request_id": _STR, "run_id": _STR},
+)
 FRAME_SCHEMA = {
     "description": (
-        "每个事件是一帧 `data: <json>\\n\\n`（JSON 不转义中文）；空闲时发送注释帧 `: ping\\n\\n`。"
+        "每个事件是一帧 `data: <json>\\n\\n`（JSON 不转义中文）；`session` 之后的每一帧前有一行 `id: <序号>`"
+        "（运行内的序号 1、2、3……，断线后用 Last-Event-ID 或 ?after= 从这里接上）；空闲时发送注释帧 `: ping\\n\\n`（没有 id 行）。"
         "`session` 一定是第一帧，`done` 一定是最后一帧；`error` 之后仍有 `done`。"
     ),
-    "oneOf": [
-        _frame("session", {"conversation_id": _STR, "message_id": _STR, "request_id": _STR},
-               ["conversation_id", "message_id", "request_id"], "第一帧；message_id 是最终回答消息的 ID"),
-        _frame("chunk", {"content": _STR}, ["content"], "模型文本增量"),
-        _frame("tool_call", {"call_id": _STR, "tool": _STR, "args": {"type": "string", "description": "JSON 文本"}},
-               ["call_id", "tool", "args"], "工具开始"),
-        _frame("tool_chunk", {"call_id": _STR, "tool": _STR, "content": _STR},
-               ["call_id", "tool", "content"], "子 Agent 自己的文本，实时转发"),
-        _frame("tool_result", {"call_id": _STR, "tool": _STR, "ok": {"type": "boolean"}, "error": _STR},
-               ["call_id", "tool", "ok"], "工具结束"),
-        _frame("error", {"code": {"type": "integer", "enum": [40102, 50001, 50002, 50003]}, "message": _STR},
-               ["code", "message"], "任何失败；随后仍有 done"),
-        _frame("done", {"full_text": _STR, "message_id": _STR, "chart": {"type": "object", "nullable": True}},
-               ["full_text", "message_id", "chart"], "最后一帧"),
-    ],
+    "oneOf": [SESSION_FRAME_SCHEMA, *(event.FRAME_SCHEMA for event in EVENT_TYPES)],
 }
 
 CHAT_REQUEST_SCHEMA = {
@@ -56,10 +42,11 @@ CHAT_REQUEST_SCHEMA = {
 }
 
 SSE_EXAMPLE = (
-    'data: {"type":"session","conversation_id":"8c0f…","message_id":"5e2a…","request_id":"3f2a9c1d4b5e6f70"}\n\n'
-    'data: {"type":"chunk","content":"今天"}\n\n'
+    'data: {"type":"session","conversation_id":"8c0f…","message_id":"5e2a…","request_id":"3f2a9c1d4b5e6f70",'
+    '"run_id":"b71d…"}\n\n'
+    'id: 1\ndata: {"type":"chunk","content":"今天"}\n\n'
     ": ping\n\n"
-    'data: {"type":"done","full_text":"今天一食堂有…","message_id":"5e2a…","chart":null}\n\n'
+    'id: 2\ndata: {"type":"done","full_text":"今天一食堂有…","message_id":"5e2a…","chart":null}\n\n'
 )
 
 
