@@ -10,19 +10,22 @@ from django.db.models import Q
 from django.http import Http404
 from django.shortcuts import render
 
+from chat_app.chat_input import MESSAGE_MAX
 from chat_app.login_forms import LoginForm
 from chat_app.models import Conversation, Message, Run
+from chat_app.page_catalog import agent_catalogs, tool_labels
 from chat_app.selectors import (
     agent_list,
     conversation_get,
     conversation_list,
+    feedback_by_answer,
     message_list,
     run_active_get,
 )
 
 SIDEBAR_LIMIT = 100  # the sidebar is a recent list, not an archive
 HISTORY_LIMIT = 500  # rows shown for one conversation; older ones stay in the database
-MESSAGE_FIELDS = ("id", "role", "content", "meta", "chart", "created_at")
+MESSAGE_FIELDS = ("id", "role", "content", "meta", "chart", "created_at", "superseded")
 
 
 def _stored_messages(*, conversation: Conversation, active_run: Run | None) -> list[dict]:
@@ -54,7 +57,8 @@ def chat_page(request, conversation_id=None):
         conversation = conversation_get(user=request.user, conversation_id=conversation_id)
         if conversation is None:
             raise Http404("对话不存在")
-    agents = list(agent_list().values("slug", "name"))
+    enabled_agents = agent_list()
+    agents = list(enabled_agents.values("slug", "name"))
     active_run = run_active_get(conversation_id=conversation.id) if conversation else None
     state = {
         "conversation_id": str(conversation.id) if conversation else None,
@@ -62,9 +66,13 @@ def chat_page(request, conversation_id=None):
         "messages": _stored_messages(conversation=conversation, active_run=active_run) if conversation else [],
         # The page re-attaches to an answer still being written (DESIGN §4a).
         "active_run_id": str(active_run.id) if active_run else None,
+        "feedback": feedback_by_answer(user=request.user, conversation=conversation) if conversation else {},
+        "tools": tool_labels(),
+        "catalogs": agent_catalogs(agents=enabled_agents),
+        "message_max": MESSAGE_MAX,
     }
     context = {
-        "conversations": conversation_list(user=request.user).values("id", "title")[:SIDEBAR_LIMIT],
+        "conversations": conversation_list(user=request.user).values("id", "title", "updated_at")[:SIDEBAR_LIMIT],
         "agents": agents,
         "conversation": conversation,
         "state": state,

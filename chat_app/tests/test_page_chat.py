@@ -22,7 +22,7 @@ QUESTION = "今天一食堂有什么好吃的？"
 ANSWER = "一食堂今天推荐：\n\n- **红烧肉**（12 元）\n- 番茄炒蛋（6 元）\n\n各食堂人数见下图，错峰就餐更舒服。"
 
 # What the pane shows, reduced to what a student can see: used to compare live and reloaded.
-PANE_SNAPSHOT = """() => [...document.querySelectorAll('#messages .msg')].map((m) => ({
+PANE_SNAPSHOT = """() => [...document.querySelectorAll('#messages .msg:not([hidden])')].map((m) => ({
     role: m.classList.contains('msg-user') ? 'user' : 'assistant',
     text: [...m.querySelectorAll('.msg-text, .segment')].map((n) => n.textContent.trim()).filter(Boolean),
     tools: [...m.querySelectorAll('.tool')].map((t) => [
@@ -89,7 +89,7 @@ def test_a_question_routed_to_a_sub_agent_streams_live_and_reloads_the_same(chat
         """() => { const t = document.querySelector('.tool');
                    return t.dataset.state === 'running' && t.querySelector('.tool-output').textContent.includes('已收到'); }"""
     )
-    assert page.text_content(".tool .tool-name") == "子 Agent · canteen"
+    assert page.text_content(".tool .tool-name") == "食堂助手"  # the name staff gave it, not call_canteen
     # The model's answer arrives in pieces: part of it is on screen while the stream is still open.
     page.wait_for_function(
         """() => { const s = [...document.querySelectorAll('.msg-assistant .segment')].pop();
@@ -143,7 +143,7 @@ def test_xss_in_model_and_sub_agent_output_is_inert(chat, llm_settings):
 
     live = page.evaluate(INERT_DOM)
     assert live == {"xss": None, "scripts": 0, "handlers": [], "badLinks": [], "images": 0}
-    assert '<b onmouseover="window.__xss=6">我的问题</b>' in page.text_content(".msg-user")  # shown as typed
+    assert '<b onmouseover="window.__xss=6">我的问题</b>' in page.text_content(".msg-user .msg-text")  # shown as typed
     assert "结果如下" in page.text_content(".msg-assistant .segment")
     assert "子Agent已收到" in page.text_content(".tool-output")
 
@@ -171,7 +171,7 @@ def test_stop_mid_stream_keeps_the_partial_reply_marked_interrupted(chat, llm_se
     page.wait_for_selector(".msg-assistant .msg-flag")
     assert page.text_content(".msg-assistant .msg-flag") == "（已中断）"
     assert not page.is_disabled("#input") and not page.is_visible("#stop")
-    assert page.text_content(".msg-user") == "第一行\n第二行"
+    assert page.text_content(".msg-user .msg-text") == "第一行\n第二行"
     shown = page.text_content(".msg-assistant .segment").strip()
     assert 0 < len(shown) < len(long_answer)
 
@@ -213,20 +213,20 @@ def test_failures_are_shown_inline_in_plain_chinese(chat, llm_settings, settings
     llm_settings.queue(Reply(text=cut_answer, chunk_size=4, drop_after_chunks=3))
     _ask(page, "食堂几点关门")
     _wait_answered(page)
-    assert page.text_content(".msg-assistant:last-child .msg-error") == MODEL_INTERRUPTED_TEXT
-    assert page.text_content(".msg-assistant:last-child .msg-flag") == "（已中断）"
-    shown = page.text_content(".msg-assistant:last-child .segment").strip()
+    assert page.text_content(".exchange:last-child .msg-assistant:not([hidden]) .msg-error") == MODEL_INTERRUPTED_TEXT
+    assert page.text_content(".exchange:last-child .msg-assistant:not([hidden]) .msg-flag") == "（已中断）"
+    shown = page.text_content(".exchange:last-child .msg-assistant:not([hidden]) .segment").strip()
     assert shown and cut_answer.startswith(shown) and shown != cut_answer
 
     llm_settings.fail(500)  # the model itself is down and keyword routing is off
     _ask(page, "再试一次")
     _wait_answered(page)
-    assert page.text_content(".msg-assistant:last-child .msg-error") == MODEL_UNAVAILABLE
+    assert page.text_content(".exchange:last-child .msg-assistant:not([hidden]) .msg-error") == MODEL_UNAVAILABLE
 
     page.context.clear_cookies()  # the session is gone (expired, logged out elsewhere)
     _ask(page, "还在吗")
     _wait_answered(page)
-    assert page.text_content(".msg-assistant:last-child .msg-error") == "登录已失效，请刷新页面重新登录。"
+    assert page.text_content(".exchange:last-child .msg-assistant:not([hidden]) .msg-error") == "登录已失效，请刷新页面重新登录。"
     # Chromium logs every 4xx response it loads; this one is the point of the step.
     chat.errors[:] = [e for e in chat.errors if "status of 401" not in e]
     chat.screenshot("chat-errors")

@@ -46,6 +46,41 @@ export function conversationDelete({ id }) {
   });
 }
 
+function jsonRequest(method, url, body) {
+  return fetch(url, {
+    method,
+    credentials: "same-origin",
+    headers: headers({ Accept: "application/json", ...(body === undefined ? {} : { "Content-Type": "application/json" }) }),
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+}
+
+export function conversationRename({ id, title }) {
+  return jsonRequest("PATCH", `/api/v1/conversations/${encodeURIComponent(id)}`, { title });
+}
+
+export function conversationSearch({ query, signal }) {
+  const params = new URLSearchParams({ q: query, page_size: "100" });
+  return fetch(`/api/v1/conversations?${params}`, {
+    credentials: "same-origin",
+    headers: { Accept: "application/json" },
+    signal,
+  });
+}
+
+// Regenerate / edit-and-resend, step one: the last turn is set aside (kept as an earlier version).
+export function lastTurnSupersede({ conversationId }) {
+  return jsonRequest("POST", `/api/v1/conversations/${encodeURIComponent(conversationId)}/last-turn/supersede`);
+}
+
+export function feedbackPut({ messageId, rating, comment = "" }) {
+  return jsonRequest("PUT", `/api/v1/messages/${encodeURIComponent(messageId)}/feedback`, { rating, comment });
+}
+
+export function feedbackDelete({ messageId }) {
+  return jsonRequest("DELETE", `/api/v1/messages/${encodeURIComponent(messageId)}/feedback`);
+}
+
 // The JSON error body of a refused request ({code, message}), or {} when there is none.
 export async function errorBody(response) {
   try {

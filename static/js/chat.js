@@ -1,15 +1,41 @@
 // The chat page controller: sends a question, reads the SSE answer as it arrives, keeps the
-// sidebar and the address bar in step, and lets the student stop an answer.
+// sidebar and the address bar in step, and lets the student stop, regenerate, edit, retry,
+// copy and rate an answer.
 //
 // An answer is a run on the server (DESIGN §4a): it goes on whatever happens to this page. The
 // page follows it, re-attaches after a dropped connection (from the last frame it has) or after
 // a reload (from the start: the run's rows are not in the rendered history), and stops it with
-// POST /api/v1/runs/<id>/stop rather than by hanging up.
-import { chatPost, conversationDelete, errorBody, runEvents, runStop } from "./api.js";
+// POST /api/v1/runs/<id>/stop rather than by hanging up. Every new answer (a question, an example,
+// regenerate, edit-and-resend, retry) starts through `ask`.
+import {
+  chatPost,
+  conversationDelete,
+  errorBody,
+  feedbackDelete,
+  feedbackPut,
+  lastTurnSupersede,
+  runEvents,
+  runStop,
+} from "./api.js";
+import { copyWithFeedback } from "./clipboard.js";
+import { Composer } from "./composer.js";
+import { Exchange, exchangeFor } from "./exchange.js";
 import { historyRender } from "./history.js";
-import { DELETE_FAILED, NETWORK_FAILED, STREAM_CUT, errorText } from "./messages.js";
+import {
+  CAMPUS_LOGIN_BUTTON,
+  CAMPUS_LOGIN_EXPIRED,
+  DELETE_FAILED,
+  FEEDBACK_FAILED,
+  NETWORK_FAILED,
+  RETRY,
+  RETRY_IN,
+  STREAM_CUT,
+  errorText,
+} from "./messages.js";
+import { Sidebar } from "./sidebar.js";
 import { eventIds, sseFrames } from "./sse.js";
-import { AssistantTurn, userBubble } from "./view.js";
+import { el, toolLabelsSet } from "./view.js";
+import { welcomeRender } from "./welcome.js";
 
 const state = JSON.parse(document.getElementById("page-state").textContent);
 const $ = (id) => document.getElementById(id);
@@ -20,8 +46,15 @@ const stopButton = $("stop");
 const agentSelect = $("agent-select");
 const statusLine = $("status");
 const app = $("app");
+const CAMPUS_TOKEN_EXPIRED = 40102;
 
-// The run this page follows now, if any: {controller, runId, lastSeq, stopWanted, turn, question}.
+toolLabelsSet(state.tools);
+const composer = new Composer({
+  input, send: sendButton, counter: $("input-limit"), notice: statusLine, max: state.message_max || 8000,
+});
+
+// The run this page follows now, if any:
+// {controller, runId, lastSeq, stopWanted, turn, question, exchange, version, sessionSeen, refused}.
 let current = null;
 const RESUME_TRIES = 5;
 const RESUME_DELAY_MS = 1000;
@@ -43,66 +76,75 @@ function titleFrom(question) {
   return text.length > 24 ? `${text.slice(0, 24)}...` : text;
 }
 
+function status(text) {
+  statusLine.classList.remove("over-limit");
+  statusLine.textContent = text;
+}
+
 function setStreaming(on) {
   input.disabled = on;
   sendButton.hidden = on;
   stopButton.hidden = !on;
   agentSelect.disabled = on || agentSelect.options.length === 0 || !agentSelect.value;
   app.classList.toggle("streaming", on);
-  statusLine.textContent = on ? "小智正在回答…（可按“停止”中断）" : "";
+  status(on ? "小智正在回答…（可按“停止”中断）" : "");
+  if (!on) composer.update();
   if (on) stopButton.focus();
   else input.focus();
 }
 
-function sidebarItem(id, title) {
-  const li = document.createElement("li");
-  li.className = "conversation-item";
-  li.dataset.id = id;
-  const link = document.createElement("a");
-  link.className = "conversation-link";
-  link.href = `/c/${id}/`;
-  link.textContent = title;
-  const del = document.createElement("button");
-  del.type = "button";
-  del.className = "icon-btn delete-conversation";
-  del.dataset.id = id;
-  del.title = "删除";
-  del.setAttribute("aria-label", `删除对话：${title}`);
-  del.textContent = "✕";
-  li.append(link, del);
-  return li;
+function titleShow(title) {
+  $("chat-title").textContent = title;
+  document.title = `${title} · 校园小智`;
 }
 
-// The conversation just used moves to the top of the sidebar (newest first) and is marked open.
-function sidebarTouch(id, question) {
-  const list = $("conversation-list");
-  let li = list.querySelector(`li[data-id="${CSS.escape(id)}"]`);
-  if (!li) {
-    li = sidebarItem(id, titleFrom(question || ""));
-    $("chat-title").textContent = li.querySelector("a").textContent;
-    document.title = `${li.querySelector("a").textContent} · 校园小智`;
+const sidebar = new Sidebar({
+  activeId: state.conversation_id,
+  onStatus: status,
+  onRenamed: (id, title) => { if (id === state.conversation_id) titleShow(title); },
+});
+
+// --- campus login expired (40102) -------------------------------------------------------------
+
+function campusLoginUrl() {
+  if (!state.campus_login_url) return null;
+  const back = state.conversation_id ? `/c/${state.conversation_id}/` : "/";
+  return `${state.campus_login_url}?next=${encodeURIComponent(back)}`;
+}
+
+function campusLoginExpired(turn) {
+  const box = turn.error(CAMPUS_LOGIN_EXPIRED);
+  box.classList.add("relogin");
+  const url = campusLoginUrl();
+  if (url) {
+    const link = el("a", "btn btn-primary btn-small campus-relogin", CAMPUS_LOGIN_BUTTON);
+    link.href = url;
+    box.append(link);
   }
-  list.prepend(li);
-  for (const other of list.querySelectorAll("li")) {
-    other.classList.toggle("active", other === li);
-    const link = other.querySelector("a");
-    if (other === li) link.setAttribute("aria-current", "page");
-    else link.removeAttribute("aria-current");
-  }
-  $("conversation-empty").hidden = true;
+}
+
+function errorShow(turn, err, text) {
+  if (Number(err?.code) === CAMPUS_TOKEN_EXPIRED) campusLoginExpired(turn);
+  else turn.error(text);
 }
 
 // --- one turn --------------------------------------------------------------------------------
 
-function onFrame(turn, frame, question) {
+function onFrame(run, frame) {
+  const { turn } = run;
   switch (frame.type) {
     case "session":
+      run.sessionSeen = true;
       if (frame.conversation_id && frame.conversation_id !== state.conversation_id) {
         state.conversation_id = frame.conversation_id;
         // A reload (or a shared link) reopens this conversation from the database.
         history.replaceState(null, "", `/c/${frame.conversation_id}/`);
       }
-      if (frame.conversation_id) sidebarTouch(frame.conversation_id, question);
+      if (frame.conversation_id) {
+        const known = sidebar.itemFor(frame.conversation_id);
+        sidebar.touch(frame.conversation_id, titleFrom(run.question || ""));
+        if (!known) titleShow(sidebar.titleOf(frame.conversation_id));
+      }
       break;
     case "chunk":
       turn.text(frame.content);
@@ -117,9 +159,10 @@ function onFrame(turn, frame, question) {
       turn.toolResult(frame);
       break;
     case "error":
-      turn.error(errorText({ code: frame.code, message: frame.message }));
+      errorShow(turn, frame, errorText({ code: frame.code, message: frame.message }));
       break;
     case "done":
+      run.messageId = frame.message_id || null;
       turn.finish({ fullText: frame.full_text, chart: frame.chart, interrupted: frame.interrupted === true });
       return true;
     default:
@@ -138,7 +181,7 @@ async function readStream(run, response) {
       if (run.stopWanted) sendStop(run); // stop was pressed before the run had a name
     }
     const wasNear = nearBottom();
-    const ended = onFrame(run.turn, frame, run.question);
+    const ended = onFrame(run, frame);
     keepScrolled(wasNear);
     if (ended) return true;
   }
@@ -182,15 +225,19 @@ function stopCurrent() {
   const run = current;
   if (!run || run.stopWanted) return;
   run.stopWanted = true;
-  statusLine.textContent = "正在停止…";
+  status("正在停止…");
   if (run.runId) sendStop(run);
 }
 
-function runBegin(question, runId = null) {
-  const turn = new AssistantTurn(pane);
+function runBegin(question, exchange, runId = null) {
+  const turn = exchange.newTurn();
+  const version = exchange.addVersion({ turn, question });
   turn.thinking(true);
   pane.scrollTop = pane.scrollHeight;
-  current = { controller: new AbortController(), runId, lastSeq: 0, stopWanted: false, turn, question };
+  current = {
+    controller: new AbortController(), runId, lastSeq: 0, stopWanted: false, turn, question, exchange, version,
+    sessionSeen: Boolean(runId), refused: null, messageId: null,
+  };
   setStreaming(true);
   return current;
 }
@@ -210,14 +257,69 @@ async function runFollow(run, start) {
   } finally {
     current = null;
     setStreaming(false);
+    runSettle(run);
     pane.scrollTop = pane.scrollHeight;
   }
 }
 
-function ask(question) {
+// After the run: the answer's action bar, and a retry button when it failed.
+function runSettle(run) {
+  const { version, exchange } = run;
+  version.stored = run.sessionSeen;
+  version.messageId = run.messageId;
+  if (version.stored) exchange.actionsRender(version);
+  if (run.refused || run.turn.hasError) retryOffer(run);
+}
+
+// A refused question (nothing stored: 429, network) is asked again as it was; a stored one that
+// failed is regenerated, the failed answer kept as an earlier version.
+function retryOffer(run) {
+  const { turn, version, exchange } = run;
+  const row = el("div", "retry-row only-last");
+  const button = el("button", "btn btn-ghost btn-small retry", RETRY);
+  button.type = "button";
+  row.append(button);
+  turn.body.insertBefore(row, turn.actions || null);
+  button.addEventListener("click", () => {
+    if (current) return;
+    if (version.stored) {
+      regenerate(exchange);
+      return;
+    }
+    exchange.removeVersion(version);
+    if (exchange.versions.length) ask(version.question, { exchange });
+    else {
+      exchange.node.remove();
+      ask(version.question);
+    }
+  });
+  const wait = Number(run.refused?.retryAfter);
+  if (wait > 0) countdown(button, Math.min(Math.ceil(wait), 3600));
+}
+
+// A 429 says when to come back (Retry-After): the button counts down and waits until then.
+function countdown(button, seconds) {
+  let left = seconds;
+  button.disabled = true;
+  const tick = () => {
+    if (left <= 0) {
+      clearInterval(timer);
+      button.disabled = false;
+      button.textContent = RETRY;
+      return;
+    }
+    button.textContent = `${RETRY}（${RETRY_IN(left)}）`;
+    left -= 1;
+  };
+  const timer = setInterval(tick, 1000);
+  tick();
+}
+
+function ask(question, { exchange = null } = {}) {
   $("welcome").hidden = true;
-  userBubble(pane, question);
-  const run = runBegin(question);
+  const target = exchange || new Exchange(pane, question);
+  target.pendingQuestion = null;
+  const run = runBegin(question, target);
   return runFollow(run, async () => {
     const response = await chatPost({
       message: question,
@@ -227,7 +329,8 @@ function ask(question) {
     });
     if (!response.ok) {
       const body = await errorBody(response);
-      run.turn.error(errorText({ code: body.code, status: response.status, message: body.message }));
+      run.refused = { status: response.status, code: body.code, retryAfter: response.headers.get("Retry-After") };
+      errorShow(run.turn, body, errorText({ code: body.code, status: response.status, message: body.message }));
       run.turn.finish({});
       return;
     }
@@ -237,9 +340,12 @@ function ask(question) {
 
 // After a reload (or in a second tab) while an answer is still being written: show what was
 // said so far, then follow it live.
-function attach(runId) {
+function attach(runId, exchange) {
   $("welcome").hidden = true;
-  const run = runBegin(null, runId);
+  const target = exchange || new Exchange(pane, "");
+  const question = target.pendingQuestion || "";
+  target.pendingQuestion = null;
+  const run = runBegin(question, target, runId);
   return runFollow(run, async () => {
     const response = await runEvents({ runId, after: 0, signal: run.controller.signal });
     if (!response.ok) throw new Error("stream cut");
@@ -247,19 +353,186 @@ function attach(runId) {
   });
 }
 
-// --- wiring ----------------------------------------------------------------------------------
+// --- regenerate, edit, copy, rate -------------------------------------------------------------
 
-function autosize() {
-  input.style.height = "auto";
-  input.style.height = `${Math.min(input.scrollHeight, 200)}px`;
+// The last turn is set aside on the server (kept as an earlier version), then asked anew.
+async function replaceLastTurn(exchange, question) {
+  if (current) return;
+  const shown = exchange.current;
+  if (shown?.stored && !shown.superseded && state.conversation_id) {
+    let response;
+    try {
+      response = await lastTurnSupersede({ conversationId: state.conversation_id });
+    } catch {
+      status(NETWORK_FAILED);
+      return;
+    }
+    // 40902: nothing left to set aside (another tab did it): the new question goes on as asked.
+    if (!response.ok && !(response.status === 409 && (await errorBody(response)).code === 40902)) {
+      const body = await errorBody(response);
+      status(errorText({ code: body.code, status: response.status, message: body.message }));
+      return;
+    }
+    for (const version of exchange.versions) version.superseded = true;
+  }
+  ask(question, { exchange });
 }
+
+function regenerate(exchange) {
+  const question = exchange.current?.question ?? exchange.pendingQuestion;
+  if (question) replaceLastTurn(exchange, question);
+}
+
+function editStart(exchange) {
+  if (current || exchange.editor) return;
+  const bubble = exchange.userArticle;
+  const body = bubble.querySelector(".msg-body");
+  const editor = el("div", "question-editor");
+  const area = el("textarea");
+  area.value = bubble.querySelector(".msg-text").textContent;
+  area.setAttribute("aria-label", "修改问题");
+  const buttons = el("div", "question-editor-buttons");
+  const cancel = el("button", "btn btn-ghost btn-small", "取消");
+  const send = el("button", "btn btn-primary btn-small", "发送");
+  cancel.type = "button";
+  send.type = "button";
+  buttons.append(cancel, send);
+  editor.append(area, buttons);
+  body.hidden = true;
+  bubble.append(editor);
+  exchange.editor = editor;
+  area.focus();
+  const close = () => {
+    editor.remove();
+    body.hidden = false;
+    exchange.editor = null;
+  };
+  cancel.addEventListener("click", close);
+  const submit = () => {
+    const question = area.value.trim();
+    if (!question || [...question].length > composer.max) return;
+    close();
+    replaceLastTurn(exchange, question);
+  };
+  send.addEventListener("click", submit);
+  area.addEventListener("keydown", (event) => {
+    if (event.key === "Escape") {
+      event.stopPropagation();
+      close();
+    } else if (event.key === "Enter" && !event.shiftKey && !event.isComposing && event.keyCode !== 229) {
+      event.preventDefault();
+      submit();
+    }
+  });
+}
+
+async function rate(exchange, version, rating) {
+  if (!version?.messageId) return;
+  const same = version.feedback?.rating === rating;
+  let response;
+  try {
+    response = same
+      ? await feedbackDelete({ messageId: version.messageId })
+      : await feedbackPut({ messageId: version.messageId, rating });
+  } catch {
+    status(FEEDBACK_FAILED);
+    return;
+  }
+  if (!response.ok) {
+    status(FEEDBACK_FAILED);
+    return;
+  }
+  version.feedback = same ? null : { rating, comment: "" };
+  exchange.feedbackPressed(version);
+  version.turn.body.querySelector(".feedback-form, .feedback-thanks")?.remove();
+  if (!same) feedbackFormShow(exchange, version, rating);
+}
+
+// After a thumb: an optional comment, sent with the same rating.
+function feedbackFormShow(exchange, version, rating) {
+  const form = el("form", "feedback-form");
+  const area = el("textarea");
+  area.maxLength = 1000;
+  area.placeholder = rating === "up" ? "哪里有帮助？（可选）" : "哪里不对或不够好？（可选）";
+  area.setAttribute("aria-label", "补充意见");
+  const buttons = el("div", "feedback-form-buttons");
+  const send = el("button", "btn btn-primary btn-small", "提交意见");
+  const skip = el("button", "btn btn-ghost btn-small", "不用了");
+  send.type = "submit";
+  skip.type = "button";
+  buttons.append(send, skip);
+  form.append(area, buttons);
+  version.turn.actions.after(form);
+  area.focus();
+  skip.addEventListener("click", () => form.remove());
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const comment = area.value.trim();
+    if (!comment) {
+      form.remove();
+      return;
+    }
+    let response;
+    try {
+      response = await feedbackPut({ messageId: version.messageId, rating, comment });
+    } catch {
+      response = null;
+    }
+    if (!response?.ok) {
+      status(FEEDBACK_FAILED);
+      return;
+    }
+    version.feedback = { rating, comment };
+    form.replaceWith(el("p", "feedback-thanks", "谢谢你的意见！"));
+  });
+}
+
+pane.addEventListener("click", (event) => {
+  const example = event.target.closest(".example-question");
+  if (example && !current) {
+    ask(example.dataset.question);
+    return;
+  }
+  const codeCopy = event.target.closest(".code-copy");
+  if (codeCopy) {
+    copyWithFeedback(codeCopy, codeCopy.closest(".code-block").querySelector("code").textContent);
+    return;
+  }
+  const button = event.target.closest("[data-action]");
+  const exchange = button && exchangeFor(button);
+  if (!exchange) return;
+  const version = exchange.versions.find((v) => v.turn.article.contains(button));
+  switch (button.dataset.action) {
+    case "prev":
+      exchange.show(exchange.versions.indexOf(version) - 1);
+      break;
+    case "next":
+      exchange.show(exchange.versions.indexOf(version) + 1);
+      break;
+    case "copy":
+      copyWithFeedback(button, version.turn.markdownText());
+      break;
+    case "regenerate":
+      regenerate(exchange);
+      break;
+    case "edit":
+      editStart(exchange);
+      break;
+    case "rate":
+      rate(exchange, version, button.dataset.rating);
+      break;
+    default:
+      break;
+  }
+});
+
+// --- wiring ----------------------------------------------------------------------------------
 
 $("composer").addEventListener("submit", (event) => {
   event.preventDefault();
   const question = input.value.trim();
-  if (!question || current) return;
-  input.value = "";
-  autosize();
+  if (!question || current || composer.tooLong) return;
+  composer.clear();
   ask(question);
 });
 
@@ -270,7 +543,6 @@ input.addEventListener("keydown", (event) => {
     $("composer").requestSubmit();
   }
 });
-input.addEventListener("input", autosize);
 
 stopButton.addEventListener("click", stopCurrent);
 document.addEventListener("keydown", (event) => {
@@ -297,20 +569,37 @@ $("conversation-list").addEventListener("click", async (event) => {
   try {
     response = await conversationDelete({ id });
   } catch {
-    statusLine.textContent = NETWORK_FAILED;
+    status(NETWORK_FAILED);
     return;
   }
   if (!response.ok && response.status !== 404) {
-    statusLine.textContent = DELETE_FAILED;
+    status(DELETE_FAILED);
     return;
   }
-  button.closest("li").remove();
-  $("conversation-empty").hidden = $("conversation-list").children.length > 0;
+  sidebar.remove(id);
   if (id === state.conversation_id) window.location.assign("/");
 });
 
-historyRender(pane, state.messages);
+function themeToggleSync() {
+  const dark = document.documentElement.dataset.theme === "dark";
+  $("theme-toggle").setAttribute("aria-pressed", String(dark));
+  $("theme-toggle").setAttribute("aria-label", dark ? "浅色模式" : "深色模式");
+}
+$("theme-toggle").addEventListener("click", () => {
+  window.themeChoose(document.documentElement.dataset.theme === "dark" ? "light" : "dark");
+  themeToggleSync();
+});
+new MutationObserver(themeToggleSync).observe(document.documentElement, { attributeFilter: ["data-theme"] });
+themeToggleSync();
+
+function welcomeShow() {
+  welcomeRender($("welcome"), state.catalogs?.[agentSelect.value]);
+}
+agentSelect.addEventListener("change", welcomeShow);
+welcomeShow();
+
+const exchanges = historyRender(pane, state.messages, { feedback: state.feedback, onError: errorShow });
 pane.scrollTop = pane.scrollHeight;
-if (state.active_run_id) attach(state.active_run_id);
+if (state.active_run_id) attach(state.active_run_id, exchanges[exchanges.length - 1]);
 else if (!input.disabled) input.focus();
 app.dataset.ready = "true"; // the page is interactive (browser tests wait for this, not a sleep)

@@ -1,8 +1,10 @@
 // Rebuilds the pane from stored rows (DESIGN §3): a user row opens a turn; the assistant rows
 // (text, `meta.tool_calls`) and tool rows (`meta.tool_call_id`, `tool`, `ok`) that follow fill
 // one assistant bubble, in the order they were stored, as they looked while streaming.
+// Turns set aside by regenerate / edit (`superseded`) become earlier versions of the turn that
+// follows them.
+import { Exchange } from "./exchange.js";
 import { errorText } from "./messages.js";
-import { AssistantTurn, userBubble } from "./view.js";
 
 // Accepts the OpenAI shape ({id, function: {name}}) and the short one ({call_id, tool}).
 function storedCall(call) {
@@ -12,40 +14,85 @@ function storedCall(call) {
   };
 }
 
-export function historyRender(container, messages) {
-  let turn = null;
-  const close = () => {
-    if (turn) {
-      // A chip whose tool row is missing was cut off with the reply.
-      const cut = [...turn.tools.values()].some((t) => t.details.dataset.state === "running");
-      turn.finish({ interrupted: turn.interruptedRow || cut });
-    }
-    turn = null;
-  };
+function turnsOf(messages) {
+  const turns = [];
   for (const row of messages) {
+    if (row.role === "user") turns.push({ question: row, rows: [] });
+    else if (turns.length) turns[turns.length - 1].rows.push(row);
+  }
+  return turns;
+}
+
+// Fills `turn` (an AssistantTurn) from stored rows; returns the final assistant row's id and
+// the codes of the errors stored with it.
+function turnFill(turn, rows, onError) {
+  let answerId = null;
+  let interrupted = false;
+  for (const row of rows) {
     const meta = row.meta || {};
-    if (row.role === "user") {
-      close();
-      userBubble(container, row.content);
-      continue;
-    }
-    if (!turn) turn = new AssistantTurn(container);
     if (row.role === "assistant") {
+      answerId = row.id;
       if (row.content) {
         turn.segment = null;
         turn.text(row.content);
       }
       for (const call of meta.tool_calls || []) turn.toolCall(storedCall(call));
       // The errors the stream showed inline are stored on the final row as {code, message}.
-      for (const err of Array.isArray(meta.errors) ? meta.errors : []) turn.error(errorText(err));
+      for (const err of Array.isArray(meta.errors) ? meta.errors : []) onError(turn, err, errorText(err));
       if (row.chart) {
         turn.flush();
         turn.chart(row.chart);
       }
-      if (meta.interrupted) turn.interruptedRow = true;
+      if (meta.interrupted) interrupted = true;
     } else if (row.role === "tool") {
       turn.toolStored({ callId: meta.tool_call_id, tool: meta.tool, content: row.content, ok: meta.ok });
     }
   }
-  close();
+  // A chip whose tool row is missing was cut off with the reply.
+  const cut = [...turn.tools.values()].some((t) => t.details.dataset.state === "running");
+  turn.finish({ interrupted: interrupted || cut });
+  return answerId;
+}
+
+// Returns the exchanges built, oldest first. `onError(turn, {code, message}, text)` shows a
+// stored error (the controller adds what goes with it, e.g. the campus login button).
+export function historyRender(container, messages, { feedback = {}, onError } = {}) {
+  const show = onError || ((turn, _err, text) => turn.error(text));
+  const exchanges = [];
+  let earlier = []; // superseded turns waiting for the turn that replaced them
+  const build = (turns) => {
+    const last = turns[turns.length - 1];
+    const exchange = new Exchange(container, last.question.content);
+    for (const t of turns) {
+      if (!t.rows.length) continue; // a question still being answered: the run re-attaches
+      const turn = exchange.newTurn();
+      const answerId = turnFill(turn, t.rows, show);
+      const version = exchange.addVersion({
+        turn,
+        question: t.question.content,
+        messageId: answerId,
+        stored: true,
+        superseded: Boolean(t.question.superseded),
+        feedback: answerId ? feedback[answerId] || null : null,
+      });
+      exchange.actionsRender(version);
+    }
+    if (!last.rows.length) {
+      // Its answer is still being written: the earlier versions wait hidden until it arrives.
+      exchange.versions.forEach((v) => { v.turn.article.hidden = true; });
+      exchange.setQuestion(last.question.content);
+    }
+    exchange.pendingQuestion = last.rows.length ? null : last.question.content;
+    exchanges.push(exchange);
+  };
+  for (const turn of turnsOf(messages)) {
+    if (turn.question.superseded) {
+      earlier.push(turn);
+      continue;
+    }
+    build([...earlier, turn]);
+    earlier = [];
+  }
+  if (earlier.length) build(earlier); // set aside, and the new question never reached the server
+  return exchanges;
 }

@@ -6,7 +6,7 @@
 const BY_CODE = {
   40001: "问题格式不对，请修改后重试。",
   40101: "登录已失效，请刷新页面重新登录。",
-  40102: "校园账号登录已过期，请重新登录校园账号后再试。",
+  40102: "登录已过期，请重新登录",
   50001: "校园服务出现内部错误，请稍后重试。",
   50002: "出了点问题，请稍后重试。",
   50003: "服务响应超时或暂时不可用，请稍后重试。",
@@ -24,6 +24,16 @@ const BY_STATUS = {
 export const NETWORK_FAILED = "网络连接失败，请检查网络后重试。";
 export const STREAM_CUT = "连接意外中断，回答可能不完整。";
 export const DELETE_FAILED = "删除失败，请稍后重试。";
+export const RENAME_FAILED = "重命名失败，请稍后重试。";
+export const SEARCH_FAILED = "搜索失败，请稍后重试。";
+export const FEEDBACK_FAILED = "评价没有保存，请稍后重试。";
+export const COPY_DONE = "已复制";
+export const CAMPUS_LOGIN_EXPIRED = "登录已过期，请重新登录";
+export const CAMPUS_LOGIN_BUTTON = "用校园账号重新登录";
+export const RETRY = "重试";
+export const RETRY_IN = (seconds) => `${seconds} 秒后可重试`;
+export const TOO_LONG = (over, max) => `问题超过 ${max} 字（多了 ${over} 字），请删减后再发送。`;
+export const COUNT = (used, max) => `${used} / ${max}`;
 
 const CJK = /[\u4e00-\u9fff]/;
 

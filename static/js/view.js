@@ -1,21 +1,33 @@
 // DOM of the conversation pane. A live stream and a reloaded history build the same nodes
 // through the same AssistantTurn methods, so both look the same (tool chips included).
 import { chartRender } from "./charts.js";
+import { codeEnhance } from "./code.js";
 import { markdownFragment } from "./markdown.js";
 
 export const INTERRUPTED_MARK = "（已中断）";
 const TOOL_STATE_TEXT = { running: "运行中…", done: "完成", failed: "失败", cut: "已中断" };
+export const ECHO_TITLE = "结果已写在回答里";
 
-function el(tag, className, text) {
+export function el(tag, className, text) {
   const node = document.createElement(tag);
   if (className) node.className = className;
   if (text !== undefined) node.textContent = text;
   return node;
 }
 
-// `call_canteen` → 子 Agent · canteen; `calendar__today` → 工具 · calendar__today.
+// The names staff gave the tools (page state `tools`: exact names and `<service>__` prefixes).
+let toolNames = { names: {}, prefixes: [] };
+
+export function toolLabelsSet(tools) {
+  if (tools && typeof tools === "object") toolNames = { names: tools.names || {}, prefixes: tools.prefixes || [] };
+}
+
+// `call_canteen` → 食堂助手 (its display name); `campus-calendar__today` → 校历. A tool the page
+// does not know (renamed or deleted since) keeps a plain description of what it is.
 export function toolLabel(tool) {
   const name = String(tool || "");
+  if (Object.hasOwn(toolNames.names, name)) return toolNames.names[name];
+  for (const [prefix, label] of toolNames.prefixes) if (name.startsWith(prefix)) return label;
   return name.startsWith("call_") ? `子 Agent · ${name.slice(5)}` : `工具 · ${name}`;
 }
 
@@ -28,6 +40,8 @@ export function userBubble(container, text) {
   return article;
 }
 
+const flat = (text) => String(text || "").replace(/\s+/g, " ").trim();
+
 export class AssistantTurn {
   constructor(container) {
     this.article = el("article", "msg msg-assistant");
@@ -36,10 +50,12 @@ export class AssistantTurn {
     this.article.append(this.body);
     container.append(this.article);
     this.segment = null; // the text segment that chunks currently append to
+    this.segments = []; // every text segment, in order: the answer's markdown source
     this.tools = new Map(); // call_id → {details, output, text, state}
     this.pending = new Set(); // nodes to re-render on the next animation frame
     this.frame = 0;
     this.hasText = false;
+    this.hasError = false;
     this.finished = false;
   }
 
@@ -64,7 +80,11 @@ export class AssistantTurn {
   flush() {
     if (this.frame) cancelAnimationFrame(this.frame);
     this.frame = 0;
-    for (const target of this.pending) target.node.replaceChildren(markdownFragment(target.text));
+    for (const target of this.pending) {
+      const fragment = markdownFragment(target.text);
+      codeEnhance(fragment);
+      target.node.replaceChildren(fragment);
+    }
     this.pending.clear();
   }
 
@@ -73,11 +93,17 @@ export class AssistantTurn {
     this.thinking(false);
     if (!this.segment) {
       this.segment = { node: el("div", "md segment"), text: "" };
+      this.segments.push(this.segment);
       this.body.insertBefore(this.segment.node, this.dots || null);
     }
     this.segment.text += delta;
     this.hasText = true;
     this.schedule(this.segment);
+  }
+
+  // What "copy" puts on the clipboard: the answer's own markdown, segment after segment.
+  markdownText() {
+    return this.segments.map((s) => s.text.trim()).filter(Boolean).join("\n\n");
   }
 
   toolCall({ call_id: callId, tool }) {
@@ -90,7 +116,7 @@ export class AssistantTurn {
     summary.append(el("span", "tool-icon"), el("span", "tool-name", toolLabel(tool)), el("span", "tool-state"));
     const output = el("div", "md tool-output");
     details.append(summary, output);
-    this.body.append(details);
+    this.body.insertBefore(details, this.dots || null);
     const entry = { details, node: output, text: "" };
     this.tools.set(callId, entry);
     this.toolState(entry, "running");
@@ -132,12 +158,29 @@ export class AssistantTurn {
     this.toolState(entry, ok === false ? "failed" : "done");
   }
 
+  // A tool whose whole output is already in the answer (a sub-agent's reply passed on as it
+  // was) keeps its chip but nothing to expand: opening it would repeat the answer.
+  toolEchoesMark() {
+    const answer = flat(this.markdownText());
+    if (!answer) return;
+    for (const entry of this.tools.values()) {
+      const output = flat(entry.text);
+      if (!output || entry.details.dataset.state !== "done" || !answer.includes(output)) continue;
+      entry.details.classList.add("echo");
+      entry.details.classList.remove("has-output");
+      entry.details.open = false;
+      entry.details.querySelector(".tool-summary").title = ECHO_TITLE;
+    }
+  }
+
   error(message) {
     this.thinking(false);
     const p = el("p", "msg-error", message);
     p.setAttribute("role", "alert");
-    this.body.append(p);
+    this.body.insertBefore(p, this.actions || null);
     this.segment = null;
+    this.hasError = true;
+    return p;
   }
 
   chart(spec) {
@@ -160,6 +203,7 @@ export class AssistantTurn {
     this.flush();
     this.chart(chart);
     if (interrupted) this.markInterrupted();
+    this.toolEchoesMark();
     this.article.classList.add("done");
   }
 }

@@ -1,0 +1,56 @@
+"""What the page says about the tools: chip labels and the welcome built from the enabled catalog.
+
+Tool frames name tools as the model sees them (`call_canteen`, `campus-calendar__academic_calendar`,
+DESIGN §6); students should read the names staff gave them (issue 13). The welcome lists only
+what the selected agent can actually use, so it never promises a service the catalog lacks.
+"""
+import re
+
+from agents_app.models import Agent, McpService
+from agents_app.runtime.tools import tool_name_normalise
+from campus_agent.redaction import clip_text
+from subagents_app.models import SubAgent
+
+EXAMPLES_PER_SUB_AGENT = 2
+EXAMPLES_MAX = 6
+SUMMARY_MAX = 40
+_SENTENCE_END = re.compile(r"[。！？!?\n]")
+_HEAD_SEPARATOR = re.compile(r"[：:]")
+
+
+def sub_agent_summary(sub_agent: SubAgent) -> str:
+    """The first sentence of the description without its "食堂助手（演示）：" head."""
+    first = _SENTENCE_END.split((sub_agent.description or "").strip(), maxsplit=1)[0]
+    parts = _HEAD_SEPARATOR.split(first, maxsplit=1)
+    return clip_text(parts[-1].strip(), SUMMARY_MAX)
+
+
+def tool_labels() -> dict:
+    """`{"names": {tool name: label}, "prefixes": [[tool-name prefix, label]]}`: sub-agents by
+    their exact tool name, MCP services by the `<service>__` prefix of their tools' names."""
+    names = {sub.tool_name: sub.label for sub in SubAgent.objects.all()}
+    prefixes = [
+        [tool_name_normalise(f"{service.name}__"), service.label] for service in McpService.objects.all()
+    ]
+    prefixes.sort(key=lambda pair: -len(pair[0]))  # the longest prefix wins
+    return {"names": names, "prefixes": prefixes}
+
+
+def _agent_catalog(agent: Agent) -> dict:
+    sub_agents = [s for s in agent.sub_agents.all() if s.enabled]
+    services = [s for s in agent.mcp_services.all() if s.enabled]
+    examples: list[str] = []
+    for sub in sub_agents:
+        examples += sub.example_question_list[:EXAMPLES_PER_SUB_AGENT]
+    return {
+        "name": agent.name,
+        "services": [{"label": s.label, "summary": sub_agent_summary(s)} for s in sub_agents]
+        + [{"label": s.label, "summary": ""} for s in services],
+        "examples": examples[:EXAMPLES_MAX],
+    }
+
+
+def agent_catalogs(*, agents) -> dict[str, dict]:
+    """slug → {"name", "services": [{"label", "summary"}], "examples": [question]} for `agents`."""
+    rows = agents.prefetch_related("sub_agents", "mcp_services")
+    return {agent.slug: _agent_catalog(agent) for agent in rows}

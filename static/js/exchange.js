@@ -1,0 +1,110 @@
+// One question and its answers. Regenerate and edit-and-resend add an answer to the same
+// exchange; the earlier ones stay as versions the student pages through (‹ 1/2 ›), as stored
+// on the server (`superseded` rows, docs/api.md "Regenerate and edit").
+//
+// A version: {turn: AssistantTurn, question, messageId (the answer's final row, for feedback),
+// stored (the question reached the database), superseded, feedback: {rating, comment} | null}.
+import { AssistantTurn, el, userBubble } from "./view.js";
+
+const exchangeOf = new WeakMap(); // .exchange node → Exchange
+
+export function exchangeFor(node) {
+  const host = node?.closest?.(".exchange");
+  return host ? exchangeOf.get(host) : undefined;
+}
+
+function iconButton(action, text, label, extraClass = "") {
+  const button = el("button", `icon-btn ${extraClass}`.trim(), text);
+  button.type = "button";
+  button.dataset.action = action;
+  button.setAttribute("aria-label", label);
+  button.title = label;
+  return button;
+}
+
+export class Exchange {
+  constructor(container, question) {
+    this.node = el("div", "exchange");
+    this.userArticle = userBubble(this.node, question);
+    // Edit-and-resend is offered on the last question only (CSS .only-last).
+    this.userArticle.prepend(iconButton("edit", "✎", "编辑问题后重新发送", "edit-question only-last"));
+    container.append(this.node);
+    exchangeOf.set(this.node, this);
+    this.versions = [];
+    this.shown = -1;
+  }
+
+  get current() {
+    return this.versions[this.shown];
+  }
+
+  setQuestion(text) {
+    this.userArticle.querySelector(".msg-text").textContent = text;
+  }
+
+  newTurn() {
+    return new AssistantTurn(this.node);
+  }
+
+  addVersion(version) {
+    this.versions.push({ messageId: null, stored: false, superseded: false, feedback: null, ...version });
+    this.show(this.versions.length - 1);
+    return this.current;
+  }
+
+  removeVersion(version) {
+    const index = this.versions.indexOf(version);
+    if (index === -1) return;
+    version.turn.article.remove();
+    this.versions.splice(index, 1);
+    if (this.versions.length) this.show(this.versions.length - 1);
+  }
+
+  show(index) {
+    if (index < 0 || index >= this.versions.length) return;
+    this.shown = index;
+    this.versions.forEach((v, i) => { v.turn.article.hidden = i !== index; });
+    this.setQuestion(this.versions[index].question);
+    this.versions.forEach((v) => this.pagerRender(v));
+  }
+
+  // The action bar under a finished answer: versions, copy, regenerate, thumbs up / down.
+  actionsRender(version) {
+    const { turn } = version;
+    turn.actions?.remove();
+    const bar = el("div", "msg-actions");
+    bar.append(el("span", "versions"));
+    if (turn.markdownText()) bar.append(iconButton("copy", "复制", "复制回答（Markdown 原文）"));
+    bar.append(iconButton("regenerate", "↻ 重新生成", "重新生成回答", "only-last"));
+    if (version.messageId) {
+      for (const [rating, text, label] of [["up", "👍", "有帮助"], ["down", "👎", "没帮助"]]) {
+        const button = iconButton("rate", text, label, `rate-${rating}`);
+        button.dataset.rating = rating;
+        button.setAttribute("aria-pressed", String(version.feedback?.rating === rating));
+        bar.append(button);
+      }
+    }
+    turn.body.append(bar);
+    turn.actions = bar;
+    this.pagerRender(version);
+  }
+
+  pagerRender(version) {
+    const slot = version.turn.actions?.querySelector(".versions");
+    if (!slot) return;
+    slot.replaceChildren();
+    if (this.versions.length < 2) return;
+    const index = this.versions.indexOf(version);
+    const prev = iconButton("prev", "‹", "上一个版本", "version-prev");
+    const next = iconButton("next", "›", "下一个版本", "version-next");
+    prev.disabled = index === 0;
+    next.disabled = index === this.versions.length - 1;
+    slot.append(prev, el("span", "version-count", `${index + 1}/${this.versions.length}`), next);
+  }
+
+  feedbackPressed(version) {
+    for (const button of version.turn.actions?.querySelectorAll("[data-action=rate]") || []) {
+      button.setAttribute("aria-pressed", String(version.feedback?.rating === button.dataset.rating));
+    }
+  }
+}
