@@ -69,6 +69,8 @@ INSTALLED_APPS = [
     "subagents_app",
     "agents_app",
     "chat_app",
+    # Staff insight (routing cases, usage reports): depends on the apps above, none on it.
+    "insights_app",
 ]
 
 # Every middleware here is async-capable, so async views run without a thread hop.
@@ -228,6 +230,13 @@ SSE_PING_SEC = env.float("SSE_PING_SEC", default=15.0)
 CHAT_MAX_CONCURRENT_STREAMS = env.int("CHAT_MAX_CONCURRENT_STREAMS", default=3)
 CHAT_RATE_PER_MINUTE = env.int("CHAT_RATE_PER_MINUTE", default=20)
 KEYWORD_FALLBACK_ENABLED = env.bool("KEYWORD_FALLBACK_ENABLED", default=True)
+# Tokens (prompt + completion) one user may spend per day (local date); 0 = no quota. 429 past it.
+USER_DAILY_TOKEN_QUOTA = env.int("USER_DAILY_TOKEN_QUOTA", default=0)
+# Routing checks (docs/staff.md): runs per case, the share of runs that must choose right for the
+# case to pass, and how many model requests a check makes at once.
+ROUTING_CHECK_REPEAT = env.int("ROUTING_CHECK_REPEAT", default=3)
+ROUTING_CHECK_PASS_RATE = env.float("ROUTING_CHECK_PASS_RATE", default=0.66)
+ROUTING_CHECK_CONCURRENCY = env.int("ROUTING_CHECK_CONCURRENCY", default=4)
 # Runs (DESIGN §4a): a turn's frames are kept RUN_LOG_RETAIN_SEC after it ends for clients that
 # re-attach (at most RUN_LOG_MAX_FRAMES in Redis); each worker heart-beats its runs and
 # checkpoints their text every RUN_HEARTBEAT_SEC; a run silent for RUN_STALE_SEC lost its worker.

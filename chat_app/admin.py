@@ -1,17 +1,33 @@
+from collections.abc import Callable
+
 from django.contrib import admin
 from django.urls import reverse
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 
 from chat_app.models import AuthSession, CampusIdentity, Conversation, Feedback, Message
+
+# Links other apps offer on a stored message (insights_app: "保存为路由用例"): callables
+# `(message) -> (label, url) | None`, appended from their own admin modules, so this module
+# imports none of them.
+message_admin_links: list[Callable[[Message], tuple[str, str] | None]] = []
+
+
+def message_links(message: Message) -> str:
+    links = [link for make in message_admin_links if (link := make(message))]
+    return format_html_join(" ", '<a href="{}">{}</a>', ((url, label) for label, url in links))
 
 
 class MessageInline(admin.TabularInline):
     """History is a record: staff read it, nobody edits it here."""
 
     model = Message
-    fields = ("created_at", "role", "content", "meta", "superseded", "agent_name", "request_id")
+    fields = ("created_at", "role", "content", "meta", "superseded", "agent_name", "request_id", "links")
     readonly_fields = fields
     ordering = ("created_at", "seq")
+
+    @admin.display(description="操作")
+    def links(self, obj: Message) -> str:
+        return message_links(obj) if obj.role == Message.Role.USER else ""
     extra = 0
     can_delete = False
     show_change_link = False
@@ -104,8 +120,12 @@ class FeedbackAdmin(admin.ModelAdmin):
     search_fields = ("comment", "message__content", "user__username")
     date_hierarchy = "updated_at"
     list_select_related = ("user", "message")
-    fields = ("rating", "comment", "user", "conversation_link", "answer", "created_at", "updated_at")
+    fields = ("rating", "comment", "user", "conversation_link", "answer", "links", "created_at", "updated_at")
     readonly_fields = fields
+
+    @admin.display(description="操作")
+    def links(self, obj: Feedback) -> str:
+        return message_links(obj.message)
 
     @admin.display(description="意见")
     def comment_head(self, obj: Feedback) -> str:

@@ -61,6 +61,14 @@ class Message(models.Model):
     superseded = models.BooleanField(
         "已被替换", default=False, help_text="被“重新生成”或“编辑后重发”替换的旧问答：不再发给模型，页面作为可翻看的旧版本显示。"
     )
+    # The turn's token usage (all its model requests), on its final assistant row; 0 on every
+    # other row and on keyword-routed turns. Columns, not meta, so reports sum them in SQL.
+    prompt_tokens = models.PositiveIntegerField("输入 tokens", default=0)
+    completion_tokens = models.PositiveIntegerField("输出 tokens", default=0)
+    cached_tokens = models.PositiveIntegerField(
+        "缓存命中 tokens", default=0, help_text="输入 tokens 中命中模型服务缓存的部分（服务商报告时才有）。"
+    )
+    model = models.CharField("模型", max_length=100, blank=True, default="", help_text="回答这一轮的模型；关键词路由回答时为空。")
 
     class Meta:
         verbose_name = "消息"

@@ -10,6 +10,7 @@ from chat_app import api_errors as errors
 from chat_app.authentication import Caller, chat_caller_resolve
 from chat_app.chat_input import ChatInput, chat_input_read
 from chat_app.limits import StreamSlot, message_rate_allow, stream_slot_acquire, stream_slot_release
+from chat_app.quota import user_token_quota_check
 from chat_app.services.turns import TurnStart, turn_begin
 
 
@@ -23,7 +24,7 @@ class Admission:
 
 def chat_turn_admit(*, request, request_id: str) -> Admission:
     """401/403 (auth) → 415/413/400 (the body, read only now: an unauthenticated body is never
-    parsed) → 429 (streams, rate) → 404/400 (conversation, agent) → the user message stored.
+    parsed) → 429 (streams, rate, daily tokens) → 404/400 (conversation, agent) → the user message stored.
     Raises ApiError; holds a stream slot only when it returns."""
     caller = chat_caller_resolve(request)
     chat = chat_input_read(request=request)
@@ -36,6 +37,7 @@ def chat_turn_admit(*, request, request_id: str) -> Admission:
             raise errors.ApiError(
                 errors.MSG_RATE_LIMITED, code=errors.RATE_LIMITED, status=429, headers={"Retry-After": "60"}
             )
+        user_token_quota_check(user_id=user_id)
         start = turn_begin(user=caller.user, chat=chat, request_id=request_id, slot_key=slot.cache_key)
     except BaseException:
         stream_slot_release(slot=slot)

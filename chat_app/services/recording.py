@@ -148,6 +148,25 @@ class TurnRecorder:
         return specs
 
 
+def _token_count(value) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def usage_columns(usage) -> dict[str, int]:
+    """The summable usage columns of a row (Message.prompt_tokens …) from a turn's usage as the
+    model reported it (Done.usage, stored in meta.usage): cached tokens are read from
+    `prompt_tokens_details.cached_tokens` (OpenAI, DashScope) or a flat `cached_tokens`; a value
+    missing or not a count is 0."""
+    usage = usage if isinstance(usage, dict) else {}
+    details = usage.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else usage.get("cached_tokens")
+    return {
+        "prompt_tokens": _token_count(usage.get("prompt_tokens")),
+        "completion_tokens": _token_count(usage.get("completion_tokens")),
+        "cached_tokens": _token_count(cached),
+    }
+
+
 def _round_rows(rnd: _Round) -> list[RowSpec]:
     tool_calls = [
         {"id": c.call.call_id, "type": "function", "function": {"name": c.call.tool, "arguments": c.call.args}}

@@ -13,9 +13,10 @@ from campus_agent.text import text_clean
 from chat_app import api_errors as errors
 from chat_app.chat_input import ChatInput
 from chat_app.models import DEFAULT_TITLE, Conversation, Message, Run
+from chat_app.quota import turn_usage_record
 from chat_app.runs.registry import WORKER_ID
 from chat_app.selectors import agent_get_default, agent_get_enabled, conversation_get, history_build
-from chat_app.services.recording import RowSpec
+from chat_app.services.recording import RowSpec, usage_columns
 
 TITLE_MAX = 24
 
@@ -131,12 +132,17 @@ def turn_store(
             agent_name=agent_name if spec.role == Message.Role.ASSISTANT else "",
             request_id=request_id,
             seq=position,
+            **usage_columns(spec.meta.get("usage")),
         )
         for position, spec in enumerate(rows, start=1)
     ]
     with transaction.atomic():
-        if not Conversation.objects.filter(id=conversation_id).exists():
+        conversation = Conversation.objects.select_related("agent").filter(id=conversation_id).first()
+        if conversation is None:
             return  # deleted by its owner while the answer streamed: nothing to attach the reply to
+        for message, spec in zip(messages, rows, strict=True):
+            if spec.is_final:
+                turn_usage_record(conversation=conversation, final=message)
         Message.objects.bulk_create(messages)
         # auto_now_add stamps each row separately; one batch, one instant.
         Message.objects.filter(id__in=[m.id for m in messages]).update(created_at=now)

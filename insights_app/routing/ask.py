@@ -1,0 +1,126 @@
+"""What an agent would choose on a case's first round, asked exactly as a chat turn asks.
+
+The catalog is assembled by the runtime's own functions (tools_for_agent, tool_spec: the same
+names, descriptions and schemas a turn offers) and the model is asked through the runtime's
+client (llm_stream: same endpoint, max_tokens, headers). Only the first round is read: no tool
+runs, so a check has no side effect and sends nothing to sub-agents. Keyword routing is judged
+with the fallback's own matcher (tool_match, tool_fallback_args).
+"""
+import hashlib
+import json
+import uuid
+from dataclasses import dataclass
+
+from django.conf import settings
+
+from agents_app.models import Agent
+from agents_app.runtime.fallback import tool_fallback_args, tool_match
+from agents_app.runtime.llm import llm_stream
+from agents_app.runtime.tools import Tool, tool_spec, tools_for_agent
+from insights_app.models import RoutingCheck
+from insights_app.routing.judge import CaseSpec, ToolChoice
+
+MODEL = RoutingCheck.Mode.MODEL
+KEYWORD = RoutingCheck.Mode.KEYWORD
+NO_MODEL_TEXT = "没有配置模型（LLM_BASE_URL 为空），只能检查关键词路由。"
+
+
+class RoutingUnavailable(Exception):
+    """The check cannot run at all (e.g. model mode without a configured model)."""
+
+
+def routing_mode(requested: str | None = None) -> str:
+    """`model` or `keyword`; by default the one a chat turn uses now: the model when configured."""
+    if requested in (MODEL, KEYWORD):
+        if requested == MODEL and not settings.LLM_BASE_URL:
+            raise RoutingUnavailable(NO_MODEL_TEXT)
+        return requested
+    return MODEL if settings.LLM_BASE_URL else KEYWORD
+
+
+@dataclass
+class Catalog:
+    """What one agent offers, as a turn would see it now (or as an unsaved edit would)."""
+
+    agent: Agent
+    mode: str
+    model: str
+    tools: list[Tool]
+    specs: list[dict]
+    problems: list[str]
+    fingerprint: str
+
+    @property
+    def tool_names(self) -> list[str]:
+        return [tool.name for tool in self.tools]
+
+
+def _fingerprint(*, mode: str, agent: Agent, model: str, specs: list[dict]) -> str:
+    shown = {"mode": mode, "tools": sorted(specs, key=lambda spec: spec["function"]["name"])}
+    if mode == MODEL:  # keyword routing reads neither the prompt nor the model
+        shown |= {"model": model, "prompt": agent.system_prompt, "temperature": agent.temperature}
+    raw = json.dumps(shown, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(raw.encode()).hexdigest()[:16]
+
+
+async def routing_catalog(*, agent: Agent, mode: str) -> Catalog:
+    """The agent's tools (MCP lists over one-off sessions, as the admin lists them) and the
+    fingerprint of what decides routing. `agent` may be unsaved, with its catalog set on it
+    (`enabled_mcp_services`, `enabled_sub_agents`: see agents_app.selectors)."""
+    problems: list[str] = []
+    tools = await tools_for_agent(agent, pooled=False, problems=problems)
+    specs = [tool_spec(tool) for tool in tools]
+    model = agent.effective_model if mode == MODEL else ""
+    return Catalog(agent=agent, mode=mode, model=model, tools=tools, specs=specs, problems=problems,
+                   fingerprint=_fingerprint(mode=mode, agent=agent, model=model, specs=specs))
+
+
+def _arguments(text: str) -> dict:
+    try:
+        parsed = json.loads(text) if text.strip() else {}
+    except (ValueError, RecursionError):
+        return {}
+    return parsed if isinstance(parsed, dict) else {}
+
+
+def _merge(calls: dict[int, dict], fragment: dict) -> None:
+    """Streamed `tool_calls` fragments are merged by their index, as the tool loop merges them."""
+    index = fragment.get("index")
+    call = calls.setdefault(index if isinstance(index, int) else len(calls), {"name": "", "arguments": ""})
+    function = fragment.get("function")
+    if isinstance(function, dict):
+        if function.get("name") and not call["name"]:
+            call["name"] = function["name"]
+        if isinstance(function.get("arguments"), str):
+            call["arguments"] += function["arguments"]
+
+
+async def first_choice_model(*, catalog: Catalog, case: CaseSpec) -> list[ToolChoice]:
+    """The tool calls of the model's first answer to the case (raises the client's errors)."""
+    agent = catalog.agent
+    messages = [{"role": "system", "content": agent.system_prompt}] if agent.system_prompt else []
+    messages += case.messages()
+    stream = await llm_stream(model=catalog.model, messages=messages, tools=catalog.specs or None,
+                              temperature=agent.temperature, request_id=uuid.uuid4().hex[:16])
+    calls: dict[int, dict] = {}
+    try:
+        async for chunk in stream:
+            for choice in chunk.get("choices") or ():
+                delta = choice.get("delta") if isinstance(choice, dict) else None
+                for fragment in (delta.get("tool_calls") or ()) if isinstance(delta, dict) else ():
+                    if isinstance(fragment, dict):
+                        _merge(calls, fragment)
+    finally:
+        await stream.close()
+    return [ToolChoice(name=call["name"], args=_arguments(call["arguments"]))
+            for _, call in sorted(calls.items()) if call["name"]]
+
+
+def first_choice_keyword(*, catalog: Catalog, case: CaseSpec) -> list[ToolChoice]:
+    """The call keyword routing would make (fallback_turn's choice), or none."""
+    question = case.question
+    usable = [tool for tool in catalog.tools if tool_fallback_args(tool=tool, question=question) is not None]
+    match = tool_match(question=question, tools=usable)
+    if match is None:
+        return []
+    return [ToolChoice(name=match.tool.name, args=tool_fallback_args(tool=match.tool, question=question))]

@@ -1,0 +1,123 @@
+"""Usage per user, agent and day: the columns of a stored turn, the rollup kept from them (which
+survives a deleted conversation), its rebuild, the report's sums and the admin page. Runs on
+SQLite and on PostgreSQL (DATABASE_URL)."""
+from datetime import timedelta
+
+import httpx
+import pytest
+from django.contrib.auth import get_user_model
+from django.utils import timezone
+
+from chat_app.models import Message
+from chat_app.tests.sse import chat
+from insights_app.models import UsageDaily
+from insights_app.usage import usage_by_agent, usage_by_day, usage_rollup_rebuild, usage_top_users, usage_totals
+
+USAGE_1 = {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110}
+USAGE_2 = {"prompt_tokens": 150, "completion_tokens": 20, "total_tokens": 170}
+
+
+def _rollup() -> list[tuple]:
+    return list(UsageDaily.objects.order_by("model", "agent_name").values_list(
+        "day", "username", "agent_name", "model", "turns", "fallback_turns", "prompt_tokens", "completion_tokens"))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_turn_usage_is_stored_in_columns_and_rolled_up(live_asgi, llm_settings, agent, user, headers_for):
+    headers = headers_for(user)
+    llm_settings.reply_tool_calls(("call_canteen", {"message": "今天吃啥"}), usage=USAGE_1)
+    llm_settings.reply_text("一食堂有红烧肉。", usage=USAGE_2)
+    first = chat(live_asgi, {"message": "今天吃啥"}, headers=headers)
+    assert first.types[-1] == "done"
+
+    rows = list(Message.objects.filter(conversation_id=first.frames[0]["conversation_id"]).order_by("created_at", "seq"))
+    assert [r.role for r in rows] == ["user", "assistant", "tool", "assistant"]
+    final = rows[-1]
+    assert (final.prompt_tokens, final.completion_tokens, final.cached_tokens, final.model) == (250, 30, 0, "fake-model")
+    assert all((r.prompt_tokens, r.completion_tokens, r.model) == (0, 0, "") for r in rows[:-1])
+    today = timezone.localdate()
+    assert _rollup() == [(today, user.username, agent.name, "fake-model", 1, 0, 250, 30)]
+
+    llm_settings.reply_text("不客气。", usage={"prompt_tokens": 12, "completion_tokens": 9, "total_tokens": 21})
+    chat(live_asgi, {"message": "谢谢", "conversation_id": first.frames[0]["conversation_id"]}, headers=headers)
+    assert _rollup() == [(today, user.username, agent.name, "fake-model", 2, 0, 262, 39)]
+
+    # The rebuild from the stored messages agrees with what the turns added up.
+    assert usage_rollup_rebuild() == 1
+    assert _rollup() == [(today, user.username, agent.name, "fake-model", 2, 0, 262, 39)]
+
+    # A student deleting the conversation removes the messages, not what the day cost.
+    with httpx.Client(base_url=live_asgi, headers=headers) as client:
+        assert client.delete(f"/api/v1/conversations/{first.frames[0]['conversation_id']}").status_code == 204
+    assert not Message.objects.exists()
+    assert _rollup() == [(today, user.username, agent.name, "fake-model", 2, 0, 262, 39)]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_keyword_routed_turns_count_as_turns_with_no_tokens(live_asgi, settings, llm_settings, agent, user,
+                                                             headers_for, subagent_server):
+    headers = headers_for(user)
+    llm_settings.reply_text("你好。", usage={"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7})
+    chat(live_asgi, {"message": "你好"}, headers=headers)
+    settings.LLM_BASE_URL = ""  # no model: keyword routing answers
+    result = chat(live_asgi, {"message": "食堂今天吃什么"}, headers=headers)
+    assert result.frames[-1].get("fallback") is True
+    final = Message.objects.get(id=result.frames[-1]["message_id"])
+    assert (final.prompt_tokens, final.completion_tokens, final.model) == (0, 0, "")
+    today = timezone.localdate()
+    assert _rollup() == [
+        (today, user.username, agent.name, "", 1, 1, 0, 0),
+        (today, user.username, agent.name, "fake-model", 1, 0, 5, 2),
+    ]
+
+
+@pytest.fixture
+def usage_rows(db, user):
+    other = get_user_model().objects.create_user(username="20230009")
+    today = timezone.localdate()
+    yesterday = today - timedelta(days=1)
+    made = [
+        (today, user, "校园小智", "qwen-plus", 3, 0, 3000, 300, 1000),
+        (today, user, "校园小智", "", 2, 2, 0, 0, 0),
+        (today, other, "选课助手", "qwen-plus", 1, 0, 500, 50, 0),
+        (yesterday, other, "校园小智", "qwen-plus", 4, 0, 8000, 800, 0),
+    ]
+    for day, who, agent_name, model, turns, fallback, prompt, completion, cached in made:
+        UsageDaily.objects.create(day=day, user=who, username=who.username, agent_name=agent_name, model=model,
+                                  turns=turns, fallback_turns=fallback, prompt_tokens=prompt,
+                                  completion_tokens=completion, cached_tokens=cached)
+    return today, yesterday, other
+
+
+def test_report_sums(usage_rows, user):
+    today, yesterday, other = usage_rows
+    everything = UsageDaily.objects.all()
+    totals = usage_totals(rows=everything)
+    assert (totals.turns, totals.fallback_turns, totals.prompt_tokens, totals.completion_tokens,
+            totals.cached_tokens, totals.total_tokens) == (10, 2, 11500, 1150, 1000, 12650)
+    assert [(u["username"], u["turns"], u["total_tokens"]) for u in usage_top_users(rows=everything)] == [
+        (other.username, 5, 9350), (user.username, 5, 3300)]
+    assert [(a["agent_name"], a["turns"], a["total_tokens"]) for a in usage_by_agent(rows=everything)] == [
+        ("校园小智", 9, 12100), ("选课助手", 1, 550)]
+    assert [(d["day"], d["total_tokens"]) for d in usage_by_day(rows=everything)] == [(today, 3850), (yesterday, 8800)]
+    only_today = usage_top_users(rows=everything.filter(day=today))
+    assert [(u["username"], u["total_tokens"]) for u in only_today] == [(user.username, 3300), (other.username, 550)]
+
+
+def test_usage_admin_page(usage_rows, staff_client, user):
+    today, yesterday, other = usage_rows
+    page = staff_client.get("/admin/insights_app/usagedaily/")
+    assert page.status_code == 200
+    assert page.context["usage_totals"].total_tokens == 12650
+    assert [u["username"] for u in page.context["usage_top_users"]] == [other.username, user.username]
+    assert "用量最多的用户" in page.content.decode()
+
+    ranged = staff_client.get("/admin/insights_app/usagedaily/", {"day__gte": today.isoformat(),
+                                                                   "day__lte": today.isoformat()})
+    assert ranged.status_code == 200
+    assert ranged.context["usage_totals"].total_tokens == 3850
+    assert ranged.context["day_from"] == today.isoformat()
+
+    searched = staff_client.get("/admin/insights_app/usagedaily/", {"q": other.username})
+    assert searched.context["usage_totals"].total_tokens == 9350
+    assert staff_client.get("/admin/insights_app/usagedaily/add/").status_code == 403

@@ -1,0 +1,135 @@
+"""Usage per user, agent and day: the rollup (UsageDaily) and the reads of the usage report.
+
+Decision: a rollup table, kept as turns are stored, rather than a query over the messages. The
+messages are deleted with their conversation (students may delete theirs), and what a day cost
+must not change afterwards; the table is also small (one row per day, user, agent and model),
+so the report stays cheap whatever the message count. `usage_rollup_rebuild` recomputes it from
+the messages (for turns stored before this existed, or after restoring a backup).
+"""
+from dataclasses import dataclass
+from datetime import date
+
+from django.contrib.auth import get_user_model
+from django.db import IntegrityError, transaction
+from django.db.models import Count, F, Q, QuerySet, Sum
+from django.db.models.functions import TruncDate
+from django.utils import timezone
+
+from chat_app.models import Message
+from chat_app.quota import TurnUsage
+from insights_app.models import UsageDaily
+
+SUMMED = ("turns", "fallback_turns", "prompt_tokens", "completion_tokens", "cached_tokens")
+TOP_USERS = 10
+
+
+def usage_turn_add(*, usage: TurnUsage) -> None:
+    """Adds one stored turn to its day's row (created at the first turn of the key)."""
+    users = get_user_model()
+    key = {"day": usage.day, "user_id": usage.user_id, "agent_name": usage.agent_name, "model": usage.model}
+    increments = {
+        "turns": F("turns") + 1,
+        "fallback_turns": F("fallback_turns") + int(usage.fallback),
+        "prompt_tokens": F("prompt_tokens") + usage.prompt_tokens,
+        "completion_tokens": F("completion_tokens") + usage.completion_tokens,
+        "cached_tokens": F("cached_tokens") + usage.cached_tokens,
+    }
+    for _ in range(2):  # a second worker may create the row between our update and create
+        with transaction.atomic():
+            if UsageDaily.objects.filter(**key).update(**increments):
+                return
+            try:
+                with transaction.atomic():
+                    UsageDaily.objects.create(
+                        **key,
+                        username=users.objects.filter(pk=usage.user_id).values_list(users.USERNAME_FIELD,
+                                                                                     flat=True).first() or "",
+                        turns=1,
+                        fallback_turns=int(usage.fallback),
+                        prompt_tokens=usage.prompt_tokens,
+                        completion_tokens=usage.completion_tokens,
+                        cached_tokens=usage.cached_tokens,
+                    )
+                return
+            except IntegrityError:
+                continue
+
+
+def usage_rollup_rebuild(*, since: date | None = None) -> int:
+    """Recomputes the rollup from the stored messages (from `since`, else all); returns the
+    number of rows written. Days are local dates (TIME_ZONE), as the live rollup counts them."""
+    finals = Message.objects.filter(role=Message.Role.ASSISTANT).exclude(meta__has_key="tool_calls")
+    if since is not None:
+        finals = finals.filter(created_at__date__gte=since)
+    grouped = (
+        finals.annotate(day=TruncDate("created_at", tzinfo=timezone.get_current_timezone()))
+        .values("day", "conversation__user_id", "conversation__user__username", "agent_name", "model")
+        .annotate(
+            turns=Count("id"),
+            fallback_turns=Count("id", filter=Q(meta__has_key="fallback")),
+            prompt=Sum("prompt_tokens"),
+            completion=Sum("completion_tokens"),
+            cached=Sum("cached_tokens"),
+        )
+    )
+    rows = [
+        UsageDaily(
+            day=g["day"],
+            user_id=g["conversation__user_id"],
+            username=g["conversation__user__username"] or "",
+            agent_name=g["agent_name"],
+            model=g["model"],
+            turns=g["turns"],
+            fallback_turns=g["fallback_turns"],
+            prompt_tokens=g["prompt"] or 0,
+            completion_tokens=g["completion"] or 0,
+            cached_tokens=g["cached"] or 0,
+        )
+        for g in grouped
+    ]
+    with transaction.atomic():
+        stale = UsageDaily.objects.all() if since is None else UsageDaily.objects.filter(day__gte=since)
+        stale.delete()
+        UsageDaily.objects.bulk_create(rows, batch_size=500)
+    return len(rows)
+
+
+@dataclass(frozen=True)
+class UsageTotals:
+    turns: int = 0
+    fallback_turns: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+def _sums() -> dict:
+    return {name: Sum(name) for name in SUMMED}
+
+
+def usage_totals(*, rows: QuerySet[UsageDaily]) -> UsageTotals:
+    sums = rows.aggregate(**_sums())
+    return UsageTotals(**{name: sums[name] or 0 for name in SUMMED})
+
+
+def _grouped(rows: QuerySet[UsageDaily], *fields: str) -> list[dict]:
+    grouped = rows.order_by().values(*fields).annotate(**_sums())
+    result = [{**g, "total_tokens": (g["prompt_tokens"] or 0) + (g["completion_tokens"] or 0)} for g in grouped]
+    return sorted(result, key=lambda g: (-g["total_tokens"], -g["turns"]))
+
+
+def usage_top_users(*, rows: QuerySet[UsageDaily], limit: int = TOP_USERS) -> list[dict]:
+    """The users who spent the most tokens in `rows` (then the most turns)."""
+    return _grouped(rows, "user_id", "username")[:limit]
+
+
+def usage_by_agent(*, rows: QuerySet[UsageDaily]) -> list[dict]:
+    return _grouped(rows, "agent_name")
+
+
+def usage_by_day(*, rows: QuerySet[UsageDaily]) -> list[dict]:
+    return sorted(_grouped(rows, "day"), key=lambda g: g["day"], reverse=True)
