@@ -6,6 +6,8 @@ source "$(dirname "$0")/_venv.sh" requirements.txt
 export DEMO_ENABLED="${DEMO_ENABLED:-true}"
 .venv/bin/python manage.py migrate --noinput
 .venv/bin/python manage.py load_demo
+# The demo catalog's routing cases (admin → 路由用例; manage.py routing_check replays them).
+.venv/bin/python manage.py load_demo_cases
 # --insecure: serve /static/ (admin CSS/JS, the chat page's assets) with DEBUG off, as a local
 # run needs; production serves collectstatic's STATIC_ROOT from nginx (docs/operations.md).
 exec .venv/bin/python manage.py runserver --insecure "${HOST:-127.0.0.1}:${PORT:-8000}"

@@ -121,3 +121,26 @@ def test_usage_admin_page(usage_rows, staff_client, user):
     searched = staff_client.get("/admin/insights_app/usagedaily/", {"q": other.username})
     assert searched.context["usage_totals"].total_tokens == 9350
     assert staff_client.get("/admin/insights_app/usagedaily/add/").status_code == 403
+
+
+def test_rebuild_command_since_a_day(usage_rows, user, agent):
+    """Rows before --since are kept; from it on they are recomputed from the messages."""
+    import io
+
+    from django.core.management import call_command
+
+    from chat_app.models import Conversation
+
+    today, yesterday, other = usage_rows
+    conversation = Conversation.objects.create(user=user, agent=agent)
+    Message.objects.create(conversation=conversation, role="user", content="你好")
+    Message.objects.create(conversation=conversation, role="assistant", content="你好", agent_name=agent.name,
+                           model="qwen-plus", prompt_tokens=7, completion_tokens=3, meta={"usage": {}})
+    Message.objects.create(conversation=conversation, role="assistant", content="", agent_name=agent.name,
+                           meta={"tool_calls": []})  # a tool round: not a turn
+    out = io.StringIO()
+    call_command("usage_rollup_rebuild", "--since", today.isoformat(), stdout=out)
+    assert "1 行" in out.getvalue()
+    assert list(UsageDaily.objects.filter(day=today).values_list("username", "turns", "prompt_tokens")) == [
+        (user.username, 1, 7)]
+    assert UsageDaily.objects.get(day=yesterday).prompt_tokens == 8000
