@@ -179,7 +179,8 @@ def test_the_demo_in_a_minute(settings, live_asgi):
     expected = canteen_answer(message=question)
     notice = NOTICE.format(tool="食堂助手（演示）")
     chunks = [f for f in frames if f["type"] == "chunk"]
-    assert [c["content"] for c in chunks] == [notice, expected.full_text]
+    # (deltas within 25 ms of each other may share a frame: compare the text, not the frames)
+    assert "".join(c["content"] for c in chunks) == notice + expected.full_text
     assert all(c["fallback"] is True for c in chunks)
     assert next(f for f in frames if f["type"] == "tool_call")["tool"] == "call_canteen"
     assert "".join(f["content"] for f in frames if f["type"] == "tool_chunk") == expected.full_text
