@@ -168,6 +168,7 @@ export class AssistantTurn {
       if (!output || entry.details.dataset.state !== "done" || !answer.includes(output)) continue;
       entry.details.classList.add("echo");
       entry.details.classList.remove("has-output");
+      entry.node.replaceChildren(); // not even hidden: a screen reader would read it twice
       entry.details.open = false;
       entry.details.querySelector(".tool-summary").title = ECHO_TITLE;
     }
