@@ -194,3 +194,15 @@ def test_stopping_from_another_thread_while_the_page_follows(live_asgi, llm_sett
     assert '"interrupted":true' in result["raw"]
     reply = Message.objects.get(id=Run.objects.get(id=result["run_id"]).message_id)
     assert reply.meta["interrupted"] is True and SLOW_TEXT.startswith(reply.content) and reply.content
+
+
+def test_text_deltas_close_together_share_a_frame_paced_ones_do_not(live_asgi, llm_settings, agent, auth_headers):
+    burst = "一二三四五六七八九十" * 4
+    llm_settings.queue(Reply(text=burst, chunk_size=2))  # 20 deltas as fast as the model can send
+    result = chat(live_asgi, {"message": "快说"}, headers=auth_headers)
+    assert result.text == burst == result.frames[-1]["full_text"]
+    assert 2 <= len(result.of("chunk")) <= 4  # the first at once, the rest coalesced
+
+    llm_settings.queue(Reply(text="慢慢地说", chunk_size=1, chunk_delay=0.15))  # far more than 25 ms apart
+    paced = chat(live_asgi, {"message": "慢说"}, headers=auth_headers)
+    assert [c["content"] for c in paced.of("chunk")] == list("慢慢地说")
