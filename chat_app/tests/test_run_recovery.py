@@ -82,3 +82,24 @@ def test_heartbeat_refreshes_only_this_workers_runs_and_saves_changed_text(conve
     other.refresh_from_db()
     assert mine.heartbeat_at > old and mine.partial_text == "新的文字"
     assert other.heartbeat_at == old and other.partial_text == ""
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_worker_warns_when_another_one_runs_runs_without_redis(conversation, settings, monkeypatch):
+    from loguru import logger
+
+    from chat_app.runs import supervisor
+
+    settings.REDIS_URL = ""
+    monkeypatch.delenv("WEB_CONCURRENCY", raising=False)
+    lines: list[str] = []
+    sink = logger.add(lambda message: lines.append(str(message)), level="WARNING")
+    try:
+        await supervisor._warn_without_redis()
+        assert not any("REDIS_URL" in line for line in lines)  # alone: nothing to say
+        await Run.objects.acreate(conversation=conversation, user=conversation.user, worker="other-host:9:abc",
+                                  heartbeat_at=timezone.now())
+        await supervisor._warn_without_redis()
+        assert any("several workers" in line and "REDIS_URL" in line for line in lines)
+    finally:
+        logger.remove(sink)
