@@ -3,7 +3,10 @@
 Registers the demo sub-agents (served by this server under /demo/subagents/ when DEMO_ENABLED
 is on; it warns when they are not), the demo MCP server (stdio, `python -m agents_app.demo_mcp`),
 the default agent 校园小智 using them, and two logins for local use. Rows are created only when missing (looked up by their natural keys), so
-running it again changes nothing and never overwrites what staff edited in admin.
+running it again changes nothing and never overwrites what staff edited in admin — with one
+exception: a demo sub-agent still pointing at a demo address (…/demo/subagents/<name>) follows
+the address this server runs at now (`PORT=8765 scripts/run.sh` after a first run on 8000 left
+the old port behind: every demo question failed to connect). It says so.
 
 Demo logins carry well-known passwords, so they are created only where that is safe: with
 DEBUG on or when ALLOWED_HOSTS names this machine only (the defaults). Elsewhere pass
@@ -66,10 +69,19 @@ DEMO_LOGINS = (
 )
 
 
+# What students see the demo services called, and the questions the welcome offers.
+DEMO_DISPLAY = {
+    "canteen": ("食堂助手", "二食堂中午吃什么？\n哪个食堂的菜最便宜？\n低卡的晚饭有哪些？"),
+    "course": ("选课助手", "周三有哪些通识课？\n高等数学还有名额吗？"),
+}
+DEMO_MCP_DISPLAY = "校历"
+
+
 @dataclass
 class DemoLoadReport:
     created: list[str] = field(default_factory=list)
     kept: list[str] = field(default_factory=list)
+    moved: list[str] = field(default_factory=list)
     logins: list[tuple[DemoLogin, bool]] = field(default_factory=list)  # (login, created now)
 
 
@@ -91,6 +103,27 @@ def demo_sub_agents_unserved(*, base_url: str) -> bool:
     return not settings.DEMO_ENABLED and urlsplit(base_url).path.rstrip("/").endswith(DEMO_PATH)
 
 
+def demo_address(*, base_url: str, name: str) -> str:
+    return f"{base_url.rstrip('/')}/{name}"
+
+
+def is_demo_address(*, url: str, name: str) -> bool:
+    """True for an address of a demo sub-agent served by some run of this project."""
+    return urlsplit(url).path.rstrip("/").endswith(f"{DEMO_PATH}/{name}")
+
+
+def _demo_address_follow(row: SubAgent, *, base_url: str, report: DemoLoadReport) -> bool:
+    """A demo row left at another run's address moves to this one (True); an address staff set
+    stays."""
+    wanted = demo_address(base_url=base_url, name=row.name)
+    if row.base_url == wanted or not is_demo_address(url=row.base_url, name=row.name):
+        return False
+    report.moved.append(f"子 Agent {row.name}：{row.base_url} → {wanted}")
+    row.base_url = wanted
+    row.save(update_fields=["base_url", "updated_at"])
+    return True
+
+
 def _note(report: DemoLoadReport, label: str, created: bool) -> None:
     (report.created if created else report.kept).append(label)
 
@@ -101,21 +134,31 @@ def demo_catalog_load(*, base_url: str, with_logins: bool) -> DemoLoadReport:
     report = DemoLoadReport()
     sub_agents = []
     for demo in DEMO_SUBAGENTS.values():
+        display_name, examples = DEMO_DISPLAY.get(demo.name, ("", ""))
         row, created = SubAgent.objects.get_or_create(
             name=demo.name,
             defaults={
                 "description": demo.description,
-                "base_url": f"{base_url.rstrip('/')}/{demo.name}",
+                "display_name": display_name,
+                "example_questions": examples,
+                "base_url": demo_address(base_url=base_url, name=demo.name),
                 "domain": demo.domain,
                 "timeout_sec": SUBAGENT_TIMEOUT_SEC,
             },
         )
+        moved = not created and _demo_address_follow(row, base_url=base_url, report=report)
         sub_agents.append(row)
-        _note(report, f"子 Agent {row.name}（{row.base_url}）", created)
+        if not moved:
+            _note(report, f"子 Agent {row.name}（{row.base_url}）", created)
 
     service, created = McpService.objects.get_or_create(
         name=DEMO_MCP_NAME,
-        defaults={"protocol": McpService.Protocol.STDIO, "config": demo_mcp_config(), "timeout_sec": MCP_TIMEOUT_SEC},
+        defaults={
+            "protocol": McpService.Protocol.STDIO,
+            "config": demo_mcp_config(),
+            "timeout_sec": MCP_TIMEOUT_SEC,
+            "display_name": DEMO_MCP_DISPLAY,
+        },
     )
     _note(report, f"MCP 服务 {service.name}", created)
 
@@ -163,6 +206,8 @@ class Command(BaseCommand):
         report = demo_catalog_load(base_url=settings.DEMO_BASE_URL, with_logins=with_logins)
         for label in report.created:
             self.stdout.write(f"已创建 {label}")
+        for label in report.moved:
+            self.stdout.write(self.style.SUCCESS(f"已更新地址 {label}（演示子 Agent 跟随本次运行的地址）"))
         for label in report.kept:
             self.stdout.write(f"已存在，未改动 {label}")
         if demo_sub_agents_unserved(base_url=settings.DEMO_BASE_URL):
