@@ -16,7 +16,8 @@ from django.conf import settings
 from agents_app.models import Agent
 from agents_app.runtime.fallback import tool_fallback_args, tool_match
 from agents_app.runtime.llm import llm_stream
-from agents_app.runtime.tools import Tool, tool_spec, tools_for_agent
+from agents_app.runtime.tool import Tool, tool_spec
+from agents_app.runtime.tools import tools_for_agent
 from insights_app.models import RoutingCheck
 from insights_app.routing.judge import CaseSpec, ToolChoice
 
