@@ -138,7 +138,7 @@ class AgentRoutingMixin(RoutingPreviewMixin):
     @admin.action(description="运行路由用例（问模型，不执行工具）", permissions=["change"])
     def routing_cases_run(self, request, queryset):
         checks = [check for agent in queryset if (check := self._routing_check(request, agent))]
-        if len(checks) == 1:
+        if len(checks) == 1 and request.user.has_perm("insights_app.view_routingcheck"):
             return HttpResponseRedirect(reverse("admin:insights_app_routingcheck_change", args=[checks[0].pk]))
         return None
 
@@ -152,7 +152,7 @@ class AgentRoutingMixin(RoutingPreviewMixin):
         if not self.has_change_permission(request, agent):
             raise PermissionDenied
         check = self._routing_check(request, agent)
-        if check is None:
+        if check is None or not request.user.has_perm("insights_app.view_routingcheck"):
             return HttpResponseRedirect(reverse("admin:agents_app_agent_change", args=[agent.pk]))
         return HttpResponseRedirect(reverse("admin:insights_app_routingcheck_change", args=[check.pk]))
 

@@ -151,3 +151,14 @@ def test_editor_without_change_permission_cannot_run(client, canteen_case, routi
     client.force_login(viewer)
     assert client.post(reverse("admin:agents_app_agent_routing_check", args=[routing_agent.pk])).status_code == 403
     assert not RoutingCheck.objects.exists()
+
+
+def test_editor_runs_cases_and_stays_on_the_agent_page(editor_client, llm_settings, canteen_case, routing_agent):
+    """Catalog editors may run the cases (they may change the agent) but not read stored checks:
+    they get the summary on the agent's page instead of a page they may not open."""
+    llm_settings.responder = route_by_description
+    response = editor_client.post(reverse("admin:agents_app_agent_routing_check", args=[routing_agent.pk]),
+                                  follow=True)
+    assert response.redirect_chain[-1][0] == reverse("admin:agents_app_agent_change", args=[routing_agent.pk])
+    assert "路由检查完成：1/1 个用例通过" in response.content.decode()
+    assert RoutingCheck.objects.get().created_by.username == "editor"
