@@ -108,3 +108,53 @@ def message_rate_allow(*, user_id: int) -> bool:
         cache.add(key, 1, RATE_WINDOW_SEC)
         count = 1
     return count <= settings.CHAT_RATE_PER_MINUTE
+
+
+# With the Redis cache, the slot lease and the rate window are taken in one round trip: a script
+# runs the same steps as the cache calls above (SET NX EX per slot key, then INCR + EXPIRE on
+# the window's first message) atomically on the server. Through Django's cache API they cost four
+# round trips (add; add, exists, incr), all before the first chunk (docs/benchmarks.md).
+_TAKE_SCRIPT = """
+local slot = -1
+for i = 1, #KEYS - 1 do
+  if redis.call('SET', KEYS[i], ARGV[1], 'NX', 'EX', ARGV[2]) then slot = i - 1; break end
+end
+if slot < 0 then return {-1, 0} end
+local count = redis.call('INCR', KEYS[#KEYS])
+if count == 1 then redis.call('EXPIRE', KEYS[#KEYS], ARGV[3]) end
+return {slot, count}
+"""
+
+
+def _redis_client():
+    """The raw client of Django's Redis cache, or None for any other cache backend."""
+    from django.core.cache.backends.redis import RedisCache
+
+    return cache._cache.get_client(write=True) if isinstance(cache, RedisCache) else None
+
+
+def stream_slot_and_rate_take(*, user_id: int) -> tuple[StreamSlot | None, bool]:
+    """`stream_slot_acquire` then `message_rate_allow`, in one Redis round trip when the cache is
+    Redis: (None, False) without a free slot; (slot, False) past the rate, the slot still held
+    (the caller gives it back); (slot, True) admitted."""
+    client = _redis_client()
+    if client is None:
+        slot = stream_slot_acquire(user_id=user_id)
+        return (slot, message_rate_allow(user_id=user_id)) if slot is not None else (None, False)
+    limit = settings.CHAT_MAX_CONCURRENT_STREAMS
+    if not _local_take(user_id, limit):
+        return None, False
+    slot = StreamSlot(user_id=user_id)
+    keys = [cache.make_and_validate_key(_slot_key(user_id, i)) for i in range(limit)]
+    keys.append(cache.make_and_validate_key(f"chat:rate:{user_id}"))
+    ttl = int(settings.TURN_BUDGET_SEC) + LEASE_MARGIN_SEC
+    try:
+        index, count = client.eval(_TAKE_SCRIPT, len(keys), *keys, uuid.uuid4().hex, ttl, RATE_WINDOW_SEC)
+    except BaseException:
+        _local_give_back(user_id)
+        raise
+    if int(index) < 0:
+        _local_give_back(user_id)
+        return None, False
+    slot.cache_key = _slot_key(user_id, int(index))  # released with cache.delete, which adds the prefix
+    return slot, int(count) <= settings.CHAT_RATE_PER_MINUTE

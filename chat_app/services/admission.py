@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from chat_app import api_errors as errors
 from chat_app.authentication import Caller, chat_caller_resolve
 from chat_app.chat_input import ChatInput, chat_input_read
-from chat_app.limits import StreamSlot, message_rate_allow, stream_slot_acquire, stream_slot_release
+from chat_app.limits import StreamSlot, stream_slot_and_rate_take, stream_slot_release
 from chat_app.quota import user_token_quota_check
 from chat_app.services.turns import TurnStart, turn_begin
 
@@ -29,11 +29,11 @@ def chat_turn_admit(*, request, request_id: str) -> Admission:
     caller = chat_caller_resolve(request)
     chat = chat_input_read(request=request)
     user_id = caller.user.pk
-    slot = stream_slot_acquire(user_id=user_id)
+    slot, rate_ok = stream_slot_and_rate_take(user_id=user_id)
     if slot is None:
         raise errors.ApiError(errors.MSG_TOO_MANY_STREAMS, code=errors.TOO_MANY_STREAMS, status=429)
     try:
-        if not message_rate_allow(user_id=user_id):
+        if not rate_ok:
             raise errors.ApiError(
                 errors.MSG_RATE_LIMITED, code=errors.RATE_LIMITED, status=429, headers={"Retry-After": "60"}
             )

@@ -1,0 +1,45 @@
+"""The per-user limits on the Redis cache take the slot and count the rate in one round trip
+(a script); they must behave exactly like the cache calls they replace, and mix with them."""
+import pytest
+import redis
+from django.core.cache import caches
+
+from chat_app.limits import (
+    local_stream_count,
+    message_rate_allow,
+    stream_slot_and_rate_take,
+    stream_slot_release,
+)
+
+
+@pytest.fixture
+def redis_cache(settings, redis_url):
+    settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": redis_url,
+                                   "KEY_PREFIX": "limits-test"}}
+    cache = caches["default"]
+    assert type(cache).__name__ == "RedisCache"
+    cache.clear()
+    yield cache
+    cache.clear()
+
+
+def test_slots_and_rate_in_one_call_like_the_cache_calls(redis_cache, settings, redis_url):
+    settings.CHAT_MAX_CONCURRENT_STREAMS = 2
+    settings.CHAT_RATE_PER_MINUTE = 3
+    first, ok1 = stream_slot_and_rate_take(user_id=7)
+    second, ok2 = stream_slot_and_rate_take(user_id=7)
+    assert ok1 and ok2 and first.cache_key != second.cache_key
+    assert stream_slot_and_rate_take(user_id=7) == (None, False)  # both slots leased
+    assert redis.Redis.from_url(redis_url).exists(redis_cache.make_key(first.cache_key))
+    stream_slot_release(slot=first)  # cache.delete frees what the script set
+    third, ok3 = stream_slot_and_rate_take(user_id=7)
+    assert third is not None and ok3  # the third message of the window
+    stream_slot_release(slot=third)
+    assert not message_rate_allow(user_id=7)  # the cache API counts on from the script's count
+    fourth, ok4 = stream_slot_and_rate_take(user_id=7)
+    assert fourth is not None and not ok4  # past the rate: the caller gives the slot back
+    stream_slot_release(slot=fourth)
+    stream_slot_release(slot=second)
+    assert local_stream_count(user_id=7) == 0
+    ttl = redis.Redis.from_url(redis_url).ttl(redis_cache.make_key("chat:rate:7"))
+    assert 0 < ttl <= 60  # the window expires one minute after its first message
