@@ -17,6 +17,7 @@ import asyncio
 import json
 import os
 import sys
+import threading
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -29,7 +30,8 @@ SPAWN_LOG_ENV = "MCP_TEST_SPAWN_LOG"
 PIXEL_PNG_B64 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
 
 
-def build_server(name: str = "campus-test") -> MCPServer:
+def build_server(name: str = "campus-test", *, slow_cancelled: threading.Event | None = None) -> MCPServer:
+    """`slow_cancelled` (in-process servers) is set when a `slow` call is cancelled by its client."""
     server = MCPServer(name, log_level="WARNING")
 
     @server.tool(description="把两个整数相加。Add two integers.")
@@ -46,7 +48,12 @@ def build_server(name: str = "campus-test") -> MCPServer:
 
     @server.tool(description="等待若干秒后返回。")
     async def slow(seconds: float = 1.0) -> str:
-        await asyncio.sleep(seconds)
+        try:
+            await asyncio.sleep(seconds)
+        except asyncio.CancelledError:
+            if slow_cancelled is not None:
+                slow_cancelled.set()
+            raise
         return f"slept {seconds}"
 
     @server.tool(description="返回一段文字和一张图片。")
@@ -83,7 +90,8 @@ class HttpMcpServer(ServedApp):
     lifespan = "on"  # the streamable-http session manager runs in the app's lifespan
 
     def __init__(self, transport: str):
-        mcp = build_server()
+        self.slow_cancelled = threading.Event()  # a `slow` call was cancelled by the gateway
+        mcp = build_server(slow_cancelled=self.slow_cancelled)
         if transport == "sse":
             self.app, self.path = mcp.sse_app(), "/sse"
         elif transport == "streamable-http":

@@ -206,3 +206,24 @@ def test_text_deltas_close_together_share_a_frame_paced_ones_do_not(live_asgi, l
     llm_settings.queue(Reply(text="慢慢地说", chunk_size=1, chunk_delay=0.15))  # far more than 25 ms apart
     paced = chat(live_asgi, {"message": "慢说"}, headers=auth_headers)
     assert [c["content"] for c in paced.of("chunk")] == list("慢慢地说")
+
+
+@pytest.mark.parametrize("transport_fixture", ["mcp_service_sse", "mcp_service_http"])
+def test_stop_cancels_a_running_mcp_call_within_a_second(
+    live_asgi, llm_settings, agent_factory, auth_headers, transport_fixture, request
+):
+    service = request.getfixturevalue(transport_fixture)
+    server = request.getfixturevalue("mcp_sse_server" if service.protocol == "sse" else "mcp_http_server")
+    agent_factory(slug="mcp-agent", mcp_services=[service])
+    llm_settings.reply_tool_calls((f"{service.name}__slow", {"seconds": 30}))
+    with httpx.Client(base_url=live_asgi, timeout=15) as client:
+        with client.stream("POST", "/api/v1/chat", json={"message": "慢工具", "agent": "mcp-agent"},
+                           headers=auth_headers) as response:
+            blocks, _ = read_until(response, lambda f: f["type"] == "tool_call")
+            run_id = blocks[0][1]["run_id"]
+            asked = time.monotonic()
+            assert client.post(f"/api/v1/runs/{run_id}/stop", headers=auth_headers).status_code == 202
+            assert server.slow_cancelled.wait(timeout=5), "the MCP server saw its call cancelled"
+            assert time.monotonic() - asked < 1.0
+            rest = read_rest(response)
+    assert '"interrupted":true' in rest
