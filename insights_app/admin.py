@@ -124,7 +124,8 @@ class RoutingCaseAdmin(admin.ModelAdmin):
             url = reverse("admin:insights_app_routingcheck_change", args=[check.pk])
             text = CHECK_DONE_TEXT.format(agent=agent.name, passed=check.passed, total=check.total,
                                           regressed=check.regressed, fixed=check.fixed)
-            level = messages.ERROR if check.regressed else messages.SUCCESS
+            level = messages.ERROR if check.regressed else (
+                messages.WARNING if check.passed < check.total else messages.SUCCESS)
             messages.add_message(request, level, format_html('{} <a href="{}">查看</a>', text, url))
 
 
@@ -188,7 +189,7 @@ class RoutingCheckAdmin(admin.ModelAdmin):
     date_hierarchy = "started_at"
     inlines = [RoutingOutcomeInline]
     fields = ("agent", "router", "fingerprint", "catalog_change", "result", "comparison", "rule", "tools_offered",
-              "problems", "trigger", "created_by", "started_at", "duration_ms", "previous_link")
+              "problems_text", "trigger", "created_by", "started_at", "duration_ms", "previous_link")
     readonly_fields = fields
 
     class Media:
@@ -242,6 +243,11 @@ class RoutingCheckAdmin(admin.ModelAdmin):
         if removed:
             parts.append("移除工具：" + "、".join(removed))
         return "；".join(parts) + "。"
+
+    @admin.display(description="连接问题")
+    def problems_text(self, obj: RoutingCheck) -> str:
+        """MCP services that could not be listed: their tools were not offered in this check."""
+        return "；".join(obj.problems or []) or "无"
 
     @admin.display(description="提供的工具")
     def tools_offered(self, obj: RoutingCheck) -> str:

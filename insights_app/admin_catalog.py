@@ -132,7 +132,8 @@ class AgentRoutingMixin(RoutingPreviewMixin):
             return None
         text = CHECK_DONE_TEXT.format(agent=agent.name, passed=check.passed, total=check.total,
                                       regressed=check.regressed, fixed=check.fixed)
-        (messages.error if check.regressed else messages.success)(request, text)
+        level = messages.error if check.regressed else messages.warning if check.passed < check.total else messages.success
+        level(request, text)
         return check
 
     @admin.action(description="运行路由用例（问模型，不执行工具）", permissions=["change"])

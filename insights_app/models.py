@@ -2,6 +2,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
 
 from agents_app.models import Agent
 from campus_agent.models import TimeStampedModel
@@ -119,7 +120,7 @@ class RoutingCheck(models.Model):
         ordering = ["-started_at", "-id"]
 
     def __str__(self) -> str:
-        return f"{self.agent.slug} · {self.started_at:%Y-%m-%d %H:%M} · {self.passed}/{self.total}"
+        return f"{self.agent.slug} · {timezone.localtime(self.started_at):%Y-%m-%d %H:%M} · {self.passed}/{self.total}"
 
 
 class RoutingOutcome(models.Model):

@@ -1,0 +1,65 @@
+"""Routing in admin, in Chromium under the admin's CSP: "用本次修改检查路由" sends the unsaved
+form to a new tab that shows the case the edit breaks (the edit stays in its tab, unsaved), and
+"运行路由用例" opens the stored check."""
+import pytest
+
+from chat_app.tests.browser_fixtures import ARTIFACTS, Remote
+from insights_app.models import RoutingCheck
+from insights_app.tests.helpers import CANTEEN_DESCRIPTION, route_by_description
+from subagents_app.models import SubAgent
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+BROKEN_DESCRIPTION = "校园服务助手：各类校园问题。"
+
+
+def _admin_login(browser_page, user, password) -> None:
+    page = browser_page.page
+    browser_page.goto("/admin/login/")
+    page.fill("#id_username", user.username)
+    page.fill("#id_password", password)
+    page.click("input[type=submit]")
+    page.wait_for_selector("#content-main")
+
+
+def test_preview_an_unsaved_description(browser_page, staff_user, password, llm_settings, canteen_case,
+                                        subagents_unserved):
+    llm_settings.responder = route_by_description
+    canteen, _ = subagents_unserved
+    _admin_login(browser_page, staff_user, password)
+    page = browser_page.page
+    browser_page.goto(f"/admin/subagents_app/subagent/{canteen.pk}/change/")
+    page.fill("#id_description", BROKEN_DESCRIPTION)
+
+    tab, runner = page._target, page._runner
+
+    def click_and_follow_the_new_tab():
+        with tab.context.expect_page() as opened:
+            tab.click("input[name=_routing_preview]")
+        preview = opened.value
+        preview.wait_for_selector("tr.routing-breaks")
+        return preview
+
+    preview = Remote(runner, runner.run(click_and_follow_the_new_tab))
+    text = preview.text_content("#content-main")
+    assert "1 个用例会失败" in text and "二食堂晚饭吃什么" in text and "没有调用 call_canteen" in text
+    ARTIFACTS.mkdir(exist_ok=True)
+    preview.screenshot(path=str(ARTIFACTS / "routing-preview.png"))
+
+    assert page.input_value("#id_description") == BROKEN_DESCRIPTION  # still there, to save or change
+    assert SubAgent.objects.get(pk=canteen.pk).description == CANTEEN_DESCRIPTION
+    assert not RoutingCheck.objects.exists()
+
+
+def test_run_cases_button_opens_the_check(browser_page, staff_user, password, llm_settings, canteen_case,
+                                          routing_agent):
+    llm_settings.responder = lambda request: "不用工具"
+    _admin_login(browser_page, staff_user, password)
+    page = browser_page.page
+    browser_page.goto(f"/admin/agents_app/agent/{routing_agent.pk}/change/")
+    page.click("text=运行路由用例")
+    page.wait_for_selector(".messagelist")
+    check = RoutingCheck.objects.get()
+    assert page.url.endswith(f"/admin/insights_app/routingcheck/{check.pk}/change/")
+    assert "没有调用 call_canteen" in page.text_content("#content-main")
+    browser_page.screenshot("routing-check")
