@@ -1,11 +1,14 @@
 """The one entry point chat_app uses to run a chat turn."""
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 
 from django.conf import settings
 
 from agents_app.models import Agent
 from agents_app.runtime.context import RunContext
 from agents_app.runtime.events import Done, Error, Event
+from agents_app.runtime.fallback import fallback_turn
+from agents_app.runtime.loop import LlmUnavailable, run_turn
 from campus_agent.errors import DOWNSTREAM
 
 MODEL_UNAVAILABLE = "AI 模型暂时不可用，请稍后重试。"
@@ -20,17 +23,17 @@ async def turn_stream(*, agent: Agent, history: list[dict], ctx: RunContext) -> 
     When the model is not configured or fails before the turn produced anything, the turn is
     answered by keyword routing (issue #6) if enabled, else with a 50003 error.
     """
-    from agents_app.runtime.loop import LlmUnavailable, run_turn  # issue #3
-
+    # Closing this stream closes the turn's own generators at once (their model stream and
+    # running tools stop), not whenever they are garbage-collected.
     try:
-        async for event in run_turn(agent=agent, history=history, ctx=ctx):
-            yield event
+        async with aclosing(run_turn(agent=agent, history=history, ctx=ctx)) as events:
+            async for event in events:
+                yield event
     except LlmUnavailable as exc:
         if settings.KEYWORD_FALLBACK_ENABLED:
-            from agents_app.runtime.fallback import fallback_turn  # issue #6
-
-            async for event in fallback_turn(agent=agent, history=history, ctx=ctx, reason=str(exc)):
-                yield event
+            async with aclosing(fallback_turn(agent=agent, history=history, ctx=ctx, reason=str(exc))) as events:
+                async for event in events:
+                    yield event
         else:
             yield Error(DOWNSTREAM, MODEL_UNAVAILABLE)
             yield Done(full_text="", interrupted=True)

@@ -17,7 +17,6 @@ from agents_app.runtime.events import (
     ToolResult,
 )
 from agents_app.runtime.loop import (
-    BAD_ARGUMENTS_NOTE,
     DOMAIN_HINT_TEXT,
     MODEL_INTERRUPTED_TEXT,
     MODEL_REFUSED_TEXT,
@@ -25,6 +24,7 @@ from agents_app.runtime.loop import (
     LlmUnavailable,
     run_turn,
 )
+from agents_app.runtime.model_calls import BAD_ARGUMENTS_NOTE
 from agents_app.runtime.tool_runs import TOOL_CRASHED_TEXT, UNKNOWN_TOOL_TEXT, ToolRequest, tool_calls_run
 from agents_app.testing.fake_llm import Reply, ScriptedCall
 from campus_agent.errors import CAMPUS_TOKEN_EXPIRED, DOWNSTREAM, SUBAGENT_INTERNAL
