@@ -19,7 +19,7 @@ def test_list_tools_button_lists_the_offered_tools(browser_page, staff_user, pas
     page.wait_for_selector("#id_sub_agents_to")
     assert mcp_spawn_log.read_text() == ""  # opening the page started nothing
 
-    page.click("button.object-tools-button")
+    page.click("button.object-tools-button:has-text('列出工具')")  # not the other object tools
     page.wait_for_selector(".messagelist .success")
     text = page.text_content(".messagelist .success")
     assert "tools__add" in text and "call_canteen" in text
