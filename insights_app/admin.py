@@ -3,6 +3,7 @@ from urllib.parse import urlencode
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.db.models import OuterRef, Subquery
+from django.http import HttpResponseRedirect
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
@@ -20,6 +21,7 @@ from insights_app.usage import usage_by_agent, usage_by_day, usage_top_users, us
 
 SAVE_AS_CASE = "保存为路由用例"
 NOT_CHECKED = "未检查"
+DATE_RANGE = ("day__gte", "day__lte")  # the usage report's 从 / 到
 
 
 def _save_as_case_link(message: Message) -> tuple[str, str] | None:
@@ -290,6 +292,13 @@ class UsageDailyAdmin(admin.ModelAdmin):
         return False
 
     def changelist_view(self, request, extra_context=None):
+        # The date range form sends both fields; an empty one means "no bound", not a bad date.
+        if any(request.GET.get(key) == "" for key in DATE_RANGE):
+            kept = request.GET.copy()
+            for key in DATE_RANGE:
+                if kept.get(key) == "":
+                    del kept[key]
+            return HttpResponseRedirect(f"{request.path}?{kept.urlencode()}")
         response = super().changelist_view(request, extra_context=extra_context)
         changelist = getattr(response, "context_data", {}).get("cl") if hasattr(response, "context_data") else None
         if changelist is None:  # a redirect (e.g. an invalid filter)
@@ -300,7 +309,7 @@ class UsageDailyAdmin(admin.ModelAdmin):
             usage_top_users=usage_top_users(rows=rows),
             usage_by_agent=usage_by_agent(rows=rows),
             usage_by_day=usage_by_day(rows=rows)[:31],
-            day_from=request.GET.get("day__gte", ""),
-            day_to=request.GET.get("day__lte", ""),
+            day_from=request.GET.get(DATE_RANGE[0], ""),
+            day_to=request.GET.get(DATE_RANGE[1], ""),
         )
         return response

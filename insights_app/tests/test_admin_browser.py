@@ -63,3 +63,26 @@ def test_run_cases_button_opens_the_check(browser_page, staff_user, password, ll
     assert page.url.endswith(f"/admin/insights_app/routingcheck/{check.pk}/change/")
     assert "没有调用 call_canteen" in page.text_content("#content-main")
     browser_page.screenshot("routing-check")
+
+
+def test_usage_report_with_a_date_range(browser_page, staff_user, password, user):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from insights_app.models import UsageDaily
+
+    today = timezone.localdate()
+    for day, tokens in ((today, 300), (today - timedelta(days=3), 5000)):
+        UsageDaily.objects.create(day=day, user=user, username=user.username, agent_name="校园小智", model="qwen-plus",
+                                  turns=2, prompt_tokens=tokens, completion_tokens=0)
+    _admin_login(browser_page, staff_user, password)
+    page = browser_page.page
+    browser_page.goto("/admin/insights_app/usagedaily/")
+    assert "5300" in page.text_content(".usage-summary")
+    page.fill("input[name=day__gte]", today.isoformat())
+    page.click(".usage-range input[type=submit]")
+    page.wait_for_url(lambda url: "day__gte" in url)
+    summary = page.text_content(".usage-summary")
+    assert "300" in summary and "5300" not in summary
+    browser_page.screenshot("usage-report")

@@ -144,3 +144,10 @@ def test_rebuild_command_since_a_day(usage_rows, user, agent):
     assert list(UsageDaily.objects.filter(day=today).values_list("username", "turns", "prompt_tokens")) == [
         (user.username, 1, 7)]
     assert UsageDaily.objects.get(day=yesterday).prompt_tokens == 8000
+
+
+def test_usage_admin_page_ignores_an_empty_bound(usage_rows, staff_client):
+    today, _, _ = usage_rows
+    response = staff_client.get("/admin/insights_app/usagedaily/", {"day__gte": today.isoformat(), "day__lte": ""})
+    assert response.status_code == 302 and response.url == f"/admin/insights_app/usagedaily/?day__gte={today}"
+    assert staff_client.get(response.url).context["usage_totals"].total_tokens == 3850
