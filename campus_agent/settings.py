@@ -257,6 +257,16 @@ DEMO_BASE_URL = env.str("DEMO_BASE_URL", default="") or (
 JWT_TTL_HOURS = env.int("JWT_TTL_HOURS", default=24)
 JWT_ISSUER = env.str("JWT_ISSUER", default="campus-agent")
 CAMPUS_SSO_USERINFO_URL = env.str("CAMPUS_SSO_USERINFO_URL", default="")
+# Campus login on the page with OpenID Connect (chat_app/oidc.py): off unless OIDC_ISSUER and
+# OIDC_CLIENT_ID are set. Register <site>/login/campus/callback/ as the redirect URI.
+OIDC_ISSUER = env.str("OIDC_ISSUER", default="")
+OIDC_CLIENT_ID = env.str("OIDC_CLIENT_ID", default="")
+OIDC_CLIENT_SECRET = env.str("OIDC_CLIENT_SECRET", default="")
+# client_secret_basic | client_secret_post | none (a public client: PKCE alone)
+OIDC_TOKEN_AUTH_METHOD = env.str("OIDC_TOKEN_AUTH_METHOD", default="client_secret_basic")
+OIDC_SCOPES = env.str("OIDC_SCOPES", default="openid profile offline_access")
+OIDC_TIMEOUT = env.float("OIDC_TIMEOUT", default=10.0)
+OIDC_LOGIN_LABEL = env.str("OIDC_LOGIN_LABEL", default="用校园账号登录")
 # Failed logins (password or campus token; API, page and admin) counted in the cache, per
 # username and per client address, within a fixed window: past a limit, 429 (docs/api.md).
 LOGIN_MAX_FAILURES_PER_USERNAME = env.int("LOGIN_MAX_FAILURES_PER_USERNAME", default=5)

@@ -13,6 +13,7 @@ from rest_framework import authentication, exceptions
 
 from chat_app import api_errors as errors
 from chat_app.models import AuthSession
+from chat_app.oidc import session_campus_token
 from chat_app.selectors import auth_session_get_valid
 from chat_app.tokens import TokenInvalid, jwt_decode
 
@@ -21,10 +22,15 @@ from chat_app.tokens import TokenInvalid, jwt_decode
 class Caller:
     user: object
     auth_session: AuthSession | None  # None for the page's Django session
+    # A page login made with the campus account (chat_app/oidc.py) keeps its campus token in the
+    # server-side Django session; None for a password login.
+    page_campus_token: str | None = None
 
     @property
     def campus_token(self) -> str | None:
-        return (self.auth_session.campus_token or None) if self.auth_session else None
+        if self.auth_session is not None:
+            return self.auth_session.campus_token or None
+        return self.page_campus_token
 
 
 def bearer_token(request) -> str | None:
@@ -75,7 +81,8 @@ def chat_caller_resolve(request) -> Caller:
         raise errors.token_missing()
     if _csrf_failure(request):
         raise errors.ApiError(errors.MSG_CSRF, code=errors.CSRF_FAILED, status=403)
-    return Caller(user=user, auth_session=None)
+    # Refreshed here when about to expire: the run sends it to sub-agents for the whole turn.
+    return Caller(user=user, auth_session=None, page_campus_token=session_campus_token(session=request.session))
 
 
 class JwtAuthentication(authentication.BaseAuthentication):

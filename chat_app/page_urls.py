@@ -1,5 +1,4 @@
 """Routes of the server-rendered student page (/, a stored conversation, login, logout)."""
-from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from chat_app import pages
@@ -8,6 +7,8 @@ urlpatterns = [
     path("", pages.chat_page, name="chat"),
     path("c/<uuid:conversation_id>/", pages.chat_page, name="chat-conversation"),
     path("login/", pages.LoginPage.as_view(), name="login"),
+    path("login/campus/", pages.campus_login, name="campus-login"),
+    path("login/campus/callback/", pages.campus_callback, name="campus-callback"),
     # Django 5 logs out on POST only (a GET link could be forged by any page); the sidebar posts a form.
-    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("logout/", pages.LogoutPage.as_view(), name="logout"),
 ]

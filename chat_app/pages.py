@@ -4,12 +4,19 @@ The page renders its first state (the user's conversations, the enabled agents, 
 conversation's stored messages) on the server, so a reload shows the stored history without
 waiting for an API round trip; the browser script only adds what streams in afterwards.
 """
+from django.conf import settings
+from django.contrib.auth import login
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.db.models import Q
-from django.http import Http404
+from django.http import Http404, HttpResponseRedirect
 from django.shortcuts import render
+from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_GET
+from loguru import logger
 
+from chat_app import oidc
 from chat_app.chat_input import MESSAGE_MAX
 from chat_app.login_forms import LoginForm
 from chat_app.models import Conversation, Message, Run
@@ -22,6 +29,7 @@ from chat_app.selectors import (
     message_list,
     run_active_get,
 )
+from chat_app.services.auth import SsoUnavailable, sso_user_upsert
 
 SIDEBAR_LIMIT = 100  # the sidebar is a recent list, not an archive
 HISTORY_LIMIT = 500  # rows shown for one conversation; older ones stay in the database
@@ -70,6 +78,8 @@ def chat_page(request, conversation_id=None):
         "tools": tool_labels(),
         "catalogs": agent_catalogs(agents=enabled_agents),
         "message_max": MESSAGE_MAX,
+        # Where the page sends a student whose campus token expired (40102); null: not configured.
+        "campus_login_url": reverse("campus-login") if oidc.campus_login_enabled() else None,
     }
     context = {
         "conversations": conversation_list(user=request.user).values("id", "title", "updated_at")[:SIDEBAR_LIMIT],
@@ -80,13 +90,90 @@ def chat_page(request, conversation_id=None):
     return render(request, "chat/page.html", context)
 
 
+MSG_CAMPUS_LOGIN_FAILED = "校园账号登录没有完成，请重试。"
+MSG_CAMPUS_LOGIN_UNAVAILABLE = "校园统一身份认证暂时不可用，请稍后重试，或使用学号和密码登录。"
+MSG_CAMPUS_ACCOUNT_DISABLED = "这个校园账号在本系统中已停用，请联系管理员。"
+
+
+def _login_context(request, **extra) -> dict:
+    return {
+        "campus_login": oidc.campus_login_enabled(),
+        "campus_login_label": settings.OIDC_LOGIN_LABEL,
+        **extra,
+    }
+
+
+def _safe_next(request, candidate: str | None) -> str:
+    if candidate and url_has_allowed_host_and_scheme(
+        candidate, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
+        return candidate
+    return reverse("chat")
+
+
+def _campus_login_error(request, message: str, status: int):
+    context = _login_context(request, campus_error=message, next=reverse("chat"), form=LoginForm(request))
+    return render(request, "registration/login.html", context, status=status)
+
+
+@require_GET
+def campus_login(request):
+    """`/login/campus/?next=…`: off to the campus provider (authorization code + PKCE)."""
+    if not oidc.campus_login_enabled():
+        raise Http404("未配置校园账号登录")
+    next_url = _safe_next(request, request.GET.get("next"))
+    try:
+        url = oidc.login_begin(
+            session=request.session,
+            redirect_uri=request.build_absolute_uri(reverse("campus-callback")),
+            next_url=next_url,
+        )
+    except oidc.CampusLoginFailed:
+        return _campus_login_error(request, MSG_CAMPUS_LOGIN_UNAVAILABLE, 502)
+    return HttpResponseRedirect(url)
+
+
+@require_GET
+def campus_callback(request):
+    """`/login/campus/callback/`: the provider sends the student back with a code; the campus
+    `sub` logs in as its linked user (created on the first login, as /api/v1/auth/sso does)."""
+    if not oidc.campus_login_enabled():
+        raise Http404("未配置校园账号登录")
+    if "error" in request.GET or "code" not in request.GET:  # the student declined, or the provider refused
+        request.session.pop(oidc.FLOW_KEY, None)
+        return _campus_login_error(request, MSG_CAMPUS_LOGIN_FAILED, 400)
+    try:
+        done = oidc.login_finish(session=request.session, state=request.GET.get("state", ""), code=request.GET["code"])
+        user = sso_user_upsert(profile=done.profile)
+    except (oidc.CampusLoginFailed, SsoUnavailable):
+        return _campus_login_error(request, MSG_CAMPUS_LOGIN_FAILED, 400)
+    if not user.is_active:
+        return _campus_login_error(request, MSG_CAMPUS_ACCOUNT_DISABLED, 403)
+    login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+    oidc.tokens_store(session=request.session, tokens=done.tokens)  # after login(): it cycles the session
+    logger.info("page login via campus OIDC user={}", user.pk)
+    return HttpResponseRedirect(_safe_next(request, done.next_url))
+
+
+class LogoutPage(auth_views.LogoutView):
+    """`POST /logout/`: a campus login's tokens are revoked at the provider first."""
+
+    def post(self, request, *args, **kwargs):
+        oidc.session_tokens_revoke(session=request.session)
+        return super().post(request, *args, **kwargs)
+
+
 class LoginPage(auth_views.LoginView):
     """`/login/`: Django's login view with the throttled form. A refused attempt answers 429 with
-    `Retry-After`, the page showing why in Chinese (form.throttled)."""
+    `Retry-After`, the page showing why in Chinese (form.throttled). With OIDC configured, the
+    campus login button comes first; the password form stays for staff and the demo."""
 
     template_name = "registration/login.html"
     redirect_authenticated_user = True
     authentication_form = LoginForm
+
+    def get_context_data(self, **kwargs):
+        return _login_context(self.request, **super().get_context_data(**kwargs))
 
     def form_invalid(self, form):
         response = super().form_invalid(form)

@@ -39,3 +39,23 @@ def user_token(user, token_for) -> str:
 @pytest.fixture
 def auth_headers(user_token) -> dict:
     return {"Authorization": f"Bearer {user_token}"}
+
+
+@pytest.fixture
+def oidc_provider():
+    """A campus OpenID Connect provider on loopback (chat_app/testing/oidc_provider.py)."""
+    from chat_app.testing.oidc_provider import OidcProvider
+
+    with OidcProvider() as provider:
+        yield provider
+
+
+@pytest.fixture
+def oidc_settings(settings, oidc_provider):
+    """The OIDC_* settings pointing at `oidc_provider` (returned): campus login switched on."""
+    from chat_app.testing.oidc_provider import CLIENT_ID, CLIENT_SECRET
+
+    settings.OIDC_ISSUER = oidc_provider.issuer
+    settings.OIDC_CLIENT_ID = CLIENT_ID
+    settings.OIDC_CLIENT_SECRET = CLIENT_SECRET
+    return oidc_provider

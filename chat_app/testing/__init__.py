@@ -1,0 +1,1 @@
+"""Test doubles of chat_app: a campus OpenID Connect provider on loopback."""
