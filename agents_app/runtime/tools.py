@@ -16,12 +16,14 @@ from agents_app.mcp.tools import mcp_service_tool_infos
 from agents_app.models import Agent
 from agents_app.runtime.mcp_tool import McpTool
 from agents_app.runtime.subagent_tool import SubAgentTool
-from agents_app.runtime.tool import Tool, tool_spec
-from agents_app.runtime.tool_names import mcp_tool_name, subagent_tool_name, tool_name_normalise, tool_name_unique
+from agents_app.runtime.tool import Tool
+from agents_app.runtime.tool_names import (
+    mcp_tool_name,
+    subagent_tool_name,
+    tool_name_normalise,  # noqa: F401 - chat_app/page_catalog.py's import
+    tool_name_unique,
+)
 from agents_app.selectors import agent_catalog, agent_catalog_loaded
-
-# Callers that predate tool.py and tool_names.py import these from here.
-__all__ = ["Tool", "tool_name_normalise", "tool_spec", "tools_for_agent"]
 
 
 async def tools_for_agent(agent: Agent, *, pooled: bool = True, problems: list[str] | None = None) -> list[Tool]:
