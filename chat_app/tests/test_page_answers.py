@@ -143,9 +143,10 @@ def test_thumbs_with_a_comment_are_stored_and_shown_again(chat, llm_settings, vi
     assert not Feedback.objects.exists()
 
 
-def test_a_failed_turn_offers_retry(chat, llm_settings, settings):
+@pytest.mark.parametrize("viewport", VIEWPORTS, ids=VIEWPORT_IDS)
+def test_a_failed_turn_offers_retry(chat, llm_settings, settings, viewport):
     settings.KEYWORD_FALLBACK_ENABLED = False
-    page = chat.page
+    page = sized(chat, viewport)
     llm_settings.fail(500)
     ask(page, "图书馆几点关门")
     wait_answered(page)

@@ -88,9 +88,10 @@ def test_a_wide_table_scrolls_sideways_on_a_phone(chat, llm_settings):
     assert page.is_visible(".composer-keys")
 
 
-def test_chips_show_the_names_staff_set_and_never_repeat_the_answer(chat, llm_settings, sub_agent):
+@pytest.mark.parametrize("viewport", VIEWPORTS, ids=VIEWPORT_IDS)
+def test_chips_show_the_names_staff_set_and_never_repeat_the_answer(chat, llm_settings, sub_agent, viewport):
     SubAgent.objects.filter(id=sub_agent.id).update(display_name="食堂小助手")
-    page = chat.page
+    page = sized(chat, viewport)
     page.reload()
     chat.chat_ready()
     # The model passes the sub-agent's answer on as it is: the chip has nothing else to show.
