@@ -1,8 +1,9 @@
 """What an agent would choose on a case's first round, asked exactly as a chat turn asks.
 
 The catalog is assembled by the runtime's own functions (tools_for_agent, tool_spec: the same
-names, descriptions and schemas a turn offers) and the model is asked through the runtime's
-client (llm_stream: same endpoint, max_tokens, headers). Only the first round is read: no tool
+names, descriptions and schemas a turn offers), the model is asked through the runtime's client
+(llm_stream: same endpoint, max_tokens, headers) and its streamed calls are merged as the tool
+loop merges them (model_calls). Only the first round is read: no tool
 runs, so a check has no side effect and sends nothing to sub-agents. Keyword routing is judged
 with the fallback's own matcher (tool_match, tool_fallback_args).
 """
@@ -16,6 +17,7 @@ from django.conf import settings
 from agents_app.models import Agent
 from agents_app.runtime.fallback import tool_fallback_args, tool_match
 from agents_app.runtime.llm import llm_stream
+from agents_app.runtime.model_calls import ModelCall, model_call_merge, model_calls_finish
 from agents_app.runtime.tool import Tool, tool_spec
 from agents_app.runtime.tools import tools_for_agent
 from insights_app.models import RoutingCheck
@@ -76,26 +78,6 @@ async def routing_catalog(*, agent: Agent, mode: str) -> Catalog:
                    fingerprint=_fingerprint(mode=mode, agent=agent, model=model, specs=specs))
 
 
-def _arguments(text: str) -> dict:
-    try:
-        parsed = json.loads(text) if text.strip() else {}
-    except (ValueError, RecursionError):
-        return {}
-    return parsed if isinstance(parsed, dict) else {}
-
-
-def _merge(calls: dict[int, dict], fragment: dict) -> None:
-    """Streamed `tool_calls` fragments are merged by their index, as the tool loop merges them."""
-    index = fragment.get("index")
-    call = calls.setdefault(index if isinstance(index, int) else len(calls), {"name": "", "arguments": ""})
-    function = fragment.get("function")
-    if isinstance(function, dict):
-        if function.get("name") and not call["name"]:
-            call["name"] = function["name"]
-        if isinstance(function.get("arguments"), str):
-            call["arguments"] += function["arguments"]
-
-
 async def first_choice_model(*, catalog: Catalog, case: CaseSpec) -> list[ToolChoice]:
     """The tool calls of the model's first answer to the case (raises the client's errors)."""
     agent = catalog.agent
@@ -103,18 +85,17 @@ async def first_choice_model(*, catalog: Catalog, case: CaseSpec) -> list[ToolCh
     messages += case.messages()
     stream = await llm_stream(model=catalog.model, messages=messages, tools=catalog.specs or None,
                               temperature=agent.temperature, request_id=uuid.uuid4().hex[:16])
-    calls: dict[int, dict] = {}
+    fragments: dict[int, ModelCall] = {}
     try:
-        async for chunk in stream:
+        async for chunk in stream:  # plain dicts, any field may be missing (see LlmStream)
             for choice in chunk.get("choices") or ():
                 delta = choice.get("delta") if isinstance(choice, dict) else None
                 for fragment in (delta.get("tool_calls") or ()) if isinstance(delta, dict) else ():
                     if isinstance(fragment, dict):
-                        _merge(calls, fragment)
+                        model_call_merge(fragments, fragment)
     finally:
         await stream.close()
-    return [ToolChoice(name=call["name"], args=_arguments(call["arguments"]))
-            for _, call in sorted(calls.items()) if call["name"]]
+    return [ToolChoice(name=call.name, args=call.args) for call in model_calls_finish(fragments)]
 
 
 def first_choice_keyword(*, catalog: Catalog, case: CaseSpec) -> list[ToolChoice]:
