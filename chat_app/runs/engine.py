@@ -78,6 +78,7 @@ class RunTask:
         self._flush_timer: asyncio.TimerHandle | None = None
         self._last_chunk_at = float("-inf")
         self.stopping = False
+        self._finishing = False
         self._slot = slot
         client = redis_client()
         self._mirror = RedisMirror(client, self.run.id) if client is not None else None
@@ -92,8 +93,9 @@ class RunTask:
         return not self.log.ended
 
     def stop(self) -> bool:
-        """Cancels the run; False when it had already ended."""
-        if self.task.done() or self.log.ended:
+        """Cancels the run; False when it had already ended (or is storing its end: a cancel
+        then would cut the `done` frame after the reply was stored)."""
+        if self.task.done() or self.log.ended or self._finishing:
             return False
         self.stopping = True
         self.task.cancel()
@@ -106,7 +108,11 @@ class RunTask:
         finally:
             if not self._slot.released:  # storing never ran (a bug): do not leak the slot
                 await db_call(stream_slot_release, slot=self._slot)
-            if not self.log.ended:
+            if not self.log.ended:  # ended by a bug or a shutdown: followers still get an end
+                try:
+                    self._emit(Done(full_text=self.recorder.reply_text, interrupted=True))
+                except FrameFailed:
+                    logger.exception("the closing done frame could not be built")
                 self.log.end()
             asyncio.get_running_loop().call_later(
                 settings.RUN_LOG_RETAIN_SEC, local_runs.pop, self.run.id, None
@@ -248,6 +254,7 @@ class RunTask:
             stream_slot_release(slot=self._slot)
 
     async def _finish(self) -> None:
+        self._finishing = True
         recorder = self.recorder
         self._chunks_flush_quietly()
         try:
