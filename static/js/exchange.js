@@ -77,8 +77,10 @@ export class Exchange {
     if (turn.markdownText()) bar.append(iconButton("copy", "复制", "复制回答（Markdown 原文）"));
     bar.append(iconButton("regenerate", "↻ 重新生成", "重新生成回答", "only-last"));
     if (version.messageId) {
-      for (const [rating, text, label] of [["up", "👍", "有帮助"], ["down", "👎", "没帮助"]]) {
-        const button = iconButton("rate", text, label, `rate-${rating}`);
+      // Icons drawn from this site's SVGs (CSS masks), not emoji: not every system has an emoji font.
+      for (const [rating, label] of [["up", "有帮助"], ["down", "没帮助"]]) {
+        const button = iconButton("rate", "", label, `rate-${rating}`);
+        button.append(el("span", `thumb thumb-${rating}`));
         button.dataset.rating = rating;
         button.setAttribute("aria-pressed", String(version.feedback?.rating === rating));
         bar.append(button);
