@@ -171,7 +171,12 @@ class Done:
             "message_id": _STRING,
             "chart": {"type": "object", "nullable": True, "description": "图表数据（见 docs/api.md）或 null"},
         },
-        optional={"fallback": _FLAG, "interrupted": _FLAG},
+        optional={
+            "fallback": _FLAG,
+            "interrupted": _FLAG,
+            "usage": {"type": "object", "description": "模型报告的 token 用量（prompt_tokens、completion_tokens、"
+                      "total_tokens、prompt_tokens_details.cached_tokens）；关键词路由的回答没有"},
+        },
     )
 
     def __post_init__(self) -> None:
@@ -183,6 +188,8 @@ class Done:
             payload["fallback"] = True
         if self.interrupted:  # the page marks the reply as cut at once, not only after a reload
             payload["interrupted"] = True
+        if self.usage:  # what the turn cost, as the model reported it (summed over its rounds)
+            payload["usage"] = self.usage
         return payload
 
 

@@ -54,12 +54,19 @@ class LlmUnavailable(Exception):
 
 
 def _usage_add(total: dict, usage) -> None:
+    """Sums the rounds' usage, cached prompt tokens (`prompt_tokens_details.cached_tokens`, as
+    OpenAI and DashScope report them) included."""
     if not isinstance(usage, dict):
         return
     for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
         value = usage.get(key)
-        if isinstance(value, int):
+        if isinstance(value, int) and not isinstance(value, bool):
             total[key] = total.get(key, 0) + value
+    details = usage.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    if isinstance(cached, int) and not isinstance(cached, bool):
+        summed = total.setdefault("prompt_tokens_details", {})
+        summed["cached_tokens"] = summed.get("cached_tokens", 0) + cached
 
 
 # --- what a step ends with: the loop's next step (openai-agents' NextStepFinalOutput /

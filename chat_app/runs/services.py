@@ -109,4 +109,6 @@ def run_stored_end(*, run: Run) -> dict:
     }
     if run.status == Run.Status.INTERRUPTED or (row is not None and row.meta.get("interrupted")):
         payload["interrupted"] = True
+    if row is not None and row.meta.get("usage"):
+        payload["usage"] = row.meta["usage"]
     return payload

@@ -21,7 +21,7 @@ SAMPLES = [
     ToolResult(call_id="call_1", tool="call_canteen", ok=True, content="一食堂有红烧肉"),
     ToolResult(call_id="call_1", tool="call_canteen", ok=False, content="调用子 Agent 失败: reset", error="暂时无法连接"),
     Error(CAMPUS_TOKEN_EXPIRED, "登录已过期"),
-    Done(full_text="今天一食堂有红烧肉", chart={"type": "bar", "labels": ["a"], "datasets": [{"data": [1]}]}),
+    Done(full_text="今天一食堂有红烧肉", usage={"prompt_tokens": 3, "completion_tokens": 5, "total_tokens": 8}, chart={"type": "bar", "labels": ["a"], "datasets": [{"data": [1]}]}),
     Done(full_text="", interrupted=True, fallback=True),
 ]
 

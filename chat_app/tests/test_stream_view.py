@@ -18,7 +18,8 @@ def _rows(conversation_id) -> list[Message]:
 
 
 def test_text_answer_frames_headers_and_rows(live_asgi, llm_settings, agent, auth_headers, user):
-    llm_settings.reply_text("你好，我是校园小智，有什么可以帮你？", usage={"prompt_tokens": 12, "completion_tokens": 9, "total_tokens": 21})
+    usage = {"prompt_tokens": 12, "completion_tokens": 9, "total_tokens": 21, "prompt_tokens_details": {"cached_tokens": 8}}
+    llm_settings.reply_text("你好，我是校园小智，有什么可以帮你？", usage=usage)
     result = chat(live_asgi, {"message": "  你好\n  小智  "}, headers=auth_headers)
 
     assert result.status == 200
@@ -32,6 +33,7 @@ def test_text_answer_frames_headers_and_rows(live_asgi, llm_settings, agent, aut
     assert session["request_id"] == request_id
     assert result.text == done["full_text"] == "你好，我是校园小智，有什么可以帮你？"
     assert done["message_id"] == session["message_id"] and done["chart"] is None
+    assert done["usage"] == usage  # what the turn cost, cached prompt tokens included
     assert "interrupted" not in done and "fallback" not in done  # only said when true
     assert '"你好' in result.raw  # ensure_ascii=False: Chinese stays readable on the wire
 
@@ -43,7 +45,8 @@ def test_text_answer_frames_headers_and_rows(live_asgi, llm_settings, agent, aut
     assert str(reply.id) == session["message_id"]
     assert (reply.role, reply.content, reply.agent_name, reply.request_id) == (
         "assistant", done["full_text"], agent.name, request_id)
-    assert reply.meta == {"usage": {"prompt_tokens": 12, "completion_tokens": 9, "total_tokens": 21}}
+    assert reply.meta == {"usage": usage}
+    assert (reply.prompt_tokens, reply.completion_tokens, reply.cached_tokens) == (12, 9, 8)
 
     sent = llm_settings.last_request
     assert sent.messages[0] == {"role": "system", "content": agent.system_prompt}
