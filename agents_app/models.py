@@ -46,6 +46,12 @@ class McpService(TimeStampedModel):
             "只有超级管理员可以修改：command 是服务器要运行的程序，url 和 headers 决定服务器连到哪里、带上什么凭据。"
         ),
     )
+    trusted = models.BooleanField(
+        "可信服务",
+        default=False,
+        help_text="只有超级管理员可以修改。勾选后，该服务工具返回的图片会直接显示给学生；"
+        "不可信服务的图片只告诉模型有一张图，不显示。只勾选学校自己运行、内容可靠的服务。",
+    )
     enabled = models.BooleanField("启用", default=True)
     timeout_sec = models.PositiveSmallIntegerField(
         "超时（秒）",

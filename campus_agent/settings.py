@@ -244,6 +244,12 @@ RUN_LOG_RETAIN_SEC = env.float("RUN_LOG_RETAIN_SEC", default=600.0)
 RUN_LOG_MAX_FRAMES = env.int("RUN_LOG_MAX_FRAMES", default=10000)
 RUN_HEARTBEAT_SEC = env.float("RUN_HEARTBEAT_SEC", default=2.0)
 RUN_STALE_SEC = env.float("RUN_STALE_SEC", default=10.0)
+# Circuit breaker per sub-agent and MCP service (campus_agent/circuit.py), shared through the
+# cache: CIRCUIT_FAILURES consecutive failures within CIRCUIT_WINDOW_SEC open it; it refuses
+# calls at once for CIRCUIT_COOLDOWN_SEC, then lets one probe call through.
+CIRCUIT_FAILURES = env.int("CIRCUIT_FAILURES", default=3)
+CIRCUIT_WINDOW_SEC = env.int("CIRCUIT_WINDOW_SEC", default=60)
+CIRCUIT_COOLDOWN_SEC = env.int("CIRCUIT_COOLDOWN_SEC", default=30)
 # The demo sub-agents (/demo/subagents/…: unauthenticated, bundled data) are mounted only when
 # this is on: scripts/run.sh turns it on for the local demo; a deployment leaves it off.
 DEMO_ENABLED = env.bool("DEMO_ENABLED", default=False)

@@ -50,12 +50,31 @@ class SubAgentReply:
     chart: dict | None = None
     code: int | None = None  # 40102 / 50001 / 50003 when not ok
     notice: str | None = None
+    status: int | None = None  # the HTTP status when it was not 200
+
+    @property
+    def source_failed(self) -> bool:
+        """The sub-agent itself is down or failing (timeout, connection error, 5xx, 429): what
+        its circuit breaker counts. An answer it gave, even an `error` event (40102 included) or
+        another 4xx, shows it is up."""
+        if self.ok:
+            return False
+        if self.status is not None:
+            return self.status >= 500 or self.status == 429
+        return self.code == DOWNSTREAM
 
 
 def subagent_label(sub_agent: SubAgent) -> str:
     """How a student-facing sentence names the sub-agent: the display name staff set, else the
     head of its description ("食堂助手（演示）") when short, else its name."""
     return sub_agent.label
+
+
+def subagent_circuit_key(sub_agent: SubAgent) -> str:
+    """The sub-agent's circuit-breaker source (campus_agent/circuit.py): the row, not its name,
+    which staff may change; its creation time keeps a deleted row's state from reaching a new
+    row that reuses the id."""
+    return f"subagent:{sub_agent.pk}:{sub_agent.created_at.timestamp():.6f}"
 
 
 def _error_code(raw) -> int:
@@ -164,7 +183,7 @@ async def _call(*, sub_agent: SubAgent, body: dict, headers: dict, on_chunk: Chu
         status = source.response.status_code
         if status != 200:
             return SubAgentReply(ok=False, text=HTTP_ERROR_TEXT.format(status=status), code=SUBAGENT_INTERNAL,
-                                 notice=HTTP_ERROR_NOTICE)
+                                 notice=HTTP_ERROR_NOTICE, status=status)
         parts: list[str] = []
         full_text: str | None = None
         chart: dict | None = None

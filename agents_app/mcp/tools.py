@@ -1,13 +1,19 @@
 """MCP tools: the per-process cache of each service's tool list, and one tool call with its
-failure texts. The runtime offers them to the model through its adapter (runtime/mcp_tool.py)."""
+failure texts. The runtime offers them to the model through its adapter (runtime/mcp_tool.py).
+
+Each service has a circuit breaker (campus_agent/circuit.py): the pooled listing and the runtime's
+calls go through it, so a service that keeps failing is refused at once for a cool-down instead
+of costing every turn its timeout.
+"""
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+import httpx
+import httpx2
 from loguru import logger
 from mcp import MCPError
 from mcp_types import CONNECTION_CLOSED
@@ -18,22 +24,62 @@ from agents_app.mcp.connect import (
     mcp_service_fingerprint,
 )
 from agents_app.mcp.pool import McpUnavailable, mcp_pool
+from agents_app.mcp.results import OUTPUT_INVALID_TEXT, mcp_result_parts, output_invalid_reason
 from agents_app.models import McpService
+from campus_agent.circuit import acircuit_enter, acircuit_failure, acircuit_success, circuit_release
 
 UNAVAILABLE_TEXT = "MCP 服务“{service}”暂时不可用：{reason}"
 CALL_TIMEOUT_TEXT = "MCP 工具“{tool}”调用超时（{timeout} 秒）。"
 CALL_FAILED_TEXT = "MCP 工具“{tool}”调用失败：{reason}"
 IS_ERROR_TEXT = "MCP 工具“{tool}”返回了错误。"
+CIRCUIT_OPEN_TEXT = "MCP 服务“{service}”暂时不可用，请稍后再试。"
 MAX_LIST_PAGES = 20
+# A probe may take the whole timeout; past it plus this margin another worker may probe.
+PROBE_LEASE_MARGIN_SEC = 5
 
 
 @dataclass(frozen=True, slots=True)
 class McpToolInfo:
-    """A tool as the server lists it."""
+    """A tool as the server lists it. `title`: its human-readable name (`title`, else the
+    annotations' `title`), the display name when staff gave the service none."""
 
     name: str
     description: str
     input_schema: dict | None
+    title: str | None = None
+
+
+def mcp_circuit_key(service: McpService) -> str:
+    """The service's circuit-breaker source: the row (its creation time keeps a deleted row's
+    state from reaching a new row that reuses the id)."""
+    return f"mcp:{service.pk}:{service.created_at.timestamp():.6f}"
+
+
+def _status_of(exc: BaseException) -> int | None:
+    """The HTTP status an HTTP transport failed with, looking through exception groups and causes."""
+    seen = 0
+    stack = [exc]
+    while stack and seen < 20:
+        current = stack.pop()
+        seen += 1
+        if isinstance(current, httpx.HTTPStatusError | httpx2.HTTPStatusError):
+            return current.response.status_code
+        if isinstance(current, BaseExceptionGroup):
+            stack.extend(current.exceptions)
+        for linked in (current.__cause__, current.__context__):
+            if linked is not None:
+                stack.append(linked)
+    return None
+
+
+def mcp_source_failed(exc: BaseException) -> bool:
+    """Whether a failed call or listing counts against the service's breaker: a timeout, a
+    connection that could not open or broke, a 5xx or 429. The server answering with a JSON-RPC
+    error, or an HTTP 4xx (a wrong key or URL staff must fix), shows it is up."""
+    if isinstance(exc, MCPError) and exc.code != CONNECTION_CLOSED:
+        return False
+    status = _status_of(exc)
+    return status is None or status >= 500 or status == 429
 
 
 # service id -> (fingerprint, tools). Plain data, so any loop or thread may read it.
@@ -63,13 +109,20 @@ async def _list_all(client) -> list[McpToolInfo]:
     for _ in range(MAX_LIST_PAGES):
         page = await client.list_tools(cursor=cursor)
         infos += [
-            McpToolInfo(name=t.name, description=t.description or t.title or t.name, input_schema=t.input_schema)
+            McpToolInfo(name=t.name, description=t.description or _title(t) or t.name, input_schema=t.input_schema,
+                        title=_title(t))
             for t in page.tools
         ]
         cursor = page.next_cursor
         if not cursor:
             break
     return infos
+
+
+def _title(tool) -> str | None:
+    # The spec's display-name precedence: `title`, then `annotations.title`, then `name`.
+    title = tool.title or (tool.annotations.title if tool.annotations else None)
+    return title.strip()[:40] or None if title else None
 
 
 async def mcp_service_probe(*, service: McpService) -> list[McpToolInfo]:
@@ -101,77 +154,87 @@ async def mcp_service_tool_infos(*, service: McpService, pooled: bool = True) ->
         return cached
     if not pooled:
         return await mcp_service_probe(service=service)
+    ticket = await acircuit_enter(source=mcp_circuit_key(service), name=f"MCP service {service.name}",
+                                  lease_sec=service.timeout_sec + PROBE_LEASE_MARGIN_SEC)
+    if ticket is None:
+        raise McpUnavailable(CIRCUIT_OPEN_TEXT.format(service=service.label))
     pool = mcp_pool()
-    client = await pool.client(service)
     try:
+        client = await pool.client(service)
         async with asyncio.timeout(service.timeout_sec):
             infos = await _list_all(client)
+    except asyncio.CancelledError:
+        circuit_release(ticket)  # not awaited: an await here could be cancelled again
+        raise
+    except McpUnavailable as exc:  # the session could not open
+        await acircuit_failure(ticket, reason=str(exc))
+        raise
     except Exception as exc:
         pool.discard(service.pk)
+        await _circuit_settle(ticket, exc)
         raise McpUnavailable(exception_text(exc)) from exc
+    await acircuit_success(ticket)
     _remember(service, infos)
     logger.info("MCP tools listed service={} count={}", service.name, len(infos))
     return infos
 
 
-def mcp_result_text(result) -> str:
-    """Text parts joined with newlines; other parts are described, not silently dropped."""
-    parts: list[str] = []
-    for block in result.content:
-        kind = getattr(block, "type", "")
-        if kind == "text":
-            parts.append(block.text)
-        elif kind in ("image", "audio"):
-            label = "图片" if kind == "image" else "音频"
-            size = len(block.data) * 3 // 4
-            parts.append(f"[{label} {block.mime_type}，约 {size} 字节，未转给模型]")
-        elif kind == "resource_link":
-            parts.append(f"[资源链接 {block.name}: {block.uri}]")
-        elif kind == "resource":
-            res = block.resource
-            text = getattr(res, "text", None)
-            parts.append(text if text is not None else f"[资源 {res.uri}，{res.mime_type or '二进制'}，未转给模型]")
-        else:
-            parts.append(f"[{kind or '未知'} 内容，未转给模型]")
-    if not parts and result.structured_content is not None:
-        parts.append(json.dumps(result.structured_content, ensure_ascii=False))
-    return "\n".join(parts)
+async def _circuit_settle(ticket, exc: BaseException) -> None:
+    if mcp_source_failed(exc):
+        await acircuit_failure(ticket, reason=exception_text(exc))
+    else:
+        await acircuit_success(ticket)
 
 
 @dataclass(frozen=True, slots=True)
 class McpCallResult:
-    """`text` for the model; `error` (failures only) for the student."""
+    """`text` for the model; `error` (failures only) for the student; `links` and `images` for
+    the page (results.py); `source_failed`: the service is down or failing (its breaker counts it)."""
 
     text: str
     ok: bool = True
     error: str | None = None
+    links: list[dict] = field(default_factory=list)
+    images: list[dict] = field(default_factory=list)
+    source_failed: bool = False
+
+
+def _failed(text: str, *, source_failed: bool) -> McpCallResult:
+    return McpCallResult(text=text, ok=False, error=text, source_failed=source_failed)
 
 
 async def mcp_tool_call(*, service: McpService, tool: str, args: dict, shown_as: str) -> McpCallResult:
     """Calls `tool` on the service's pooled session within its `timeout_sec`. Never raises for a
-    failure the model should read: an unreachable service, a timeout, a broken connection and
-    `isError` all come back as a failed result (the texts name the tool `shown_as`, the name the
-    model called it by)."""
+    failure the model should read: an unreachable service, a timeout, a broken connection,
+    structured content that breaks the tool's `outputSchema` and `isError` all come back as a
+    failed result (the texts name the tool `shown_as`, the name the model called it by).
+
+    No circuit breaker here: the runtime's tool (runtime/mcp_tool.py) wraps the call in it."""
     timeout = service.timeout_sec
     pool = mcp_pool()
     try:
         async with asyncio.timeout(timeout):
             result = await _call(pool, service, tool, args)
     except McpUnavailable as exc:
-        text = UNAVAILABLE_TEXT.format(service=service.name, reason=exc)
-        return McpCallResult(text=text, ok=False, error=text)
+        return _failed(UNAVAILABLE_TEXT.format(service=service.name, reason=exc), source_failed=True)
     except TimeoutError:
-        text = CALL_TIMEOUT_TEXT.format(tool=shown_as, timeout=timeout)
-        return McpCallResult(text=text, ok=False, error=text)
+        return _failed(CALL_TIMEOUT_TEXT.format(tool=shown_as, timeout=timeout), source_failed=True)
     except Exception as exc:  # noqa: BLE001 - a broken connection: reopen on the next call
-        pool.discard(service.pk)
+        invalid = output_invalid_reason(exc)
+        if invalid is not None:  # the server answered, wrongly: the session is fine
+            text = OUTPUT_INVALID_TEXT.format(tool=shown_as, reason=invalid)
+            logger.warning("MCP result broke its outputSchema service={} tool={} reason={}", service.name, tool, invalid)
+            return _failed(text, source_failed=False)
+        source_failed = mcp_source_failed(exc)
+        if source_failed:
+            pool.discard(service.pk)
         text = CALL_FAILED_TEXT.format(tool=shown_as, reason=exception_text(exc))
         logger.warning("MCP call failed service={} tool={} reason={}", service.name, tool, text)
-        return McpCallResult(text=text, ok=False, error=text)
-    text = mcp_result_text(result)
+        return _failed(text, source_failed=source_failed)
+    parts = mcp_result_parts(result, trusted=service.trusted)
     if result.is_error:
-        return McpCallResult(text=text, ok=False, error=IS_ERROR_TEXT.format(tool=shown_as))
-    return McpCallResult(text=text)
+        return McpCallResult(text=parts.text, ok=False, error=IS_ERROR_TEXT.format(tool=shown_as))
+    return McpCallResult(text=parts.text, links=parts.links, images=parts.images)
 
 
 async def _call(pool, service: McpService, tool: str, args: dict):

@@ -116,19 +116,38 @@ class ToolResult:
     content: str
     error: str | None = None
     chart: dict | None = None
+    # For the page only, each sent when present (an MCP tool's result, docs/api.md):
+    links: list[dict] | None = None  # [{uri, name}]: resource links, http(s) only
+    images: list[dict] | None = None  # [{src}]: data: URLs of a trusted service's images
+    label: str | None = None  # the tool's own title, when staff gave its service no display name
 
     FRAME_SCHEMA: ClassVar[dict] = frame_schema(
         "tool_result", "工具结束；error 只在失败时出现，是给学生看的中文说明",
-        required={"call_id": _STRING, "tool": _STRING, "ok": {"type": "boolean"}}, optional={"error": _STRING},
+        required={"call_id": _STRING, "tool": _STRING, "ok": {"type": "boolean"}},
+        optional={
+            "error": _STRING,
+            "links": {
+                "type": "array", "description": "MCP 工具返回的资源链接（只含 http/https）",
+                "items": {"type": "object", "properties": {"uri": _STRING, "name": _STRING}, "required": ["uri", "name"]},
+            },
+            "images": {
+                "type": "array", "description": "可信 MCP 服务返回的图片（data: URL）",
+                "items": {"type": "object", "properties": {"src": _STRING}, "required": ["src"]},
+            },
+            "label": {"type": "string", "description": "工具自己的显示名（MCP 工具的 title），服务未设显示名称时才有"},
+        },
     )
 
     def __post_init__(self) -> None:
-        _clean_fields(self, "content", "error", "chart")
+        _clean_fields(self, "content", "error", "chart", "links", "label")
 
     def frame(self) -> dict:
         payload = {"type": "tool_result", "call_id": self.call_id, "tool": self.tool, "ok": self.ok}
         if self.error:
             payload["error"] = self.error
+        for name in ("links", "images", "label"):
+            if value := getattr(self, name):
+                payload[name] = value
         return payload
 
 

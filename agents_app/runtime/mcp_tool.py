@@ -1,15 +1,30 @@
 """One tool of an MCP service, offered to the model as `<service>__<tool>`.
 
 The MCP side (sessions, tool lists, the call and its failure texts) is agents_app/mcp/; this
-adapter only gives it the tool interface (tool.py).
+adapter gives it the tool interface (tool.py) behind the service's circuit breaker
+(campus_agent/circuit.py): while it is open the tool is still offered, its description says it
+is unavailable, and a call fails at once instead of waiting for the timeout.
 """
 from __future__ import annotations
 
-from agents_app.mcp.tools import McpToolInfo, mcp_tool_call
+from agents_app.mcp.tools import (
+    CIRCUIT_OPEN_TEXT,
+    PROBE_LEASE_MARGIN_SEC,
+    McpToolInfo,
+    mcp_circuit_key,
+    mcp_tool_call,
+)
 from agents_app.models import McpService
 from agents_app.runtime.context import RunContext
 from agents_app.runtime.tool import Emit, ToolOutcome
 from agents_app.runtime.tool_names import mcp_tool_name
+from campus_agent.circuit import (
+    CIRCUIT_OPEN_DESCRIPTION,
+    acircuit_enter,
+    acircuit_failure,
+    acircuit_success,
+    circuit_release,
+)
 from campus_agent.request_id import request_id_set
 
 EMPTY_PARAMETERS = {"type": "object", "properties": {}}
@@ -27,13 +42,21 @@ def parameters_normalise(schema) -> dict:
 class McpTool:
     answers_in_prose = False  # it returns data (a time, a list) for the model to phrase
 
-    def __init__(self, *, service: McpService, info: McpToolInfo, name: str | None = None):
+    def __init__(self, *, service: McpService, info: McpToolInfo, name: str | None = None,
+                 unavailable: bool = False):
         self.service = service
         self.remote_name = info.name
         # `name`: the one the turn's assembly made unique; alone, the tool names itself.
         self.name = name or mcp_tool_name(service=service.name, tool=info.name)
-        self.description = info.description
+        # `unavailable`: its service's breaker was open when the turn's tools were assembled.
+        self.description = (CIRCUIT_OPEN_DESCRIPTION if unavailable else "") + info.description
         self.parameters = parameters_normalise(info.input_schema)
+        # What the page calls it when staff gave the service no display name: the tool's title.
+        self.label = None if service.display_name.strip() else info.title
+
+    @property
+    def circuit_key(self) -> str:
+        return mcp_circuit_key(self.service)
 
     @property
     def keyword_text(self) -> str:
@@ -46,5 +69,21 @@ class McpTool:
 
     async def run(self, args: dict, ctx: RunContext, emit: Emit) -> ToolOutcome:
         request_id_set(ctx.request_id)  # a task does not see the request's ContextVar value
-        result = await mcp_tool_call(service=self.service, tool=self.remote_name, args=args, shown_as=self.name)
-        return ToolOutcome(text=result.text, ok=result.ok, error=result.error)
+        ticket = await acircuit_enter(source=self.circuit_key, name=f"MCP service {self.service.name}",
+                                      lease_sec=self.service.timeout_sec + PROBE_LEASE_MARGIN_SEC)
+        if ticket is None:
+            text = CIRCUIT_OPEN_TEXT.format(service=self.service.label)
+            return ToolOutcome(text=text, ok=False, error=text, label=self.label)
+        try:
+            result = await mcp_tool_call(service=self.service, tool=self.remote_name, args=args, shown_as=self.name)
+        except BaseException:
+            # Cancelled (a stop, the turn's budget): nothing learnt about the service. A plain
+            # cache call, not awaited: an await here could be cancelled again.
+            circuit_release(ticket)
+            raise
+        if result.source_failed:
+            await acircuit_failure(ticket, reason=result.text)
+        else:
+            await acircuit_success(ticket)
+        return ToolOutcome(text=result.text, ok=result.ok, error=result.error, links=result.links,
+                           images=result.images, label=self.label)

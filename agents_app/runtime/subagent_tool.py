@@ -1,11 +1,20 @@
-"""A sub-agent offered to the model as `call_<name>(message)`."""
+"""A sub-agent offered to the model as `call_<name>(message)`, behind its circuit breaker
+(campus_agent/circuit.py): while the breaker is open the tool is still offered, its description
+says it is unavailable, and a call fails at once instead of waiting for the timeout."""
 from __future__ import annotations
 
 from agents_app.runtime.context import RunContext
 from agents_app.runtime.tool import Emit, ToolOutcome
 from agents_app.runtime.tool_names import subagent_tool_name
+from campus_agent.circuit import (
+    CIRCUIT_OPEN_DESCRIPTION,
+    acircuit_enter,
+    acircuit_failure,
+    acircuit_success,
+    circuit_release,
+)
 from campus_agent.request_id import request_id_set
-from subagents_app.client import subagent_call
+from subagents_app.client import subagent_call, subagent_circuit_key
 from subagents_app.models import SubAgent
 
 MESSAGE_PARAMETERS = {
@@ -14,17 +23,25 @@ MESSAGE_PARAMETERS = {
     "required": ["message"],
 }
 MISSING_MESSAGE_TEXT = "调用参数缺少 message（要交给子 Agent 的问题）。"
+CIRCUIT_OPEN_TEXT = "子 Agent 暂时不可用，请稍后再试。"
+# A probe may take the whole timeout; past it plus this margin another worker may probe.
+PROBE_LEASE_MARGIN_SEC = 5
 
 
 class SubAgentTool:
     parameters = MESSAGE_PARAMETERS
     answers_in_prose = True  # a sub-agent answers the student in sentences
 
-    def __init__(self, *, sub_agent: SubAgent, name: str | None = None):
+    def __init__(self, *, sub_agent: SubAgent, name: str | None = None, unavailable: bool = False):
         self.sub_agent = sub_agent
         # `name`: the one the turn's assembly made unique; alone, the tool names itself.
         self.name = name or subagent_tool_name(sub_agent=sub_agent.name)
-        self.description = sub_agent.description
+        # `unavailable`: its breaker was open when the turn's tools were assembled.
+        self.description = (CIRCUIT_OPEN_DESCRIPTION if unavailable else "") + sub_agent.description
+
+    @property
+    def circuit_key(self) -> str:
+        return subagent_circuit_key(self.sub_agent)
 
     @property
     def keyword_text(self) -> str:
@@ -38,14 +55,28 @@ class SubAgentTool:
         message = args.get("message")
         if not isinstance(message, str) or not message.strip():
             return ToolOutcome(text=MISSING_MESSAGE_TEXT, ok=False, error=MISSING_MESSAGE_TEXT)
-        reply = await subagent_call(
-            sub_agent=self.sub_agent,
-            message=message,
-            request_id=ctx.request_id,
-            conversation_id=ctx.conversation_id,
-            campus_token=ctx.campus_token,  # the only hop the campus token is sent to
-            on_chunk=emit,
-        )
+        ticket = await acircuit_enter(source=self.circuit_key, name=f"sub-agent {self.sub_agent.name}",
+                                      lease_sec=self.sub_agent.timeout_sec + PROBE_LEASE_MARGIN_SEC)
+        if ticket is None:
+            return ToolOutcome(text=CIRCUIT_OPEN_TEXT, ok=False, error=CIRCUIT_OPEN_TEXT)
+        try:
+            reply = await subagent_call(
+                sub_agent=self.sub_agent,
+                message=message,
+                request_id=ctx.request_id,
+                conversation_id=ctx.conversation_id,
+                campus_token=ctx.campus_token,  # the only hop the campus token is sent to
+                on_chunk=emit,
+            )
+        except BaseException:
+            # Cancelled (a stop, the turn's budget): nothing learnt about the sub-agent. A plain
+            # cache call, not awaited: an await here could be cancelled again.
+            circuit_release(ticket)
+            raise
+        if reply.source_failed:
+            await acircuit_failure(ticket, reason=reply.text)
+        else:
+            await acircuit_success(ticket)
         if reply.ok:
             return ToolOutcome(text=reply.text, chart=reply.chart)
         # The model reads the §5 text with its reason; the student reads the notice.

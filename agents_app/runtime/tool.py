@@ -25,7 +25,9 @@ class ToolOutcome:
     `text` goes to the model as the tool message; `error` is the user-facing failure text
     (sent in the `tool_result` frame); `chart` is chart data a sub-agent returned; `code` is the
     contract error code of a failure (40102 / 50001 / 50003); the loop surfaces 40102 to the
-    user as an `error` event, the others only as the failed tool result.
+    user as an `error` event, the others only as the failed tool result. `links` ({uri, name}),
+    `images` ({src}: a data: URL) and `label` (a display name the page does not know) are for
+    the page only (an MCP tool's resource links, a trusted service's images, the tool's title).
     """
 
     text: str
@@ -33,6 +35,9 @@ class ToolOutcome:
     error: str | None = None
     chart: dict | None = None
     code: int | None = None
+    links: list[dict] | None = None
+    images: list[dict] | None = None
+    label: str | None = None
 
 
 class Tool(Protocol):

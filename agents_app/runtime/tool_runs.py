@@ -77,7 +77,8 @@ async def tool_calls_run(
             ended += 1
             request, outcome = item
             yield ToolResult(call_id=request.call_id, tool=request.tool, ok=outcome.ok, content=outcome.text,
-                             error=outcome.error, chart=outcome.chart)
+                             error=outcome.error, chart=outcome.chart, links=outcome.links or None,
+                             images=outcome.images or None, label=outcome.label)
             if outcome.code is not None:  # a failure with a contract code (40102, 50001, 50003)
                 yield Error(outcome.code, outcome.error or outcome.text)
     finally:

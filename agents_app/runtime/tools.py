@@ -12,7 +12,7 @@ import asyncio
 from asgiref.sync import sync_to_async
 from loguru import logger
 
-from agents_app.mcp.tools import mcp_service_tool_infos
+from agents_app.mcp.tools import mcp_circuit_key, mcp_service_tool_infos
 from agents_app.models import Agent
 from agents_app.runtime.mcp_tool import McpTool
 from agents_app.runtime.subagent_tool import SubAgentTool
@@ -24,6 +24,8 @@ from agents_app.runtime.tool_names import (
     tool_name_unique,
 )
 from agents_app.selectors import agent_catalog, agent_catalog_loaded
+from campus_agent.circuit import acircuit_open_sources
+from subagents_app.client import subagent_circuit_key
 
 
 async def tools_for_agent(agent: Agent, *, pooled: bool = True, problems: list[str] | None = None) -> list[Tool]:
@@ -34,7 +36,8 @@ async def tools_for_agent(agent: Agent, *, pooled: bool = True, problems: list[s
     cannot be reached is left out of this turn (and logged), the others still work. With
     `pooled=False` uncached lists are fetched over a one-off session (admin pages, which may
     run in a short-lived event loop). `problems`, when given, receives one line per service
-    left out (for the admin page).
+    left out (for the admin page). A source whose circuit breaker is open is still offered, its
+    description saying it is unavailable (campus_agent/circuit.py).
     """
     if agent_catalog_loaded(agent=agent):  # read by the caller in this turn's admission
         services, sub_agents = agent_catalog(agent=agent)
@@ -42,6 +45,9 @@ async def tools_for_agent(agent: Agent, *, pooled: bool = True, problems: list[s
         services, sub_agents = await sync_to_async(agent_catalog)(agent=agent)
     listed = await asyncio.gather(
         *(mcp_service_tool_infos(service=s, pooled=pooled) for s in services), return_exceptions=True
+    )
+    down = await acircuit_open_sources(
+        sources=[mcp_circuit_key(s) for s in services] + [subagent_circuit_key(s) for s in sub_agents]
     )
     taken: set[str] = set()
     tools: list[Tool] = []
@@ -53,8 +59,8 @@ async def tools_for_agent(agent: Agent, *, pooled: bool = True, problems: list[s
             continue
         for info in infos:
             name = tool_name_unique(mcp_tool_name(service=service.name, tool=info.name), taken)
-            tools.append(McpTool(service=service, info=info, name=name))
+            tools.append(McpTool(service=service, info=info, name=name, unavailable=mcp_circuit_key(service) in down))
     for sub_agent in sub_agents:
         name = tool_name_unique(subagent_tool_name(sub_agent=sub_agent.name), taken)
-        tools.append(SubAgentTool(sub_agent=sub_agent, name=name))
+        tools.append(SubAgentTool(sub_agent=sub_agent, name=name, unavailable=subagent_circuit_key(sub_agent) in down))
     return tools
