@@ -7,11 +7,13 @@ from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect
 from django.urls import path, reverse
 
 from agents_app.models import Agent, McpService
+from campus_agent.circuit import circuit_close, circuit_status, circuit_status_text
 
 TOOL_DESCRIPTION_PREVIEW = 80
 # What a service runs (stdio: a program on this server) or where it connects and with which
 # credentials (sse / streamable-http) is a superuser right: other staff see it read-only.
-MCP_SUPERUSER_ONLY_FIELDS = ("protocol", "config")
+# `trusted` lets a service's images reach students' pages: the same trust as what it runs.
+MCP_SUPERUSER_ONLY_FIELDS = ("protocol", "config", "trusted")
 
 LOCKED_FIELD_ERROR = "{field}有误，只有超级管理员可以修改，请联系超级管理员：{error}"
 
@@ -23,6 +25,7 @@ OFFERED_TOOLS_UNSAVED = "保存后可在本页点击“列出工具”查看。"
 OFFERED_TOOLS_TEXT = "“{agent}”的模型将看到 {count} 个工具：{tools}"
 OFFERED_TOOLS_NONE = "“{agent}”没有可用工具（未选择已启用的 MCP 服务或子 Agent）。"
 OFFERED_TOOLS_PROBLEM = "MCP 服务连接失败，本轮不会提供它的工具：{problem}"
+CIRCUIT_CLOSED_TEXT = "“{name}”已连通，熔断已解除。"
 
 
 def _preview(text: str) -> str:
@@ -138,8 +141,8 @@ class McpServiceForm(forms.ModelForm):
 @admin.register(McpService)
 class McpServiceAdmin(admin.ModelAdmin):
     form = McpServiceForm
-    list_display = ("name", "display_name", "protocol", "enabled", "timeout_sec", "updated_at")
-    list_filter = ("protocol", "enabled")
+    list_display = ("name", "display_name", "protocol", "enabled", "trusted", "timeout_sec", "circuit", "updated_at")
+    list_filter = ("protocol", "enabled", "trusted")
     search_fields = ("name", "display_name")
     readonly_fields = ("created_at", "updated_at")
     actions = ("list_tools",)
@@ -155,10 +158,16 @@ class McpServiceAdmin(admin.ModelAdmin):
         # A new service needs a protocol and a config, which only superusers may set.
         return request.user.is_superuser and super().has_add_permission(request)
 
-    @admin.action(description="列出工具（测试连接）")
+    @admin.display(description="熔断状态")
+    def circuit(self, obj: McpService) -> str:
+        from agents_app.mcp.tools import mcp_circuit_key
+
+        return circuit_status_text(circuit_status(source=mcp_circuit_key(obj)))  # the cache only, no connection
+
+    @admin.action(description="列出工具（测试连接；连通则解除熔断）")
     def list_tools(self, request, queryset) -> None:
         from agents_app.mcp.pool import McpUnavailable
-        from agents_app.mcp.tools import mcp_service_probe
+        from agents_app.mcp.tools import mcp_circuit_key, mcp_service_probe
         from agents_app.runtime.tool_names import mcp_tool_name
 
         for service in queryset:
@@ -171,3 +180,5 @@ class McpServiceAdmin(admin.ModelAdmin):
                 f"{mcp_tool_name(service=service.name, tool=i.name)}（{_preview(i.description)}）" for i in infos
             )
             messages.success(request, f"“{service.name}” 共 {len(infos)} 个工具：{names or '（无）'}")
+            if circuit_close(source=mcp_circuit_key(service), name=f"MCP service {service.name}"):
+                messages.info(request, CIRCUIT_CLOSED_TEXT.format(name=service.name))

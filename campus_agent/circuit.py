@@ -176,6 +176,32 @@ def circuit_status(*, source: str) -> CircuitStatus:
     return CircuitStatus(kind, opened_at=state["opened_at"], **common)
 
 
+STATE_TEXT = {CircuitState.CLOSED: "正常", CircuitState.OPEN: "熔断中", CircuitState.HALF_OPEN: "半开（等待试探）"}
+SINCE_TEXT = "，自 {at}"
+LAST_FAILURE_TEXT = "；最近失败 {at}：{reason}"
+FAILURES_TEXT = "（连续失败 {count} 次）"
+
+
+def _clock(at: float) -> str:
+    from datetime import UTC, datetime
+
+    from django.utils import timezone
+
+    return timezone.localtime(datetime.fromtimestamp(at, tz=UTC)).strftime("%m-%d %H:%M:%S")
+
+
+def circuit_status_text(status: CircuitStatus) -> str:
+    """The admin's one-line summary: state, since when, the last failure."""
+    text = STATE_TEXT[status.state]
+    if status.state is CircuitState.CLOSED and status.failures:
+        text += FAILURES_TEXT.format(count=status.failures)
+    if status.opened_at is not None:
+        text += SINCE_TEXT.format(at=_clock(status.opened_at))
+    if status.last_failure_at is not None:
+        text += LAST_FAILURE_TEXT.format(at=_clock(status.last_failure_at), reason=status.last_reason[:80])
+    return text
+
+
 def circuit_open_sources(*, sources: list[str]) -> set[str]:
     """Those of `sources` whose breaker refuses calls now (open, cool-down not over): one
     cache round trip for a whole turn's tools."""

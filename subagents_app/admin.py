@@ -1,7 +1,11 @@
 from django.contrib import admin, messages
 
+from campus_agent.circuit import circuit_close, circuit_status, circuit_status_text
+from subagents_app.client import subagent_circuit_key
 from subagents_app.health import subagent_health_check
 from subagents_app.models import SubAgent
+
+CIRCUIT_CLOSED_TEXT = "子 Agent {name} 已恢复应答，熔断已解除。"
 
 # The gateway sends students' campus tokens to the base URL: only superusers may point it
 # somewhere (other staff see it read-only; `import_subagents` needs shell access, already trusted).
@@ -10,7 +14,7 @@ SUPERUSER_ONLY_FIELDS = ("base_url",)
 
 @admin.register(SubAgent)
 class SubAgentAdmin(admin.ModelAdmin):
-    list_display = ("name", "display_name", "domain", "base_url", "timeout_sec", "enabled", "updated_at")
+    list_display = ("name", "display_name", "domain", "base_url", "timeout_sec", "enabled", "circuit", "updated_at")
     list_filter = ("enabled", "domain")
     search_fields = ("name", "display_name", "description", "base_url", "domain")
     readonly_fields = ("created_at", "updated_at")
@@ -33,8 +37,14 @@ class SubAgentAdmin(admin.ModelAdmin):
         # A new sub-agent needs a base URL, which only superusers may set.
         return request.user.is_superuser and super().has_add_permission(request)
 
-    @admin.action(description="健康检查（GET 服务地址/healthz）")
+    @admin.display(description="熔断状态")
+    def circuit(self, obj: SubAgent) -> str:
+        return circuit_status_text(circuit_status(source=subagent_circuit_key(obj)))  # the cache only, no request
+
+    @admin.action(description="健康检查（GET 服务地址/healthz；正常则解除熔断）")
     def health_check(self, request, queryset):
         for sub_agent in queryset.order_by("name"):
             result = subagent_health_check(sub_agent=sub_agent)
             self.message_user(request, result.text, messages.SUCCESS if result.ok else messages.ERROR)
+            if result.ok and circuit_close(source=subagent_circuit_key(sub_agent), name=f"sub-agent {sub_agent.name}"):
+                self.message_user(request, CIRCUIT_CLOSED_TEXT.format(name=sub_agent.name), messages.INFO)

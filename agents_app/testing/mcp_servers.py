@@ -9,7 +9,10 @@ One tool set, three transports:
 
 Tools: `add`, `echo`, `fail` (answers isError), `slow` (sleeps), `picture` (text + image
 content), `env_keys` (which environment variables the server process got), `pid`, `workdir`
-(the process's working directory and what it holds).
+(the process's working directory and what it holds), `forecast` (an `outputSchema` and a
+structuredContent that fits it), `forecast_broken` (the same `outputSchema`, a structuredContent
+that breaks it), `handbook` (resource links: one https, one `javascript:`), `timetable` (its
+annotations carry a `title`, TIMETABLE_TITLE).
 """
 from __future__ import annotations
 
@@ -21,13 +24,26 @@ import threading
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import ImageContent, TextContent
+from mcp_types import CallToolResult, ImageContent, ResourceLink, TextContent, ToolAnnotations
+from typing_extensions import TypedDict
 
 from campus_agent.testing.servers import ServedApp
 
 SPAWN_LOG_ENV = "MCP_TEST_SPAWN_LOG"
 # A 1×1 transparent PNG: the smallest real image a tool can return.
 PIXEL_PNG_B64 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+FORECAST = {"city": "北京", "high": 31, "low": 22, "summary": "多云"}
+BROKEN_FORECAST = {"city": "北京", "high": "很热"}  # `high` not an integer, `low` missing
+HANDBOOK_URL = "https://jwc.example.edu.cn/handbook.pdf"
+HANDBOOK_NAME = "学生手册"
+TIMETABLE_TITLE = "课表查询"
+
+
+class Forecast(TypedDict):
+    city: str
+    high: int
+    low: int
+    summary: str
 
 
 def build_server(name: str = "campus-test", *, slow_cancelled: threading.Event | None = None) -> MCPServer:
@@ -62,6 +78,32 @@ def build_server(name: str = "campus-test", *, slow_cancelled: threading.Event |
             TextContent(text="这是一张图"),
             ImageContent(data=PIXEL_PNG_B64, mime_type="image/png"),
         ]
+
+    @server.tool(description="今天的天气预报（结构化结果）。")
+    def forecast() -> Forecast:
+        return Forecast(**FORECAST)
+
+    @server.tool(description="天气预报，但结构化结果不符合声明的 outputSchema。")
+    def forecast_broken() -> CallToolResult:
+        return CallToolResult(content=[TextContent(text="北京 很热")], structured_content=BROKEN_FORECAST)
+
+    # Advertise Forecast's schema for it without the server checking its own output (a server
+    # written elsewhere may well send what its schema forbids).
+    server._tool_manager.get_tool("forecast_broken").fn_metadata.output_schema = (
+        server._tool_manager.get_tool("forecast").output_schema
+    )
+
+    @server.tool(description="学生手册的下载链接。")
+    def handbook() -> list[TextContent | ResourceLink]:
+        return [
+            TextContent(text="手册见链接"),
+            ResourceLink(uri=HANDBOOK_URL, name="handbook.pdf", title=HANDBOOK_NAME, mime_type="application/pdf"),
+            ResourceLink(uri="javascript:alert(1)", name="恶意链接"),
+        ]
+
+    @server.tool(description="查询今天的课表。", annotations=ToolAnnotations(title=TIMETABLE_TITLE, read_only_hint=True))
+    def timetable() -> str:
+        return "今天没有课"
 
     @server.tool(description="列出服务器进程能看到的环境变量名。")
     def env_keys() -> str:

@@ -7,6 +7,9 @@ import { markdownFragment } from "./markdown.js";
 export const INTERRUPTED_MARK = "（已中断）";
 const TOOL_STATE_TEXT = { running: "运行中…", done: "完成", failed: "失败", cut: "已中断" };
 export const ECHO_TITLE = "结果已写在回答里";
+const TOOL_IMAGE_ALT = "工具返回的图片";
+const SAFE_LINK = /^https?:\/\/[^\s]+$/i;
+const SAFE_IMAGE = /^data:image\/(png|jpeg|gif|webp);base64,[A-Za-z0-9+/]+={0,2}$/;
 
 export function el(tag, className, text) {
   const node = document.createElement(tag);
@@ -139,14 +142,45 @@ export class AssistantTurn {
     this.schedule(entry);
   }
 
-  toolResult({ call_id: callId, tool, ok, error }) {
+  toolResult({ call_id: callId, tool, ok, error, links, images, label }) {
     const entry = this.toolEntry(callId, tool);
+    if (label) entry.details.querySelector(".tool-name").textContent = String(label); // the tool's own title
+    this.toolMedia(entry, links, images);
     this.toolState(entry, ok ? "done" : "failed");
     if (!ok && error && !entry.text) {
       entry.text = String(error);
       entry.details.classList.add("has-output");
       this.schedule(entry);
     }
+  }
+
+  // An MCP tool's resource links and a trusted service's images (tool_result `links`, `images`),
+  // in the chip, built as DOM nodes, never through markdown (whose sanitizer drops data: images).
+  // Checked again here: only http(s) links, only raster data: images.
+  toolMedia(entry, links, images) {
+    const list = (value) => (Array.isArray(value) ? value : []);
+    const safeLinks = list(links).filter((link) => link && SAFE_LINK.test(String(link.uri)));
+    const safeImages = list(images).filter((image) => image && SAFE_IMAGE.test(String(image.src)));
+    if (!safeLinks.length && !safeImages.length) return;
+    const box = el("div", "tool-media");
+    for (const link of safeLinks) {
+      const a = el("a", "tool-link", String(link.name || link.uri));
+      a.href = String(link.uri);
+      a.target = "_blank";
+      a.rel = "noopener noreferrer";
+      box.append(a);
+    }
+    for (const image of safeImages) {
+      const img = el("img", "tool-image");
+      img.src = String(image.src);
+      img.alt = TOOL_IMAGE_ALT;
+      img.style.maxWidth = "100%"; // CSSOM, which the CSP allows (an inline style attribute it would not)
+      box.append(img);
+    }
+    entry.details.append(box);
+    entry.media = true;
+    entry.details.classList.add("has-output");
+    entry.details.open = true; // a link or a picture is the answer's point: shown without a click
   }
 
   // A stored tool row: its content is the full text the tool returned.
@@ -165,7 +199,7 @@ export class AssistantTurn {
     if (!answer) return;
     for (const entry of this.tools.values()) {
       const output = flat(entry.text);
-      if (!output || entry.details.dataset.state !== "done" || !answer.includes(output)) continue;
+      if (entry.media || !output || entry.details.dataset.state !== "done" || !answer.includes(output)) continue;
       entry.details.classList.add("echo");
       entry.details.classList.remove("has-output");
       entry.node.replaceChildren(); // not even hidden: a screen reader would read it twice

@@ -7,7 +7,7 @@ tool arguments), else by the server's `default_mode`:
     normal     session, several chunks (paced by `chunk_delay`), tool_call/tool_result, done + chart
     timeout    sleeps `stall_sec` before answering anything (longer than any test timeout)
     trickle    a chunk every 0.2 s, forever (only a whole-stream deadline ends it)
-    http500    HTTP 500
+    http500    HTTP 500 (any `http<status>`, e.g. `http404`, `http429`, answers that status)
     error      an `error` event (50001, ERROR_MESSAGE), then `done`
     expired    an `error` event 40102 (campus token expired), then `done`
     quirky     legal but unusual SSE: CRLF line ends, `data:` without the space, comment lines,
@@ -127,8 +127,8 @@ class ContractAgent(ServedApp):
         mode = mode_of(body.get("message", ""), self.default_mode)
         if mode == "timeout":
             await asyncio.sleep(self.stall_sec)
-        if mode == "http500":
-            return JSONResponse({"code": 50001, "message": "internal"}, status_code=500)
+        if mode.startswith("http") and mode[4:].isdigit():
+            return JSONResponse({"code": 50001, "message": "internal"}, status_code=int(mode[4:]))
         stream = getattr(self, f"_mode_{mode}", self._mode_normal)
         return StreamingResponse(self._observed(stream(body)), media_type="text/event-stream")
 
