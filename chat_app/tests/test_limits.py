@@ -2,6 +2,7 @@
 import asyncio
 import threading
 import time
+import uuid
 
 import httpx
 import pytest
@@ -13,6 +14,7 @@ from agents_app.testing.fake_llm import Reply
 from chat_app import limits
 from chat_app.limits import local_stream_count, stream_slot_acquire, stream_slot_release
 from chat_app.models import Message
+from chat_app.runs.registry import local_runs
 from chat_app.tests.sse import chat
 from chat_app.views.stream import _admit
 
@@ -103,7 +105,7 @@ async def test_client_leaving_during_admission_still_runs_the_turn_then_gives_th
     request = RequestFactory().post("/api/v1/chat", data={"message": "在吗"}, content_type="application/json")
     entered, release = threading.Event(), threading.Event()
     request.META = _SlowMeta(request.META, HTTP_AUTHORIZATION=f"Bearer {user_token}", entered=entered, release=release)
-    request.request_id = "0123456789abcdef"
+    request.request_id = uuid.uuid4().hex[:16]  # names this test's run among those kept in memory
 
     view = asyncio.ensure_future(_admit(request))
     assert await asyncio.to_thread(entered.wait, 5)
@@ -116,10 +118,17 @@ async def test_client_leaving_during_admission_still_runs_the_turn_then_gives_th
         rows = Message.objects.filter(conversation__user=user).order_by("created_at", "seq")
         return [(m.role, m.content, bool(m.meta.get("interrupted"))) for m in rows]
 
-    for _ in range(100):
-        if local_stream_count(user_id=user.pk) == 0 and len(await sync_to_async(stored)()) == 2:
-            break
-        await asyncio.sleep(0.05)
+    # Admission ends on its database thread, then starts the run on this loop: wait for that
+    # run's task to end (in memory; reading the database while the run writes it would race on
+    # the test's shared in-memory SQLite).
+    def this_run():
+        return next((r for r in list(local_runs.values()) if r.run.request_id == request.request_id), None)
+
+    async with asyncio.timeout(10):
+        while this_run() is None:
+            await asyncio.sleep(0.01)
+    started = this_run()
+    await asyncio.wait({started.task})
     assert local_stream_count(user_id=user.pk) == 0
     assert await sync_to_async(stored)() == [("user", "在吗", False), ("assistant", "在的。", False)]
 
