@@ -36,7 +36,7 @@ from chat_app.runs.frames import FrameLog
 from chat_app.runs.redis_bus import RedisMirror, redis_client
 from chat_app.runs.registry import local_runs
 from chat_app.runs.services import run_finish, run_rows_store
-from chat_app.runs.supervisor import supervisor_ensure
+from chat_app.runs.supervisor import checkpoint_lock, supervisor_ensure
 from chat_app.services.recording import TurnRecorder
 
 TURN_BUDGET_MESSAGE = "本轮回答超出时间限制，已中断。"
@@ -233,19 +233,23 @@ class RunTask:
 
     async def _rounds_store(self) -> None:
         """Stores the tool rounds that just finished, so a dead worker loses none of them."""
-        rows = self.recorder.finished_rounds_take()
-        if not rows:
-            return
-        # Shielded: a stop arriving meanwhile must not let the reply be stored before the round.
-        storing = asyncio.ensure_future(db_call(run_rows_store, run=self.run, rows=rows))
-        try:
-            await asyncio.shield(storing)
-        except asyncio.CancelledError:
-            await asyncio.wait({storing})
-            raise
-        except Exception:
-            logger.exception("storing a finished tool round failed; it is stored with the reply")
-            self.recorder.finished_rounds_untake(rows)
+        async with checkpoint_lock():
+            rows = self.recorder.finished_rounds_take()
+            if not rows:
+                return
+            unsaved = self.recorder.unsaved_text
+            # Shielded: a stop arriving meanwhile must not let the reply be stored before the round.
+            storing = asyncio.ensure_future(db_call(run_rows_store, run=self.run, rows=rows, unsaved_text=unsaved))
+            try:
+                await asyncio.shield(storing)
+            except asyncio.CancelledError:
+                await asyncio.wait({storing})
+                raise
+            except Exception:
+                logger.exception("storing a finished tool round failed; it is stored with the reply")
+                self.recorder.finished_rounds_untake(rows)
+            else:
+                self.checkpointed = unsaved
 
     def _finish_and_release(self, rows, interrupted: bool) -> bool:
         try:

@@ -29,15 +29,22 @@ def run_refresh(*, run_id) -> Run | None:
     return Run.objects.filter(id=run_id).first()
 
 
-def run_rows_store(*, run: Run, rows: list[RowSpec]) -> None:
-    """A finished tool round (assistant `tool_calls` row and its tool rows), stored while the run goes on."""
-    turn_store(
-        conversation_id=run.conversation_id,
-        final_message_id=run.message_id,
-        rows=rows,
-        agent_name=run.agent_name,
-        request_id=run.request_id,
-    )
+def run_rows_store(*, run: Run, rows: list[RowSpec], unsaved_text: str | None = None) -> None:
+    """Rows of the run (a finished tool round while it goes on; its end), in one transaction.
+
+    With `unsaved_text`, the run's checkpoint is replaced in the same transaction: the text it
+    held may have become part of the stored round, and a reaper must never store it twice.
+    """
+    with transaction.atomic():
+        turn_store(
+            conversation_id=run.conversation_id,
+            final_message_id=run.message_id,
+            rows=rows,
+            agent_name=run.agent_name,
+            request_id=run.request_id,
+        )
+        if unsaved_text is not None:
+            Run.objects.filter(id=run.id).update(partial_text=unsaved_text)
 
 
 def run_finish(*, run: Run, rows: list[RowSpec], interrupted: bool) -> bool:

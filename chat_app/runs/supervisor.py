@@ -30,6 +30,18 @@ from chat_app.runs.services import run_stored_end, runs_heartbeat, runs_reap
 
 REAP_EVERY_BEATS = 2
 _tasks: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Task]" = weakref.WeakKeyDictionary()
+_checkpoint_locks: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock]" = weakref.WeakKeyDictionary()
+
+
+def checkpoint_lock() -> asyncio.Lock:
+    """Orders a run's checkpoints and its round stores (this loop's lock): a heartbeat that read
+    a run's unsaved text before a round took it must not write it after the round was stored,
+    or a reaper would store that text twice."""
+    loop = asyncio.get_running_loop()
+    lock = _checkpoint_locks.get(loop)
+    if lock is None:
+        lock = _checkpoint_locks[loop] = asyncio.Lock()
+    return lock
 
 
 def supervisor_ensure() -> None:
@@ -77,12 +89,13 @@ def _checkpoints() -> dict:
 
 
 async def _beat() -> None:
-    changed = _checkpoints()
-    await db_call(runs_heartbeat, worker=WORKER_ID, checkpoints=changed)
-    for run_id, text in changed.items():
-        task = local_runs.get(run_id)
-        if task is not None:
-            task.checkpointed = text
+    async with checkpoint_lock():
+        changed = _checkpoints()
+        await db_call(runs_heartbeat, worker=WORKER_ID, checkpoints=changed)
+        for run_id, text in changed.items():
+            task = local_runs.get(run_id)
+            if task is not None:
+                task.checkpointed = text
 
 
 async def _reap() -> None:

@@ -60,9 +60,13 @@ def test_finished_tool_rounds_are_stored_while_the_run_goes_on(conversation):
     recorder.add(ToolCall("c3", "call_canteen", "{}"))  # a second round, cut by the crash
     assert recorder.unsaved_text == "今天有"
 
-    run = _run(conversation, heartbeat_at=timezone.now() - timedelta(seconds=30))
-    run_rows_store(run=run, rows=rows)
-    Run.objects.filter(id=run.id).update(partial_text=recorder.unsaved_text)
+    # The last heartbeat checkpointed the first round's text; storing the round replaces the
+    # checkpoint in the same transaction, so the reaper does not store that text a second time.
+    run = _run(conversation, heartbeat_at=timezone.now() - timedelta(seconds=30), partial_text="我查一下。")
+    run_rows_store(run=run, rows=rows, unsaved_text="")
+    run.refresh_from_db()
+    assert run.partial_text == ""
+    Run.objects.filter(id=run.id).update(partial_text=recorder.unsaved_text)  # the next heartbeat
     runs_reap(stale_sec=10)
 
     stored = list(Message.objects.filter(conversation=conversation).order_by("created_at", "seq"))

@@ -8,6 +8,7 @@ suite's PostgreSQL when the suite runs there. Heartbeats are fast here (0.3 s, s
 """
 import os
 import signal
+import sqlite3
 import time
 import uuid
 
@@ -123,8 +124,25 @@ def test_stop_sent_to_b_cancels_the_run_on_a_and_its_sub_agent_stream(workers, t
     assert (again.status_code, again.json()) == (200, {"status": "finished"})
 
 
+def _wait_for_checkpoint(database_url: str, run_id: str, text: str, timeout: float = 10.0) -> None:
+    """Waits until the workers' database holds `text` as the run's checkpoint."""
+    query = "SELECT partial_text FROM chat_app_run WHERE id = {}"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if database_url.startswith("sqlite:///"):
+            with sqlite3.connect(database_url.removeprefix("sqlite:///"), timeout=10) as conn:
+                row = conn.execute(query.format("?"), (uuid.UUID(run_id).hex,)).fetchone()
+        else:
+            with psycopg.connect(database_url.replace("postgres://", "postgresql://", 1)) as conn:
+                row = conn.execute(query.format("%s"), (uuid.UUID(run_id),)).fetchone()
+        if row and row[0] == text:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"the run's checkpoint never held {text!r}")
+
+
 def test_kill_9_of_a_mid_tool_call_b_finishes_the_run_as_interrupted_keeping_finished_tool_rows(
-    workers, token, llm_server
+    workers, token, llm_server, worker_database
 ):
     (a_url, a_proc), (b_url, _) = workers
     llm_server.reply_tool_calls(("call_canteen", {"message": "今天的菜单"}), text="先查菜单。")
@@ -141,6 +159,9 @@ def test_kill_9_of_a_mid_tool_call_b_finishes_the_run_as_interrupted_keeping_fin
                            stream=True)
     blocks, _ = read_until(response, second_call_streaming)
     session = blocks[0][1]
+    # A killed worker loses what it streamed after its last checkpoint (≤ RUN_HEARTBEAT_SEC):
+    # kill it once the checkpoint holds the second round's text, so what is kept is known.
+    _wait_for_checkpoint(worker_database, session["run_id"], "再查人数。")
     os.kill(a_proc.pid, signal.SIGKILL)  # mid-way through the second tool call
     a_proc.wait(timeout=10)
     with pytest.raises(httpx.TransportError):  # the client sees its connection die with A
