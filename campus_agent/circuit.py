@@ -232,5 +232,7 @@ async def acircuit_failure(ticket: CircuitTicket, *, reason: str) -> None:
 
 
 async def acircuit_open_sources(*, sources: list[str]) -> set[str]:
-    """See circuit_open_sources()."""
+    """See circuit_open_sources(). An agent without tools costs no thread hop."""
+    if not sources:
+        return set()
     return await sync_to_async(circuit_open_sources, thread_sensitive=False)(sources=sources)

@@ -24,7 +24,7 @@ FRAME_FIELD = "f"
 # How long a running run's log lives if its worker dies before ending it (then it is rebuilt
 # from the database): the turn budget and a margin.
 RUNNING_TTL_MARGIN_SEC = 120
-MIRROR_BATCH_SEC = 0.025  # as LibreChat coalesces its stream writes
+MIRROR_BATCH_SEC = 0.1  # only followers on other workers wait for it (docs/benchmarks.md)
 
 _clients: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Redis]" = weakref.WeakKeyDictionary()
 
