@@ -14,6 +14,7 @@ import pytest
 
 from agents_app.models import McpService
 from agents_app.testing.fake_llm import Reply
+from chat_app.tests.test_page_chat import _ask, _wait_answered
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -89,14 +90,6 @@ def chat(browser_page, user, password, agent, llm_settings, subagent_server):
     return browser_page
 
 
-def _ask(page, text: str) -> None:
-    page.fill("#input", text)
-    page.press("#input", "Enter")
-
-
-def _wait_answered(page) -> None:
-    page.wait_for_function("() => !document.getElementById('app').classList.contains('streaming')"
-                           " && document.querySelector('#messages .msg-assistant.done')")
 
 
 def _settle(site) -> None:
