@@ -183,4 +183,9 @@ def _tool_row(record: _Call) -> RowSpec:
     meta["ok"] = record.result.ok
     if record.result.error:
         meta["error"] = record.result.error
+    # An MCP result's links, a trusted service's images and the tool's own title: the chip shows
+    # them again after a reload (static/js/history.js).
+    for extra in ("links", "images", "label"):
+        if value := getattr(record.result, extra):
+            meta[extra] = value
     return RowSpec(role="tool", content=record.result.content, meta=meta, chart=record.result.chart)

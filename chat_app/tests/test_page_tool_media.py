@@ -58,3 +58,36 @@ def test_a_result_without_extras_adds_nothing(chat):
         }"""
     )
     assert children == 0
+
+
+def test_links_images_and_label_come_back_from_stored_rows(chat):
+    """After a reload the chip is rebuilt from the tool row's meta (stored by the recorder)."""
+    shown = chat.page.evaluate(
+        """async ([pixel]) => {
+            const { historyRender } = await import('/static/js/history.js');
+            const box = document.createElement('div');
+            document.body.append(box);
+            historyRender(box, [
+                { id: 'q', role: 'user', content: '学生手册在哪', meta: {} },
+                { id: 'a1', role: 'assistant', content: '',
+                  meta: { tool_calls: [{ id: 'c1', type: 'function', function: { name: 'docs__handbook' } }] } },
+                { id: 't1', role: 'tool', content: '见链接',
+                  meta: { tool_call_id: 'c1', tool: 'docs__handbook', ok: true, label: '学生手册查询',
+                          links: [{ uri: 'https://jwc.example.edu.cn/handbook.pdf', name: '学生手册' },
+                                  { uri: 'javascript:window.__xss=1', name: '坏链接' }],
+                          images: [{ src: pixel }] } },
+                { id: 'a2', role: 'assistant', content: '手册在教务处网站。', meta: {} },
+            ]);
+            await new Promise((r) => requestAnimationFrame(r));
+            const chip = box.querySelector('.tool');
+            return {
+                name: chip.querySelector('.tool-name').textContent,
+                links: [...chip.querySelectorAll('a')].map((a) => [a.textContent, a.href, a.rel]),
+                images: [...chip.querySelectorAll('img')].map((i) => i.src),
+            };
+        }""",
+        [PIXEL],
+    )
+    assert shown["name"] == "学生手册查询"
+    assert shown["links"] == [["学生手册", "https://jwc.example.edu.cn/handbook.pdf", "noopener noreferrer"]]
+    assert shown["images"] == [PIXEL]

@@ -67,3 +67,18 @@ def test_runtime_failure_is_recorded_with_its_errors():
 def test_a_done_without_text_events_keeps_its_full_text():
     (row,) = _record(Done(full_text="直接给出的回答")).rows()
     assert row.content == "直接给出的回答"
+
+
+def test_a_tool_rows_meta_keeps_the_results_links_images_and_label():
+    recorder = TurnRecorder()
+    recorder.add(ToolCall("c1", "docs__handbook", "{}"))
+    recorder.add(ToolResult("c1", "docs__handbook", True, "见链接", links=[{"uri": "https://a.example/x", "name": "x"}],
+                            images=[{"src": "data:image/png;base64,AAAA"}], label="学生手册查询"))
+    tool_row = recorder.rows()[1]
+    assert tool_row.meta["links"] == [{"uri": "https://a.example/x", "name": "x"}]
+    assert tool_row.meta["images"] == [{"src": "data:image/png;base64,AAAA"}]
+    assert tool_row.meta["label"] == "学生手册查询"
+    plain = TurnRecorder()
+    plain.add(ToolCall("c2", "tools__add", "{}"))
+    plain.add(ToolResult("c2", "tools__add", True, "3"))
+    assert set(plain.rows()[1].meta) == {"tool_call_id", "tool", "ok"}  # nothing added when absent

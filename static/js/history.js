@@ -45,7 +45,10 @@ function turnFill(turn, rows, onError) {
       }
       if (meta.interrupted) interrupted = true;
     } else if (row.role === "tool") {
-      turn.toolStored({ callId: meta.tool_call_id, tool: meta.tool, content: row.content, ok: meta.ok });
+      turn.toolStored({
+        callId: meta.tool_call_id, tool: meta.tool, content: row.content, ok: meta.ok,
+        links: meta.links, images: meta.images, label: meta.label,
+      });
     }
   }
   // A chip whose tool row is missing was cut off with the reply.

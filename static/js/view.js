@@ -184,8 +184,10 @@ export class AssistantTurn {
   }
 
   // A stored tool row: its content is the full text the tool returned.
-  toolStored({ callId, tool, content, ok }) {
+  toolStored({ callId, tool, content, ok, links, images, label }) {
     const entry = this.toolEntry(callId, tool);
+    if (label) entry.details.querySelector(".tool-name").textContent = String(label);
+    this.toolMedia(entry, links, images);
     entry.text = content || "";
     if (entry.text) entry.details.classList.add("has-output");
     this.schedule(entry);
