@@ -8,13 +8,12 @@ keys are removed before and after.
 import time
 
 import pytest
-import redis
 from asgiref.sync import sync_to_async
-from django.core.cache import caches
 
 from agents_app.runtime.context import RunContext
 from agents_app.runtime.subagent_tool import CIRCUIT_OPEN_TEXT, SubAgentTool
 from campus_agent.circuit import KEY_PREFIX, CircuitState, circuit_status
+from campus_agent.testing.fixtures import redis_cache_shared
 from campus_agent.tests.processes import manage, project_env
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -39,19 +38,10 @@ asyncio.run(main())
 """
 
 
-def _forget_breakers(redis_url: str) -> None:
-    client = redis.Redis.from_url(redis_url)
-    for key in client.scan_iter(f"*{KEY_PREFIX}:*"):
-        client.delete(key)
-
-
 @pytest.fixture
 def shared_cache(settings, redis_url):
-    _forget_breakers(redis_url)
-    settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": redis_url}}
-    assert type(caches["default"]).__name__ == "RedisCache"
-    yield
-    _forget_breakers(redis_url)
+    with redis_cache_shared(settings, redis_url, key_prefix=KEY_PREFIX):
+        yield
 
 
 def _other_worker(tmp_path, redis_url, sub_agent, *, calls: int) -> list[str]:

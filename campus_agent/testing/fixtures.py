@@ -1,4 +1,6 @@
 """Fixtures every app's tests build on."""
+from contextlib import contextmanager
+
 import pytest
 from django.contrib.auth import get_user_model
 
@@ -83,3 +85,24 @@ def redis_url() -> str:
         pytest.fail(f"These tests need Redis at {url} (scripts/test.sh starts one; or set TEST_REDIS_URL): {exc}",
                     pytrace=False)
     return url
+
+
+@contextmanager
+def redis_cache_shared(settings, redis_url: str, *, key_prefix: str):
+    """The Django cache on the test Redis for the block (as REDIS_URL makes it), with the keys
+    matching `*<key_prefix>:*` removed before and after: what a test of several workers shares."""
+    import redis
+    from django.core.cache import caches
+
+    def forget() -> None:
+        client = redis.Redis.from_url(redis_url)
+        for key in client.scan_iter(f"*{key_prefix}:*"):
+            client.delete(key)
+
+    forget()
+    settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": redis_url}}
+    assert type(caches["default"]).__name__ == "RedisCache"
+    try:
+        yield
+    finally:
+        forget()

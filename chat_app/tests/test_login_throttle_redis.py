@@ -6,9 +6,8 @@ Redis database. Failures counted by one lock the other out. Redis database 15 by
 (TEST_REDIS_URL to choose another; the `redis_url` fixture); only the throttle's keys are removed before and after.
 """
 import pytest
-import redis
-from django.core.cache import caches
 
+from campus_agent.testing.fixtures import redis_cache_shared
 from campus_agent.tests.processes import asgi_server, manage, project_env
 from chat_app.services.login_throttle import KEY_PREFIX
 from chat_app.tests.test_login_throttle import THROTTLED, _token
@@ -16,19 +15,10 @@ from chat_app.tests.test_login_throttle import THROTTLED, _token
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def _forget_counters(redis_url: str) -> None:
-    client = redis.Redis.from_url(redis_url)
-    for key in client.scan_iter(f"*{KEY_PREFIX}:*"):
-        client.delete(key)
-
-
 @pytest.fixture
 def shared_cache(settings, redis_url):
-    _forget_counters(redis_url)
-    settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": redis_url}}
-    assert type(caches["default"]).__name__ == "RedisCache"
-    yield
-    _forget_counters(redis_url)
+    with redis_cache_shared(settings, redis_url, key_prefix=KEY_PREFIX):
+        yield
 
 
 @pytest.fixture
