@@ -3,9 +3,10 @@ streams one gateway worker holds.
 
     .venv/bin/python bench/stream_overhead.py                 # modest defaults, about a minute
     .venv/bin/python bench/stream_overhead.py --hold 1000     # the 1,000-stream goal
-    .venv/bin/python bench/stream_overhead.py --backends embedded,redis --hold 0
+    .venv/bin/python bench/stream_overhead.py --backends embedded,redis --hold 0 --saturate 15
         # runs (issue #10): the embedded backend (one worker) against Redis with two workers
-        # (clients alternate between them), side by side in one run
+        # (clients alternate between them), side by side in one run; with --saturate, turns per
+        # second at saturation and server CPU per turn for one and two workers (issue #11)
 
 Three processes, so the client's own work does not share a GIL with what it measures:
 
@@ -332,6 +333,36 @@ def report(results: dict, held: dict | None, concurrency: int, args_chunks: int)
     print("\n" + "\n".join(verdicts))
 
 
+async def saturate(stack: Stack, *, seconds: float, clients: int) -> dict:
+    """`clients` loops asking back to back for `seconds` (clients alternate between the workers):
+    turns per second at saturation and server CPU per turn (all workers)."""
+    import httpx
+
+    gws = [httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=120,
+                             limits=httpx.Limits(max_connections=None)) for port in stack.gw_ports]
+    done, errors = 0, 0
+    stop_at = time.perf_counter() + seconds
+
+    async def client(i: int):
+        nonlocal done, errors
+        n = 0
+        while time.perf_counter() < stop_at:
+            try:
+                await gateway_stream(gws[(i + n) % len(gws)], stack.token, f"饱和{i}-{n}")
+                done += 1
+            except Exception:  # noqa: BLE001 - counted and reported
+                errors += 1
+            n += 1
+
+    cpu_before, t0 = stack.cpu_sec(), time.perf_counter()
+    await asyncio.gather(*(client(i) for i in range(clients)))
+    elapsed = time.perf_counter() - t0
+    cpu_ms = (stack.cpu_sec() - cpu_before) * 1000
+    for gw in gws:
+        await gw.aclose()
+    return {"turns_per_sec": done / elapsed, "cpu_ms_per_turn": cpu_ms / max(done, 1), "errors": errors}
+
+
 def compare_backends(args) -> None:
     """The same measurement against each run backend, in one run (this machine is noisy: compare
     the figures of one run, not across runs)."""
@@ -341,6 +372,9 @@ def compare_backends(args) -> None:
                       workers=2 if backend == "redis" else 1).start()
         try:
             rows[backend] = asyncio.run(measure(stack, runs=args.runs, concurrency=args.concurrency))
+            if args.saturate:
+                rows[backend]["saturation"] = asyncio.run(
+                    saturate(stack, seconds=args.saturate, clients=args.concurrency))
         finally:
             stack.stop()
     print("\nRun backends side by side: gateway TTFC and total (ms), added over direct, CPU per stream")
@@ -354,6 +388,17 @@ def compare_backends(args) -> None:
             print(f"{backend:<9} {label:>7} {p50:9.1f} {p50 - _pct([d[0] for d in direct], 50):8.1f} "
                   f"{_pct([g[0] for g in gateway], 99):9.1f} {_pct([g[1] for g in gateway], 50):10.1f} "
                   f"{results[(label, 'cpu_ms')]:7.1f}")
+    if args.saturate:
+        print(f"\nAt saturation ({args.concurrency} clients asking back to back for {args.saturate:.0f} s)")
+        for backend, results in rows.items():
+            sat = results["saturation"]
+            workers = 2 if backend == "redis" else 1
+            print(f"  {backend:<9} {workers} worker(s): {sat['turns_per_sec']:6.1f} turns/s, "
+                  f"server CPU {sat['cpu_ms_per_turn']:5.1f} ms per turn, errors {sat['errors']}")
+        if {"embedded", "redis"} <= rows.keys():
+            ratio = rows["redis"]["saturation"]["turns_per_sec"] / rows["embedded"]["saturation"]["turns_per_sec"]
+            print(f"  two workers / one: {ratio:.2f}× (goal ≥ 1.3× on this 2-core machine, where the clients "
+                  f"and the model share the cores)")
     if {"embedded", "redis"} <= rows.keys():
         added = [_pct([g[0] for g in rows[b][("1", "gateway")]], 50) - _pct([d[0] for d in rows[b][("1", "direct")]], 50)
                  for b in ("embedded", "redis")]
@@ -372,6 +417,8 @@ def main() -> None:
     parser.add_argument("--backends", default="",
                         help="compare run backends side by side: 'embedded,redis' (Redis: two workers)")
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/13")
+    parser.add_argument("--saturate", type=float, default=0.0,
+                        help="with --backends: also ask back to back for this many seconds (turns/s, CPU per turn)")
     parser.add_argument("--serve-llm", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_llm:
