@@ -58,6 +58,8 @@ async def run_frames(*, run: Run, after: int = 0) -> AsyncIterator[str]:
     if local is not None:
         async for text in local.log.follow(after=after, ping_sec=ping_sec):
             yield text
+        if after >= local.log.last_seq:  # a cursor at or past the log's end (its `done` included)
+            yield await _stored_end(run)  # still gets an end
         return
     client = redis_client()
     if client is not None:

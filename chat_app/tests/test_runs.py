@@ -79,6 +79,9 @@ def test_reattach_with_last_event_id_gets_exactly_the_rest(live_asgi, llm_settin
     again = run_events(live_asgi, run_id, headers=auth_headers, after=0)  # ?after= replays it all
     assert again.text == SLOW_TEXT and again.ids[1:] == list(range(1, len(again.frames)))
 
+    beyond = run_events(live_asgi, run_id, headers=auth_headers, last_event_id="999999")  # past the end
+    assert beyond.types == ["session", "done"] and beyond.frames[-1]["full_text"] == SLOW_TEXT
+
 
 def test_an_ended_run_whose_log_expired_ends_from_the_stored_reply(
     live_asgi, llm_settings, agent, auth_headers, settings
