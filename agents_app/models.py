@@ -4,6 +4,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 
+from campus_agent.approval import POLICY_HELP, ApprovalPolicy
 from campus_agent.models import TimeStampedModel
 from subagents_app.models import SubAgent
 
@@ -59,6 +60,22 @@ class McpService(TimeStampedModel):
         validators=[MinValueValidator(1), MaxValueValidator(300)],
         help_text="连接和每次工具调用的最长时间，1–300 秒。",
     )
+    approval_default = models.CharField(
+        "工具审批（默认）",
+        max_length=8,
+        choices=ApprovalPolicy.choices,
+        default=ApprovalPolicy.AUTO,
+        help_text=POLICY_HELP
+        + "可信服务的工具若声明了注解，则按注解：destructiveHint（会删改数据）→ 先经学生确认，readOnlyHint（只读）→ 直接运行；"
+        "不可信服务的注解不采用。下面“逐个工具的审批”优先于这两者。",
+    )
+    tool_approvals = models.JSONField(
+        "逐个工具的审批",
+        default=dict,
+        blank=True,
+        help_text='按 MCP 工具名（不带服务名前缀）设置，优先于默认，如 {"register_course": "ask", "drop_all": "never"}；'
+        "取值 auto / ask / never。",
+    )
 
     class Meta:
         verbose_name = "MCP 服务"
@@ -81,11 +98,30 @@ class McpService(TimeStampedModel):
         return self.display_name.strip() or self.name
 
     def clean(self) -> None:
-        from agents_app.validation import mcp_config_errors
+        from agents_app.validation import mcp_config_errors, tool_approvals_errors
 
-        errors = mcp_config_errors(protocol=self.protocol, config=self.config)
-        if errors:
-            raise ValidationError({"config": errors})
+        problems = {}
+        if errors := mcp_config_errors(protocol=self.protocol, config=self.config):
+            problems["config"] = errors
+        if errors := tool_approvals_errors(self.tool_approvals):
+            problems["tool_approvals"] = errors
+        if problems:
+            raise ValidationError(problems)
+
+    def tool_approval(self, *, tool: str, read_only: bool | None = None, destructive: bool | None = None) -> str:
+        """The approval policy of one of its tools (DESIGN §4a): the per-tool setting, else — for a
+        trusted service only — the tool's own annotations (readOnlyHint → auto, destructiveHint →
+        ask), else the service's default. An untrusted server could call a destructive tool
+        read-only, so its annotations decide nothing."""
+        configured = self.tool_approvals.get(tool) if isinstance(self.tool_approvals, dict) else None
+        if configured in ApprovalPolicy.values:
+            return configured
+        if self.trusted:
+            if read_only:
+                return ApprovalPolicy.AUTO
+            if destructive:
+                return ApprovalPolicy.ASK
+        return self.approval_default
 
 
 class Agent(TimeStampedModel):

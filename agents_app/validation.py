@@ -41,3 +41,18 @@ def mcp_config_errors(*, protocol: str, config) -> list[str]:
     if unknown:
         errors.append(f"不认识的键：{', '.join(sorted(unknown))}。")
     return errors
+
+
+def tool_approvals_errors(value) -> list[str]:
+    """Problems of an MCP service's per-tool approval map: {"<tool>": "auto" | "ask" | "never"}."""
+    from campus_agent.approval import ApprovalPolicy
+
+    if not isinstance(value, dict):
+        return ['须是 JSON 对象，如 {"register_course": "ask"}。']
+    errors = []
+    for tool, policy in value.items():
+        if not tool.strip() or len(tool) > 128:
+            errors.append("工具名不能为空，最长 128 个字符。")
+        elif policy not in ApprovalPolicy.values:
+            errors.append(f"工具“{tool[:64]}”的取值须是 auto、ask 或 never。")
+    return errors[:5]

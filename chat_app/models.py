@@ -182,6 +182,11 @@ class Run(models.Model):
     partial_text = models.TextField("未保存的回答", blank=True, default="")
     # The stream slot's lease key in the cache, given back by whoever ends the run.
     slot_key = models.CharField(max_length=128, blank=True, default="")
+    # While it waits for approval (no worker runs it): the last frame it sent, so whichever
+    # worker resumes it numbers on from there, and what its turn had so far (round count, text,
+    # usage, chart: agents_app.runtime.loop.TurnState).
+    frames_seq = models.PositiveIntegerField(default=0)
+    resume_state = models.JSONField(default=dict, blank=True)
 
     class Meta:
         verbose_name = "运行"
@@ -198,6 +203,36 @@ class Run(models.Model):
     @property
     def active(self) -> bool:
         return self.status in self.ACTIVE
+
+
+class ToolApproval(models.Model):
+    """A tool call that waits for the student's decision before it runs (DESIGN §4a)."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "待决定"
+        APPROVED = "approved", "已批准"
+        REJECTED = "rejected", "已拒绝"
+        EXPIRED = "expired", "已超时"
+        CANCELLED = "cancelled", "已取消"
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="approvals", verbose_name="运行")
+    call_id = models.CharField("调用 ID", max_length=128)
+    tool = models.CharField("工具", max_length=64)
+    args = models.TextField("参数（JSON）", default="{}")
+    status = models.CharField("状态", max_length=10, choices=Status.choices, default=Status.PENDING)
+    created_at = models.DateTimeField("请求时间", auto_now_add=True)
+    expires_at = models.DateTimeField("截止时间")
+    decided_at = models.DateTimeField("决定时间", null=True, blank=True)
+
+    class Meta:
+        verbose_name = "工具审批"
+        verbose_name_plural = "工具审批"
+        ordering = ["created_at", "id"]
+        constraints = [models.UniqueConstraint(fields=["run", "call_id"], name="toolapproval_run_call")]
+        indexes = [models.Index(fields=["status", "expires_at"], name="toolapproval_status_expiry")]
+
+    def __str__(self) -> str:
+        return f"{self.tool} · {self.get_status_display()}"
 
 
 FEEDBACK_COMMENT_MAX = 1000

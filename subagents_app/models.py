@@ -4,6 +4,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator, URLValidator
 from django.db import models
 
+from campus_agent.approval import POLICY_HELP, ApprovalPolicy
 from campus_agent.models import TimeStampedModel
 from campus_agent.text import text_head
 
@@ -77,6 +78,13 @@ class SubAgent(TimeStampedModel):
         help_text="整次调用（含流式输出）的最长时间，1–300 秒；超时后学生看到“子 Agent 响应超时，请稍后重试。”",
     )
     enabled = models.BooleanField("启用", default=True, help_text="停用后，任何智能体都不会再调用它（下一轮对话即生效）。")
+    approval_policy = models.CharField(
+        "审批",
+        max_length=8,
+        choices=ApprovalPolicy.choices,
+        default=ApprovalPolicy.AUTO,
+        help_text=POLICY_HELP,
+    )
     example_questions = models.TextField(
         "示例问题",
         blank=True,
