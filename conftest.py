@@ -7,6 +7,7 @@ pytest_plugins = [
     "subagents_app.testing.fixtures",
     "agents_app.testing.fixtures",
     "chat_app.tests.browser_fixtures",
+    "chat_app.tests.worker_fixtures",
 ]
 
 

@@ -7,6 +7,7 @@ from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect
 from django.urls import path, reverse
 
 from agents_app.models import Agent, McpService
+from campus_agent.approval import ApprovalPolicy
 from campus_agent.circuit import circuit_close, circuit_status, circuit_status_text
 
 TOOL_DESCRIPTION_PREVIEW = 80
@@ -24,6 +25,7 @@ OFFERED_TOOLS_HINT = (
 OFFERED_TOOLS_UNSAVED = "保存后可在本页点击“列出工具”查看。"
 OFFERED_TOOLS_TEXT = "“{agent}”的模型将看到 {count} 个工具：{tools}"
 OFFERED_TOOLS_NONE = "“{agent}”没有可用工具（未选择已启用的 MCP 服务或子 Agent）。"
+ASKS_FIRST = "；运行前先经学生确认"
 OFFERED_TOOLS_PROBLEM = "MCP 服务连接失败，本轮不会提供它的工具：{problem}"
 CIRCUIT_CLOSED_TEXT = "“{name}”已连通，熔断已解除。"
 
@@ -109,7 +111,8 @@ class AgentAdmin(admin.ModelAdmin):
         problems: list[str] = []
         tools = async_to_sync(tools_for_agent)(agent, pooled=False, problems=problems)
         if tools:
-            listed = "；".join(f"{t.name}（{_preview(t.description)}）" for t in tools)
+            listed = "；".join(f"{t.name}（{_preview(t.description)}{ASKS_FIRST if t.approval == 'ask' else ''}）"
+                              for t in tools)
             messages.success(request, OFFERED_TOOLS_TEXT.format(agent=agent.name, count=len(tools), tools=listed))
         elif not problems:
             messages.info(request, OFFERED_TOOLS_NONE.format(agent=agent.name))
@@ -121,7 +124,10 @@ class McpServiceForm(forms.ModelForm):
     class Meta:
         model = McpService
         fields = "__all__"
-        widgets = {"config": forms.Textarea(attrs={"rows": 8, "cols": 100})}
+        widgets = {
+            "config": forms.Textarea(attrs={"rows": 8, "cols": 100}),
+            "tool_approvals": forms.Textarea(attrs={"rows": 3, "cols": 100}),
+        }
 
     def add_error(self, field, error):
         # McpService.clean() checks the stored config even when this form leaves it out (read-only
@@ -138,11 +144,18 @@ class McpServiceForm(forms.ModelForm):
         super().add_error(field, error)
 
 
+def _policy_label(service: McpService, info) -> str:
+    policy = service.tool_approval(tool=info.name, read_only=info.read_only, destructive=info.destructive)
+    return ApprovalPolicy(policy).label
+
+
 @admin.register(McpService)
 class McpServiceAdmin(admin.ModelAdmin):
     form = McpServiceForm
-    list_display = ("name", "display_name", "protocol", "enabled", "trusted", "timeout_sec", "circuit", "updated_at")
-    list_filter = ("protocol", "enabled", "trusted")
+    list_display = (
+        "name", "display_name", "protocol", "enabled", "trusted", "approval_default", "timeout_sec", "circuit", "updated_at",
+    )
+    list_filter = ("protocol", "enabled", "trusted", "approval_default")
     search_fields = ("name", "display_name")
     readonly_fields = ("created_at", "updated_at")
     actions = ("list_tools",)
@@ -177,7 +190,9 @@ class McpServiceAdmin(admin.ModelAdmin):
                 messages.error(request, f"“{service.name}” 连接失败：{exc}")
                 continue
             names = "；".join(
-                f"{mcp_tool_name(service=service.name, tool=i.name)}（{_preview(i.description)}）" for i in infos
+                f"{mcp_tool_name(service=service.name, tool=i.name)}（{_preview(i.description)}；"
+                f"审批：{_policy_label(service, i)}）"
+                for i in infos
             )
             messages.success(request, f"“{service.name}” 共 {len(infos)} 个工具：{names or '（无）'}")
             if circuit_close(source=mcp_circuit_key(service), name=f"MCP service {service.name}"):

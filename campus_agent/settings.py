@@ -244,6 +244,9 @@ RUN_LOG_RETAIN_SEC = env.float("RUN_LOG_RETAIN_SEC", default=600.0)
 RUN_LOG_MAX_FRAMES = env.int("RUN_LOG_MAX_FRAMES", default=10000)
 RUN_HEARTBEAT_SEC = env.float("RUN_HEARTBEAT_SEC", default=2.0)
 RUN_STALE_SEC = env.float("RUN_STALE_SEC", default=10.0)
+# Approval (DESIGN §4a): how long a tool call that needs the student's approval waits before it
+# counts as rejected (the run holds no stream slot meanwhile).
+APPROVAL_TIMEOUT_SEC = env.float("APPROVAL_TIMEOUT_SEC", default=600.0)
 # Circuit breaker per sub-agent and MCP service (campus_agent/circuit.py), shared through the
 # cache: CIRCUIT_FAILURES consecutive failures within CIRCUIT_WINDOW_SEC open it; it refuses
 # calls at once for CIRCUIT_COOLDOWN_SEC, then lets one probe call through.

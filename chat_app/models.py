@@ -216,6 +216,8 @@ class ToolApproval(models.Model):
         CANCELLED = "cancelled", "已取消"
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="approvals", verbose_name="运行")
+    # The run's frames_seq when it paused for this call: which pause of the run it belongs to.
+    pause_seq = models.PositiveIntegerField(default=0)
     call_id = models.CharField("调用 ID", max_length=128)
     tool = models.CharField("工具", max_length=64)
     args = models.TextField("参数（JSON）", default="{}")

@@ -14,8 +14,10 @@ SUPERUSER_ONLY_FIELDS = ("base_url",)
 
 @admin.register(SubAgent)
 class SubAgentAdmin(admin.ModelAdmin):
-    list_display = ("name", "display_name", "domain", "base_url", "timeout_sec", "enabled", "circuit", "updated_at")
-    list_filter = ("enabled", "domain")
+    list_display = (
+        "name", "display_name", "domain", "base_url", "timeout_sec", "approval_policy", "enabled", "circuit", "updated_at",
+    )
+    list_filter = ("enabled", "domain", "approval_policy")
     search_fields = ("name", "display_name", "description", "base_url", "domain")
     readonly_fields = ("created_at", "updated_at")
     actions = ["health_check"]
@@ -23,6 +25,7 @@ class SubAgentAdmin(admin.ModelAdmin):
         (None, {"fields": ("name", "display_name", "description", "enabled")}),
         ("页面", {"fields": ("example_questions",)}),
         ("连接", {"fields": ("base_url", "domain", "timeout_sec")}),
+        ("审批", {"fields": ("approval_policy",)}),
         ("时间", {"fields": ("created_at", "updated_at"), "classes": ("collapse",)}),
     )
 

@@ -47,6 +47,10 @@ class McpToolInfo:
     description: str
     input_schema: dict | None
     title: str | None = None
+    # The tool's own hints (annotations readOnlyHint / destructiveHint); only a trusted service's
+    # decide its approval policy (McpService.tool_approval).
+    read_only: bool | None = None
+    destructive: bool | None = None
 
 
 def mcp_circuit_key(service: McpService) -> str:
@@ -110,13 +114,19 @@ async def _list_all(client) -> list[McpToolInfo]:
         page = await client.list_tools(cursor=cursor)
         infos += [
             McpToolInfo(name=t.name, description=t.description or _title(t) or t.name, input_schema=t.input_schema,
-                        title=_title(t))
+                        title=_title(t), read_only=_hint(t, "read_only_hint"), destructive=_hint(t, "destructive_hint"))
             for t in page.tools
         ]
         cursor = page.next_cursor
         if not cursor:
             break
     return infos
+
+
+def _hint(tool, name: str) -> bool | None:
+    """An annotation the server set (the SDK's field names: readOnlyHint is `read_only_hint`)."""
+    value = getattr(tool.annotations, name, None) if tool.annotations else None
+    return value if isinstance(value, bool) else None
 
 
 def _title(tool) -> str | None:

@@ -152,6 +152,43 @@ class ToolResult:
 
 
 @dataclass(frozen=True, slots=True)
+class ApprovalRequired:
+    """A tool the model called waits for the student's decision (DESIGN §4a): it runs only once
+    approved (`POST /api/v1/runs/<run_id>/approvals`); a rejection or `expires_at` passing is
+    its result instead. Its `tool_call` frame came first."""
+
+    call_id: str
+    tool: str
+    args: str  # JSON text, as in `tool_call`
+    expires_at: str  # ISO 8601, UTC
+
+    FRAME_SCHEMA: ClassVar[dict] = frame_schema(
+        "approval_required", "工具运行前等待学生批准；在 expires_at 前用 POST /api/v1/runs/<run_id>/approvals 决定，"
+        "超时视为拒绝",
+        required={
+            "call_id": _STRING, "tool": _STRING, "args": {"type": "string", "description": "JSON 文本"},
+            "expires_at": {"type": "string", "format": "date-time"},
+        },
+    )
+
+    def __post_init__(self) -> None:
+        _clean_fields(self, "call_id", "tool", "args")
+
+    def frame(self) -> dict:
+        return {"type": "approval_required", "call_id": self.call_id, "tool": self.tool, "args": self.args,
+                "expires_at": self.expires_at}
+
+
+@dataclass(frozen=True, slots=True)
+class Paused:
+    """Not a frame: the turn's last item instead of `Done` when calls wait for approval. `state` is
+    what resuming needs (JSON: round count, text, usage, chart); `waiting` the calls that wait."""
+
+    state: dict
+    waiting: tuple[ApprovalRequired, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Error:
     """A failure the student is told about (`message` is student-facing, like ToolResult.error)."""
 
@@ -212,5 +249,5 @@ class Done:
         return payload
 
 
-Event = Chunk | ToolCall | ToolChunk | ToolResult | Error | Done
+Event = Chunk | ToolCall | ToolChunk | ToolResult | ApprovalRequired | Error | Done
 EVENT_TYPES: tuple[type, ...] = get_args(Event)

@@ -26,6 +26,7 @@ from agents_app.runtime.loop import TURN_TIMEOUT_TEXT
 from agents_app.runtime.tool import Tool
 from agents_app.runtime.tool_runs import ToolRequest, tool_calls_run
 from agents_app.runtime.tools import tools_for_agent
+from campus_agent.approval import ApprovalPolicy
 from campus_agent.redaction import clip_text
 from campus_agent.request_id import request_id_set
 from campus_agent.text import text_head
@@ -103,7 +104,10 @@ def tool_match(*, question: str, tools: Sequence[Tool]) -> ToolMatch | None:
 def tool_fallback_args(*, tool: Tool, question: str) -> dict | None:
     """The arguments keyword routing can call `tool` with, or None when it cannot: the tool
     says (a sub-agent takes the question as its `message`; an MCP tool is called with no
-    arguments, so only when its schema requires none)."""
+    arguments, so only when its schema requires none). Never a tool that needs a person's
+    approval: without the model there is nobody to explain what is being approved."""
+    if tool.approval != ApprovalPolicy.AUTO:
+        return None
     return tool.fallback_args(question)
 
 

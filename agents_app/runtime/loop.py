@@ -2,25 +2,29 @@
 yields its events as they happen and ends with the next step; `run_turn` chooses the next step."""
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import AsyncIterator
 from contextlib import aclosing
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 import httpx
 import openai
 from django.conf import settings
+from django.utils import timezone
 from loguru import logger
 
 from agents_app.models import Agent
 from agents_app.runtime.budget import BudgetSpent, turn_deadline, within
 from agents_app.runtime.context import RunContext
-from agents_app.runtime.events import Chunk, Done, Error, Event, ToolCall, ToolResult
+from agents_app.runtime.events import ApprovalRequired, Chunk, Done, Error, Event, Paused, ToolCall, ToolResult
 from agents_app.runtime.llm import llm_stream
 from agents_app.runtime.model_calls import ModelCall, model_call_merge, model_calls_finish
 from agents_app.runtime.tool import Tool, tool_spec
-from agents_app.runtime.tool_runs import tool_calls_run
+from agents_app.runtime.tool_runs import ToolRequest, tool_calls_run
 from agents_app.runtime.tools import tools_for_agent
+from campus_agent.approval import ApprovalPolicy
 from campus_agent.errors import DOWNSTREAM
 from campus_agent.request_id import request_id_set
 
@@ -29,6 +33,11 @@ MODEL_INTERRUPTED_TEXT = "AI 模型回答中断，请稍后重试。"
 TURN_TIMEOUT_TEXT = "本轮回答超时，请稍后重试或换个问法。"
 DOMAIN_HINT_TEXT = "提示：学生是从“{domain}”业务入口进入本对话的，问题不明确时优先考虑该业务域的工具。"
 MODEL_REFUSED_TEXT = "AI 模型拒绝了请求（HTTP {status}），请联系管理员检查模型配置。"
+# What a call that was not approved returns: to the model (so it answers without it), to the student.
+NOT_APPROVED_TEXT = {
+    "rejected": ("学生拒绝了这次操作，工具没有运行。请据此回答，不要再次调用它，除非学生明确要求。", "已拒绝，未执行。"),
+    "expired": ("等待学生批准超时，工具没有运行。请告诉学生操作未执行，需要时可以再次发起。", "等待批准超时，未执行。"),
+}
 
 
 def _model_down(exc: Exception) -> bool:
@@ -87,6 +96,20 @@ class RunTools:
 
 
 @dataclass(frozen=True, slots=True)
+class RunDecided:
+    """A resumed turn's first step: the calls that waited for approval, now decided."""
+
+    decided: list[DecidedCall]
+
+
+@dataclass(frozen=True, slots=True)
+class AwaitApproval:
+    """Calls wait for a person: the turn pauses here (the caller stores `paused`)."""
+
+    paused: Paused
+
+
+@dataclass(frozen=True, slots=True)
 class FinalAnswer:
     """The model answered without tools: the turn is complete."""
 
@@ -98,7 +121,18 @@ class Interrupted:
     error: Error
 
 
-NextStep = AskModel | RunTools | FinalAnswer | Interrupted
+NextStep = AskModel | RunTools | RunDecided | AwaitApproval | FinalAnswer | Interrupted
+_RUNNING_STEPS = AskModel | RunTools | RunDecided
+
+
+@dataclass(frozen=True, slots=True)
+class DecidedCall:
+    """A call that waited for approval, and its decision: approved, rejected or expired."""
+
+    call_id: str
+    tool: str
+    args: str
+    decision: str
 
 
 @dataclass
@@ -118,6 +152,19 @@ class _Turn:
     usage: dict = field(default_factory=dict)
     chart: dict | None = None  # the last chart a tool returned
     yielded: bool = False  # an event went out: a failing model can no longer be stood in for
+
+    def state(self) -> dict:
+        """What a paused turn needs to go on (stored on the run as JSON)."""
+        return {"tool_rounds": self.tool_rounds, "text": "".join(self.text_parts), "usage": self.usage,
+                "chart": self.chart}
+
+    def state_restore(self, state: dict) -> None:
+        rounds = state.get("tool_rounds")
+        self.tool_rounds = rounds if isinstance(rounds, int) and rounds >= 0 else 0
+        self.text_parts = [state["text"]] if isinstance(state.get("text"), str) and state["text"] else []
+        self.usage = state["usage"] if isinstance(state.get("usage"), dict) else {}
+        self.chart = state["chart"] if isinstance(state.get("chart"), dict) else None
+        self.yielded = True  # the turn spoke before its pause: no keyword routing stands in now
 
     def done(self, *, interrupted: bool) -> Done:
         logger.info(
@@ -146,6 +193,11 @@ async def run_turn(*, agent: Agent, history: list[dict], ctx: RunContext) -> Asy
        model must answer in words (never a hang or an endless loop).
     7. FinalAnswer → yield `Done(full_text=all model text of the turn, chart=last chart a tool
        returned)`; Interrupted → yield its `Error`, then `Done(interrupted=True)`.
+    8. Approval (DESIGN §4a): in a tool round, calls of tools whose policy is "ask" do not run;
+       the others run as in 5, then one `ApprovalRequired` per waiting call is yielded and the
+       turn ends with `Paused` (no `Done`) → the caller stores the round and the state. Once
+       every waiting call is decided, `resume_turn` goes on: approved calls run, the others get
+       a "not approved" result (RunDecided) → AskModel, and the loop continues as above.
 
     Failures: if the first model request fails (connection, 5xx, 429, timeout) before anything
     was yielded → LlmUnavailable (the caller falls back). A 4xx other than 429 (a configuration
@@ -156,9 +208,34 @@ async def run_turn(*, agent: Agent, history: list[dict], ctx: RunContext) -> Asy
         raise LlmUnavailable(NOT_CONFIGURED_REASON)
     request_id_set(ctx.request_id)
     turn = await _turn_start(agent=agent, history=history, ctx=ctx)
-    step: NextStep | None = AskModel()
-    while isinstance(step, AskModel | RunTools):
-        events = _model_round(turn) if isinstance(step, AskModel) else _tool_round(turn, step)
+    async with aclosing(_steps(turn, AskModel())) as events:
+        async for event in events:
+            yield event
+
+
+async def resume_turn(
+    *, agent: Agent, history: list[dict], ctx: RunContext, state: dict, decided: list[DecidedCall]
+) -> AsyncIterator[Event | Paused]:
+    """Goes on with a turn that paused for approval (step 8 of run_turn): `history` is the stored
+    conversation up to the pause (the assistant `tool_calls` row and the results of the calls
+    that ran), `state` what the turn had (Paused.state), `decided` the calls that waited."""
+    request_id_set(ctx.request_id)
+    turn = await _turn_start(agent=agent, history=history, ctx=ctx)
+    turn.state_restore(state)
+    async with aclosing(_steps(turn, RunDecided(decided=decided))) as events:
+        async for event in events:
+            yield event
+
+
+async def _steps(turn: _Turn, step: NextStep) -> AsyncIterator[Event | Paused]:
+    """Runs steps from `step` until one ends the turn; yields their events, then `Done` or `Paused`."""
+    while isinstance(step, _RUNNING_STEPS):
+        if isinstance(step, AskModel):
+            events = _model_round(turn)
+        elif isinstance(step, RunTools):
+            events = _tool_round(turn, step)
+        else:
+            events = _decided_round(turn, step)
         step = None
         async with aclosing(events):  # leaving the turn closes the step: its stream or tools stop
             async for item in events:  # the step's events, then the step it leads to
@@ -168,6 +245,10 @@ async def run_turn(*, agent: Agent, history: list[dict], ctx: RunContext) -> Asy
                     yield item
         if step is None:
             raise RuntimeError(f"{events.__name__} ended without naming the next step")
+    if isinstance(step, AwaitApproval):
+        logger.info("turn paused for approval calls={}", [w.tool for w in step.paused.waiting])
+        yield step.paused
+        return
     if isinstance(step, Interrupted):
         yield step.error
     yield turn.done(interrupted=isinstance(step, Interrupted))
@@ -260,9 +341,47 @@ async def _tool_round(turn: _Turn, step: RunTools) -> AsyncIterator[Event | Next
         turn.yielded = True
         yield ToolCall(call_id=call.id, tool=call.name, args=call.arguments)
 
+    asking = {c.id for c in calls if _needs_approval(turn.tools_by_name.get(c.name))}
     results: dict[str, ToolResult] = {}
-    runs = tool_calls_run(calls=[c.request() for c in calls], tools_by_name=turn.tools_by_name, ctx=turn.ctx,
-                          deadline=turn.deadline)
+    runnable = [c.request() for c in calls if c.id not in asking]
+    async with aclosing(_run_calls(turn, runnable, results)) as events:
+        async for event in events:
+            yield event
+    if len(results) < len(runnable):  # the budget ran out first
+        return
+    if asking:
+        expires_at = (timezone.now() + timedelta(seconds=settings.APPROVAL_TIMEOUT_SEC)).isoformat()
+        waiting = tuple(ApprovalRequired(call_id=c.id, tool=c.name, args=c.arguments, expires_at=expires_at)
+                        for c in calls if c.id in asking)
+        # The round's text and every call are in the turn's state by now: the caller stores the
+        # assistant `tool_calls` row and the results that exist, then announces the waiting calls.
+        yield AwaitApproval(Paused(state=turn.state(), waiting=waiting))
+        return
+
+    turn.messages.append({"role": "assistant", "content": step.text or None,
+                          "tool_calls": [c.message() for c in calls]})
+    _tool_messages_add(turn, [c.id for c in calls], results)
+    yield AskModel()
+
+
+def _args_object(text: str) -> dict:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _needs_approval(tool: Tool | None) -> bool:
+    return tool is not None and tool.approval == ApprovalPolicy.ASK
+
+
+async def _run_calls(turn: _Turn, requests: list[ToolRequest], results: dict[str, ToolResult]):
+    """Runs `requests` at once, yielding their events and filling `results`; yields Interrupted
+    (and stops them) when the turn's budget runs out first."""
+    if not requests:
+        return
+    runs = tool_calls_run(calls=requests, tools_by_name=turn.tools_by_name, ctx=turn.ctx, deadline=turn.deadline)
     try:
         async with aclosing(runs):  # closing the turn closes the runs: their tools are cancelled
             async for event in runs:
@@ -271,12 +390,32 @@ async def _tool_round(turn: _Turn, step: RunTools) -> AsyncIterator[Event | Next
                 yield event
     except BudgetSpent:
         yield Interrupted(Error(DOWNSTREAM, TURN_TIMEOUT_TEXT))
-        return
 
-    turn.messages.append({"role": "assistant", "content": step.text or None,
-                          "tool_calls": [c.message() for c in calls]})
-    for call in calls:
-        turn.messages.append({"role": "tool", "tool_call_id": call.id, "content": results[call.id].content})
-        turn.chart = results[call.id].chart or turn.chart
+
+def _tool_messages_add(turn: _Turn, call_ids: list[str], results: dict[str, ToolResult]) -> None:
+    for call_id in call_ids:
+        turn.messages.append({"role": "tool", "tool_call_id": call_id, "content": results[call_id].content})
+        turn.chart = results[call_id].chart or turn.chart
     turn.tool_rounds += 1
+
+
+async def _decided_round(turn: _Turn, step: RunDecided) -> AsyncIterator[Event | NextStep]:
+    """The calls that waited for approval: the approved ones run (all at once), the others get
+    their "not approved" result; their `tool` messages follow the stored round's → AskModel."""
+    results: dict[str, ToolResult] = {}
+    approved = [ToolRequest(call_id=d.call_id, tool=d.tool, args=_args_object(d.args)) for d in step.decided
+                if d.decision == "approved"]
+    for decided in step.decided:
+        if decided.decision != "approved":
+            for_model, for_student = NOT_APPROVED_TEXT.get(decided.decision, NOT_APPROVED_TEXT["rejected"])
+            result = ToolResult(call_id=decided.call_id, tool=decided.tool, ok=False, content=for_model,
+                                error=for_student)
+            results[decided.call_id] = result
+            yield result
+    async with aclosing(_run_calls(turn, approved, results)) as events:
+        async for event in events:
+            yield event
+    if len(results) < len(step.decided):
+        return
+    _tool_messages_add(turn, [d.call_id for d in step.decided], results)
     yield AskModel()

@@ -53,6 +53,7 @@ class McpTool:
         self.parameters = parameters_normalise(info.input_schema)
         # What the page calls it when staff gave the service no display name: the tool's title.
         self.label = None if service.display_name.strip() else info.title
+        self.approval = service.tool_approval(tool=info.name, read_only=info.read_only, destructive=info.destructive)
 
     @property
     def circuit_key(self) -> str:

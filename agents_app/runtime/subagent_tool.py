@@ -34,6 +34,7 @@ class SubAgentTool:
 
     def __init__(self, *, sub_agent: SubAgent, name: str | None = None, unavailable: bool = False):
         self.sub_agent = sub_agent
+        self.approval = sub_agent.approval_policy
         # `name`: the one the turn's assembly made unique; alone, the tool names itself.
         self.name = name or subagent_tool_name(sub_agent=sub_agent.name)
         # `unavailable`: its breaker was open when the turn's tools were assembled.

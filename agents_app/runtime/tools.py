@@ -24,6 +24,7 @@ from agents_app.runtime.tool_names import (
     tool_name_unique,
 )
 from agents_app.selectors import agent_catalog, agent_catalog_loaded
+from campus_agent.approval import ApprovalPolicy
 from campus_agent.circuit import acircuit_open_sources
 from subagents_app.client import subagent_circuit_key
 
@@ -58,9 +59,14 @@ async def tools_for_agent(agent: Agent, *, pooled: bool = True, problems: list[s
                 problems.append(f"{service.name}: {infos}")
             continue
         for info in infos:
+            if service.tool_approval(tool=info.name, read_only=info.read_only,
+                                     destructive=info.destructive) == ApprovalPolicy.NEVER:
+                continue  # staff turned it off: the model is not offered it
             name = tool_name_unique(mcp_tool_name(service=service.name, tool=info.name), taken)
             tools.append(McpTool(service=service, info=info, name=name, unavailable=mcp_circuit_key(service) in down))
     for sub_agent in sub_agents:
+        if sub_agent.approval_policy == ApprovalPolicy.NEVER:
+            continue
         name = tool_name_unique(subagent_tool_name(sub_agent=sub_agent.name), taken)
         tools.append(SubAgentTool(sub_agent=sub_agent, name=name, unavailable=subagent_circuit_key(sub_agent) in down))
     return tools

@@ -12,7 +12,8 @@ content), `env_keys` (which environment variables the server process got), `pid`
 (the process's working directory and what it holds), `forecast` (an `outputSchema` and a
 structuredContent that fits it), `forecast_broken` (the same `outputSchema`, a structuredContent
 that breaks it), `handbook` (resource links: one https, one `javascript:`), `timetable` (its
-annotations carry a `title`, TIMETABLE_TITLE).
+annotations carry a `title`, TIMETABLE_TITLE, and readOnlyHint), `register_course` (annotations:
+destructiveHint, title 选课: the approval tests).
 """
 from __future__ import annotations
 
@@ -104,6 +105,11 @@ def build_server(name: str = "campus-test", *, slow_cancelled: threading.Event |
     @server.tool(description="查询今天的课表。", annotations=ToolAnnotations(title=TIMETABLE_TITLE, read_only_hint=True))
     def timetable() -> str:
         return "今天没有课"
+
+    @server.tool(description="为学生选一门课（会改变选课结果）。",
+                 annotations=ToolAnnotations(title="选课", destructive_hint=True))
+    def register_course(course: str) -> str:
+        return f"已选上 {course}"
 
     @server.tool(description="列出服务器进程能看到的环境变量名。")
     def env_keys() -> str:

@@ -26,6 +26,7 @@ class LibraryTool:
     parameters = {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}
     keyword_text = "library"
     answers_in_prose = True
+    approval = "auto"
 
     def fallback_args(self, question: str) -> dict | None:
         return {"query": question.removesuffix("？")}

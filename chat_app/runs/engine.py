@@ -24,7 +24,7 @@ from loguru import logger
 
 from agents_app.models import Agent
 from agents_app.runtime.context import RunContext
-from agents_app.runtime.events import Chunk, Done, Error, Event, ToolResult
+from agents_app.runtime.events import Chunk, Done, Error, Event, Paused, ToolCall, ToolResult
 from agents_app.runtime.turn import turn_stream
 from campus_agent.errors import DOWNSTREAM, GENERAL
 from campus_agent.request_id import request_id_set
@@ -32,8 +32,9 @@ from campus_agent.sse import sse_frame
 from chat_app.asyncdb import db_call, turn_sync_executor
 from chat_app.limits import StreamSlot, stream_slot_release
 from chat_app.models import Run
+from chat_app.runs.approvals import expires_at_parse, run_pause, run_paused_close
 from chat_app.runs.frames import FrameLog
-from chat_app.runs.redis_bus import RedisMirror, redis_client
+from chat_app.runs.redis_bus import RedisMirror, log_append_end, redis_client
 from chat_app.runs.registry import local_runs
 from chat_app.runs.services import run_finish, run_rows_store
 from chat_app.runs.supervisor import checkpoint_lock, supervisor_ensure
@@ -62,7 +63,9 @@ class RunPlan:
     history: list[dict]
     ctx: RunContext
     # What produces the turn's events: the runtime's entry point (tests give a scripted one).
-    events: Callable[..., AsyncIterator[Event]] = turn_stream
+    events: Callable[..., AsyncIterator[Event | Paused]] = turn_stream
+    # A run resumed after an approval pause: the calls that waited (their results come first).
+    resumed: tuple[ToolCall, ...] = ()
 
 
 class RunTask:
@@ -71,8 +74,9 @@ class RunTask:
     def __init__(self, plan: RunPlan, *, slot: StreamSlot):
         self.plan = plan
         self.run = plan.run
-        self.log = FrameLog()
         self.recorder = TurnRecorder()
+        self.paused = False  # waits for approval: the task ended, the log did not
+        self._stop_requested = False
         self.checkpointed = ""  # the unsaved text as of the last checkpoint
         self._held: list[Chunk] = []  # text deltas coalescing into the next chunk frame
         self._flush_timer: asyncio.TimerHandle | None = None
@@ -81,7 +85,15 @@ class RunTask:
         self._finishing = False
         self._slot = slot
         client = redis_client()
-        self._mirror = RedisMirror(client, self.run.id) if client is not None else None
+        previous = local_runs.get(self.run.id)
+        if previous is not None and previous.paused:  # paused here: its followers stay on its log
+            self.log, self._mirror = previous.log, previous._mirror
+            self.log.pause(False)
+        else:
+            self.log = FrameLog(base=self.run.frames_seq)
+            self._mirror = RedisMirror(client, self.run.id, after_seq=self.run.frames_seq) if client else None
+        if plan.resumed:
+            self.recorder.resume_round(list(plan.resumed))
         local_runs[self.run.id] = self
         supervisor_ensure()
         self.task = asyncio.create_task(self._main(), name=f"run-{self.run.id}")
@@ -90,12 +102,14 @@ class RunTask:
 
     @property
     def active(self) -> bool:
-        return not self.log.ended
+        return not self.log.ended and not self.paused
 
     def stop(self) -> bool:
         """Cancels the run; False when it had already ended (or is storing its end: a cancel
-        then would cut the `done` frame after the reply was stored)."""
+        then would cut the `done` frame after the reply was stored), or paused (see
+        paused_run_end). A stop while it is storing its pause closes it once that is stored."""
         if self.task.done() or self.log.ended or self._finishing:
+            self._stop_requested = True
             return False
         self.stopping = True
         self.task.cancel()
@@ -108,15 +122,18 @@ class RunTask:
         finally:
             if not self._slot.released:  # storing never ran (a bug): do not leak the slot
                 await db_call(stream_slot_release, slot=self._slot)
-            if not self.log.ended:  # ended by a bug or a shutdown: followers still get an end
+            if not self.log.ended and not self.paused:  # a bug or a shutdown: followers still get an end
                 try:
                     self._emit(Done(full_text=self.recorder.reply_text, interrupted=True))
                 except FrameFailed:
                     logger.exception("the closing done frame could not be built")
                 self.log.end()
-            asyncio.get_running_loop().call_later(
-                settings.RUN_LOG_RETAIN_SEC, local_runs.pop, self.run.id, None
-            )
+            keep = settings.RUN_LOG_RETAIN_SEC + (settings.APPROVAL_TIMEOUT_SEC if self.paused else 0)
+            asyncio.get_running_loop().call_later(keep, self._forget)
+
+    def _forget(self) -> None:
+        if local_runs.get(self.run.id) is self:  # not a later task of the same run (resumed here)
+            local_runs.pop(self.run.id, None)
 
     async def _run(self) -> None:
         request_id_set(self.plan.ctx.request_id)
@@ -125,12 +142,16 @@ class RunTask:
         # One deadline for the whole run, carried to every step by the context.
         deadline = asyncio.get_running_loop().time() + settings.TURN_BUDGET_SEC
         ctx = dataclasses.replace(self.plan.ctx, deadline=deadline)
+        paused: Paused | None = None
         try:
             budget = asyncio.timeout_at(deadline + BUDGET_BACKSTOP_SEC)
             async with budget:
                 events = self.plan.events(agent=self.plan.agent, history=self.plan.history, ctx=ctx)
                 async with aclosing(events):
                     async for event in events:
+                        if isinstance(event, Paused):
+                            paused = event
+                            break
                         recorder.add(event)
                         if isinstance(event, ToolResult):
                             await self._rounds_store()
@@ -157,6 +178,9 @@ class RunTask:
         except Exception:
             logger.exception("run failed")
             self._fail(Error(GENERAL, TURN_FAILED_MESSAGE))
+        else:
+            if paused is not None and await self._pause(paused):
+                return
         await self._finish()
         logger.info(
             "run end tools={} interrupted={} chars={} cost_ms={:.0f}",
@@ -251,6 +275,47 @@ class RunTask:
             else:
                 self.checkpointed = unsaved
 
+    def _pause_and_release(self, paused: Paused, frames_seq: int) -> bool:
+        waiting = [{"call_id": w.call_id, "tool": w.tool, "args": w.args,
+                    "expires_at": expires_at_parse(w.expires_at)} for w in paused.waiting]
+        try:
+            return run_pause(run=self.run, rows=self.recorder.paused_rows(), waiting=waiting, state=paused.state,
+                             frames_seq=frames_seq)
+        finally:
+            stream_slot_release(slot=self._slot)
+
+    async def _pause(self, paused: Paused) -> bool:
+        """Stores the pause (the round so far, the waiting calls, the turn's state), gives the slot
+        back, then announces the waiting calls; the run's task ends here, its log stays open for
+        whichever worker resumes it. False when the pause could not be stored: the run ends
+        (interrupted) instead."""
+        self._finishing = True
+        self._chunks_flush_quietly()
+        frames_seq = self.log.last_seq + len(paused.waiting)
+        try:
+            storing = asyncio.ensure_future(db_call(self._pause_and_release, paused, frames_seq))
+            stored = await asyncio.shield(storing)
+        except Exception:
+            logger.exception("storing the pause failed; ending the run")
+            self.recorder.add(Error(GENERAL, TURN_FAILED_MESSAGE))
+            self.recorder.interrupt()
+            self._emit(Error(GENERAL, TURN_FAILED_MESSAGE))
+            return False
+        if not stored:  # reaped meanwhile: the reaper stored its end
+            self.recorder.interrupt()
+            return False
+        for waiting in paused.waiting:
+            self._emit(waiting)
+        self.paused = True
+        self.log.pause()
+        if self._mirror is not None:
+            await self._mirror.drained()
+            await self._mirror.hold(settings.APPROVAL_TIMEOUT_SEC)
+        logger.info("run paused for approval calls={}", [w.tool for w in paused.waiting])
+        if self._stop_requested:
+            await paused_run_end(self.run.id, reason="stopped")
+        return True
+
     def _finish_and_release(self, rows, interrupted: bool) -> bool:
         try:
             return run_finish(run=self.run, rows=rows, interrupted=interrupted)
@@ -278,3 +343,29 @@ class RunTask:
         self.log.end()
         if self._mirror is not None:
             await self._mirror.drained()
+
+
+async def paused_run_end(run_id, *, reason: str) -> bool:
+    """Ends a run that waits for approval without resuming it (a stop, or a new question in its
+    conversation): stored as interrupted, its waiting calls as not run; its followers get `done`.
+    False when it was not paused."""
+    run = await db_call(run_paused_close, run_id=run_id, reason=reason)
+    if run is None:
+        return False
+    await paused_run_ended(run)
+    return True
+
+
+async def paused_run_ended(run: Run) -> None:
+    """Gives the followers of a paused run that was closed in the database their `done`: on this
+    worker from its log, on the others through the Redis log."""
+    from chat_app.runs.services import run_stored_end
+
+    payload = await db_call(run_stored_end, run=run)
+    local = local_runs.get(run.id)
+    if local is not None and local.paused and not local.log.ended:
+        local.log.append(sse_frame(payload, event_id=local.log.last_seq + 1).encode())
+        local.log.end()
+    client = redis_client()
+    if client is not None:
+        await log_append_end(client, run.id, lambda seq: sse_frame(payload, event_id=seq))

@@ -13,9 +13,11 @@ from collections.abc import AsyncIterator
 
 from django.conf import settings
 
+from agents_app.runtime.events import ApprovalRequired
 from campus_agent.sse import PING_FRAME, sse_frame
 from chat_app.asyncdb import db_call
 from chat_app.models import Run
+from chat_app.runs.approvals import approvals_pending
 from chat_app.runs.redis_bus import log_read, log_replay, redis_client
 from chat_app.runs.registry import local_runs
 from chat_app.runs.services import run_refresh, run_stored_end
@@ -51,22 +53,31 @@ async def _reload(run: Run) -> Run:
 
 
 async def run_frames(*, run: Run, after: int = 0) -> AsyncIterator[str]:
-    """`session`, then every frame with seq > `after`, live, ending with `done`."""
+    """`session`, then every frame with seq > `after`, live, ending with `done`.
+
+    A run paused for approval keeps its followers: on this worker they wait on its log, which
+    the run's resumption here appends to; with Redis, a follower of a paused log moves to the
+    Stream, since the run may be resumed on any worker."""
     yield session_frame(run)
     ping_sec = settings.SSE_PING_SEC
+    client = redis_client()
     local = local_runs.get(run.id)
-    if local is not None:
-        async for text in local.log.follow(after=after, ping_sec=ping_sec):
+    if local is not None and (client is None or after >= local.log.base):
+        log = local.log
+        async for text in log.follow(after=after, ping_sec=ping_sec, leave_when_paused=client is not None):
             yield text
-        if after >= local.log.last_seq:  # a cursor at or past the log's end (its `done` included)
+        if not log.ended:  # paused, and the run may go on elsewhere: the Stream has what follows
+            async for text in _follow_redis(client, run, max(after, log.last_seq), ping_sec):
+                yield text
+            return
+        if after >= log.last_seq:  # a cursor at or past the log's end (its `done` included)
             yield await _stored_end(run)  # still gets an end
         return
-    client = redis_client()
     if client is not None:
         async for text in _follow_redis(client, run, after, ping_sec):
             yield text
         return
-    async for text in _follow_database(run, ping_sec):
+    async for text in _follow_database(run, after, ping_sec):
         yield text
 
 
@@ -97,11 +108,25 @@ async def _follow_redis(client, run: Run, after: int, ping_sec: float) -> AsyncI
         yield await _stored_end(run)
 
 
-async def _follow_database(run: Run, ping_sec: float) -> AsyncIterator[str]:
+async def _follow_database(run: Run, after: int, ping_sec: float) -> AsyncIterator[str]:
     """No shared log and not ours: a run of another process (several workers without Redis, or
-    one that died and waits for the supervisor). Wait for its end, then give the stored reply."""
+    one that died and waits for the supervisor), or one that paused for approval before this
+    worker started. Its waiting calls are announced from the database; once it is resumed here,
+    its frames follow; else wait for its end, then give the stored reply."""
     silent = 0.0
-    while run.active:
+    announced = False
+    while True:
+        local = local_runs.get(run.id)
+        if local is not None:  # resumed on this worker meanwhile (perhaps already ended)
+            async for text in local.log.follow(after=max(after, local.log.base), ping_sec=ping_sec):
+                yield text
+            return
+        if not run.active:
+            break
+        if run.status == Run.Status.AWAITING_APPROVAL and not announced:
+            announced = True
+            for approval in await db_call(approvals_pending, run=run):
+                yield approval_frame(approval)
         await asyncio.sleep(POLL_SEC)
         run = await _reload(run)
         silent += POLL_SEC
@@ -109,3 +134,12 @@ async def _follow_database(run: Run, ping_sec: float) -> AsyncIterator[str]:
             silent = 0.0
             yield PING_FRAME
     yield await _stored_end(run)
+
+
+def approval_frame(approval) -> str:
+    """The `approval_required` frame of a waiting call, rebuilt from its row (no `id:` line: the
+    numbered one is in a log this worker does not have)."""
+    return sse_frame(
+        ApprovalRequired(call_id=approval.call_id, tool=approval.tool, args=approval.args,
+                         expires_at=approval.expires_at.isoformat()).frame()
+    )

@@ -1,6 +1,7 @@
 """The frame log a run keeps in the memory of the worker that runs it.
 
-Frame n (1-based, the SSE `id:`) is `frames[n - 1]`, already encoded as SSE bytes, so a follower
+Frame n (1-based, the SSE `id:`) is `frames[n - 1 - base]`, already encoded as SSE bytes (`base`:
+the frames a run sent before it paused for approval, on whichever worker), so a follower
 on this worker replays and follows by slicing a list: no copy per follower, no queue per
 follower, no encoding per follower. Followers that wait park on one future each, woken by the
 next append; an append with nobody waiting costs a list append.
@@ -13,24 +14,30 @@ _PING = PING_FRAME.encode()
 
 
 class FrameLog:
-    __slots__ = ("frames", "ended", "_waiters")
+    __slots__ = ("frames", "base", "ended", "paused", "_waiters")
 
-    def __init__(self) -> None:
+    def __init__(self, base: int = 0) -> None:
         self.frames: list[bytes] = []
+        self.base = base
         self.ended = False
+        self.paused = False  # the run waits for approval: whichever worker resumes it appends next
         self._waiters: list[asyncio.Future] = []
 
     @property
     def last_seq(self) -> int:
-        return len(self.frames)
+        return self.base + len(self.frames)
 
     def append(self, frame: bytes) -> int:
         self.frames.append(frame)
         self._wake()
-        return len(self.frames)
+        return self.last_seq
 
     def end(self) -> None:
         self.ended = True
+        self._wake()
+
+    def pause(self, paused: bool = True) -> None:
+        self.paused = paused
         self._wake()
 
     def _wake(self) -> None:
@@ -40,10 +47,8 @@ class FrameLog:
                 if not waiter.done():
                     waiter.set_result(None)
 
-    async def _wait_beyond(self, seq: int, timeout: float) -> bool:
-        """True once frames beyond `seq` exist or the log ended; False after `timeout` of silence."""
-        if len(self.frames) > seq or self.ended:
-            return True
+    async def _woken(self, timeout: float) -> bool:
+        """True when the log changed (append, end, pause or resume) within `timeout`."""
         waiter = asyncio.get_running_loop().create_future()
         self._waiters.append(waiter)
         try:
@@ -56,17 +61,18 @@ class FrameLog:
                 self._waiters.remove(waiter)
         return True
 
-    async def follow(self, *, after: int, ping_sec: float):
-        """The frames after seq `after`, joined per write, then live until the log ends; `: ping`
-        after `ping_sec` of silence."""
-        cursor = max(after, 0)
+    async def follow(self, *, after: int, ping_sec: float, leave_when_paused: bool = False):
+        """The frames after seq `after` (from `base` at the earliest), joined per write, then live
+        until the log ends — or, with `leave_when_paused`, until it pauses (the run may go on on
+        another worker); `: ping` after `ping_sec` of silence (a pause included)."""
+        cursor = max(after, self.base)
         while True:
-            if len(self.frames) > cursor:
-                batch = self.frames[cursor:]
+            if self.last_seq > cursor:
+                batch = self.frames[cursor - self.base:]
                 cursor += len(batch)
                 yield b"".join(batch)
                 continue
-            if self.ended:
+            if self.ended or (self.paused and leave_when_paused):
                 return
-            if not await self._wait_beyond(cursor, ping_sec):
+            if not await self._woken(ping_sec):
                 yield _PING

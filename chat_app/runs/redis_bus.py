@@ -57,9 +57,12 @@ class RedisMirror:
     read the memory log, the others fall back to the stored reply.
     """
 
-    def __init__(self, client: Redis, run_id) -> None:
+    def __init__(self, client: Redis, run_id, *, after_seq: int = 0) -> None:
         self._client = client
         self._key = log_key(run_id)
+        # A run resumed after an approval pause on another worker: that worker's last frames may
+        # still be on their way to the Stream; ids must grow, so wait for them first (bounded).
+        self._after_seq = after_seq
         self._pending: list[tuple[int, bytes, bool]] = []
         self._writer: asyncio.Task | None = None
         self._ttl = int(settings.TURN_BUDGET_SEC) + RUNNING_TTL_MARGIN_SEC
@@ -71,6 +74,8 @@ class RedisMirror:
             self._writer = asyncio.create_task(self._write(), name=f"run-mirror-{self._key}")
 
     async def _write(self) -> None:
+        if self._after_seq:
+            await self._wait_for_earlier_frames()
         while self._pending:
             batch, self._pending = self._pending, []
             ended = any(end for _, _, end in batch)
@@ -91,6 +96,26 @@ class RedisMirror:
                 # other workers wait for it; this worker's read the memory log.
                 await asyncio.sleep(MIRROR_BATCH_SEC)
 
+    async def _wait_for_earlier_frames(self, timeout: float = 2.0) -> None:
+        deadline = asyncio.get_running_loop().time() + timeout
+        try:
+            while await _last_seq_of(self._client, self._key) < self._after_seq:
+                if asyncio.get_running_loop().time() >= deadline:
+                    logger.warning("resuming {}: the paused frames never reached Redis", self._key)
+                    break
+                await asyncio.sleep(0.02)
+        except RedisError as exc:
+            logger.warning("run log copy to Redis failed: {}", exc)
+        self._after_seq = 0
+
+    async def hold(self, seconds: float) -> None:
+        """Keeps the log (paused for approval, nobody writing) at least `seconds` more."""
+        try:
+            await self._client.expire(self._key, int(seconds) + RUNNING_TTL_MARGIN_SEC)
+        except RedisError as exc:
+            logger.warning("run log expiry in Redis not set: {}", exc)
+        self._expiry_set = False  # a resumed writer sets the running TTL again
+
     async def drained(self, timeout: float = 2.0) -> None:
         """Waits (bounded) until every pushed frame was written."""
         writer = self._writer
@@ -102,9 +127,13 @@ class RedisMirror:
                 logger.warning("run log copy to Redis still pending after {}s", timeout)
 
 
-async def log_last_seq(client: Redis, run_id) -> int:
-    entries = await client.xrevrange(log_key(run_id), count=1)
+async def _last_seq_of(client: Redis, key: str) -> int:
+    entries = await client.xrevrange(key, count=1)
     return int(entries[0][0].split("-")[0]) if entries else 0
+
+
+async def log_last_seq(client: Redis, run_id) -> int:
+    return await _last_seq_of(client, log_key(run_id))
 
 
 # The worker that ran a run hands frames to its own clients before copying them here, so when it

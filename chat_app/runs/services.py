@@ -87,9 +87,10 @@ def runs_reap(*, stale_sec: float) -> list[Run]:
     claimed by a conditional update, so two workers reaping at once never store it twice."""
     cutoff = timezone.now() - timedelta(seconds=stale_sec)
     reaped = []
-    for run in Run.objects.filter(status__in=Run.ACTIVE, heartbeat_at__lt=cutoff):
+    # A run that waits for approval belongs to no worker (chat_app.runs.approvals): not reaped.
+    for run in Run.objects.filter(status=Run.Status.RUNNING, heartbeat_at__lt=cutoff):
         with transaction.atomic():
-            claimed = Run.objects.filter(id=run.id, status__in=Run.ACTIVE, heartbeat_at__lt=cutoff).update(
+            claimed = Run.objects.filter(id=run.id, status=Run.Status.RUNNING, heartbeat_at__lt=cutoff).update(
                 status=Run.Status.INTERRUPTED, ended_at=timezone.now(), partial_text=""
             )
             if not claimed:

@@ -4,7 +4,8 @@ Every RUN_HEARTBEAT_SEC it refreshes the heartbeat of this worker's active runs 
 reply text each has streamed but not yet stored (two statements, however many runs: at 1,000
 held streams it is still one transaction every 2 s). Every few beats it finishes as interrupted
 the runs whose worker stopped heart-beating for RUN_STALE_SEC (a killed worker: its last
-≤2 s of text are what is lost), and closes their Redis log so that followers end. With Redis it
+≤2 s of text are what is lost), and closes their Redis log so that followers end; and it resumes
+the runs whose calls waited for approval past APPROVAL_TIMEOUT_SEC (rejected by time). With Redis it
 also listens on the control channel and stops the runs it owns when asked.
 
 It is started by the first run or follower on a loop, and by the ASGI application on the first
@@ -24,6 +25,7 @@ from loguru import logger
 from campus_agent.sse import sse_frame
 from chat_app.asyncdb import db_call
 from chat_app.models import Run
+from chat_app.runs.approvals import approvals_expire
 from chat_app.runs.redis_bus import control_listen, log_append_end, redis_client
 from chat_app.runs.registry import WORKER_ID, local_runs
 from chat_app.runs.services import run_stored_end, runs_heartbeat, runs_reap
@@ -107,6 +109,15 @@ async def _reap() -> None:
             await log_append_end(client, run.id, lambda seq, p=payload: sse_frame(p, event_id=seq))
 
 
+async def _expire() -> None:
+    """Calls that waited for approval past their time count as rejected: their runs go on here
+    (or on whichever worker claims them first)."""
+    from chat_app.runs.resume import run_resume  # the engine imports this module
+
+    for run_id in await db_call(approvals_expire):
+        await run_resume(run_id=run_id)
+
+
 async def _supervise() -> None:
     client = redis_client()
     listener = asyncio.create_task(control_listen(client, control_apply)) if client is not None else None
@@ -124,6 +135,7 @@ async def _supervise() -> None:
                 await _beat()
                 if beats % REAP_EVERY_BEATS == 0:
                     await _reap()
+                    await _expire()
             except Exception:
                 logger.exception("run supervisor beat failed")
     finally:

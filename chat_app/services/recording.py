@@ -23,6 +23,8 @@ class _Call:
 class _Round:
     text: str
     calls: list[_Call] = field(default_factory=list)
+    # Resumed after an approval pause: its assistant `tool_calls` row was stored at the pause.
+    head_stored: bool = False
 
     @property
     def has_results(self) -> bool:
@@ -50,6 +52,7 @@ class TurnRecorder:
         self.interrupted = False
         self._saw_text = False
         self._taken = 0  # rounds already handed out by finished_rounds_take (stored while running)
+        self._last_taken = 0
 
     def add(self, event: Event) -> None:
         if isinstance(event, Chunk):
@@ -79,6 +82,21 @@ class TurnRecorder:
             self.errors.append(event)
         elif isinstance(event, ToolChunk):
             pass  # the sub-agent's live text is shown, not stored: its result is the tool row
+
+    def resume_round(self, calls: list[ToolCall]) -> None:
+        """A resumed run: `calls` waited for approval in a round stored at the pause; their
+        results are this recorder's first rows."""
+        self._open = _Round(text="", calls=[_Call(call=c) for c in calls], head_stored=True)
+
+    def paused_rows(self) -> list[RowSpec]:
+        """A run pausing for approval: the rows of every round not taken yet, the open round's
+        tool rows only for the calls that have a result (the others wait). The recorder is done
+        with then (a resumed run has its own); if the pause cannot be stored, `rows()` still
+        holds everything."""
+        specs: list[RowSpec] = []
+        for rnd in self._all_rounds()[self._taken:]:
+            specs.extend(_round_rows(rnd, finished_only=True))
+        return specs
 
     def interrupt(self) -> None:
         self.interrupted = True
@@ -112,16 +130,21 @@ class TurnRecorder:
         taken yet; `rows()` leaves them out from then on. A run stores them as they finish, so
         a worker that dies loses no finished tool call (DESIGN §4a)."""
         specs: list[RowSpec] = []
+        taken = 0
         for rnd in self._all_rounds()[self._taken:]:
             if not rnd.calls or any(c.result is None for c in rnd.calls):
                 break
             specs.extend(_round_rows(rnd))
             self._taken += 1
+            taken += 1
+        self._last_taken = taken
         return specs
 
     def finished_rounds_untake(self, specs: list[RowSpec]) -> None:
-        """Gives back rows that could not be stored: `rows()` includes their rounds again."""
-        self._taken -= sum(1 for spec in specs if spec.meta.get("tool_calls"))
+        """Gives back the rows of the last take, which could not be stored: `rows()` includes
+        their rounds again."""
+        self._taken -= self._last_taken
+        self._last_taken = 0
 
     @property
     def unsaved_text(self) -> str:
@@ -167,12 +190,16 @@ def usage_columns(usage) -> dict[str, int]:
     }
 
 
-def _round_rows(rnd: _Round) -> list[RowSpec]:
+def _round_rows(rnd: _Round, *, finished_only: bool = False) -> list[RowSpec]:
+    calls = [c for c in rnd.calls if c.result is not None] if finished_only else rnd.calls
+    tool_rows = list(map(_tool_row, calls))
+    if rnd.head_stored:
+        return tool_rows
     tool_calls = [
         {"id": c.call.call_id, "type": "function", "function": {"name": c.call.tool, "arguments": c.call.args}}
         for c in rnd.calls
     ]
-    return [RowSpec(role="assistant", content=rnd.text, meta={"tool_calls": tool_calls}), *map(_tool_row, rnd.calls)]
+    return [RowSpec(role="assistant", content=rnd.text, meta={"tool_calls": tool_calls}), *tool_rows]
 
 
 def _tool_row(record: _Call) -> RowSpec:

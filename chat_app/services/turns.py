@@ -14,6 +14,7 @@ from chat_app import api_errors as errors
 from chat_app.chat_input import ChatInput
 from chat_app.models import DEFAULT_TITLE, Conversation, Message, Run
 from chat_app.quota import turn_usage_record
+from chat_app.runs.approvals import paused_runs_close
 from chat_app.runs.registry import WORKER_ID
 from chat_app.selectors import agent_get_default, agent_get_enabled, conversation_get, history_build
 from chat_app.services.recording import RowSpec, usage_columns
@@ -36,6 +37,8 @@ class TurnStart:
     history: list[dict]
     user_message_id: uuid.UUID
     hint_domain: str | None
+    # Runs of the conversation that waited for approval, ended by this new question.
+    closed_runs: tuple[Run, ...] = ()
 
     @property
     def conversation_id(self) -> uuid.UUID:
@@ -71,6 +74,9 @@ def turn_begin(*, user, chat: ChatInput, request_id: str, slot_key: str = "") ->
             raise errors.not_found()
     agent = agent_catalog_load(agent=_agent_for(wanted=chat.agent, conversation=conversation))
     new_conversation = conversation is None
+    # A question asked while tool calls wait for approval ends that turn first (its calls are
+    # stored as not run), so the new turn's history has no call without its result.
+    closed = () if new_conversation else tuple(paused_runs_close(conversation_id=conversation.id))
     with transaction.atomic():
         if new_conversation:
             conversation = Conversation.objects.create(
@@ -106,6 +112,7 @@ def turn_begin(*, user, chat: ChatInput, request_id: str, slot_key: str = "") ->
         history=history,
         user_message_id=user_message.id,
         hint_domain=conversation.hint_domain or None,
+        closed_runs=closed,
     )
 
 

@@ -106,11 +106,14 @@ def test_openapi_schema_documents_the_stream_and_its_frames(live_asgi, db):
     paths = schema.json()["paths"]
     for path in ("/api/v1/chat", "/api/v1/auth/token", "/api/v1/auth/sso", "/api/v1/auth/logout", "/api/v1/agents",
                  "/api/v1/conversations", "/api/v1/conversations/{conversation_id}",
-                 "/api/v1/conversations/{conversation_id}/messages"):
+                 "/api/v1/conversations/{conversation_id}/messages", "/api/v1/runs/{run_id}/events",
+                 "/api/v1/runs/{run_id}/stop", "/api/v1/runs/{run_id}/approvals"):
         assert path in paths, path
     stream = paths["/api/v1/chat"]["post"]["responses"]["200"]["content"]["text/event-stream"]["schema"]
     titles = {frame["title"] for frame in stream["oneOf"]}
-    assert titles == {"session", "chunk", "tool_call", "tool_chunk", "tool_result", "error", "done"}
+    assert titles == {"session", "chunk", "tool_call", "tool_chunk", "tool_result", "approval_required", "error", "done"}
+    approvals = paths["/api/v1/runs/{run_id}/approvals"]["post"]
+    assert set(approvals["responses"]) >= {"200", "400", "404", "409"}
     assert "jwtAuth" in schema.json()["components"]["securitySchemes"]
     docs = httpx.get(f"{live_asgi}/api/v1/docs", timeout=10)
     assert docs.status_code == 200 and "swagger" in docs.text.lower()

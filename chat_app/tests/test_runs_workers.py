@@ -15,72 +15,11 @@ import uuid
 import httpx
 import psycopg
 import pytest
-from django.conf import settings
 
 from agents_app.testing.fake_llm import Reply
-from campus_agent.tests.processes import asgi_process, manage, project_env
 from chat_app.tests.sse import parse_blocks, read_rest, read_until, run_events
 
 SLOW_TEXT = "两个进程共享同一个运行，" * 6  # 66 characters, 17 chunks of 4
-
-SETUP = """
-from django.contrib.auth import get_user_model
-from agents_app.models import Agent
-from subagents_app.models import SubAgent
-get_user_model().objects.create_user(username="20230001", password="s3cret-Pass!")
-canteen = SubAgent.objects.create(name="canteen", description="食堂助手：菜单、人数", base_url={url!r},
-                                  domain="canteen", timeout_sec=30)
-agent = Agent.objects.create(slug="xiaozhi", name="小智", system_prompt="你是校园小智。", is_default=True)
-agent.sub_agents.add(canteen)
-"""
-
-
-@pytest.fixture
-def worker_database(tmp_path):
-    """A database URL for the workers, migrated: SQLite by default, PostgreSQL like the suite."""
-    if settings.DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
-        yield f"sqlite:///{tmp_path / 'workers.sqlite3'}"
-        return
-    db = settings.DATABASES["default"]
-    name = f"campus_agent_workers_{uuid.uuid4().hex[:8]}"
-    admin = f"host={db['HOST'] or '127.0.0.1'} port={db['PORT'] or 5432} user={db['USER']} dbname=postgres"
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{name}"
-    finally:
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-@pytest.fixture
-def workers(tmp_path, worker_database, redis_url, llm_server, subagent_server):
-    """(A, B): two worker processes; each (base URL, process)."""
-    env = project_env(
-        tmp_path,
-        DATABASE_URL=worker_database,
-        REDIS_URL=redis_url,
-        LLM_BASE_URL=llm_server.url,
-        LLM_API_KEY="test-key",
-        LLM_MODEL="fake-model",
-        LLM_TIMEOUT="10",
-        RUN_HEARTBEAT_SEC="0.3",
-        RUN_STALE_SEC="1.5",
-        LOG_LEVEL="WARNING",  # the children's stdout is a pipe nobody reads while they run
-    )
-    for args in (("migrate", "--noinput"), ("shell", "-c", SETUP.format(url=subagent_server.url))):
-        done = manage(*args, env=env)
-        assert done.returncode == 0, done.stderr
-    with asgi_process("uvicorn", env=env) as a, asgi_process("uvicorn", env=env) as b:
-        yield a, b
-
-
-@pytest.fixture
-def token(workers) -> dict:
-    (a_url, _), _ = workers
-    answer = httpx.post(f"{a_url}/api/v1/auth/token", json={"username": "20230001", "password": "s3cret-Pass!"})
-    assert answer.status_code == 200, answer.text
-    return {"Authorization": f"Bearer {answer.json()['access_token']}"}
 
 
 def _ids(blocks) -> list[int]:

@@ -5,7 +5,7 @@ from typing import get_args
 import jsonschema
 import pytest
 
-from agents_app.runtime.events import Chunk, Done, Error, Event, ToolCall, ToolChunk, ToolResult
+from agents_app.runtime.events import ApprovalRequired, Chunk, Done, Error, Event, ToolCall, ToolChunk, ToolResult
 from campus_agent.errors import CAMPUS_TOKEN_EXPIRED
 from chat_app.models import Run
 from chat_app.runs.services import run_stored_end
@@ -23,6 +23,8 @@ SAMPLES = [
     ToolResult(call_id="call_2", tool="docs__handbook", ok=True, content="手册", label="学生手册",
                links=[{"uri": "https://jwc.example.edu.cn/handbook.pdf", "name": "学生手册"}],
                images=[{"src": "data:image/png;base64,iVBORw0KGgo="}]),
+    ApprovalRequired(call_id="call_3", tool="call_course_select", args='{"message": "选 CS101"}',
+                     expires_at="2026-12-01T08:10:00+00:00"),
     Error(CAMPUS_TOKEN_EXPIRED, "登录已过期"),
     Done(full_text="今天一食堂有红烧肉", usage={"prompt_tokens": 3, "completion_tokens": 5, "total_tokens": 8}, chart={"type": "bar", "labels": ["a"], "datasets": [{"data": [1]}]}),
     Done(full_text="", interrupted=True, fallback=True),

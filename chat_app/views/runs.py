@@ -1,4 +1,5 @@
-"""`/api/v1/runs/<run_id>/…`: re-attach to a run's stream, stop a run (DESIGN §4a).
+"""`/api/v1/runs/<run_id>/…`: re-attach to a run's stream, stop a run, decide on a tool call
+that waits for approval (DESIGN §4a).
 
 Plain async views like the chat stream (a DRF view would buffer the stream). Same callers as
 `POST /api/v1/chat`: a Bearer JWT, or the page's session (+ CSRF for the POST).
@@ -8,19 +9,30 @@ import re
 from django.http import JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
+from campus_agent.json_body import JsonBodyRefused, json_object_read
 from campus_agent.sse import sse_response
 from chat_app import api_errors as errors
 from chat_app.asyncdb import db_call
 from chat_app.authentication import chat_caller_resolve
-from chat_app.models import Run
+from chat_app.models import Run, ToolApproval
+from chat_app.runs.approvals import ApprovalRefused, approval_decide
+from chat_app.runs.engine import paused_run_end
 from chat_app.runs.follow import run_frames
 from chat_app.runs.redis_bus import control_publish, redis_client
 from chat_app.runs.registry import local_runs
-from chat_app.runs.services import run_get
+from chat_app.runs.resume import run_resume
+from chat_app.runs.services import run_get, run_refresh
 
 _SEQ = re.compile(r"[0-9]{1,9}")
 MSG_RUN_NOT_FOUND = "运行不存在。"
 MSG_AFTER = "Last-Event-ID / after 必须是非负整数。"
+MSG_DECISION = 'decision 必须是 "approve" 或 "reject"。'
+MSG_CALL_ID = "call_id 必须是非空字符串。"
+MSG_NO_CALL = "这次运行没有这个等待批准的调用。"
+MSG_DECIDED = "这个调用已经有结果（{status}），不能再决定。"
+MSG_NOT_WAITING = "这次运行没有在等待批准。"
+APPROVAL_CONFLICT = 40903
+DECISIONS = {"approve": True, "reject": False}
 
 
 def _method_not_allowed(allowed: str) -> JsonResponse:
@@ -70,7 +82,12 @@ async def run_stop(request, run_id):
     except errors.ApiError as exc:
         return errors.error_response(exc)
     local = local_runs.get(run.id)
-    if not run.active or (local is not None and not local.active):
+    if run.status == Run.Status.AWAITING_APPROVAL or (local is not None and local.paused):
+        if await paused_run_end(run.id, reason="stopped"):
+            return JsonResponse({"status": "stopping"}, status=202)
+        run = await db_call(run_refresh, run_id=run.id) or run  # resumed or ended meanwhile
+        local = local_runs.get(run.id)
+    if not run.active or (local is not None and not local.active and not local.paused):
         return JsonResponse({"status": "finished"}, status=200)
     if local is not None:
         local.stop()
@@ -80,3 +97,50 @@ async def run_stop(request, run_id):
             await control_publish(client, op="stop", run_id=run.id)
         # Without Redis a run not in this process belongs to a dead one: the supervisor ends it.
     return JsonResponse({"status": "stopping"}, status=202)
+
+
+def _decision_read(request) -> tuple[str, bool]:
+    body = json_object_read(request)
+    call_id, decision = body.get("call_id"), body.get("decision")
+    if not isinstance(call_id, str) or not call_id.strip() or len(call_id) > 128:
+        raise errors.invalid_body(MSG_CALL_ID)
+    if not isinstance(decision, str) or decision not in DECISIONS:
+        raise errors.invalid_body(MSG_DECISION)
+    return call_id, DECISIONS[decision]
+
+
+def _decide(request, run_id) -> tuple[Run, str | None, ToolApproval]:
+    """Sync: auth, the run (404), the body (400/413/415), the decision (404 / 409). Returns the
+    run, the caller's campus token (for the sub-agents of the resumed run) and the decided call."""
+    caller = chat_caller_resolve(request)
+    run = run_get(user=caller.user, run_id=run_id)
+    if run is None:
+        raise errors.ApiError(MSG_RUN_NOT_FOUND, code=errors.NOT_FOUND, status=404)
+    try:
+        call_id, approve = _decision_read(request)
+    except JsonBodyRefused as exc:
+        raise errors.ApiError(exc.message, code=exc.code, status=exc.status) from None
+    if run.status != Run.Status.AWAITING_APPROVAL:
+        raise errors.ApiError(MSG_NOT_WAITING, code=APPROVAL_CONFLICT, status=409)
+    try:
+        approval = approval_decide(run=run, call_id=call_id, approve=approve)
+    except ApprovalRefused as exc:
+        if exc.reason == "no_call":
+            raise errors.ApiError(MSG_NO_CALL, code=errors.NOT_FOUND, status=404) from None
+        label = dict(ToolApproval.Status.choices).get(exc.status, exc.status)
+        raise errors.ApiError(MSG_DECIDED.format(status=label), code=APPROVAL_CONFLICT, status=409) from None
+    return run, caller.campus_token, approval
+
+
+@csrf_exempt  # JWT calls need no CSRF token; the session path is checked in chat_caller_resolve
+async def run_approvals(request, run_id):
+    """`{"call_id": …, "decision": "approve" | "reject"}` → 200 `{"call_id", "status", "resumed"}`.
+    The last decision of a pause resumes the run on this worker (any worker will do)."""
+    if request.method != "POST":
+        return _method_not_allowed("POST")
+    try:
+        run, campus_token, approval = await db_call(_decide, request, run_id)
+    except errors.ApiError as exc:
+        return errors.error_response(exc)
+    resumed = await run_resume(run_id=run.id, campus_token=campus_token)
+    return JsonResponse({"call_id": approval.call_id, "status": approval.status, "resumed": resumed is not None})

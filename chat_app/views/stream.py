@@ -16,7 +16,7 @@ from campus_agent.redaction import clip_text
 from campus_agent.sse import sse_response
 from chat_app import api_errors as errors
 from chat_app.asyncdb import db_call
-from chat_app.runs.engine import RunPlan, RunTask
+from chat_app.runs.engine import RunPlan, RunTask, paused_run_ended
 from chat_app.runs.follow import run_frames
 from chat_app.services.admission import Admission, chat_turn_admit
 
@@ -35,7 +35,18 @@ def _run_start(admission: Admission, request_id: str) -> RunTask:
         campus_token=caller.campus_token,
         hint_domain=start.hint_domain,
     )
+    for closed in start.closed_runs:  # ended by this question while they waited for approval
+        _background(paused_run_ended(closed))
     return RunTask(RunPlan(run=start.run, agent=start.agent, history=start.history, ctx=ctx), slot=admission.slot)
+
+
+_background_tasks: set[asyncio.Task] = set()
+
+
+def _background(coro) -> None:
+    task = asyncio.ensure_future(coro)
+    _background_tasks.add(task)  # the loop keeps only weak references
+    task.add_done_callback(_background_tasks.discard)
 
 
 def _start_when_admitted(task: asyncio.Task, request_id: str) -> None:

@@ -38,6 +38,16 @@ export function runStop({ runId }) {
   });
 }
 
+// Decides on a tool call that waits for approval (DESIGN §4a): "approve" | "reject".
+export function runApprovalDecide({ runId, callId, decision }) {
+  return fetch(`/api/v1/runs/${encodeURIComponent(runId)}/approvals`, {
+    method: "POST",
+    credentials: "same-origin",
+    headers: headers({ Accept: "application/json", "Content-Type": "application/json" }),
+    body: JSON.stringify({ call_id: callId, decision }),
+  });
+}
+
 export function conversationDelete({ id }) {
   return fetch(`/api/v1/conversations/${encodeURIComponent(id)}`, {
     method: "DELETE",

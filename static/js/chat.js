@@ -14,6 +14,7 @@ import {
   feedbackDelete,
   feedbackPut,
   lastTurnSupersede,
+  runApprovalDecide,
   runEvents,
   runStop,
 } from "./api.js";
@@ -22,6 +23,13 @@ import { Composer } from "./composer.js";
 import { Exchange, exchangeFor } from "./exchange.js";
 import { historyRender } from "./history.js";
 import {
+  APPROVAL_APPROVE,
+  APPROVAL_FAILED,
+  APPROVAL_REJECT,
+  APPROVAL_SENT,
+  APPROVAL_TITLE,
+  APPROVAL_UNTIL,
+  APPROVAL_WAITING,
   CAMPUS_LOGIN_BUTTON,
   CAMPUS_LOGIN_EXPIRED,
   DELETE_FAILED,
@@ -57,6 +65,10 @@ const composer = new Composer({
 // {controller, runId, lastSeq, stopWanted, turn, question, exchange, version, sessionSeen, refused}.
 let current = null;
 const RESUME_TRIES = 5;
+const STREAMING_STATUS = "小智正在回答…（可按“停止”中断）";
+const APPROVAL_TEXTS = {
+  title: APPROVAL_TITLE, approve: APPROVAL_APPROVE, reject: APPROVAL_REJECT, until: APPROVAL_UNTIL, sent: APPROVAL_SENT,
+};
 const RESUME_DELAY_MS = 1000;
 
 // --- helpers ---------------------------------------------------------------------------------
@@ -87,7 +99,7 @@ function setStreaming(on) {
   stopButton.hidden = !on;
   agentSelect.disabled = on || agentSelect.options.length === 0 || !agentSelect.value;
   app.classList.toggle("streaming", on);
-  status(on ? "小智正在回答…（可按“停止”中断）" : "");
+  status(on ? STREAMING_STATUS : "");
   if (!on) composer.update();
   if (on) stopButton.focus();
   else input.focus();
@@ -157,6 +169,12 @@ function onFrame(run, frame) {
       break;
     case "tool_result":
       turn.toolResult(frame);
+      if (run.waiting?.delete(frame.call_id) && !run.waiting.size) status(STREAMING_STATUS);
+      break;
+    case "approval_required":
+      (run.waiting ||= new Set()).add(frame.call_id);
+      turn.approvalAsk(frame, (decision) => decide(run, frame.call_id, decision), APPROVAL_TEXTS);
+      status(APPROVAL_WAITING);
       break;
     case "error":
       errorShow(turn, frame, errorText({ code: frame.code, message: frame.message }));
@@ -208,6 +226,19 @@ async function followRun(run, response) {
       continue; // still offline: try again
     }
     if (!response.ok) throw new Error(`re-attach refused (${response.status})`);
+  }
+}
+
+// The student's decision on a waiting call; null when it went through (the run goes on and its
+// frames arrive on the stream), else what to tell them.
+async function decide(run, callId, decision) {
+  try {
+    const response = await runApprovalDecide({ runId: run.runId, callId, decision });
+    if (response.ok) return null;
+    const body = await errorBody(response);
+    return errorText({ code: body?.code, status: response.status, message: body?.message }) || APPROVAL_FAILED;
+  } catch {
+    return APPROVAL_FAILED;
   }
 }
 

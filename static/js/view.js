@@ -5,7 +5,7 @@ import { codeEnhance } from "./code.js";
 import { markdownFragment } from "./markdown.js";
 
 export const INTERRUPTED_MARK = "（已中断）";
-const TOOL_STATE_TEXT = { running: "运行中…", done: "完成", failed: "失败", cut: "已中断" };
+const TOOL_STATE_TEXT = { running: "运行中…", waiting: "等待确认", done: "完成", failed: "失败", cut: "已中断" };
 export const ECHO_TITLE = "结果已写在回答里";
 const TOOL_IMAGE_ALT = "工具返回的图片";
 const SAFE_LINK = /^https?:\/\/[^\s]+$/i;
@@ -41,6 +41,24 @@ export function userBubble(container, text) {
   article.append(body);
   container.append(article);
   return article;
+}
+
+// A call's arguments (JSON text) as readable pairs: {"message": "订一份午饭"} → 内容: 订一份午饭.
+// Shown as text nodes only; a value that is not a string is shown as compact JSON.
+const ARGUMENT_NAMES = { message: "内容" };
+
+export function argumentPairs(args) {
+  let value;
+  try {
+    value = JSON.parse(String(args || "{}"));
+  } catch {
+    return [["参数", String(args)]];
+  }
+  if (!value || typeof value !== "object" || Array.isArray(value)) return [["参数", JSON.stringify(value)]];
+  return Object.entries(value).map(([key, item]) => [
+    ARGUMENT_NAMES[key] || key,
+    typeof item === "string" ? item : JSON.stringify(item),
+  ]);
 }
 
 const flat = (text) => String(text || "").replace(/\s+/g, " ").trim();
@@ -144,6 +162,7 @@ export class AssistantTurn {
 
   toolResult({ call_id: callId, tool, ok, error, links, images, label }) {
     const entry = this.toolEntry(callId, tool);
+    this.approvalSettle(entry);
     if (label) entry.details.querySelector(".tool-name").textContent = String(label); // the tool's own title
     this.toolMedia(entry, links, images);
     this.toolState(entry, ok ? "done" : "failed");
@@ -181,6 +200,57 @@ export class AssistantTurn {
     entry.media = true;
     entry.details.classList.add("has-output");
     entry.details.open = true; // a link or a picture is the answer's point: shown without a click
+  }
+
+  // A tool call that waits for the student (approval_required): a card in its chip with what
+  // will run and two buttons. `onDecide(decision)` posts the decision and resolves to null, or
+  // to a message to show when it did not go through. The card goes when the call's result comes.
+  approvalAsk({ call_id: callId, tool, args, expires_at: expiresAt }, onDecide, texts) {
+    const entry = this.toolEntry(callId, tool);
+    if (entry.approval) return; // a replayed frame (re-attach) for a card already shown
+    this.toolState(entry, "waiting");
+    const card = el("div", "approval");
+    card.setAttribute("role", "group");
+    card.append(el("p", "approval-title", `${texts.title}：${toolLabel(tool)}`));
+    const list = el("dl", "approval-args");
+    for (const [key, value] of argumentPairs(args)) list.append(el("dt", "", key), el("dd", "", value));
+    if (list.childElementCount) card.append(list);
+    const until = new Date(expiresAt);
+    if (!Number.isNaN(until.getTime())) {
+      const time = until.toLocaleTimeString("zh-CN", { hour: "2-digit", minute: "2-digit" });
+      card.append(el("p", "approval-until", texts.until(time)));
+    }
+    const row = el("div", "approval-actions");
+    const note = el("p", "approval-note");
+    note.setAttribute("aria-live", "polite");
+    const buttons = [["approve", texts.approve, "btn-primary"], ["reject", texts.reject, "btn-ghost"]].map(
+      ([decision, label, style]) => {
+        const button = el("button", `btn ${style} btn-small approval-${decision}`, label);
+        button.type = "button";
+        button.addEventListener("click", async () => {
+          buttons.forEach((b) => { b.disabled = true; });
+          note.textContent = texts.sent[decision];
+          const problem = await onDecide(decision);
+          if (problem) {
+            note.textContent = problem;
+            buttons.forEach((b) => { b.disabled = false; });
+          }
+        });
+        return button;
+      },
+    );
+    row.append(...buttons);
+    card.append(row, note);
+    entry.details.append(card);
+    entry.details.open = true;
+    entry.approval = card;
+    buttons[0].focus();
+  }
+
+  approvalSettle(entry) {
+    if (!entry.approval) return;
+    entry.approval.remove();
+    entry.approval = null;
   }
 
   // A stored tool row: its content is the full text the tool returned.
