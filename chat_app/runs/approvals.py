@@ -79,9 +79,11 @@ def approval_decide(*, run: Run, call_id: str, approve: bool) -> ToolApproval:
     """Records one decision on a call of the run's current pause; raises ApprovalRefused."""
     current = ToolApproval.objects.filter(run_id=run.id, pause_seq=run.frames_seq, call_id=call_id)
     status = ToolApproval.Status.APPROVED if approve else ToolApproval.Status.REJECTED
-    decided = current.filter(status=ToolApproval.Status.PENDING, expires_at__gt=timezone.now()).update(
-        status=status, decided_at=timezone.now()
-    )
+    now = timezone.now()
+    pending = current.filter(status=ToolApproval.Status.PENDING)
+    decided = pending.filter(expires_at__gt=now).update(status=status, decided_at=now)
+    if not decided:  # too late: it counts as rejected now, whether or not a supervisor saw it yet
+        pending.update(status=ToolApproval.Status.EXPIRED, decided_at=now)
     approval = current.first()
     if approval is None:
         raise ApprovalRefused("no_call")

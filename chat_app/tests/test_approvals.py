@@ -12,6 +12,7 @@ import uuid
 
 import httpx
 import pytest
+from django.utils import timezone
 
 from agents_app.testing.fake_llm import ScriptedCall
 from chat_app.models import Message, Run, ToolApproval
@@ -309,11 +310,34 @@ def test_the_approvals_endpoint_refuses_clearly(
                  {"call_id": call_id, "decision": ["approve"]}):
         answer = post(body)
         assert (answer.status_code, answer.json()["code"]) == (400, 40001), body
-    assert httpx.post(url, content=b"{", headers={**auth_headers, "Content-Type": "application/json"}).status_code == 400
+    as_json = {**auth_headers, "Content-Type": "application/json"}
+    for raw, status in ((b"{", 400), (b"[" * 1200 + b"]" * 1200, 400), (b"\xef\xbb\xbf{}", 400),
+                        (b'{"call_id": "a", "call_id": "b", "decision": "approve"}', 400),
+                        (b'{"call_id": "\\ud800", "decision": "approve"}', 400),
+                        (b'{"call_id": "' + b"x" * 70_000 + b'", "decision": "approve"}', 413)):
+        assert httpx.post(url, content=raw, headers=as_json).status_code == status, raw[:40]
     assert httpx.post(url, content=b"call_id=1", headers={**auth_headers, "Content-Type": "text/plain"}).status_code == 415
     unknown = post({"call_id": "call_nobody", "decision": "approve"})
     assert (unknown.status_code, unknown.json()["code"]) == (404, 40401)
     assert Run.objects.get(id=run_id).status == Run.Status.AWAITING_APPROVAL  # nothing decided by the refusals
+
+
+def test_a_decision_after_the_deadline_is_refused_and_the_run_goes_on(
+    live_asgi, llm_settings, agent, asking_canteen, auth_headers, subagent_server, settings
+):
+    settings.RUN_HEARTBEAT_SEC = 3600  # no supervisor pass: the late decision itself finds the expiry
+    llm_settings.reply_tool_calls(("call_canteen", {"message": "订午饭"}))
+    llm_settings.reply_text("没有确认，没订。")
+    with httpx.Client(base_url=live_asgi, timeout=15) as client:
+        with client.stream("POST", "/api/v1/chat", json={"message": "订午饭"}, headers=auth_headers) as response:
+            blocks, _ = read_until(response, lambda f: f["type"] == "approval_required")
+            run_id, call_id = blocks[0][1]["run_id"], blocks[-1][1]["call_id"]
+            ToolApproval.objects.filter(run_id=run_id).update(expires_at=timezone.now())  # the deadline passed
+            late = _decide(live_asgi, run_id, call_id, "approve", auth_headers)
+            assert (late.status_code, late.json()["code"]) == (409, 40903) and "已超时" in late.json()["message"]
+            rest, _ = parse_blocks(read_rest(response))
+    assert next(f for _, f in rest if f["type"] == "tool_result")["error"] == "等待批准超时，未执行。"
+    assert rest[-1][1]["type"] == "done" and subagent_server.requests == []
 
 
 def test_a_finished_run_has_nothing_to_approve(live_asgi, llm_settings, agent, auth_headers):

@@ -99,6 +99,14 @@ async def run_stop(request, run_id):
     return JsonResponse({"status": "stopping"}, status=202)
 
 
+class TooLate(Exception):
+    """The decision came after the call's deadline: refused (409), and the run may go on now."""
+
+    def __init__(self, error: errors.ApiError, *, run_id, campus_token: str | None):
+        super().__init__(error.message)
+        self.error, self.run_id, self.campus_token = error, run_id, campus_token
+
+
 def _decision_read(request) -> tuple[str, bool]:
     body = json_object_read(request)
     call_id, decision = body.get("call_id"), body.get("decision")
@@ -128,7 +136,10 @@ def _decide(request, run_id) -> tuple[Run, str | None, ToolApproval]:
         if exc.reason == "no_call":
             raise errors.ApiError(MSG_NO_CALL, code=errors.NOT_FOUND, status=404) from None
         label = dict(ToolApproval.Status.choices).get(exc.status, exc.status)
-        raise errors.ApiError(MSG_DECIDED.format(status=label), code=APPROVAL_CONFLICT, status=409) from None
+        error = errors.ApiError(MSG_DECIDED.format(status=label), code=APPROVAL_CONFLICT, status=409)
+        if exc.status == ToolApproval.Status.EXPIRED:
+            raise TooLate(error, run_id=run.id, campus_token=caller.campus_token) from None
+        raise error from None
     return run, caller.campus_token, approval
 
 
@@ -140,6 +151,9 @@ async def run_approvals(request, run_id):
         return _method_not_allowed("POST")
     try:
         run, campus_token, approval = await db_call(_decide, request, run_id)
+    except TooLate as late:  # its time ran out: the run goes on without it (as the supervisor would)
+        await run_resume(run_id=late.run_id, campus_token=late.campus_token)
+        return errors.error_response(late.error)
     except errors.ApiError as exc:
         return errors.error_response(exc)
     resumed = await run_resume(run_id=run.id, campus_token=campus_token)
