@@ -17,7 +17,8 @@ _META_KEY = "HTTP_X_REQUEST_ID"
 # UUIDs. Nothing else is trusted into log lines, downstream headers and the 64-character column.
 _CLIENT_ID = re.compile(r"[A-Za-z0-9-]{8,64}")
 
-_request_id: ContextVar[str] = ContextVar("request_id", default="-")
+NO_REQUEST_ID = "-"  # what the ContextVar holds outside a request (a log line shows it)
+_request_id: ContextVar[str] = ContextVar("request_id", default=NO_REQUEST_ID)
 
 
 def request_id_new() -> str:

@@ -20,6 +20,7 @@ from loguru import logger
 
 from campus_agent.errors import CAMPUS_TOKEN_EXPIRED, DOWNSTREAM, SUBAGENT_INTERNAL
 from campus_agent.redaction import clip_text, mask_token
+from campus_agent.tracing import trace_headers_add
 from subagents_app.models import SubAgent
 
 TIMEOUT_TEXT = "子 Agent 响应超时，请稍后重试。"
@@ -116,11 +117,8 @@ def subagent_chat_url(base_url: str) -> str:
 
 
 def _headers(*, request_id: str, conversation_id: str, campus_token: str | None) -> dict[str, str]:
-    headers = {
-        "Accept": "text/event-stream",
-        "X-Request-Id": request_id,
-        "X-Parent-Conversation-Id": conversation_id,
-    }
+    headers = {"Accept": "text/event-stream", "X-Parent-Conversation-Id": conversation_id}
+    trace_headers_add(headers, request_id=request_id)  # X-Request-Id, and traceparent while tracing
     if campus_token:
         headers["Authorization"] = f"Bearer {campus_token}"
     return headers

@@ -17,9 +17,14 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from agents_app.models import McpService
+from campus_agent.request_id import NO_REQUEST_ID, request_id_get
+from campus_agent.tracing import trace_headers_add
 
 # A pooled HTTP session idles between turns; the stream may stay quiet that long.
 IDLE_READ_TIMEOUT = 3600.0
+# The request id in a request's `_meta` (docs/runtime.md, "Request id and trace context"): a
+# prefixed key in reverse-DNS form, as the spec asks of keys that are not MCP's own.
+REQUEST_ID_META_KEY = "cn.edu.campus-agent/request-id"
 STDIO_WORKDIR_PREFIX = "campus-agent-mcp-"
 
 _stdio_workdir: str | None = None
@@ -62,6 +67,30 @@ def stdio_parameters(config: dict) -> StdioServerParameters:
     )
 
 
+def mcp_request_meta() -> dict | None:
+    """The `_meta` of a request made for the running turn: its request id (every transport).
+    The SDK adds its own keys beside it (the 2026-07-28 envelope, a traceparent)."""
+    request_id = request_id_get()
+    return None if request_id == NO_REQUEST_ID else {REQUEST_ID_META_KEY: request_id}
+
+
+async def _request_headers_add(request: httpx2.Request) -> None:
+    # Sessions are pooled and shared by turns, so the client's default headers cannot carry a
+    # turn's id. Both HTTP transports send each message from a task that runs in a copy of the
+    # sender's context (mcp.shared._context_streams), so here the ContextVars are the calling
+    # turn's: its request id and, while tracing, the SDK's client span of this request.
+    trace_headers_add(request.headers)
+
+
+def mcp_http_client(headers: dict | None = None, timeout: httpx2.Timeout | None = None,
+                    auth: httpx2.Auth | None = None) -> httpx2.AsyncClient:
+    """The SDK's HTTP client for MCP, plus a request hook that puts `X-Request-Id` (and, while
+    tracing, `traceparent`) on every request it sends, per call."""
+    client = create_mcp_http_client(headers=headers, timeout=timeout, auth=auth)
+    client.event_hooks["request"].append(_request_headers_add)
+    return client
+
+
 async def mcp_client_enter(*, service: McpService, stack: AsyncExitStack) -> Client:
     """Enters a connected, initialised `mcp.Client` on `stack` (exit it in the same task)."""
     config = service.config or {}
@@ -70,10 +99,11 @@ async def mcp_client_enter(*, service: McpService, stack: AsyncExitStack) -> Cli
         transport = stdio_client_transport(config)
     elif service.protocol == McpService.Protocol.SSE:
         transport = sse_client(
-            config["url"], headers=config.get("headers") or None, timeout=timeout, sse_read_timeout=IDLE_READ_TIMEOUT
+            config["url"], headers=config.get("headers") or None, timeout=timeout, sse_read_timeout=IDLE_READ_TIMEOUT,
+            httpx_client_factory=mcp_http_client,
         )
     elif service.protocol == McpService.Protocol.STREAMABLE_HTTP:
-        http = create_mcp_http_client(
+        http = mcp_http_client(
             headers=config.get("headers") or None, timeout=httpx2.Timeout(timeout, read=IDLE_READ_TIMEOUT)
         )
         await stack.enter_async_context(http)

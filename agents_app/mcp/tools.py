@@ -21,6 +21,7 @@ from mcp_types import CONNECTION_CLOSED
 from agents_app.mcp.connect import (
     exception_text,
     mcp_client_enter,
+    mcp_request_meta,
     mcp_service_fingerprint,
 )
 from agents_app.mcp.pool import McpUnavailable, mcp_pool
@@ -250,13 +251,14 @@ async def mcp_tool_call(*, service: McpService, tool: str, args: dict, shown_as:
 async def _call(pool, service: McpService, tool: str, args: dict):
     """One call; if the pooled connection turns out closed (the server process died or the
     HTTP stream ended while idle), reopen the session and send the call once more."""
+    meta = mcp_request_meta()  # the turn's request id, per call: the session is shared
     client = await pool.client(service)
     try:
-        return await client.call_tool(tool, args)
+        return await client.call_tool(tool, args, meta=meta)
     except MCPError as exc:
         if exc.code != CONNECTION_CLOSED:
             raise
     logger.info("MCP session of {} was closed; reopening", service.name)
     pool.discard(service.pk)
     client = await pool.client(service)
-    return await client.call_tool(tool, args)
+    return await client.call_tool(tool, args, meta=meta)

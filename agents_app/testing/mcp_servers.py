@@ -13,7 +13,8 @@ content), `env_keys` (which environment variables the server process got), `pid`
 structuredContent that fits it), `forecast_broken` (the same `outputSchema`, a structuredContent
 that breaks it), `handbook` (resource links: one https, one `javascript:`), `timetable` (its
 annotations carry a `title`, TIMETABLE_TITLE, and readOnlyHint), `register_course` (annotations:
-destructiveHint, title 选课: the approval tests).
+destructiveHint, title 选课: the approval tests), `request_info` (what the request carried for
+tracing: its `_meta` and, over HTTP, its `X-Request-Id` and `traceparent` headers, as JSON).
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ import os
 import sys
 import threading
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, ImageContent, ResourceLink, TextContent, ToolAnnotations
 from typing_extensions import TypedDict
@@ -110,6 +111,17 @@ def build_server(name: str = "campus-test", *, slow_cancelled: threading.Event |
                  annotations=ToolAnnotations(title="选课", destructive_hint=True))
     def register_course(course: str) -> str:
         return f"已选上 {course}"
+
+    @server.tool(description="这次请求带来的请求号和追踪上下文（测试用）。")
+    def request_info(ctx: Context) -> str:
+        request = ctx.request_context
+        http = request.request  # the HTTP request that carried the message; None over stdio
+        headers = getattr(http, "headers", None) or {}
+        return json.dumps({
+            "meta": dict(request.meta or {}),
+            "protocol_version": request.protocol_version,
+            "headers": {name: headers.get(name) for name in ("x-request-id", "traceparent")} if http else None,
+        })
 
     @server.tool(description="列出服务器进程能看到的环境变量名。")
     def env_keys() -> str:
