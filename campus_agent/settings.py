@@ -3,12 +3,14 @@
 Every variable is documented in `.env.example`; each has a default that runs the product on a
 fresh machine (SQLite, no model configured, no Redis).
 """
+import os
 from pathlib import Path
 
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
 from campus_agent.hosts import hosts_local_only
+from campus_agent.tracing import tracing_exporters
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -286,3 +288,8 @@ LOGIN_FAILURE_WINDOW_SEC = env.int("LOGIN_FAILURE_WINDOW_SEC", default=900)
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
 LOG_DIR = BASE_DIR / env.str("LOG_DIR", default="logs")  # a relative LOG_DIR is inside the project
 LOGGING_CONFIG = None  # loguru owns logging; stdlib loggers are bridged into it
+
+# --- tracing (OpenTelemetry; docs/operations.md, "Tracing") -----------------------------------
+# Off unless OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_TRACES_EXPORTER names an exporter; the
+# exporter itself reads the other standard OTEL_* variables. Started in apps.py.
+TRACING_EXPORTERS = tracing_exporters(os.environ)

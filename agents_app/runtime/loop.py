@@ -25,6 +25,7 @@ from agents_app.runtime.tool import Tool, tool_spec
 from agents_app.runtime.tool_runs import ToolRequest, tool_calls_run
 from agents_app.runtime.tools import tools_for_agent
 from campus_agent.approval import ApprovalPolicy
+from agents_app.runtime.tracing import model_round_traced
 from campus_agent.errors import DOWNSTREAM
 from campus_agent.request_id import request_id_set
 
@@ -231,7 +232,7 @@ async def _steps(turn: _Turn, step: NextStep) -> AsyncIterator[Event | Paused]:
     """Runs steps from `step` until one ends the turn; yields their events, then `Done` or `Paused`."""
     while isinstance(step, _RUNNING_STEPS):
         if isinstance(step, AskModel):
-            events = _model_round(turn)
+            events = model_round_traced(turn, _model_round(turn))
         elif isinstance(step, RunTools):
             events = _tool_round(turn, step)
         else:

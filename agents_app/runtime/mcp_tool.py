@@ -41,6 +41,7 @@ def parameters_normalise(schema) -> dict:
 
 class McpTool:
     answers_in_prose = False  # it returns data (a time, a list) for the model to phrase
+    trace_kind = "mcp"  # campus.tool.kind on its span (runtime/tracing.py)
 
     def __init__(self, *, service: McpService, info: McpToolInfo, name: str | None = None,
                  unavailable: bool = False):

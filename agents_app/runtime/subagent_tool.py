@@ -31,6 +31,7 @@ PROBE_LEASE_MARGIN_SEC = 5
 class SubAgentTool:
     parameters = MESSAGE_PARAMETERS
     answers_in_prose = True  # a sub-agent answers the student in sentences
+    trace_kind = "subagent"  # campus.tool.kind on its span (runtime/tracing.py)
 
     def __init__(self, *, sub_agent: SubAgent, name: str | None = None, unavailable: bool = False):
         self.sub_agent = sub_agent

@@ -5,6 +5,9 @@
 
 A tool never raises for a failure the model should read (timeout, HTTP error, isError): it
 returns `ToolOutcome(ok=False, text=…)`. If one raises anyway, tool_runs.py turns it into a result.
+
+Optional: `trace_kind` (`"mcp"`, `"subagent"` …) names the kind on the tool's trace span
+(`campus.tool.kind`, runtime/tracing.py); a tool without it is traced all the same.
 """
 from __future__ import annotations
 

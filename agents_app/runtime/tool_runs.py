@@ -13,6 +13,7 @@ from agents_app.runtime.budget import within
 from agents_app.runtime.context import RunContext
 from agents_app.runtime.events import Error, ToolChunk, ToolResult
 from agents_app.runtime.tool import Tool, ToolOutcome
+from agents_app.runtime.tracing import tool_span
 from campus_agent.request_id import request_id_set
 
 UNKNOWN_TOOL_TEXT = "没有名为“{name}”的工具，请只使用提供的工具。"
@@ -61,7 +62,10 @@ async def tool_calls_run(
         async def emit(text: str) -> None:
             await queue.put(ToolChunk(call_id=request.call_id, tool=request.tool, content=text))
 
-        outcome = await _outcome(request, tools_by_name.get(request.tool), ctx, emit)
+        tool = tools_by_name.get(request.tool)
+        with tool_span(request=request, tool=tool, ctx=ctx) as span:  # what the tool sends hangs under it
+            outcome = await _outcome(request, tool, ctx, emit)
+            span.outcome(outcome)
         if request.note:
             outcome = replace(outcome, text=f"{request.note}\n{outcome.text}")
         await queue.put((request, outcome))

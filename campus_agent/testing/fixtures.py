@@ -106,3 +106,62 @@ def redis_cache_shared(settings, redis_url: str, *, key_prefix: str):
         yield
     finally:
         forget()
+
+
+class _SpanRecorder:
+    """Tracing on, every finished span kept in memory by the OpenTelemetry SDK's own
+    InMemorySpanExporter; `wait_for(name)` waits (on the export, not a sleep) for a span that is
+    ended after the client already has its answer, such as a run's."""
+
+    def __init__(self):
+        import threading
+
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+        recorder = self
+        self._ended = threading.Condition()
+
+        class NotifyingExporter(InMemorySpanExporter):
+            def export(self, spans):
+                result = super().export(spans)
+                with recorder._ended:
+                    recorder._ended.notify_all()
+                return result
+
+        self.exporter = NotifyingExporter()
+        self.provider = TracerProvider()
+        self.provider.add_span_processor(SimpleSpanProcessor(self.exporter))
+
+    def spans(self) -> list:
+        return list(self.exporter.get_finished_spans())
+
+    def named(self, prefix: str) -> list:
+        return [s for s in self.spans() if s.name.startswith(prefix)]
+
+    def wait_for(self, prefix: str, *, count: int = 1, timeout: float = 10.0) -> list:
+        with self._ended:
+            if not self._ended.wait_for(lambda: len(self.named(prefix)) >= count, timeout=timeout):
+                raise AssertionError(f"no {count} span(s) {prefix!r} ended within {timeout}s: {[s.name for s in self.spans()]}")
+        return self.named(prefix)
+
+
+_span_recorder: _SpanRecorder | None = None
+
+
+@pytest.fixture
+def spans():
+    """Tracing on for this test (campus_agent.tracing), spans recorded in memory: `.spans()`,
+    `.named(prefix)`, `.wait_for(prefix)`. The provider becomes the process's global one (the
+    `mcp` SDK's client and server spans land there too) and stays so: OpenTelemetry sets it once."""
+    global _span_recorder
+    from campus_agent.tracing import tracing_start, tracing_stop
+
+    if _span_recorder is None:
+        _span_recorder = _SpanRecorder()
+    _span_recorder.exporter.clear()
+    tracing_start(_span_recorder.provider)
+    yield _span_recorder
+    tracing_stop()
+    _span_recorder.exporter.clear()

@@ -25,6 +25,7 @@ from loguru import logger
 from agents_app.models import Agent
 from agents_app.runtime.context import RunContext
 from agents_app.runtime.events import Chunk, Done, Error, Event, Paused, ToolCall, ToolResult
+from agents_app.runtime.tracing import run_span
 from agents_app.runtime.turn import turn_stream
 from campus_agent.errors import DOWNSTREAM, GENERAL
 from campus_agent.request_id import request_id_set
@@ -118,7 +119,9 @@ class RunTask:
     async def _main(self) -> None:
         try:
             async with ThreadSensitiveContext(executor=turn_sync_executor):
-                await self._run()
+                with run_span(agent=self.plan.agent, ctx=self.plan.ctx, run_id=self.run.id) as span:
+                    await self._run()
+                    span.interrupted(self.recorder.interrupted)
         finally:
             if not self._slot.released:  # storing never ran (a bug): do not leak the slot
                 await db_call(stream_slot_release, slot=self._slot)
