@@ -111,17 +111,25 @@ def redis_cache_shared(settings, redis_url: str, *, key_prefix: str):
 class _SpanRecorder:
     """Tracing on, every finished span kept in memory by the OpenTelemetry SDK's own
     InMemorySpanExporter; `wait_for(name)` waits (on the export, not a sleep) for a span that is
-    ended after the client already has its answer, such as a run's."""
+    ended after the client already has its answer, such as a run's.
+
+    OpenTelemetry sets the process's global provider once, and the `mcp` SDK makes its spans
+    (and injects their traceparent) through it. So that the tests after this one run as a
+    process without tracing does, the global provider is `switched`: while no test keeps spans
+    its tracers hand out the API's invalid span, exactly what the default no-op provider does."""
 
     def __init__(self):
         import threading
+        from contextlib import contextmanager
 
+        from opentelemetry import trace
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import SimpleSpanProcessor
         from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
         recorder = self
         self._ended = threading.Condition()
+        self.keeping = False
 
         class NotifyingExporter(InMemorySpanExporter):
             def export(self, spans):
@@ -130,9 +138,29 @@ class _SpanRecorder:
                     recorder._ended.notify_all()
                 return result
 
+        class SwitchedTracer(trace.Tracer):
+            def __init__(self, real):
+                self._real = real
+
+            def start_span(self, *args, **kwargs):
+                return self._real.start_span(*args, **kwargs) if recorder.keeping else trace.INVALID_SPAN
+
+            @contextmanager
+            def start_as_current_span(self, *args, **kwargs):
+                if not recorder.keeping:
+                    yield trace.INVALID_SPAN
+                    return
+                with self._real.start_as_current_span(*args, **kwargs) as span:
+                    yield span
+
+        class SwitchedProvider(trace.TracerProvider):
+            def get_tracer(self, *args, **kwargs):
+                return SwitchedTracer(sdk_provider.get_tracer(*args, **kwargs))
+
         self.exporter = NotifyingExporter()
-        self.provider = TracerProvider()
-        self.provider.add_span_processor(SimpleSpanProcessor(self.exporter))
+        sdk_provider = TracerProvider()
+        sdk_provider.add_span_processor(SimpleSpanProcessor(self.exporter))
+        self.provider = SwitchedProvider()
 
     def spans(self) -> list:
         return list(self.exporter.get_finished_spans())
@@ -161,7 +189,9 @@ def spans():
     if _span_recorder is None:
         _span_recorder = _SpanRecorder()
     _span_recorder.exporter.clear()
+    _span_recorder.keeping = True
     tracing_start(_span_recorder.provider)
     yield _span_recorder
     tracing_stop()
+    _span_recorder.keeping = False
     _span_recorder.exporter.clear()
