@@ -48,6 +48,20 @@ def tracing_exporters(environ: Mapping[str, str]) -> list[str]:
     return ["otlp"] if endpoint and endpoint.strip() else []
 
 
+def request_id_span_processor():
+    """A span processor that puts the running request's id on every span as it starts, also on
+    spans the project does not make itself (the `mcp` SDK's client spans)."""
+    from opentelemetry.sdk.trace import SpanProcessor
+
+    class RequestIdStamp(SpanProcessor):
+        def on_start(self, span, parent_context=None) -> None:
+            request_id = request_id_get()
+            if request_id != NO_REQUEST_ID:
+                span.set_attribute(REQUEST_ID_ATTRIBUTE, request_id)
+
+    return RequestIdStamp()
+
+
 def tracing_provider_build(exporters: list[str], environ: Mapping[str, str] = os.environ):
     """A TracerProvider exporting to `exporters` in batches (a background thread per process).
 
@@ -65,6 +79,7 @@ def tracing_provider_build(exporters: list[str], environ: Mapping[str, str] = os
     if str(resource.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
         resource = resource.merge(Resource({SERVICE_NAME: DEFAULT_SERVICE_NAME}))
     provider = TracerProvider(resource=resource)
+    provider.add_span_processor(request_id_span_processor())
     for name in exporters:
         if name == "otlp":
             protocol = environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")

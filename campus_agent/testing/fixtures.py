@@ -127,6 +127,8 @@ class _SpanRecorder:
         from opentelemetry.sdk.trace.export import SimpleSpanProcessor
         from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+        from campus_agent.tracing import request_id_span_processor
+
         recorder = self
         self._ended = threading.Condition()
         self.keeping = False
@@ -159,6 +161,7 @@ class _SpanRecorder:
 
         self.exporter = NotifyingExporter()
         sdk_provider = TracerProvider()
+        sdk_provider.add_span_processor(request_id_span_processor())  # as tracing_provider_build does
         sdk_provider.add_span_processor(SimpleSpanProcessor(self.exporter))
         self.provider = SwitchedProvider()
 

@@ -107,6 +107,8 @@ def test_a_turn_is_one_trace_with_model_rounds_and_parallel_tools(
     assert seen["headers"] == {"x-request-id": REQUEST_ID, "traceparent": _traceparent(sent)}
     assert seen["meta"]["traceparent"] == _traceparent(sent)
     assert seen["meta"][REQUEST_ID_META_KEY] == REQUEST_ID
+    # The SDK's own spans carry the request id too (stamped as they start).
+    assert sent.attributes[REQUEST_ID_ATTRIBUTE] == REQUEST_ID
 
 
 def test_a_failed_tool_marks_its_span(live_asgi, llm_settings, traced_agent, auth_headers, subagent_server, spans):
