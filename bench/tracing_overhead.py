@@ -6,7 +6,7 @@ A "turn" here is exactly the tracing work a real turn with two parallel tool cal
 nothing else: the run's span, two model rounds (each a round generator passed through
 `model_round_traced` and read to its end), two tool spans with their outcome, two outbound
 header sets (`trace_headers_add`). "off" is the default (no OTEL_* variable); "on" is a
-TracerProvider with a span processor that drops every span (the export itself runs on the batch
+TracerProvider with the request-id stamp and a span processor that drops every span (the export itself runs on the batch
 processor's thread in production). The figure is CPU time per turn (process_time), to put
 beside the ≈ 30–56 ms of server CPU a whole turn costs (docs/benchmarks.md).
 """
@@ -33,7 +33,12 @@ from agents_app.runtime.context import RunContext  # noqa: E402
 from agents_app.runtime.tool import ToolOutcome  # noqa: E402
 from agents_app.runtime.tool_runs import ToolRequest  # noqa: E402
 from agents_app.runtime.tracing import model_round_traced, run_span, tool_span  # noqa: E402
-from campus_agent.tracing import trace_headers_add, tracing_start, tracing_stop  # noqa: E402
+from campus_agent.tracing import (  # noqa: E402
+    request_id_span_processor,
+    trace_headers_add,
+    tracing_start,
+    tracing_stop,
+)
 
 CTX = RunContext(request_id="0af7651916cd43dd", conversation_id="c0a8e1f2-0000-4000-8000-000000000001")
 AGENT = SimpleNamespace(name="校园小智", slug="xiaozhi", effective_model="qwen-plus", temperature=0.3)
@@ -85,6 +90,7 @@ async def main(n: int) -> None:
     bare = await measure(one_turn_bare, n)
     off = await measure(one_turn, n)
     provider = TracerProvider()
+    provider.add_span_processor(request_id_span_processor())  # as tracing_provider_build does
     provider.add_span_processor(_Drop())
     tracing_start(provider)
     on = await measure(one_turn, n)
