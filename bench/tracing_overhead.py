@@ -61,7 +61,7 @@ async def one_turn() -> None:
             with tool_span(request=request, tool=TOOL, ctx=CTX) as span:
                 trace_headers_add({"Accept": "text/event-stream"}, request_id=CTX.request_id)
                 span.outcome(OUTCOME)
-        record.interrupted(False)
+        record.ended(interrupted=False, stopped=False)
 
 
 async def one_turn_bare() -> None:

@@ -39,7 +39,6 @@ if TYPE_CHECKING:
 PROVIDER = "openai"  # the API the model is spoken to with (any OpenAI-compatible endpoint)
 TOOL_TYPE = "function"  # every tool reaches the model as a function tool
 CANCELLED_ATTRIBUTE = "campus.cancelled"
-_OFF = nullcontext()
 
 
 class _Off:
@@ -48,7 +47,7 @@ class _Off:
     def outcome(self, outcome: ToolOutcome) -> None:
         pass
 
-    def interrupted(self, interrupted: bool) -> None:
+    def ended(self, *, interrupted: bool, stopped: bool) -> None:
         pass
 
 
@@ -66,9 +65,12 @@ class _SpanRecord:
             self.span.set_attribute("error.type", str(outcome.code) if outcome.code is not None else "tool_error")
             self.span.set_status(Status(StatusCode.ERROR, outcome.error or None))
 
-    def interrupted(self, interrupted: bool) -> None:
+    def ended(self, *, interrupted: bool, stopped: bool) -> None:
+        """How a run ended: cut short by a failure or the budget is an error; stopped by the
+        student (`campus.run.stopped`) is interrupted but not an error."""
         self.span.set_attribute("campus.run.interrupted", interrupted)
-        if interrupted:
+        self.span.set_attribute("campus.run.stopped", stopped)
+        if interrupted and not stopped:
             self.span.set_status(Status(StatusCode.ERROR, "interrupted"))
 
 
@@ -88,7 +90,7 @@ def _current(span: trace.Span) -> Iterator[_SpanRecord]:
 
 
 def run_span(*, agent: Agent, ctx: RunContext, run_id) -> Iterator[_SpanRecord | _Off]:
-    """The span of a whole run (`with run_span(...) as record: …; record.interrupted(…)`)."""
+    """The span of a whole run (`with run_span(...) as record: …; record.ended(…)`)."""
     active = tracer()
     if active is None:
         return _OFF_RECORD

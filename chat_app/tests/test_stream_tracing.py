@@ -4,11 +4,12 @@ recorded by the OpenTelemetry SDK's in-memory exporter; and what the sub-agent a
 server received (traceparent) matches the tool spans."""
 import json
 
+import httpx
 import pytest
 
 from agents_app.mcp.connect import REQUEST_ID_META_KEY
 from campus_agent.tracing import REQUEST_ID_ATTRIBUTE, TRACER_NAME
-from chat_app.tests.sse import chat
+from chat_app.tests.sse import chat, read_rest, read_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -60,6 +61,7 @@ def test_a_turn_is_one_trace_with_model_rounds_and_parallel_tools(
         "campus.run_id": session["run_id"],
         REQUEST_ID_ATTRIBUTE: REQUEST_ID,
         "campus.run.interrupted": False,
+        "campus.run.stopped": False,
     }
     ours = _ours(spans)
     assert {s.context.trace_id for s in ours} == {run.context.trace_id}
@@ -131,3 +133,18 @@ def test_off_no_span_and_no_traceparent(live_asgi, llm_settings, traced_agent, a
     _turn(live_asgi, llm_settings, auth_headers)
     assert "traceparent" not in subagent_server.last_request.headers
     assert subagent_server.last_request.headers["x-request-id"] == REQUEST_ID
+
+
+def test_a_stopped_run_is_interrupted_not_an_error(live_asgi, llm_settings, agent, auth_headers, spans):
+    llm_settings.reply_tool_calls(("call_canteen", {"message": "[[mode:trickle]]"}))
+    with httpx.Client(base_url=live_asgi, timeout=15) as client:
+        with client.stream("POST", "/api/v1/chat", json={"message": "慢慢说"}, headers=auth_headers) as response:
+            blocks, _ = read_until(response, lambda f: f["type"] == "tool_chunk")  # the sub-agent is talking
+            run_id = blocks[0][1]["run_id"]
+            assert client.post(f"/api/v1/runs/{run_id}/stop", headers=auth_headers).status_code == 202
+            read_rest(response)
+    [run] = spans.wait_for("invoke_agent")
+    assert (run.attributes["campus.run.interrupted"], run.attributes["campus.run.stopped"]) == (True, True)
+    assert run.status.status_code.name == "UNSET"
+    [tool] = spans.named("execute_tool call_canteen")
+    assert tool.attributes["campus.cancelled"] is True and tool.parent.span_id == run.context.span_id
