@@ -2,8 +2,9 @@
 
 Off unless the environment names an exporter (`OTEL_EXPORTER_OTLP_ENDPOINT`,
 `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` or `OTEL_TRACES_EXPORTER`; settings.TRACING_EXPORTERS).
-Off means no span object is made anywhere: every span helper first reads `tracer()`, which is
-None, and does nothing else (docs/operations.md, "Tracing": the measured cost).
+Off means the project makes no span: every span helper first reads `tracer()`, which is None,
+and does nothing else (docs/operations.md, "Tracing": the measured cost). The `mcp` SDK's own
+calls into the OpenTelemetry API then reach its no-op default, as they always did.
 
 The spans themselves (a run, a model round, a tool call) are the agent runtime's
 (agents_app/runtime/tracing.py); this module knows nothing of agents.
