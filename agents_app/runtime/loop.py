@@ -24,8 +24,8 @@ from agents_app.runtime.model_calls import ModelCall, model_call_merge, model_ca
 from agents_app.runtime.tool import Tool, tool_spec
 from agents_app.runtime.tool_runs import ToolRequest, tool_calls_run
 from agents_app.runtime.tools import tools_for_agent
-from campus_agent.approval import ApprovalPolicy
 from agents_app.runtime.tracing import model_round_traced
+from campus_agent.approval import ApprovalPolicy
 from campus_agent.errors import DOWNSTREAM
 from campus_agent.request_id import request_id_set
 
