@@ -1,5 +1,6 @@
-"""The tool loop of one chat turn (DESIGN §6): a model round and a tool round, each a step that
-yields its events as they happen and ends with the next step; `run_turn` chooses the next step."""
+"""The tool loop of one chat turn (DESIGN §6): a model round and a tool round (and, in a turn that
+resumes after an approval pause, a round of the decided calls), each a step that yields its events
+as they happen and ends with the next step; `run_turn` / `resume_turn` choose the next step."""
 from __future__ import annotations
 
 import json

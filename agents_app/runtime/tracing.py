@@ -47,7 +47,7 @@ class _Off:
     def outcome(self, outcome: ToolOutcome) -> None:
         pass
 
-    def ended(self, *, interrupted: bool, stopped: bool) -> None:
+    def ended(self, *, interrupted: bool, stopped: bool, paused: bool = False) -> None:
         pass
 
 
@@ -65,11 +65,13 @@ class _SpanRecord:
             self.span.set_attribute("error.type", str(outcome.code) if outcome.code is not None else "tool_error")
             self.span.set_status(Status(StatusCode.ERROR, outcome.error or None))
 
-    def ended(self, *, interrupted: bool, stopped: bool) -> None:
+    def ended(self, *, interrupted: bool, stopped: bool, paused: bool = False) -> None:
         """How a run ended: cut short by a failure or the budget is an error; stopped by the
-        student (`campus.run.stopped`) is interrupted but not an error."""
+        student (`campus.run.stopped`) is interrupted but not an error; `campus.run.paused`: it
+        waits for approval, and its resumption is a run span of its own (same `campus.run_id`)."""
         self.span.set_attribute("campus.run.interrupted", interrupted)
         self.span.set_attribute("campus.run.stopped", stopped)
+        self.span.set_attribute("campus.run.paused", paused)
         if interrupted and not stopped:
             self.span.set_status(Status(StatusCode.ERROR, "interrupted"))
 

@@ -121,7 +121,7 @@ class RunTask:
             async with ThreadSensitiveContext(executor=turn_sync_executor):
                 with run_span(agent=self.plan.agent, ctx=self.plan.ctx, run_id=self.run.id) as span:
                     await self._run()
-                    span.ended(interrupted=self.recorder.interrupted, stopped=self.stopping)
+                    span.ended(interrupted=self.recorder.interrupted, stopped=self.stopping, paused=self.paused)
         finally:
             if not self._slot.released:  # storing never ran (a bug): do not leak the slot
                 await db_call(stream_slot_release, slot=self._slot)

@@ -62,6 +62,7 @@ def test_a_turn_is_one_trace_with_model_rounds_and_parallel_tools(
         REQUEST_ID_ATTRIBUTE: REQUEST_ID,
         "campus.run.interrupted": False,
         "campus.run.stopped": False,
+        "campus.run.paused": False,
     }
     ours = _ours(spans)
     assert {s.context.trace_id for s in ours} == {run.context.trace_id}
@@ -148,3 +149,25 @@ def test_a_stopped_run_is_interrupted_not_an_error(live_asgi, llm_settings, agen
     assert run.status.status_code.name == "UNSET"
     [tool] = spans.named("execute_tool call_canteen")
     assert tool.attributes["campus.cancelled"] is True and tool.parent.span_id == run.context.span_id
+
+
+def test_a_run_that_waits_for_approval_and_its_resumption_are_two_run_spans(
+    live_asgi, llm_settings, agent, auth_headers, subagent_server, spans
+):
+    agent.sub_agents.update(approval_policy="ask")
+    llm_settings.reply_tool_calls(("call_canteen", {"message": "订午饭"}))
+    llm_settings.reply_text("订好了。")
+    with httpx.Client(base_url=live_asgi, timeout=15) as client:
+        with client.stream("POST", "/api/v1/chat", json={"message": "订午饭"}, headers=auth_headers) as response:
+            blocks, _ = read_until(response, lambda f: f["type"] == "approval_required")
+            [paused] = spans.wait_for("invoke_agent")
+            assert paused.attributes["campus.run.paused"] is True and not spans.named("execute_tool")
+            run_id, call_id = blocks[0][1]["run_id"], blocks[-1][1]["call_id"]
+            client.post(f"/api/v1/runs/{run_id}/approvals", headers=auth_headers,
+                        json={"call_id": call_id, "decision": "approve"})
+            read_rest(response)
+    first, resumed = spans.wait_for("invoke_agent", count=2)
+    assert first.attributes["campus.run_id"] == resumed.attributes["campus.run_id"] == run_id
+    assert resumed.attributes["campus.run.paused"] is False
+    [tool] = spans.named("execute_tool")
+    assert tool.parent.span_id == resumed.context.span_id  # the approved call ran in the resumed run
