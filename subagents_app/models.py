@@ -38,6 +38,12 @@ class ServiceUrlValidator(URLValidator):
 class SubAgent(TimeStampedModel):
     """An independently deployed sub-agent, offered to the model as the tool `call_<name>`."""
 
+    class Protocol(models.TextChoices):
+        # The seed contract (DESIGN §5): POST {base_url}/api/v1/chat, answered with SSE frames.
+        CAMPUS_SSE = "campus-sse", "校园子 Agent 协议（POST /api/v1/chat + SSE）"
+        # The Agent2Agent protocol: Agent Card at {base_url}/.well-known/agent-card.json.
+        A2A = "a2a", "A2A（Agent2Agent，按 Agent Card 调用）"
+
     name = models.CharField(
         "名称",
         max_length=63,
@@ -55,14 +61,24 @@ class SubAgent(TimeStampedModel):
         "描述",
         help_text="模型读这段描述来决定何时调用该子 Agent：请写清它能做什么，并包含触发关键词（如“食堂、菜单、吃什么”）。",
     )
+    protocol = models.CharField(
+        "协议",
+        max_length=16,
+        choices=Protocol.choices,
+        default=Protocol.CAMPUS_SSE,
+        help_text=(
+            "子 Agent 说哪种协议。A2A：服务地址填 Agent 的根地址，网关读取 {服务地址}/.well-known/agent-card.json "
+            "上的 Agent Card，按卡片声明的 JSON-RPC 地址调用；描述留空时从卡片的技能生成。只有超级管理员可以修改。"
+        ),
+    )
     # A CharField with its own validator: URLField would refuse single-label service hosts.
     base_url = models.CharField(
         "服务地址",
         max_length=500,
         validators=[ServiceUrlValidator()],
         help_text=(
-            "子 Agent 的根地址，如 http://canteen-agent:8000 。网关会 POST {服务地址}/api/v1/chat ，"
-            "并带上学生的校园令牌，所以只有超级管理员可以修改。"
+            "子 Agent 的根地址，如 http://canteen-agent:8000 。网关会 POST {服务地址}/api/v1/chat "
+            "（A2A：读取 {服务地址}/.well-known/agent-card.json），并带上学生的校园令牌，所以只有超级管理员可以修改。"
         ),
     )
     domain = models.CharField(
@@ -114,6 +130,10 @@ class SubAgent(TimeStampedModel):
     @property
     def example_question_list(self) -> list[str]:
         return [line.strip() for line in (self.example_questions or "").splitlines() if line.strip()]
+
+    @property
+    def is_a2a(self) -> bool:
+        return self.protocol == self.Protocol.A2A
 
     @property
     def tool_name(self) -> str:

@@ -1,6 +1,9 @@
 """A sub-agent offered to the model as `call_<name>(message)`, behind its circuit breaker
 (campus_agent/circuit.py): while the breaker is open the tool is still offered, its description
-says it is unavailable, and a call fails at once instead of waiting for the timeout."""
+says it is unavailable, and a call fails at once instead of waiting for the timeout.
+
+The sub-agent's protocol picks the client: the seed contract (subagents_app/client.py) or A2A
+(subagents_app/a2a_client.py). Both return the same reply, so nothing else here differs."""
 from __future__ import annotations
 
 from agents_app.runtime.context import RunContext
@@ -14,6 +17,7 @@ from campus_agent.circuit import (
     circuit_release,
 )
 from campus_agent.request_id import request_id_set
+from subagents_app.a2a_client import a2a_call
 from subagents_app.client import subagent_call, subagent_circuit_key
 from subagents_app.models import SubAgent
 
@@ -61,8 +65,9 @@ class SubAgentTool:
                                       lease_sec=self.sub_agent.timeout_sec + PROBE_LEASE_MARGIN_SEC)
         if ticket is None:
             return ToolOutcome(text=CIRCUIT_OPEN_TEXT, ok=False, error=CIRCUIT_OPEN_TEXT)
+        call = a2a_call if self.sub_agent.is_a2a else subagent_call
         try:
-            reply = await subagent_call(
+            reply = await call(
                 sub_agent=self.sub_agent,
                 message=message,
                 request_id=ctx.request_id,

@@ -2,6 +2,7 @@
 import pytest
 
 from subagents_app.models import SubAgent
+from subagents_app.testing.a2a_agent import A2aTestAgent
 from subagents_app.testing.contract_agent import ContractAgent
 
 
@@ -43,3 +44,32 @@ def sub_agent_factory(db, subagent_server):
 def sub_agent(sub_agent_factory) -> SubAgent:
     """The `canteen` sub-agent (tool `call_canteen`), timeout 3 s, served by `subagent_server`."""
     return sub_agent_factory()
+
+
+@pytest.fixture
+def a2a_server():
+    """A running A2A test agent (a2a_agent.py: variants by base URL, `[[mode:…]]` markers)."""
+    with A2aTestAgent() as server:
+        yield server
+
+
+@pytest.fixture
+def a2a_sub_agent_factory(db, a2a_server):
+    """A2A SubAgent rows on the test agent: `a2a_sub_agent_factory("plain", name="library")`."""
+    from subagents_app.a2a_card import agent_card_cache_clear
+
+    agent_card_cache_clear()  # each test's server has its own port: no card of another test
+
+    def make(variant: str = "stream", **fields) -> SubAgent:
+        values = {
+            "name": "library",
+            "description": "图书馆助手：开放时间、借阅。关键词：图书馆、几点开门",
+            "base_url": a2a_server.url(variant),
+            "protocol": SubAgent.Protocol.A2A,
+            "timeout_sec": 3,
+        }
+        values.update(fields)
+        return SubAgent.objects.create(**values)
+
+    yield make
+    agent_card_cache_clear()

@@ -1,0 +1,234 @@
+"""An A2A agent built with a2a-sdk's server side, with fault modes, for tests.
+
+One server serves several agents, each under its own base URL `{root}/<variant>`:
+
+    stream     Agent Card with streaming; no auth
+    plain      the card says no streaming (the client must use a plain message send)
+    bearer     streaming; the card declares HTTP bearer auth (the campus token is sent)
+    garbage    the card is fine, its JSON-RPC endpoint answers an event stream of non-JSON
+    die        the JSON-RPC endpoint streams one artifact update, then cuts the connection
+    foreign    the card's JSON-RPC URL is on another origin
+    huge       a card of about 300 KB          notjson    a card that is HTML
+    odd        a card with fields of the wrong types (`skills: "many"`)
+    nocard     no card (404)
+
+What a task does is chosen by a marker in the message, `[[mode:<name>]]`, as for the contract
+sub-agent (contract_agent.py):
+
+    normal     status "working" with STATUS_TEXT, the answer in appended artifact chunks, completed
+    failed     working, then `failed` with FAILED_MESSAGE
+    canceled   working, then the agent itself ends the task as `canceled`
+    input      `input-required`, asking INPUT_QUESTION
+    auth       `auth-required`, saying AUTH_DETAIL
+    hang       working and one chunk, then waits until the task is cancelled (tasks/cancel)
+    slow       waits `stall_sec` before anything (a timeout test), cancellable the same way
+    message    answers with a plain Message, no task
+
+`requests` records every HTTP request (path, headers lower-cased); `messages` every message text
+the executor received; `cancelled` is set (and `cancelled_tasks` appended) when a task is
+cancelled through tasks/cancel — what the agent sees of a stop.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import threading
+from dataclasses import dataclass
+
+from a2a.helpers import new_text_message
+from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
+from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
+from a2a.types import (
+    AgentCapabilities,
+    AgentCard,
+    AgentInterface,
+    AgentSkill,
+    HTTPAuthSecurityScheme,
+    Part,
+    Role,
+    SecurityScheme,
+    Task,
+    TaskState,
+    TaskStatus,
+)
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from campus_agent.testing.servers import ServedApp
+
+MODE_PATTERN = re.compile(r"\[\[mode:([a-z0-9_-]+)\]\]")
+STATUS_TEXT = "正在查询…"
+FAILED_MESSAGE = "馆藏系统维护中"
+AGENT_CANCELED_MESSAGE = "任务被管理员取消"
+INPUT_QUESTION = "请问您要查询哪个校区的图书馆？"
+AUTH_DETAIL = "请先在图书馆系统中授权"
+SKILL = AgentSkill(id="hours", name="开放时间", description="查询图书馆开放时间", tags=["图书馆"],
+                   examples=["图书馆几点关门？"])
+VARIANTS = ("stream", "plain", "bearer", "garbage", "die", "foreign", "huge", "notjson", "odd", "nocard")
+CUT_CHUNK = "说到一半"
+
+
+def answer_chunks(message: str) -> list[str]:
+    """The artifact pieces a normal answer streams; joined they are the tool result."""
+    clean = MODE_PATTERN.sub("", message).strip()
+    return ["A2A", "已收到：", clean or "（空）", "。"]
+
+
+def mode_of(message: str) -> str:
+    found = MODE_PATTERN.search(message or "")
+    return found.group(1) if found else "normal"
+
+
+@dataclass
+class RecordedRequest:
+    path: str
+    headers: dict[str, str]
+
+
+class _Executor(AgentExecutor):
+    def __init__(self, agent: A2aTestAgent):
+        self.agent = agent
+
+    async def execute(self, context: RequestContext, event_queue) -> None:
+        text = context.get_user_input()
+        self.agent.messages.append(text)
+        mode = mode_of(text)
+        if mode == "message":
+            await event_queue.enqueue_event(new_text_message("".join(answer_chunks(text)), role=Role.ROLE_AGENT))
+            return
+        await event_queue.enqueue_event(Task(id=context.task_id, context_id=context.context_id,
+                                             status=TaskStatus(state=TaskState.TASK_STATE_SUBMITTED),
+                                             history=[context.message]))
+        updater = TaskUpdater(event_queue, context.task_id, context.context_id)
+        if mode == "slow":
+            await asyncio.sleep(self.agent.stall_sec)
+        await updater.start_work(updater.new_agent_message([Part(text=STATUS_TEXT)]))
+        if mode == "failed":
+            await updater.failed(updater.new_agent_message([Part(text=FAILED_MESSAGE)]))
+        elif mode == "canceled":
+            await updater.cancel(updater.new_agent_message([Part(text=AGENT_CANCELED_MESSAGE)]))
+        elif mode == "input":
+            await updater.requires_input(updater.new_agent_message([Part(text=INPUT_QUESTION)]))
+        elif mode == "auth":
+            await updater.requires_auth(updater.new_agent_message([Part(text=AUTH_DETAIL)]))
+        elif mode == "hang":
+            await updater.add_artifact([Part(text=answer_chunks(text)[0])], artifact_id="answer")
+            await asyncio.sleep(self.agent.stall_sec)
+        else:
+            for index, piece in enumerate(answer_chunks(text)):
+                await asyncio.sleep(self.agent.chunk_delay)
+                await updater.add_artifact([Part(text=piece)], artifact_id="answer", append=index > 0)
+            await updater.complete()
+
+    async def cancel(self, context: RequestContext, event_queue) -> None:
+        self.agent.cancelled_tasks.append(context.task_id)
+        self.agent.cancelled.set()
+        await TaskUpdater(event_queue, context.task_id, context.context_id).cancel()
+
+
+class A2aTestAgent(ServedApp):
+    def __init__(self, *, chunk_delay: float = 0.02, stall_sec: float = 30.0):
+        self.chunk_delay = chunk_delay
+        self.stall_sec = stall_sec
+        self.requests: list[RecordedRequest] = []
+        self.messages: list[str] = []
+        self.cancelled_tasks: list[str] = []
+        self.cancelled = threading.Event()
+        executor = _Executor(self)
+        routes = []
+        for variant in ("stream", "plain", "bearer", "garbage", "die", "foreign"):
+            card = self._card(variant)
+            if variant in ("garbage", "die"):
+                routes.append(Route(f"/{variant}/", getattr(self, f"_rpc_{variant}"), methods=["POST"]))
+            else:
+                handler = DefaultRequestHandler(agent_executor=executor, task_store=InMemoryTaskStore(),
+                                                agent_card=card)
+                routes += create_jsonrpc_routes(handler, rpc_url=f"/{variant}/")
+            routes += create_agent_card_routes(card, card_modifier=self._card_for(variant),
+                                               card_url=f"/{variant}/.well-known/agent-card.json")
+        routes += [
+            Route("/huge/.well-known/agent-card.json", self._card_huge),
+            Route("/notjson/.well-known/agent-card.json", self._card_notjson),
+            Route("/odd/.well-known/agent-card.json", self._card_odd),
+        ]
+        self.app = Starlette(routes=routes)
+        self.app.add_middleware(_Recorder, agent=self)
+
+    def url(self, variant: str = "stream") -> str:
+        """The base_url of a SubAgent row for one of the VARIANTS."""
+        return f"{self.root_url}/{variant}"
+
+    def rpc_requests(self, variant: str = "stream") -> list[RecordedRequest]:
+        return [r for r in self.requests if r.path == f"/{variant}/"]
+
+    @staticmethod
+    def _card(variant: str) -> AgentCard:
+        card = AgentCard(
+            name="测试图书馆", description="测试用 A2A 图书馆助手", version="1.0.0",
+            supported_interfaces=[AgentInterface(url="http://placeholder/", protocol_binding="JSONRPC",
+                                                 protocol_version="1.0")],
+            capabilities=AgentCapabilities(streaming=variant != "plain"),
+            default_input_modes=["text/plain"], default_output_modes=["text/plain"], skills=[SKILL],
+        )
+        if variant == "bearer":
+            card.security_schemes["campus"].CopyFrom(
+                SecurityScheme(http_auth_security_scheme=HTTPAuthSecurityScheme(scheme="Bearer"))
+            )
+        return card
+
+    def _card_for(self, variant: str):
+        async def modify(card: AgentCard) -> AgentCard:
+            served = AgentCard()
+            served.CopyFrom(card)
+            # The port is known once the server runs; `foreign` points somewhere else entirely.
+            url = "http://127.0.0.2:9/rpc" if variant == "foreign" else f"{self.root_url}/{variant}/"
+            served.supported_interfaces[0].url = url
+            return served
+
+        return modify
+
+    async def _card_huge(self, request: Request) -> Response:
+        return JSONResponse({"name": "大", "description": "x" * 300_000, "supportedInterfaces": []})
+
+    async def _card_notjson(self, request: Request) -> Response:
+        return PlainTextResponse("<html>not a card</html>", media_type="text/html")
+
+    async def _card_odd(self, request: Request) -> Response:
+        return JSONResponse({"name": ["不是字符串"], "skills": "many", "capabilities": 7})
+
+    async def _rpc_garbage(self, request: Request) -> Response:
+        async def frames():
+            yield "data: this is not json\n\n"
+
+        return StreamingResponse(frames(), media_type="text/event-stream")
+
+    async def _rpc_die(self, request: Request) -> Response:
+        body = await request.json()
+
+        async def frames():
+            update = {"artifactUpdate": {"taskId": "t-die", "contextId": "c-die",
+                                         "artifact": {"artifactId": "a", "parts": [{"text": CUT_CHUNK}]}}}
+            yield "data: " + json.dumps({"jsonrpc": "2.0", "id": body.get("id"), "result": update}) + "\n\n"
+            await asyncio.sleep(0.05)
+            raise ConnectionResetError("the A2A test agent drops the connection mid-stream")
+
+        return StreamingResponse(frames(), media_type="text/event-stream")
+
+
+class _Recorder:
+    """ASGI middleware: records each request's path and headers (the body is left alone)."""
+
+    def __init__(self, app, agent: A2aTestAgent):
+        self.app = app
+        self.agent = agent
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http":
+            headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+            self.agent.requests.append(RecordedRequest(path=scope["path"], headers=headers))
+        await self.app(scope, receive, send)
