@@ -18,6 +18,7 @@ from agents_app.models import Agent, McpService
 from agents_app.runtime.fallback import NOTICE
 from subagents_app.demo.canteen import canteen_answer
 from subagents_app.demo.catalog import DEMO_SUBAGENTS
+from subagents_app.demo.library_a2a import LIBRARY_DESCRIPTION, LIBRARY_NAME, library_answer_parts
 from subagents_app.models import SubAgent
 
 pytestmark = pytest.mark.django_db
@@ -59,11 +60,14 @@ def test_registers_a_working_catalog(settings):
     agent = Agent.objects.get(slug=AGENT_SLUG)
     assert agent.is_default and agent.enabled
     assert agent.name in out
-    assert sorted(agent.sub_agents.values_list("name", flat=True)) == sorted(DEMO_SUBAGENTS)
+    assert sorted(agent.sub_agents.values_list("name", flat=True)) == sorted([*DEMO_SUBAGENTS, LIBRARY_NAME])
     assert list(agent.mcp_services.values_list("name", flat=True)) == [DEMO_MCP_NAME]
     for row in SubAgent.objects.all():
         assert row.base_url == f"http://127.0.0.1:8123/demo/subagents/{row.name}"
-        assert row.description == DEMO_SUBAGENTS[row.name].description
+        if row.name == LIBRARY_NAME:
+            assert (row.protocol, row.description) == (SubAgent.Protocol.A2A, LIBRARY_DESCRIPTION)
+        else:
+            assert (row.protocol, row.description) == (SubAgent.Protocol.CAMPUS_SSE, DEMO_SUBAGENTS[row.name].description)
         row.full_clean()  # what admin would accept
     service = McpService.objects.get(name=DEMO_MCP_NAME)
     assert (service.protocol, service.config) == ("stdio", demo_mcp_config())
@@ -71,7 +75,7 @@ def test_registers_a_working_catalog(settings):
     service.full_clean()
     agent.full_clean()
     # the prompt names every tool it is given
-    for name in ("call_canteen", "call_course", "current_time", "academic_calendar", "week_of_date"):
+    for name in ("call_canteen", "call_course", "call_library", "current_time", "academic_calendar", "week_of_date"):
         assert name in agent.system_prompt
 
 
@@ -114,7 +118,7 @@ def test_staff_edits_survive_a_rerun():
     admin.refresh_from_db()
     assert (canteen.description, canteen.base_url) == ("食堂（学校正式服务）", "http://canteen-agent:8000")
     assert agent.system_prompt == "教务处改过的提示词"
-    assert list(agent.sub_agents.values_list("name", flat=True)) == ["canteen"]
+    assert sorted(agent.sub_agents.values_list("name", flat=True)) == ["canteen", LIBRARY_NAME]
     assert admin.check_password("a-new-strong-password")
 
 
@@ -128,7 +132,7 @@ def test_keeps_another_default_agent(agent_factory):
 def test_no_users_flag_creates_no_logins():
     load_demo("--no-users")
     assert get_user_model().objects.count() == 0
-    assert SubAgent.objects.count() == len(DEMO_SUBAGENTS)
+    assert SubAgent.objects.count() == len(DEMO_SUBAGENTS) + 1  # and the A2A library agent
 
 
 def test_no_default_passwords_on_a_public_host_unless_forced(settings):
@@ -156,7 +160,7 @@ def test_warns_when_the_demo_sub_agents_it_registers_are_not_served(settings, en
     settings.DEMO_ENABLED, settings.DEMO_BASE_URL = enabled, base_url
     out = load_demo("--no-users")
     assert (DEMO_DISABLED_WARNING in out) is warned
-    assert SubAgent.objects.count() == len(DEMO_SUBAGENTS)  # registered all the same
+    assert SubAgent.objects.count() == len(DEMO_SUBAGENTS) + 1  # and the A2A library agent  # registered all the same
 
 
 @pytest.mark.django_db(transaction=True)
@@ -188,3 +192,29 @@ def test_the_demo_in_a_minute(settings, live_asgi):
     done = frames[-1]
     assert (done["type"], done["fallback"], done["full_text"]) == ("done", True, notice + expected.full_text)
     assert done["chart"] == expected.chart
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_demo_a2a_library_agent_answers_through_this_server(settings, live_asgi):
+    """The A2A demo agent load_demo registers is served by this same server (campus_agent/asgi.py)
+    and answers a keyword-routed question, streamed as tool chunks."""
+    settings.LLM_BASE_URL = ""
+    settings.DEMO_BASE_URL = f"{live_asgi}/demo/subagents"
+    load_demo()
+    card = httpx.get(f"{live_asgi}/demo/subagents/library/.well-known/agent-card.json").json()
+    assert card["capabilities"]["streaming"] is True
+    assert card["supportedInterfaces"][0]["url"] == f"{live_asgi}/demo/subagents/library/"
+    login = httpx.post(f"{live_asgi}/api/v1/auth/token", json={"username": "student", "password": "student123"})
+    headers = {"Authorization": f"Bearer {login.json()['access_token']}"}
+    question = "图书馆几点关门"
+
+    with httpx.stream("POST", f"{live_asgi}/api/v1/chat", json={"message": question}, headers=headers,
+                      timeout=20) as response:
+        raw = "".join(response.iter_text())
+    frames = [json.loads(block.partition("data: ")[2]) for block in raw.split("\n\n") if "data: " in block]
+
+    assert next(f for f in frames if f["type"] == "tool_call")["tool"] == "call_library"
+    streamed = "".join(f["content"] for f in frames if f["type"] == "tool_chunk")
+    assert streamed.endswith("".join(library_answer_parts(question)))
+    assert next(f for f in frames if f["type"] == "tool_result")["ok"] is True
+    assert "总馆：工作日 8:00–22:30" in frames[-1]["full_text"]

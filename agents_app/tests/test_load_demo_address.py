@@ -31,6 +31,7 @@ def test_demo_sub_agents_follow_the_running_address_and_say_so(settings):
     assert dict(SubAgent.objects.values_list("name", "base_url")) == {
         "canteen": "http://127.0.0.1:8765/demo/subagents/canteen",
         "course": "http://127.0.0.1:8765/demo/subagents/course",
+        "library": "http://127.0.0.1:8765/demo/subagents/library",
     }
     assert ("已更新地址 子 Agent canteen：http://127.0.0.1:8000/demo/subagents/canteen → "
             "http://127.0.0.1:8765/demo/subagents/canteen") in out

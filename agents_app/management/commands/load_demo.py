@@ -1,7 +1,7 @@
 """`manage.py load_demo`: a catalog that works out of the box (issue #6).
 
 Registers the demo sub-agents (served by this server under /demo/subagents/ when DEMO_ENABLED
-is on; it warns when they are not), the demo MCP server (stdio, `python -m agents_app.demo_mcp`),
+is on; it warns when they are not: the seed-contract canteen and course, and the A2A library agent), the demo MCP server (stdio, `python -m agents_app.demo_mcp`),
 the default agent 校园小智 using them, and two logins for local use. Rows are created only when missing (looked up by their natural keys), so
 running it again changes nothing and never overwrites what staff edited in admin — with one
 exception: a demo sub-agent still pointing at a demo address (…/demo/subagents/<name>) follows
@@ -26,6 +26,7 @@ from agents_app.models import Agent, McpService
 from agents_app.selectors import agent_default_exists
 from campus_agent.hosts import hosts_local_only
 from subagents_app.demo.catalog import DEMO_SUBAGENTS
+from subagents_app.demo.library_a2a import LIBRARY_DESCRIPTION, LIBRARY_DISPLAY, LIBRARY_EXAMPLES, LIBRARY_NAME
 from subagents_app.models import SubAgent
 
 AGENT_SLUG = "xiaozhi"
@@ -36,6 +37,7 @@ AGENT_PROMPT = """你是“校园小智”，本校学生的校园生活助手�
 - call_canteen（食堂助手）：食堂菜单、菜价、热量、营业时间。
   把学生的问题（可补全食堂、餐次等信息）作为 message 传入。
 - call_course（选课助手）：课程目录、任课老师、学分、上课时间地点、剩余名额。
+- call_library（图书馆助手）：图书馆各馆的开放时间、考试周和节假日安排。
 - campus-calendar 的工具：现在几点、今天星期几、第几教学周（current_time）；
   开学、放假、考试周、选课时间等校历安排（academic_calendar）；某一天是第几周（week_of_date）。
 
@@ -151,6 +153,22 @@ def demo_catalog_load(*, base_url: str, with_logins: bool) -> DemoLoadReport:
         if not moved:
             _note(report, f"子 Agent {row.name}（{row.base_url}）", created)
 
+    # The demo A2A agent (subagents_app/demo/library_a2a.py), served under the same prefix.
+    library, library_created = SubAgent.objects.get_or_create(
+        name=LIBRARY_NAME,
+        defaults={
+            "protocol": SubAgent.Protocol.A2A,
+            "description": LIBRARY_DESCRIPTION,
+            "display_name": LIBRARY_DISPLAY,
+            "example_questions": LIBRARY_EXAMPLES,
+            "base_url": demo_address(base_url=base_url, name=LIBRARY_NAME),
+            "timeout_sec": SUBAGENT_TIMEOUT_SEC,
+        },
+    )
+    sub_agents.append(library)
+    if library_created or not _demo_address_follow(library, base_url=base_url, report=report):
+        _note(report, f"子 Agent {library.name}（A2A，{library.base_url}）", library_created)
+
     service, created = McpService.objects.get_or_create(
         name=DEMO_MCP_NAME,
         defaults={
@@ -174,6 +192,8 @@ def demo_catalog_load(*, base_url: str, with_logins: bool) -> DemoLoadReport:
     if created:  # links only on creation: a tool staff removed later stays removed
         agent.sub_agents.set(sub_agents)
         agent.mcp_services.set([service])
+    elif library_created:  # a catalog loaded before the A2A demo existed gets it too
+        agent.sub_agents.add(library)
     _note(report, f"智能体 {agent.name}（{agent.slug}）", created)
 
     if with_logins:
