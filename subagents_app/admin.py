@@ -1,31 +1,99 @@
+from django import forms
 from django.contrib import admin, messages
+from django.utils.html import format_html, format_html_join
 
 from campus_agent.circuit import circuit_close, circuit_status, circuit_status_text
+from subagents_app.a2a_card import AgentCardError, AgentCardInfo, agent_card_description, agent_card_fetch
 from subagents_app.client import subagent_circuit_key
-from subagents_app.health import subagent_health_check
+from subagents_app.health import HEALTH_TIMEOUT_MAX_SEC, subagent_health_check
 from subagents_app.models import SubAgent
 
 CIRCUIT_CLOSED_TEXT = "子 Agent {name} 已恢复应答，熔断已解除。"
+CARD_PREFILL_FAILED_TEXT = "描述留空时要从 Agent Card 的技能生成，但{reason}。请手动填写描述，或检查服务地址。"
+CARD_NO_SKILLS_TEXT = "Agent Card 没有名称、描述或技能可用来生成描述，请手动填写。"
+CARD_NOT_A2A_TEXT = "（仅 A2A 协议的子 Agent 有 Agent Card）"
+CARD_SAVE_FIRST_TEXT = "（保存后显示）"
 
-# The gateway sends students' campus tokens to the base URL: only superusers may point it
-# somewhere (other staff see it read-only; `import_subagents` needs shell access, already trusted).
-SUPERUSER_ONLY_FIELDS = ("base_url",)
+# The gateway sends students' campus tokens to the base URL, and the protocol decides which URL
+# that is (the seed path, or the one an Agent Card names): only superusers may point them
+# somewhere (other staff see them read-only; `import_subagents` needs shell access, already trusted).
+SUPERUSER_ONLY_FIELDS = ("protocol", "base_url")
+
+
+def _card_fetch(base_url: str) -> AgentCardInfo:
+    return agent_card_fetch(base_url=base_url, timeout=HEALTH_TIMEOUT_MAX_SEC)
+
+
+class SubAgentForm(forms.ModelForm):
+    """An A2A sub-agent's description may be left empty: it is then made from its Agent Card."""
+
+    class Meta:
+        model = SubAgent
+        fields = "__all__"
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if "description" in self.fields:
+            self.fields["description"].required = False
+            self.fields["description"].help_text += " A2A 子 Agent 可留空：保存时从其 Agent Card 的技能生成。"
+
+    def clean(self):
+        cleaned = super().clean()
+        if "description" not in self.fields or (cleaned.get("description") or "").strip():
+            return cleaned
+        protocol = cleaned.get("protocol", self.instance.protocol)
+        base_url = cleaned.get("base_url", self.instance.base_url)
+        if protocol != SubAgent.Protocol.A2A:
+            self.add_error("description", self.fields["description"].error_messages["required"])
+        elif base_url and "base_url" not in self.errors:
+            self._description_from_card(cleaned, base_url)
+        return cleaned
+
+    def _description_from_card(self, cleaned: dict, base_url: str) -> None:
+        try:
+            info = _card_fetch(base_url)
+        except AgentCardError as exc:
+            self.add_error("description", CARD_PREFILL_FAILED_TEXT.format(reason=exc.message))
+            return
+        description = agent_card_description(info)
+        if description:
+            cleaned["description"] = description
+        else:
+            self.add_error("description", CARD_NO_SKILLS_TEXT)
+
+
+def agent_card_html(info: AgentCardInfo) -> str:
+    """The card as staff read it; every value from the card is escaped (format_html)."""
+    skills = format_html_join(
+        "", "<li><strong>{}</strong>：{}{}</li>",
+        ((s.name, s.description, f"（例如：{'；'.join(s.examples[:3])}）" if s.examples else "")
+         for s in info.skills[:20]),
+    )
+    problem = format_html('<p style="color:#ba2121">无法调用：{}</p>', info.problem) if info.problem else ""
+    return format_html(
+        "<p><strong>{}</strong> — {}</p><p>流式输出：{}；要求 Bearer 认证：{}；调用地址：{}</p><ul>{}</ul>{}",
+        info.name or "（无名称）", info.description or "（无描述）", "支持" if info.streaming else "不支持（普通发送）",
+        "是（发送学生的校园令牌）" if info.bearer else "否", info.rpc_url or "—", skills or "（无技能）", problem,
+    )
 
 
 @admin.register(SubAgent)
 class SubAgentAdmin(admin.ModelAdmin):
+    form = SubAgentForm
     list_display = (
-        "name", "display_name", "domain", "base_url", "timeout_sec", "approval_policy", "enabled", "circuit", "updated_at",
+        "name", "display_name", "protocol", "domain", "base_url", "timeout_sec", "approval_policy", "enabled",
+        "circuit", "updated_at",
     )
-    list_filter = ("enabled", "domain", "approval_policy")
+    list_filter = ("enabled", "protocol", "domain", "approval_policy")
     search_fields = ("name", "display_name", "description", "base_url", "domain")
-    readonly_fields = ("created_at", "updated_at")
+    readonly_fields = ("agent_card", "created_at", "updated_at")
     actions = ["health_check"]
     fieldsets = (
         (None, {"fields": ("name", "display_name", "description", "enabled")}),
         ("页面", {"fields": ("example_questions",)}),
-        ("连接", {"fields": ("base_url", "domain", "timeout_sec")}),
+        ("连接", {"fields": ("protocol", "base_url", "domain", "timeout_sec")}),
         ("审批", {"fields": ("approval_policy",)}),
+        ("Agent Card（A2A）", {"fields": ("agent_card",)}),
         ("时间", {"fields": ("created_at", "updated_at"), "classes": ("collapse",)}),
     )
 
@@ -44,7 +112,19 @@ class SubAgentAdmin(admin.ModelAdmin):
     def circuit(self, obj: SubAgent) -> str:
         return circuit_status_text(circuit_status(source=subagent_circuit_key(obj)))  # the cache only, no request
 
-    @admin.action(description="健康检查（GET 服务地址/healthz；正常则解除熔断）")
+    @admin.display(description="Agent Card")
+    def agent_card(self, obj: SubAgent) -> str:
+        """Fetched from the agent now (a few seconds at most), so staff see what the gateway sees."""
+        if obj is None or obj.pk is None:
+            return CARD_SAVE_FIRST_TEXT
+        if not obj.is_a2a:
+            return CARD_NOT_A2A_TEXT
+        try:
+            return agent_card_html(_card_fetch(obj.base_url))
+        except AgentCardError as exc:
+            return format_html('<span style="color:#ba2121">{}</span>', exc.message)
+
+    @admin.action(description="健康检查（GET 服务地址/healthz，A2A 读取 Agent Card；正常则解除熔断）")
     def health_check(self, request, queryset):
         for sub_agent in queryset.order_by("name"):
             result = subagent_health_check(sub_agent=sub_agent)

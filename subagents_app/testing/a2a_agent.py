@@ -10,6 +10,7 @@ One server serves several agents, each under its own base URL `{root}/<variant>`
     foreign    the card's JSON-RPC URL is on another origin
     huge       a card of about 300 KB          notjson    a card that is HTML
     odd        a card with fields of the wrong types (`skills: "many"`)
+    html       a usable card whose name and skill carry HTML (HOSTILE_NAME): admin must escape it
     nocard     no card (404)
 
 What a task does is chosen by a marker in the message, `[[mode:<name>]]`, as for the contract
@@ -69,8 +70,9 @@ INPUT_QUESTION = "请问您要查询哪个校区的图书馆？"
 AUTH_DETAIL = "请先在图书馆系统中授权"
 SKILL = AgentSkill(id="hours", name="开放时间", description="查询图书馆开放时间", tags=["图书馆"],
                    examples=["图书馆几点关门？"])
-VARIANTS = ("stream", "plain", "bearer", "garbage", "die", "foreign", "huge", "notjson", "odd", "nocard")
+VARIANTS = ("stream", "plain", "bearer", "garbage", "die", "foreign", "huge", "notjson", "odd", "html", "nocard")
 CUT_CHUNK = "说到一半"
+HOSTILE_NAME = "<script>alert('card')</script>"
 
 
 def answer_chunks(message: str) -> list[str]:
@@ -155,6 +157,7 @@ class A2aTestAgent(ServedApp):
             Route("/huge/.well-known/agent-card.json", self._card_huge),
             Route("/notjson/.well-known/agent-card.json", self._card_notjson),
             Route("/odd/.well-known/agent-card.json", self._card_odd),
+            Route("/html/.well-known/agent-card.json", self._card_html),
         ]
         self.app = Starlette(routes=routes)
         self.app.add_middleware(_Recorder, agent=self)
@@ -200,6 +203,16 @@ class A2aTestAgent(ServedApp):
 
     async def _card_odd(self, request: Request) -> Response:
         return JSONResponse({"name": ["不是字符串"], "skills": "many", "capabilities": 7})
+
+    async def _card_html(self, request: Request) -> Response:
+        return JSONResponse({
+            "name": HOSTILE_NAME, "description": "<b>粗体</b>", "version": "1",
+            "supportedInterfaces": [{"url": f"{self.root_url}/html/", "protocolBinding": "JSONRPC"}],
+            "capabilities": {"streaming": False, "unknownCapability": {"nested": [1, 2]}},
+            "skills": [{"id": "x", "name": HOSTILE_NAME, "description": "<img src=x onerror=alert(1)>",
+                        "examples": ["<i>例</i>"]}],
+            "someFutureField": {"a": 1},
+        })
 
     async def _rpc_garbage(self, request: Request) -> Response:
         async def frames():

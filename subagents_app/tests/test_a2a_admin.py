@@ -1,0 +1,103 @@
+"""Admin for A2A sub-agents: the Agent Card shown (escaped), the description made from its
+skills, the health check reading the card, and hostile cards answered with a message, never a 500."""
+import re
+
+import pytest
+from django.urls import reverse
+from django.utils.html import escape
+
+from campus_agent.testing.admin_forms import admin_action_run, admin_form_data
+from subagents_app.a2a_card import FOREIGN_URL_TEXT, NOT_JSON_TEXT, TOO_LARGE_TEXT
+from subagents_app.models import SubAgent
+from subagents_app.testing.a2a_agent import HOSTILE_NAME, SKILL
+
+pytestmark = pytest.mark.django_db
+
+ADD_URL = reverse("admin:subagents_app_subagent_add")
+
+
+def change_url(row: SubAgent) -> str:
+    return reverse("admin:subagents_app_subagent_change", args=[row.pk])
+
+
+def add_a2a(client, base_url: str, **fields):
+    values = {"name": "library", "description": "", "protocol": "a2a", "base_url": base_url, "timeout_sec": 10}
+    data = admin_form_data(client.get(ADD_URL), **{**values, **fields})
+    return client.post(ADD_URL, data)
+
+
+def test_superuser_adds_an_a2a_agent_by_url_and_its_skills_become_the_description(staff_client, a2a_server):
+    response = add_a2a(staff_client, a2a_server.url("stream"))
+
+    assert response.status_code == 302
+    row = SubAgent.objects.get(name="library")
+    assert row.protocol == SubAgent.Protocol.A2A and row.tool_name == "call_library"
+    assert row.description.startswith("测试图书馆：测试用 A2A 图书馆助手")
+    assert f"- {SKILL.name}：{SKILL.description}（例如：{SKILL.examples[0]}）" in row.description
+
+
+def test_a_description_staff_wrote_is_kept(staff_client, a2a_server):
+    assert add_a2a(staff_client, a2a_server.url("stream"), description="图书馆开放时间。关键词：图书馆").status_code == 302
+    assert SubAgent.objects.get(name="library").description == "图书馆开放时间。关键词：图书馆"
+
+
+def test_change_page_shows_the_card(staff_client, a2a_sub_agent_factory, a2a_server):
+    html = staff_client.get(change_url(a2a_sub_agent_factory("stream"))).content.decode()
+    assert "测试图书馆" in html and SKILL.name in html and SKILL.description in html
+    assert "流式输出：支持" in html and "要求 Bearer 认证：否" in html
+    plain = staff_client.get(change_url(a2a_sub_agent_factory("bearer", name="lib-b"))).content.decode()
+    assert "要求 Bearer 认证：是" in plain
+
+
+def test_card_values_are_escaped(staff_client, a2a_sub_agent_factory):
+    response = staff_client.get(change_url(a2a_sub_agent_factory("html")))
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert HOSTILE_NAME not in html and escape(HOSTILE_NAME) in html
+    assert "<img src=x" not in html and "流式输出：不支持" in html
+
+
+@pytest.mark.parametrize("variant, message", [
+    ("notjson", NOT_JSON_TEXT),
+    ("huge", TOO_LARGE_TEXT),
+    ("odd", "Agent Card 的内容不符合 A2A 规范"),
+    ("nocard", "HTTP 404"),
+])
+def test_hostile_cards_give_a_message_not_a_500(staff_client, a2a_server, variant, message):
+    response = add_a2a(staff_client, a2a_server.url(variant))
+    assert response.status_code == 200  # the form again, with the reason
+    assert message in response.content.decode() and "请手动填写描述" in response.content.decode()
+    assert not SubAgent.objects.exists()
+    row = SubAgent.objects.create(name=f"lib-{variant}", description="图书馆", protocol="a2a",
+                                  base_url=a2a_server.url(variant))
+    page = staff_client.get(change_url(row))
+    assert page.status_code == 200 and message in page.content.decode()
+
+
+def test_unreachable_agent_on_add(staff_client, unused_tcp_port):
+    response = add_a2a(staff_client, f"http://127.0.0.1:{unused_tcp_port}")
+    assert response.status_code == 200 and "无法获取 Agent Card" in response.content.decode()
+
+
+def test_seed_contract_sub_agents_still_need_a_description(staff_client):
+    data = admin_form_data(staff_client.get(ADD_URL), name="canteen", description="", base_url="http://canteen:8000",
+                           timeout_sec=10)
+    response = staff_client.post(ADD_URL, data)
+    assert response.status_code == 200 and "必填" in response.content.decode()
+
+
+def test_editor_sees_protocol_read_only(editor_client, a2a_sub_agent_factory):
+    form = editor_client.get(change_url(a2a_sub_agent_factory("stream"))).context["adminform"].form
+    assert "protocol" not in form.fields and "base_url" not in form.fields
+
+
+def test_health_check_reads_the_card(staff_client, a2a_sub_agent_factory, a2a_server):
+    rows = [a2a_sub_agent_factory("stream", name="a-ok"), a2a_sub_agent_factory("foreign", name="b-foreign"),
+            a2a_sub_agent_factory("notjson", name="c-notjson")]
+    found = admin_action_run(staff_client, changelist="admin:subagents_app_subagent_changelist",
+                             action="health_check", objects=rows)
+    assert found[0][0] == "success"
+    assert re.fullmatch(r"子 Agent a-ok：Agent Card 正常（测试图书馆，支持流式，\d+ ms）", found[0][1])
+    assert found[1] == ("error", "子 Agent b-foreign：Agent Card 可以读取，但"
+                        + FOREIGN_URL_TEXT.format(url="http://127.0.0.2:9/rpc"))
+    assert found[2] == ("error", f"子 Agent c-notjson：{NOT_JSON_TEXT}")
