@@ -303,3 +303,21 @@ def test_manage_py_exits_non_zero_on_a_bad_file(tmp_path):
 
     assert done.returncode == 1
     assert "CommandError" in done.stderr and "YAML 语法错误" in done.stderr
+
+
+@pytest.mark.django_db
+def test_protocol_round_trips_and_is_written_only_for_a2a(tmp_path, canteen):
+    SubAgent.objects.create(name="library", description="图书馆", base_url="http://library-agent:9000",
+                            protocol=SubAgent.Protocol.A2A)
+    text = run("export_subagents")
+    exported = {entry["name"]: entry for entry in yaml.safe_load(text)["agents"]}
+    assert exported["library"]["protocol"] == "a2a" and "protocol" not in exported["canteen"]
+    path = write(tmp_path, text)
+    SubAgent.objects.all().delete()
+
+    run("import_subagents", path)
+
+    assert dict(SubAgent.objects.values_list("name", "protocol")) == {"canteen": "campus-sse", "library": "a2a"}
+    bad = write(tmp_path, "agents:\n  - {name: x1, description: d, base_url: 'http://x:1', protocol: grpc}\n", "bad.yaml")
+    with pytest.raises(CommandError, match="protocol"):
+        run("import_subagents", bad)
