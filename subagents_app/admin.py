@@ -11,8 +11,9 @@ from subagents_app.models import SubAgent
 CIRCUIT_CLOSED_TEXT = "子 Agent {name} 已恢复应答，熔断已解除。"
 CARD_PREFILL_FAILED_TEXT = "描述留空时要从 Agent Card 的技能生成，但{reason}。请手动填写描述，或检查服务地址。"
 CARD_NO_SKILLS_TEXT = "Agent Card 没有名称、描述或技能可用来生成描述，请手动填写。"
-CARD_NOT_A2A_TEXT = "（仅 A2A 协议的子 Agent 有 Agent Card）"
-CARD_SAVE_FIRST_TEXT = "（保存后显示）"
+CARD_NOT_A2A_TEXT = "子 Agent {name} 不是 A2A 协议，没有 Agent Card。"
+CARD_FAILED_TEXT = "子 Agent {name}：{reason}"
+CARD_SAVED_UNREAD_TEXT = "已保存，但暂时读不到 Agent Card（{reason}）：学生调用它会失败，请检查服务地址。"
 
 # The gateway sends students' campus tokens to the base URL, and the protocol decides which URL
 # that is (the seed path, or the one an Agent Card names): only superusers may point them
@@ -51,7 +52,7 @@ class SubAgentForm(forms.ModelForm):
 
     def _description_from_card(self, cleaned: dict, base_url: str) -> None:
         try:
-            info = _card_fetch(base_url)
+            info = self.card_info = _card_fetch(base_url)  # shown after the save without a second fetch
         except AgentCardError as exc:
             self.add_error("description", CARD_PREFILL_FAILED_TEXT.format(reason=exc.message))
             return
@@ -62,17 +63,18 @@ class SubAgentForm(forms.ModelForm):
             self.add_error("description", CARD_NO_SKILLS_TEXT)
 
 
-def agent_card_html(info: AgentCardInfo) -> str:
+def agent_card_html(name: str, info: AgentCardInfo) -> str:
     """The card as staff read it; every value from the card is escaped (format_html)."""
     skills = format_html_join(
         "", "<li><strong>{}</strong>：{}{}</li>",
         ((s.name, s.description, f"（例如：{'；'.join(s.examples[:3])}）" if s.examples else "")
          for s in info.skills[:20]),
     )
-    problem = format_html('<p style="color:#ba2121">无法调用：{}</p>', info.problem) if info.problem else ""
+    problem = format_html("无法调用：{}", info.problem) if info.problem else ""
     return format_html(
-        "<p><strong>{}</strong> — {}</p><p>流式输出：{}；要求 Bearer 认证：{}；调用地址：{}</p><ul>{}</ul>{}",
-        info.name or "（无名称）", info.description or "（无描述）", "支持" if info.streaming else "不支持（普通发送）",
+        "子 Agent {} 的 Agent Card：<strong>{}</strong> — {}<br>流式输出：{}；要求 Bearer 认证：{}；调用地址：{}"
+        "<ul>{}</ul>{}",
+        name, info.name or "（无名称）", info.description or "（无描述）", "支持" if info.streaming else "不支持（普通发送）",
         "是（发送学生的校园令牌）" if info.bearer else "否", info.rpc_url or "—", skills or "（无技能）", problem,
     )
 
@@ -86,14 +88,13 @@ class SubAgentAdmin(admin.ModelAdmin):
     )
     list_filter = ("enabled", "protocol", "domain", "approval_policy")
     search_fields = ("name", "display_name", "description", "base_url", "domain")
-    readonly_fields = ("agent_card", "created_at", "updated_at")
-    actions = ["health_check"]
+    readonly_fields = ("created_at", "updated_at")
+    actions = ["health_check", "show_agent_card"]
     fieldsets = (
         (None, {"fields": ("name", "display_name", "description", "enabled")}),
         ("页面", {"fields": ("example_questions",)}),
         ("连接", {"fields": ("protocol", "base_url", "domain", "timeout_sec")}),
         ("审批", {"fields": ("approval_policy",)}),
-        ("Agent Card（A2A）", {"fields": ("agent_card",)}),
         ("时间", {"fields": ("created_at", "updated_at"), "classes": ("collapse",)}),
     )
 
@@ -112,17 +113,31 @@ class SubAgentAdmin(admin.ModelAdmin):
     def circuit(self, obj: SubAgent) -> str:
         return circuit_status_text(circuit_status(source=subagent_circuit_key(obj)))  # the cache only, no request
 
-    @admin.display(description="Agent Card")
-    def agent_card(self, obj: SubAgent) -> str:
-        """Fetched from the agent now (a few seconds at most), so staff see what the gateway sees."""
-        if obj is None or obj.pk is None:
-            return CARD_SAVE_FIRST_TEXT
-        if not obj.is_a2a:
-            return CARD_NOT_A2A_TEXT
+    def save_model(self, request, obj: SubAgent, form, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        if obj.is_a2a and (not change or {"protocol", "base_url"} & set(form.changed_data)):
+            self._card_message(request, obj, info=getattr(form, "card_info", None), saved=True)
+
+    @admin.action(description="读取 Agent Card（A2A：名称、技能、是否流式）")
+    def show_agent_card(self, request, queryset):
+        for sub_agent in queryset.order_by("name"):
+            if not sub_agent.is_a2a:
+                self.message_user(request, CARD_NOT_A2A_TEXT.format(name=sub_agent.name), messages.INFO)
+            else:
+                self._card_message(request, sub_agent)
+
+    def _card_message(self, request, sub_agent: SubAgent, *, info: AgentCardInfo | None = None,
+                      saved: bool = False) -> None:
+        """Reads the card (at most a few seconds, 256 KB) and shows it, or says why it cannot.
+        Only on a POST: opening a page connects to nothing (docs/operations.md)."""
         try:
-            return agent_card_html(_card_fetch(obj.base_url))
+            info = info or _card_fetch(sub_agent.base_url)
         except AgentCardError as exc:
-            return format_html('<span style="color:#ba2121">{}</span>', exc.message)
+            text = CARD_SAVED_UNREAD_TEXT if saved else CARD_FAILED_TEXT
+            self.message_user(request, text.format(name=sub_agent.name, reason=exc.message), messages.WARNING)
+            return
+        level = messages.WARNING if info.problem else messages.SUCCESS
+        self.message_user(request, agent_card_html(sub_agent.name, info), level)
 
     @admin.action(description="健康检查（GET 服务地址/healthz，A2A 读取 Agent Card；正常则解除熔断）")
     def health_check(self, request, queryset):

@@ -36,7 +36,7 @@ LIBRARY_EXAMPLES = "图书馆今天几点关门？\n周末图书馆开门吗？"
 # What `load_demo` registers for the model to read (staff leaving it empty in admin would get one
 # made from the card's skill instead).
 LIBRARY_DESCRIPTION = (
-    "图书馆助手（演示，A2A 协议）：查询总馆、东区分馆、医学分馆在工作日和周末的开放时间，以及考试周、节假日安排。"
+    "图书馆助手（演示 A2A）：查询总馆、东区分馆、医学分馆在工作日和周末的开放时间，以及考试周、节假日安排。"
     "关键词：图书馆、开放时间、几点开门、几点关门、闭馆、自习、周末、分馆。"
 )
 WORKING_TEXT = "正在查询图书馆开放时间…"

@@ -1,8 +1,10 @@
-"""Admin for A2A sub-agents: the Agent Card shown (escaped), the description made from its
-skills, the health check reading the card, and hostile cards answered with a message, never a 500."""
+"""Admin for A2A sub-agents: the Agent Card shown (escaped) after a save and by an action, the
+description made from its skills, the health check reading the card, and hostile cards answered
+with a message, never a 500. Opening a page reads no card (docs/operations.md)."""
 import re
 
 import pytest
+from django.contrib.messages import get_messages
 from django.urls import reverse
 from django.utils.html import escape
 
@@ -18,6 +20,11 @@ ADD_URL = reverse("admin:subagents_app_subagent_add")
 
 def change_url(row: SubAgent) -> str:
     return reverse("admin:subagents_app_subagent_change", args=[row.pk])
+
+
+def show_card(client, *rows) -> list[tuple[str, str]]:
+    return admin_action_run(client, changelist="admin:subagents_app_subagent_changelist", action="show_agent_card",
+                            objects=rows)
 
 
 def add_a2a(client, base_url: str, **fields):
@@ -41,20 +48,34 @@ def test_a_description_staff_wrote_is_kept(staff_client, a2a_server):
     assert SubAgent.objects.get(name="library").description == "图书馆开放时间。关键词：图书馆"
 
 
-def test_change_page_shows_the_card(staff_client, a2a_sub_agent_factory, a2a_server):
-    html = staff_client.get(change_url(a2a_sub_agent_factory("stream"))).content.decode()
-    assert "测试图书馆" in html and SKILL.name in html and SKILL.description in html
-    assert "流式输出：支持" in html and "要求 Bearer 认证：否" in html
-    plain = staff_client.get(change_url(a2a_sub_agent_factory("bearer", name="lib-b"))).content.decode()
-    assert "要求 Bearer 认证：是" in plain
+def test_the_save_shows_the_card_it_read(staff_client, a2a_server):
+    response = add_a2a(staff_client, a2a_server.url("stream"))
+    [(level, text)] = [(m.level_tag, m.message) for m in get_messages(response.wsgi_request)
+                       if "Agent Card" in m.message]
+    assert level == "success" and "测试图书馆" in text and SKILL.description in text
+
+
+def test_action_shows_the_card(staff_client, a2a_sub_agent_factory, canteen, a2a_server):
+    rows = [a2a_sub_agent_factory("stream"), a2a_sub_agent_factory("bearer", name="lib-b"), canteen]
+    before = len(a2a_server.requests)
+    assert staff_client.get(change_url(rows[0])).status_code == 200
+    assert len(a2a_server.requests) == before  # opening a page connects to nothing
+    found = show_card(staff_client, *rows)
+    assert found[0][0] == "info" and "canteen 不是 A2A 协议" in found[0][1]
+    assert found[1][0] == "success" and "lib-b" in found[1][1] and "要求 Bearer 认证：是" in found[1][1]
+    text = found[2][1]
+    assert "测试图书馆" in text and SKILL.name in text and SKILL.description in text
+    assert "流式输出：支持" in text and "要求 Bearer 认证：否" in text
 
 
 def test_card_values_are_escaped(staff_client, a2a_sub_agent_factory):
-    response = staff_client.get(change_url(a2a_sub_agent_factory("html")))
+    row = a2a_sub_agent_factory("html")
+    response = staff_client.post(reverse("admin:subagents_app_subagent_changelist"),
+                                 {"action": "show_agent_card", "_selected_action": [row.pk]}, follow=True)
     html = response.content.decode()
-    assert response.status_code == 200
+    assert response.status_code == 200 and "流式输出：不支持" in html
     assert HOSTILE_NAME not in html and escape(HOSTILE_NAME) in html
-    assert "<img src=x" not in html and "流式输出：不支持" in html
+    assert "<img src=x" not in html
 
 
 @pytest.mark.parametrize("variant, message", [
@@ -70,8 +91,8 @@ def test_hostile_cards_give_a_message_not_a_500(staff_client, a2a_server, varian
     assert not SubAgent.objects.exists()
     row = SubAgent.objects.create(name=f"lib-{variant}", description="图书馆", protocol="a2a",
                                   base_url=a2a_server.url(variant))
-    page = staff_client.get(change_url(row))
-    assert page.status_code == 200 and message in page.content.decode()
+    [(level, text)] = show_card(staff_client, row)
+    assert level == "warning" and message in text
 
 
 def test_unreachable_agent_on_add(staff_client, unused_tcp_port):

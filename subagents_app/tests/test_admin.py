@@ -154,9 +154,10 @@ def test_superuser_changes_the_base_url_and_the_history_names_the_field(staff_cl
 
 
 def test_no_admin_path_edits_sub_agents_without_the_change_form():
-    """No list_editable (it would save fields past get_readonly_fields); the health check only reads."""
+    """No list_editable (it would save fields past get_readonly_fields); the health check and the
+    Agent Card action only read."""
     request = RequestFactory().get("/")
     request.user = get_user_model()(is_staff=True, is_superuser=True, is_active=True)
     model_admin = admin.site._registry[SubAgent]
     assert not model_admin.list_editable
-    assert set(model_admin.get_actions(request)) == {"delete_selected", "health_check"}
+    assert set(model_admin.get_actions(request)) == {"delete_selected", "health_check", "show_agent_card"}
