@@ -7,6 +7,9 @@ One server serves several agents, each under its own base URL `{root}/<variant>`
     bearer     streaming; the card declares HTTP bearer auth (the campus token is sent)
     garbage    the card is fine, its JSON-RPC endpoint answers an event stream of non-JSON
     die        the JSON-RPC endpoint streams one artifact update, then cuts the connection
+    short      the JSON-RPC stream ends cleanly while the task is still `working`
+    http500    the JSON-RPC endpoint answers HTTP 500
+    rpcerror   the JSON-RPC endpoint answers a JSON-RPC error object (RPC_ERROR_MESSAGE)
     foreign    the card's JSON-RPC URL is on another origin
     huge       a card of about 300 KB          notjson    a card that is HTML
     odd        a card with fields of the wrong types (`skills: "many"`)
@@ -70,8 +73,10 @@ INPUT_QUESTION = "请问您要查询哪个校区的图书馆？"
 AUTH_DETAIL = "请先在图书馆系统中授权"
 SKILL = AgentSkill(id="hours", name="开放时间", description="查询图书馆开放时间", tags=["图书馆"],
                    examples=["图书馆几点关门？"])
-VARIANTS = ("stream", "plain", "bearer", "garbage", "die", "foreign", "huge", "notjson", "odd", "html", "nocard")
+VARIANTS = ("stream", "plain", "bearer", "garbage", "die", "short", "http500", "rpcerror", "foreign", "huge",
+            "notjson", "odd", "html", "nocard")
 CUT_CHUNK = "说到一半"
+RPC_ERROR_MESSAGE = "请求参数不对"
 HOSTILE_NAME = "<script>alert('card')</script>"
 
 
@@ -143,9 +148,10 @@ class A2aTestAgent(ServedApp):
         self.cancelled = threading.Event()
         executor = _Executor(self)
         routes = []
-        for variant in ("stream", "plain", "bearer", "garbage", "die", "foreign"):
+        for variant in ("stream", "plain", "bearer", "garbage", "die", "short", "http500", "rpcerror",
+                        "foreign"):
             card = self._card(variant)
-            if variant in ("garbage", "die"):
+            if variant in ("garbage", "die", "short", "http500", "rpcerror"):
                 routes.append(Route(f"/{variant}/", getattr(self, f"_rpc_{variant}"), methods=["POST"]))
             else:
                 handler = DefaultRequestHandler(agent_executor=executor, task_store=InMemoryTaskStore(),
@@ -231,6 +237,26 @@ class A2aTestAgent(ServedApp):
             raise ConnectionResetError("the A2A test agent drops the connection mid-stream")
 
         return StreamingResponse(frames(), media_type="text/event-stream")
+
+
+    async def _rpc_short(self, request: Request) -> Response:
+        body = await request.json()
+
+        async def frames():
+            update = {"statusUpdate": {"taskId": "t-short", "contextId": "c-short",
+                                       "status": {"state": "TASK_STATE_WORKING"}}}
+            yield "data: " + json.dumps({"jsonrpc": "2.0", "id": body.get("id"), "result": update}) + "\n\n"
+
+        return StreamingResponse(frames(), media_type="text/event-stream")
+
+    async def _rpc_http500(self, request: Request) -> Response:
+        return JSONResponse({"error": "internal"}, status_code=500)
+
+
+    async def _rpc_rpcerror(self, request: Request) -> Response:
+        body = await request.json()
+        return JSONResponse({"jsonrpc": "2.0", "id": body.get("id"),
+                             "error": {"code": -32602, "message": RPC_ERROR_MESSAGE}})
 
 
 class _Recorder:

@@ -8,6 +8,7 @@ from subagents_app.a2a_card import FOREIGN_URL_TEXT, NOT_JSON_TEXT, TOO_LARGE_TE
 from subagents_app.a2a_client import (
     AUTH_REQUIRED_NOTICE,
     AUTH_REQUIRED_TEXT,
+    CUT_REASON,
     INPUT_REQUIRED_TEXT,
     a2a_call,
     a2a_client_close,
@@ -26,6 +27,7 @@ from subagents_app.testing.a2a_agent import (
     CUT_CHUNK,
     FAILED_MESSAGE,
     INPUT_QUESTION,
+    RPC_ERROR_MESSAGE,
     STATUS_TEXT,
     answer_chunks,
 )
@@ -152,6 +154,24 @@ async def test_agent_dying_mid_stream_is_a_connection_failure(call):
     assert seen == [CUT_CHUNK]
     assert not reply.ok and reply.text.startswith(CONNECT_FAILED_TEXT.format(reason=""))
     assert reply.code == DOWNSTREAM and reply.source_failed
+
+
+async def test_stream_ending_before_the_task_is_a_connection_failure(call):
+    reply, _ = await call("你好", "short")
+    assert (reply.ok, reply.text, reply.code) == (False, CONNECT_FAILED_TEXT.format(reason=CUT_REASON), DOWNSTREAM)
+
+
+async def test_http_status_of_the_json_rpc_endpoint(call):
+    reply, _ = await call("你好", "http500")
+    assert (reply.ok, reply.text, reply.status) == (False, HTTP_ERROR_TEXT.format(status=500), 500)
+    assert reply.source_failed
+
+
+async def test_json_rpc_error_is_the_error_event_text(call):
+    reply, _ = await call("你好", "rpcerror")
+    assert (reply.ok, reply.text, reply.code) == (False, ERROR_EVENT_TEXT.format(message=RPC_ERROR_MESSAGE),
+                                                  SUBAGENT_INTERNAL)
+    assert not reply.source_failed
 
 
 async def test_card_failures(call):
