@@ -2,6 +2,7 @@
 import asyncio
 
 import pytest
+from asgiref.sync import sync_to_async
 
 from campus_agent.errors import DOWNSTREAM, SUBAGENT_INTERNAL
 from subagents_app.a2a_card import FOREIGN_URL_TEXT, NOT_JSON_TEXT, TOO_LARGE_TEXT
@@ -43,7 +44,8 @@ async def call(a2a_sub_agent_factory):
     """Calls an A2A sub-agent of the given variant; returns (reply, the chunks streamed live)."""
 
     async def run(message: str, variant: str = "stream", *, token: str | None = TOKEN, **fields):
-        row = await asyncio.to_thread(a2a_sub_agent_factory, variant, display_name=LABEL, **fields)
+        # sync_to_async's one thread: a thread of its own would keep a pooled connection for good.
+        row = await sync_to_async(a2a_sub_agent_factory)(variant, display_name=LABEL, **fields)
         seen: list[str] = []
 
         async def on_chunk(text: str) -> None:
@@ -132,7 +134,7 @@ async def test_cancelling_the_call_cancels_the_a2a_task(call, a2a_sub_agent_fact
         if text == answer_chunks("")[0]:
             first_chunk.set()
 
-    row = await asyncio.to_thread(a2a_sub_agent_factory, "stream", timeout_sec=30)
+    row = await sync_to_async(a2a_sub_agent_factory)("stream", timeout_sec=30)
     running = asyncio.create_task(a2a_call(sub_agent=row, message="[[mode:hang]] 一直查", request_id="0123456789abcdef",
                                            conversation_id="conv-1", campus_token=None, on_chunk=on_chunk))
     await asyncio.wait_for(first_chunk.wait(), 5)  # the task exists on the agent and is working
