@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('subagents_app', '0004_subagent_display_name_subagent_example_questions'),
+        ('subagents_app', '0005_approval_policy'),
     ]
 
     operations = [
