@@ -242,16 +242,17 @@ async def test_mcp_tool_error_answers_do_not_count(http_service):
 
 
 async def test_a2a_sub_agent_goes_through_its_breaker(a2a_sub_agent_factory, a2a_server, breaker_settings):
-    """An A2A agent that cuts its stream counts as down like a seed sub-agent; a failed task (it
+    """An A2A agent answering HTTP 500 counts as down like a seed sub-agent; a failed task (it
     answered) does not."""
-    dying = SubAgentTool(sub_agent=await sync_to_async(a2a_sub_agent_factory)("die"))
+    dying = SubAgentTool(sub_agent=await sync_to_async(a2a_sub_agent_factory)("http500"))
     for _ in range(3):
         outcome, _ = await _call(dying)
         assert not outcome.ok and outcome.error != CIRCUIT_OPEN_TEXT
     assert (await _status(dying.circuit_key)).state is CircuitState.OPEN
-    calls = len(a2a_server.rpc_requests("die"))
+    calls = len(a2a_server.rpc_requests("http500"))
+    assert calls == 3
     outcome, took = await _call(dying)
-    assert (outcome.text, len(a2a_server.rpc_requests("die"))) == (CIRCUIT_OPEN_TEXT, calls)  # not called
+    assert (outcome.text, len(a2a_server.rpc_requests("http500"))) == (CIRCUIT_OPEN_TEXT, calls)  # not called
     assert took < 0.5
 
     failing = SubAgentTool(sub_agent=await sync_to_async(a2a_sub_agent_factory)("stream", name="lib-failed"))
