@@ -24,8 +24,10 @@ DEMO_CASES = (
              contains=(("call_canteen", "message", "二食堂"),)),
     DemoCase("李明老师的课还有名额吗", must_call=("call_course",), must_not_call=("call_canteen",),
              contains=(("call_course", "message", "李明"),)),
+    DemoCase("周末图书馆几点关门", must_call=("call_library",), must_not_call=("call_canteen", "call_course"),
+             contains=(("call_library", "message", "图书馆"),)),  # the demo A2A agent
     DemoCase("期末考试是什么时候", must_call=("campus-calendar__academic_calendar",),
-             must_not_call=("call_canteen", "call_course")),
+             must_not_call=("call_canteen", "call_course", "call_library")),
     DemoCase("你好", must_not_call=(ANY_TOOL,)),
 )
 
