@@ -29,7 +29,7 @@ sub-agent (contract_agent.py):
     message    answers with a plain Message, no task
 
 `requests` records every HTTP request (path, headers lower-cased); `messages` every message text
-the executor received; `cancelled` is set (and `cancelled_tasks` appended) when a task is
+the executor received, `metadata` its request metadata; `cancelled` is set (and `cancelled_tasks` appended) when a task is
 cancelled through tasks/cancel — what the agent sees of a stop.
 """
 from __future__ import annotations
@@ -104,6 +104,7 @@ class _Executor(AgentExecutor):
     async def execute(self, context: RequestContext, event_queue) -> None:
         text = context.get_user_input()
         self.agent.messages.append(text)
+        self.agent.metadata.append(context.metadata)
         mode = mode_of(text)
         if mode == "message":
             await event_queue.enqueue_event(new_text_message("".join(answer_chunks(text)), role=Role.ROLE_AGENT))
@@ -144,6 +145,7 @@ class A2aTestAgent(ServedApp):
         self.stall_sec = stall_sec
         self.requests: list[RecordedRequest] = []
         self.messages: list[str] = []
+        self.metadata: list[dict] = []  # each message send's request metadata
         self.cancelled_tasks: list[str] = []
         self.cancelled = threading.Event()
         executor = _Executor(self)

@@ -60,10 +60,10 @@ async def call(a2a_sub_agent_factory):
 
 
 async def test_streamed_answer_status_and_artifact_chunks_live(call, a2a_server):
-    reply, seen = await call("图书馆几点关门")
+    reply, seen = await call("图书馆几点关门", domain="library")
     assert reply.ok and reply.text == "".join(answer_chunks("图书馆几点关门"))
     assert seen == [STATUS_TEXT + "\n", *answer_chunks("图书馆几点关门")]
-    assert a2a_server.messages == ["图书馆几点关门"]
+    assert a2a_server.messages == ["图书馆几点关门"] and a2a_server.metadata == [{"domain": "library"}]
     (rpc,) = a2a_server.rpc_requests("stream")
     assert rpc.headers["x-request-id"] == "0123456789abcdef"
     assert rpc.headers["x-parent-conversation-id"] == "conv-1"
