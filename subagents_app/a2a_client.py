@@ -38,6 +38,7 @@ from loguru import logger
 
 from campus_agent.errors import DOWNSTREAM, SUBAGENT_INTERNAL
 from campus_agent.redaction import clip_text, mask_token
+from campus_agent.tracing import trace_headers_add
 from subagents_app.a2a_card import AgentCardError, AgentCardInfo, aagent_card_fetch
 from subagents_app.client import (
     CONNECT_FAILED_NOTICE,
@@ -83,9 +84,11 @@ INTERRUPTED = {TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_RE
 
 
 def a2a_headers(*, request_id: str, conversation_id: str, campus_token: str | None = None) -> dict[str, str]:
-    """Every header the gateway adds to a request to an A2A agent (card, message, cancel): the
-    one place a header joins them (a `traceparent`, say)."""
-    headers = {"X-Request-Id": request_id, "X-Parent-Conversation-Id": conversation_id}
+    """Every header the gateway adds to a request to an A2A agent (card, message, cancel):
+    `X-Request-Id` and, while tracing is on, the `traceparent` of the tool's span
+    (campus_agent.tracing), the parent conversation, and the campus token when the card asks for it."""
+    headers = {"X-Parent-Conversation-Id": conversation_id}
+    trace_headers_add(headers, request_id=request_id)
     if campus_token:
         headers["Authorization"] = f"Bearer {campus_token}"
     return headers

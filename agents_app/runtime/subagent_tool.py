@@ -35,7 +35,6 @@ PROBE_LEASE_MARGIN_SEC = 5
 class SubAgentTool:
     parameters = MESSAGE_PARAMETERS
     answers_in_prose = True  # a sub-agent answers the student in sentences
-    trace_kind = "subagent"  # campus.tool.kind on its span (runtime/tracing.py)
 
     def __init__(self, *, sub_agent: SubAgent, name: str | None = None, unavailable: bool = False):
         self.sub_agent = sub_agent
@@ -44,6 +43,11 @@ class SubAgentTool:
         self.name = name or subagent_tool_name(sub_agent=sub_agent.name)
         # `unavailable`: its breaker was open when the turn's tools were assembled.
         self.description = (CIRCUIT_OPEN_DESCRIPTION if unavailable else "") + sub_agent.description
+
+    @property
+    def trace_kind(self) -> str:
+        """campus.tool.kind on its span (runtime/tracing.py): `subagent`, or `a2a`."""
+        return "a2a" if self.sub_agent.protocol == SubAgent.Protocol.A2A else "subagent"
 
     @property
     def circuit_key(self) -> str:

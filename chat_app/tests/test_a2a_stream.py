@@ -80,3 +80,16 @@ def test_stop_cancels_the_a2a_task(live_asgi, llm_settings, library_agent, sso_h
     assert len(a2a_server.cancelled_tasks) == 1
     cancel_calls = a2a_server.rpc_requests("bearer")[1:]
     assert cancel_calls and cancel_calls[-1].headers["authorization"] == f"Bearer {CAMPUS_TOKEN}"
+
+
+def test_an_a2a_call_is_a_tool_span_whose_traceparent_the_agent_receives(
+    live_asgi, llm_settings, library_agent, sso_headers, a2a_server, spans
+):
+    llm_settings.reply_tool_calls(("call_library", {"message": "图书馆几点关门"}))
+    llm_settings.reply_text("十点半。")
+    assert chat(live_asgi, {"message": "图书馆几点关门"}, headers=sso_headers).frames[-1]["type"] == "done"
+    [tool] = spans.wait_for("execute_tool")
+    assert tool.attributes["campus.tool.kind"] == "a2a" and tool.attributes["gen_ai.tool.name"] == "call_library"
+    context = tool.get_span_context()
+    received = [r.headers.get("traceparent", "") for r in a2a_server.rpc_requests("bearer")]
+    assert received and all(f"-{context.trace_id:032x}-{context.span_id:016x}-" in t for t in received)
