@@ -17,7 +17,7 @@ from loguru import logger
 from agents_app.models import Agent
 from agents_app.selectors import agent_catalog_load
 from campus_agent.errors import GENERAL
-from chat_app.models import Run, ToolApproval
+from chat_app.models import Message, Run, ToolApproval
 from chat_app.runs.registry import WORKER_ID
 from chat_app.selectors import agent_get_default, history_build
 from chat_app.services.recording import RowSpec
@@ -130,10 +130,17 @@ def run_resume_claim(*, run_id, slot_key: str = "") -> Resumption | None:
     return Resumption(
         run=run,
         agent=agent_catalog_load(agent=agent),
-        history=history_build(conversation=run.conversation, limit=settings.MAX_HISTORY + len(decided) + 1),
+        history=history_build(conversation=run.conversation, limit=_history_limit(run)),
         state=run.resume_state or {},
         decided=decided,
     )
+
+
+def _history_limit(run: Run) -> int:
+    """What a turn that had not paused would send: MAX_HISTORY rows up to its question, then
+    the rows this run stored since (its rounds, which a running turn keeps in memory)."""
+    own = Message.objects.filter(conversation_id=run.conversation_id, request_id=run.request_id).count()
+    return settings.MAX_HISTORY + max(own - 1, 0)
 
 
 def run_paused_close(*, run_id, reason: str) -> Run | None:

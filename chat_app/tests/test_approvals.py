@@ -376,3 +376,25 @@ def test_an_mcp_tool_waits_for_approval_and_runs_once_approved(
             rest, _ = parse_blocks(read_rest(response))
     assert next(f for _, f in rest if f["type"] == "tool_result")["ok"] is True
     assert _tool_messages(llm_settings.last_request)[0]["content"] == "已选上 CS101"
+
+
+def test_the_resumed_turn_sends_the_model_what_an_unpaused_turn_would(
+    live_asgi, llm_settings, agent, asking_canteen, auth_headers, settings
+):
+    """The same window of history (MAX_HISTORY rows up to the question), then the round."""
+    llm_settings.reply_text("第一次回答")
+    first = chat(live_asgi, {"message": "第一个问题"}, headers=auth_headers)
+    conversation_id = first.frames[0]["conversation_id"]
+    settings.MAX_HISTORY = 1  # the question alone
+    llm_settings.reply_tool_calls(("call_canteen", {"message": "订午饭"}), text="需要确认。")
+    llm_settings.reply_text("订好了。")
+    with httpx.Client(base_url=live_asgi, timeout=15) as client:
+        with client.stream("POST", "/api/v1/chat", json={"message": "订午饭", "conversation_id": conversation_id},
+                           headers=auth_headers) as response:
+            blocks, _ = read_until(response, lambda f: f["type"] == "approval_required")
+            _decide(live_asgi, blocks[0][1]["run_id"], blocks[-1][1]["call_id"], "approve", auth_headers)
+            read_rest(response)
+    before, resumed = llm_settings.requests[-2].messages, llm_settings.requests[-1].messages
+    assert [m["role"] for m in before] == ["system", "user"] and before[1]["content"] == "订午饭"
+    assert [m["role"] for m in resumed] == ["system", "user", "assistant", "tool"]
+    assert resumed[1]["content"] == "订午饭" and resumed[2]["tool_calls"][0]["function"]["name"] == "call_canteen"
