@@ -7,7 +7,7 @@ what the selected agent can actually use, so it never promises a service the cat
 import re
 
 from agents_app.models import Agent, McpService
-from agents_app.runtime.tools import tool_name_normalise
+from agents_app.runtime.tool_names import subagent_tool_name, tool_name_normalise
 from campus_agent.redaction import clip_text
 from subagents_app.models import SubAgent
 
@@ -28,7 +28,7 @@ def sub_agent_summary(sub_agent: SubAgent) -> str:
 def tool_labels() -> dict:
     """`{"names": {tool name: label}, "prefixes": [[tool-name prefix, label]]}`: sub-agents by
     their exact tool name, MCP services by the `<service>__` prefix of their tools' names."""
-    names = {sub.tool_name: sub.label for sub in SubAgent.objects.all()}
+    names = {subagent_tool_name(sub_agent=sub.name): sub.label for sub in SubAgent.objects.all()}
     prefixes = [
         [tool_name_normalise(f"{service.name}__"), service.label] for service in McpService.objects.all()
     ]

@@ -135,10 +135,6 @@ class SubAgent(TimeStampedModel):
     def is_a2a(self) -> bool:
         return self.protocol == self.Protocol.A2A
 
-    @property
-    def tool_name(self) -> str:
-        return "call_" + self.name.replace("-", "_")
-
     def clean(self) -> None:
         errors = {}
         if self.description is not None and not self.description.strip():

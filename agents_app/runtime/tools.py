@@ -17,12 +17,7 @@ from agents_app.models import Agent
 from agents_app.runtime.mcp_tool import McpTool
 from agents_app.runtime.subagent_tool import SubAgentTool
 from agents_app.runtime.tool import Tool
-from agents_app.runtime.tool_names import (
-    mcp_tool_name,
-    subagent_tool_name,
-    tool_name_normalise,  # noqa: F401 - chat_app/page_catalog.py's import
-    tool_name_unique,
-)
+from agents_app.runtime.tool_names import mcp_tool_name, subagent_tool_name, tool_name_unique
 from agents_app.selectors import agent_catalog, agent_catalog_loaded
 from campus_agent.approval import ApprovalPolicy
 from campus_agent.circuit import acircuit_open_sources

@@ -50,7 +50,7 @@ EMPTY_SCHEMA = {"type": "object", "properties": {}}
 def sub_agent_tool(name: str, description: str | None = None) -> SubAgentTool:
     """The runtime's own tool object for a sub-agent row (unsaved: the matcher reads no DB)."""
     row = SubAgent(name=name, description=description or DEMO_SUBAGENTS[name].description)
-    return SubAgentTool(sub_agent=row, name=row.tool_name)
+    return SubAgentTool(sub_agent=row)  # it names itself by the runtime's rule
 
 
 def mcp_tool(service: str, name: str, description: str, schema: dict | None = None) -> McpTool:

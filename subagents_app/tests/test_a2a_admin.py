@@ -38,7 +38,7 @@ def test_superuser_adds_an_a2a_agent_by_url_and_its_skills_become_the_descriptio
 
     assert response.status_code == 302
     row = SubAgent.objects.get(name="library")
-    assert row.protocol == SubAgent.Protocol.A2A and row.tool_name == "call_library"
+    assert row.protocol == SubAgent.Protocol.A2A
     assert row.description.startswith("测试图书馆：测试用 A2A 图书馆助手")
     assert f"- {SKILL.name}：{SKILL.description}（例如：{SKILL.examples[0]}）" in row.description
 

@@ -59,11 +59,10 @@ def test_staff_adds_a_sub_agent_with_a_service_host_url(staff_client):
 
     assert response.status_code == 302
     row = SubAgent.objects.get(name="course-select")
-    assert (row.base_url, row.timeout_sec, row.enabled, row.tool_name) == (
+    assert (row.base_url, row.timeout_sec, row.enabled) == (
         "http://course-agent:8000",
         45,
         True,
-        "call_course_select",
     )
 
 

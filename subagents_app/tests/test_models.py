@@ -91,10 +91,6 @@ def test_description_is_required(description):
     assert "description" in errors_of(make(description=description))
 
 
-def test_tool_name_replaces_hyphens():
-    assert make(name="course-select").tool_name == "call_course_select"
-
-
 def test_description_help_text_tells_staff_about_trigger_keywords():
     help_text = SubAgent._meta.get_field("description").help_text
     assert "模型" in help_text and "关键词" in help_text
