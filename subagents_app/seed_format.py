@@ -4,8 +4,9 @@ Reading checks the file's shape and each field's type (what YAML alone can get w
 values themselves are checked by `SubAgent.full_clean()` in the import service, so admin and
 import share one set of rules. `enabled` is an optional extra key: export writes
 `enabled: false` for a disabled row so that a round trip keeps it disabled; absent means true.
-`protocol` is optional too (`campus-sse` when absent); export writes it only for other values, so
-a catalog of seed-contract sub-agents exports as it did before A2A existed.
+`protocol` (`campus-sse` when absent) and `approval_policy` (`auto` when absent: docs/staff.md,
+"Tools that ask first") are optional too; export writes each only when it is not the default, so a
+catalog that uses neither exports as it did before they existed, and a round trip keeps them.
 """
 from dataclasses import dataclass
 
@@ -13,8 +14,12 @@ import yaml
 
 REQUIRED_FIELDS = ("name", "description", "base_url")
 DEFAULT_PROTOCOL = "campus-sse"
-OPTIONAL_FIELDS = {"domain": "", "timeout_sec": 30, "enabled": True, "protocol": DEFAULT_PROTOCOL}
-FIELD_ORDER = ("name", "description", "base_url", "domain", "timeout_sec", "enabled", "protocol")
+OPTIONAL_FIELDS = {
+    "domain": "", "timeout_sec": 30, "enabled": True, "protocol": DEFAULT_PROTOCOL, "approval_policy": "auto",
+}
+FIELD_ORDER = ("name", "description", "base_url", "domain", "timeout_sec", "enabled", "protocol", "approval_policy")
+# Exported only when not their default (see the module docstring).
+EXPORTED_WHEN_SET = ("enabled", "protocol", "approval_policy")
 FIELD_TYPES = {
     "name": str,
     "description": str,
@@ -23,6 +28,7 @@ FIELD_TYPES = {
     "timeout_sec": int,
     "enabled": bool,
     "protocol": str,
+    "approval_policy": str,
 }
 _TYPE_WORDS = {str: "字符串", int: "整数", bool: "true 或 false"}
 
@@ -45,6 +51,7 @@ class SeedEntry:
     timeout_sec: int
     enabled: bool
     protocol: str = DEFAULT_PROTOCOL
+    approval_policy: str = "auto"
 
 
 def entry_label(index: int, name) -> str:
@@ -80,7 +87,7 @@ def _entry_build(index: int, raw: dict) -> SeedEntry:
     values = {**OPTIONAL_FIELDS, **{k: v for k, v in raw.items() if v is not None}}
     # Surrounding whitespace (a YAML block's final newline) is not content: strip it so that
     # a file and the database it was imported into compare equal.
-    text = {f: values[f].strip() for f in ("name", "description", "base_url", "domain", "protocol")}
+    text = {f: values[f].strip() for f in ("name", "description", "base_url", "domain", "protocol", "approval_policy")}
     return SeedEntry(index=index, timeout_sec=values["timeout_sec"], enabled=values["enabled"], **text)
 
 
@@ -128,15 +135,14 @@ _SeedDumper.add_representer(str, _str_representer)
 
 
 def seed_dump(*, rows: list[dict]) -> str:
-    """YAML text of the seed format; `rows` hold FIELD_ORDER keys. `enabled` only when false,
-    `protocol` only when not the seed contract."""
+    """YAML text of the seed format; `rows` hold FIELD_ORDER keys. EXPORTED_WHEN_SET fields only
+    when not their default."""
     agents = []
     for row in rows:
-        item = {field: row[field] for field in FIELD_ORDER if field not in ("enabled", "protocol")}
-        if not row.get("enabled", True):
-            item["enabled"] = False
-        if row.get("protocol", DEFAULT_PROTOCOL) != DEFAULT_PROTOCOL:
-            item["protocol"] = row["protocol"]
+        item = {field: row[field] for field in FIELD_ORDER if field not in EXPORTED_WHEN_SET}
+        for field in EXPORTED_WHEN_SET:
+            if row.get(field, OPTIONAL_FIELDS[field]) != OPTIONAL_FIELDS[field]:
+                item[field] = row[field]
         agents.append(item)
     return yaml.dump(
         {"agents": agents}, Dumper=_SeedDumper, allow_unicode=True, sort_keys=False, width=1000, indent=2

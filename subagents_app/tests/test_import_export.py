@@ -321,3 +321,22 @@ def test_protocol_round_trips_and_is_written_only_for_a2a(tmp_path, canteen):
     bad = write(tmp_path, "agents:\n  - {name: x1, description: d, base_url: 'http://x:1', protocol: grpc}\n", "bad.yaml")
     with pytest.raises(CommandError, match="protocol"):
         run("import_subagents", bad)
+
+
+@pytest.mark.django_db
+def test_approval_policy_round_trips_and_is_written_only_when_it_asks_or_forbids(tmp_path, canteen):
+    SubAgent.objects.create(name="course-select", description="选课", base_url="http://course-agent:9000",
+                            approval_policy="ask")
+    text = run("export_subagents")
+    exported = {entry["name"]: entry for entry in yaml.safe_load(text)["agents"]}
+    assert exported["course-select"]["approval_policy"] == "ask" and "approval_policy" not in exported["canteen"]
+    path = write(tmp_path, text)
+    SubAgent.objects.all().delete()
+
+    run("import_subagents", path)
+
+    assert dict(SubAgent.objects.values_list("name", "approval_policy")) == {"canteen": "auto", "course-select": "ask"}
+    bad = write(tmp_path, "agents:\n  - {name: x1, description: d, base_url: 'http://x:1', approval_policy: maybe}\n",
+                "bad.yaml")
+    with pytest.raises(CommandError, match="approval_policy"):
+        run("import_subagents", bad)
