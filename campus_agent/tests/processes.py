@@ -46,32 +46,54 @@ def manage(*args: str, env: dict, timeout: float = 120) -> subprocess.CompletedP
 def asgi_process(kind: str, *, env: dict, start_timeout: float = 30) -> Iterator[tuple[str, subprocess.Popen]]:
     """Starts `uvicorn`/`daphne campus_agent.asgi:application`; yields its base URL and process
     (a test may kill it)."""
+    with asgi_processes(kind, env=env, count=1, start_timeout=start_timeout) as [served]:
+        yield served
+
+
+@contextmanager
+def asgi_processes(
+    kind: str, *, env: dict, count: int, start_timeout: float = 30
+) -> Iterator[list[tuple[str, subprocess.Popen]]]:
+    """Starts `count` servers at once (each imports Django for a few seconds: side by side, not
+    one after the other); yields their (base URL, process) once all answer."""
+    started: list[tuple[str, subprocess.Popen]] = []
+    try:
+        for _ in range(count):
+            started.append(_spawn(kind, env))
+        for url, proc in started:
+            _wait_until_serving(proc, url, start_timeout)
+        yield started
+    finally:
+        for _, proc in started:
+            if proc.poll() is None:
+                proc.terminate()
+        for _, proc in started:
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def _spawn(kind: str, env: dict) -> tuple[str, subprocess.Popen]:
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.bind(("127.0.0.1", 0))
     listener.listen(64)
     url = f"http://127.0.0.1:{listener.getsockname()[1]}"
     fd = listener.fileno()
-    proc = subprocess.Popen(
-        [sys.executable, *SERVERS[kind](fd)],
-        cwd=BASE_DIR,
-        env=env,
-        pass_fds=[fd],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    listener.close()  # the child holds its own copy
     try:
-        _wait_until_serving(proc, url, start_timeout)
-        yield url, proc
+        proc = subprocess.Popen(
+            [sys.executable, *SERVERS[kind](fd)],
+            cwd=BASE_DIR,
+            env=env,
+            pass_fds=[fd],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        listener.close()  # the child holds its own copy
+    return url, proc
 
 
 @contextmanager

@@ -4,25 +4,22 @@ the run's frames in Redis, so nothing is lost and the numbering goes on. Fixture
 import os
 import signal
 import time
+import uuid
 
 import httpx
 
-from campus_agent.tests.processes import asgi_process, manage
+from campus_agent.tests.processes import asgi_process
 from chat_app.tests.sse import parse_blocks, read_rest, read_until, run_events
-
-ASK_FIRST = "from subagents_app.models import SubAgent; SubAgent.objects.update(approval_policy='ask')"
-RUN_STATUS = "from chat_app.models import Run; print(Run.objects.get(id={run_id!r}).status)"
+from chat_app.tests.worker_fixtures import worker_sql
 
 
-def _ask_first(env) -> None:
-    done = manage("shell", "-c", ASK_FIRST, env=env)
-    assert done.returncode == 0, done.stderr
+def _ask_first(database_url) -> None:
+    worker_sql(database_url, "UPDATE subagents_app_subagent SET approval_policy = {}", ("ask",))
 
 
-def _status(env, run_id) -> str:
-    done = manage("shell", "-c", RUN_STATUS.format(run_id=run_id), env=env)
-    assert done.returncode == 0, done.stderr
-    return done.stdout.strip().splitlines()[-1]
+def _status(database_url, run_id) -> str:
+    [(status,)] = worker_sql(database_url, "SELECT status FROM chat_app_run WHERE id = {}", (uuid.UUID(run_id),))
+    return status
 
 
 def _paused_on(url, token, llm_server, question="订午饭"):
@@ -35,9 +32,9 @@ def _paused_on(url, token, llm_server, question="订午饭"):
     return client, response, blocks, raw
 
 
-def test_paused_on_a_approved_on_b_goes_on_in_as_stream(workers, worker_env, token, llm_server, subagent_server):
+def test_paused_on_a_approved_on_b_goes_on_in_as_stream(workers, worker_database, token, llm_server, subagent_server):
     (a_url, _), (b_url, _) = workers
-    _ask_first(worker_env)
+    _ask_first(worker_database)
     client, response, blocks, raw = _paused_on(a_url, token, llm_server)
     session, asked = blocks[0][1], blocks[-1][1]
     assert subagent_server.requests == []
@@ -58,10 +55,10 @@ def test_paused_on_a_approved_on_b_goes_on_in_as_stream(workers, worker_env, tok
 
 
 def test_approved_after_the_worker_that_paused_it_was_killed(
-    workers, worker_env, token, llm_server, subagent_server
+    workers, worker_env, worker_database, token, llm_server, subagent_server
 ):
     (a_url, a_proc), _ = workers
-    _ask_first(worker_env)
+    _ask_first(worker_database)
     client, response, blocks, _ = _paused_on(a_url, token, llm_server)
     session, asked = blocks[0][1], blocks[-1][1]
     os.kill(a_proc.pid, signal.SIGKILL)
@@ -72,7 +69,7 @@ def test_approved_after_the_worker_that_paused_it_was_killed(
         # A waiting run belongs to no worker: the reapers leave it alone however long it waits.
         deadline = time.monotonic() + 3.0  # 2 × RUN_STALE_SEC, several reaper passes of B and C
         while time.monotonic() < deadline:
-            assert _status(worker_env, session["run_id"]) == "awaiting_approval"
+            assert _status(worker_database, session["run_id"]) == "awaiting_approval"
         answer = httpx.post(f"{c_url}/api/v1/runs/{session['run_id']}/approvals", headers=token,
                             json={"call_id": asked["call_id"], "decision": "approve"})
         assert answer.json()["resumed"] is True

@@ -8,16 +8,15 @@ suite's PostgreSQL when the suite runs there. Heartbeats are fast here (0.3 s, s
 """
 import os
 import signal
-import sqlite3
 import time
 import uuid
 
 import httpx
-import psycopg
 import pytest
 
 from agents_app.testing.fake_llm import Reply
 from chat_app.tests.sse import parse_blocks, read_rest, read_until, run_events
+from chat_app.tests.worker_fixtures import worker_sql
 
 SLOW_TEXT = "两个进程共享同一个运行，" * 6  # 66 characters, 17 chunks of 4
 
@@ -68,13 +67,7 @@ def _wait_for_checkpoint(database_url: str, run_id: str, text: str, timeout: flo
     query = "SELECT partial_text FROM chat_app_run WHERE id = {}"
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if database_url.startswith("sqlite:///"):
-            with sqlite3.connect(database_url.removeprefix("sqlite:///"), timeout=10) as conn:
-                row = conn.execute(query.format("?"), (uuid.UUID(run_id).hex,)).fetchone()
-        else:
-            with psycopg.connect(database_url.replace("postgres://", "postgresql://", 1)) as conn:
-                row = conn.execute(query.format("%s"), (uuid.UUID(run_id),)).fetchone()
-        if row and row[0] == text:
+        if worker_sql(database_url, query, (uuid.UUID(run_id),)) == [(text,)]:
             return
         time.sleep(0.05)
     raise AssertionError(f"the run's checkpoint never held {text!r}")
