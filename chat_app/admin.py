@@ -4,7 +4,7 @@ from django.contrib import admin
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
-from chat_app.models import AuthSession, CampusIdentity, Conversation, Feedback, Message
+from chat_app.models import AuthSession, CampusIdentity, Conversation, Feedback, Message, ToolApproval
 
 # Links other apps offer on a stored message (insights_app: "保存为路由用例"): callables
 # `(message) -> (label, url) | None`, appended from their own admin modules, so this module
@@ -152,4 +152,41 @@ class FeedbackAdmin(admin.ModelAdmin):
         return False
 
     def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(ToolApproval)
+class ToolApprovalAdmin(admin.ModelAdmin):
+    """Every tool call that asked a student first (DESIGN §4a) and what became of it: a record
+    for staff (which tools students decline, how often calls expire), never edited here."""
+
+    list_display = ("tool", "status", "user", "args_head", "created_at", "decided_at")
+    list_filter = ("status", "tool", "created_at")
+    search_fields = ("tool", "args", "run__user__username", "call_id")
+    date_hierarchy = "created_at"
+    list_select_related = ("run__user",)
+    fields = ("tool", "status", "args", "call_id", "user", "conversation_link", "created_at", "expires_at",
+              "decided_at")
+    readonly_fields = fields
+
+    @admin.display(description="学生", ordering="run__user__username")
+    def user(self, obj: ToolApproval) -> str:
+        return obj.run.user.get_username()
+
+    @admin.display(description="参数")
+    def args_head(self, obj: ToolApproval) -> str:
+        return obj.args[:60]
+
+    @admin.display(description="对话")
+    def conversation_link(self, obj: ToolApproval) -> str:
+        url = reverse("admin:chat_app_conversation_change", args=[obj.run.conversation_id])
+        return format_html('<a href="{}">{}</a>', url, obj.run.conversation)
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
         return False
