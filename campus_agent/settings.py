@@ -267,6 +267,9 @@ DEMO_BASE_URL = env.str("DEMO_BASE_URL", default="") or (
 # --- auth tokens ------------------------------------------------------------------------------
 JWT_TTL_HOURS = env.int("JWT_TTL_HOURS", default=24)
 JWT_ISSUER = env.str("JWT_ISSUER", default="campus-agent")
+# The chat stream remembers a checked JWT session this many seconds (chat_app/auth_cache.py): a
+# revocation made on another worker reaches a new stream within this time. 0 = read every time.
+AUTH_SESSION_CACHE_SEC = env.float("AUTH_SESSION_CACHE_SEC", default=5.0)
 CAMPUS_SSO_USERINFO_URL = env.str("CAMPUS_SSO_USERINFO_URL", default="")
 # Campus login on the page with OpenID Connect (chat_app/oidc.py): off unless OIDC_ISSUER and
 # OIDC_CLIENT_ID are set. Register <site>/login/campus/callback/ as the redirect URI.

@@ -6,4 +6,7 @@ class ChatAppConfig(AppConfig):
     verbose_name = "对话"
 
     def ready(self) -> None:
-        from chat_app import schema  # noqa: F401  (registers the OpenAPI auth extension)
+        from chat_app import (
+            auth_cache,  # noqa: F401  (forgets revoked sessions at once)
+            schema,  # noqa: F401  (registers the OpenAPI auth extension)
+        )

@@ -12,6 +12,7 @@ from django.middleware.csrf import CsrfViewMiddleware
 from rest_framework import authentication, exceptions
 
 from chat_app import api_errors as errors
+from chat_app.auth_cache import auth_session_cached, auth_session_remember
 from chat_app.models import AuthSession
 from chat_app.oidc import session_campus_token
 from chat_app.selectors import auth_session_get_valid
@@ -43,15 +44,27 @@ def bearer_token(request) -> str | None:
     return token.strip() if scheme.lower() == "bearer" else ""
 
 
-def jwt_session_resolve(*, token: str) -> AuthSession:
-    """The AuthSession a valid JWT names (with its user). Raises TokenInvalid."""
+def _jwt_session_and_claims(token: str) -> tuple[AuthSession, dict]:
     if not token:
         raise TokenInvalid("empty")
     claims = jwt_decode(token=token)
     session = auth_session_get_valid(session_id=claims["sid"], user_id=int(claims["sub"]))
     if session is None:
         raise TokenInvalid("session")
-    return session
+    return session, claims
+
+
+def jwt_session_resolve(*, token: str) -> AuthSession:
+    """The AuthSession a valid JWT names (with its user). Raises TokenInvalid."""
+    return _jwt_session_and_claims(token)[0]
+
+
+def chat_caller_cached(request) -> Caller | None:
+    """The caller of a Bearer JWT checked against the database less than AUTH_SESSION_CACHE_SEC
+    ago (chat_app.auth_cache), without I/O; None otherwise (then `chat_caller_resolve` decides)."""
+    token = bearer_token(request)
+    session = auth_session_cached(token=token) if token else None
+    return Caller(user=session.user, auth_session=session) if session is not None else None
 
 
 def _session_user(request):
@@ -72,9 +85,10 @@ def chat_caller_resolve(request) -> Caller:
     token = bearer_token(request)
     if token is not None:
         try:
-            session = jwt_session_resolve(token=token)
+            session, claims = _jwt_session_and_claims(token)
         except TokenInvalid:
             raise errors.token_invalid() from None
+        auth_session_remember(token=token, session=session, token_exp=claims["exp"])
         return Caller(user=session.user, auth_session=session)
     user = _session_user(request)
     if user is None:

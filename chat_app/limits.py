@@ -15,16 +15,22 @@ window opens with the user's first counted message (the key's expiry), not on th
 a bucket keyed on `time() // 60` reset the count whenever a minute boundary fell between two
 messages, which let a burst through and made the limit depend on when it was measured.
 
-These functions are sync: the stream view calls them inside the one thread hop that also
-authenticates and stores the user message (services/admission.py), and the slot is given back
-in the hop that stores the reply, so limits cost no extra crossing of the async boundary.
+The sync functions run inside the one thread hop that also authenticates and stores the user
+message (services/admission.py), and the slot is given back in the hop that stores the reply, so
+limits cost no extra crossing of the async boundary. With the Redis cache, a caller the stream
+already knows takes and gives back its slot in the event loop instead (`astream_…`, the asyncio
+client): no hop, no second connection pool.
 """
+import asyncio
 import threading
 import uuid
+import weakref
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.core.cache import cache
+from django.core.cache import DEFAULT_CACHE_ALIAS, cache, caches
+from loguru import logger
+from redis.exceptions import RedisError
 
 LEASE_MARGIN_SEC = 30
 RATE_WINDOW_SEC = 60
@@ -37,6 +43,7 @@ class StreamSlot:
     user_id: int
     cache_key: str | None = None
     released: bool = False
+    release_async: bool = False  # taken in the event loop: give it back there (astream_slot_release)
 
 
 def local_stream_count(*, user_id: int) -> int:
@@ -114,47 +121,130 @@ def message_rate_allow(*, user_id: int) -> bool:
 # runs the same steps as the cache calls above (SET NX EX per slot key, then INCR + EXPIRE on
 # the window's first message) atomically on the server. Through Django's cache API they cost four
 # round trips (add; add, exists, incr), all before the first chunk (docs/benchmarks.md).
+# The slot keys are `<prefix><i>`, built by the script: their number (the limit) costs nothing
+# on our side. A single Redis, not a cluster (the keys are not declared).
 _TAKE_SCRIPT = """
 local slot = -1
-for i = 1, #KEYS - 1 do
-  if redis.call('SET', KEYS[i], ARGV[1], 'NX', 'EX', ARGV[2]) then slot = i - 1; break end
+for i = 0, tonumber(ARGV[2]) - 1 do
+  if redis.call('SET', ARGV[1] .. i, ARGV[3], 'NX', 'EX', ARGV[4]) then slot = i; break end
 end
 if slot < 0 then return {-1, 0} end
-local count = redis.call('INCR', KEYS[#KEYS])
-if count == 1 then redis.call('EXPIRE', KEYS[#KEYS], ARGV[3]) end
+local count = redis.call('INCR', KEYS[1])
+if count == 1 then redis.call('EXPIRE', KEYS[1], ARGV[5]) end
 return {slot, count}
 """
 
 
-def _redis_client():
-    """The raw client of Django's Redis cache, or None for any other cache backend."""
+def _redis_cache():
+    """Django's Redis cache when it is the cache and its keys are `<prefix><key>` (the default
+    key function, which the script's slot keys follow); else None (the cache calls are used)."""
     from django.core.cache.backends.redis import RedisCache
 
-    return cache._cache.get_client(write=True) if isinstance(cache, RedisCache) else None
+    # The backend itself: `cache` is a proxy, never an instance of a backend class (checked on
+    # the proxy, this was always false, and the script below never ran before issue #11).
+    backend = caches[DEFAULT_CACHE_ALIAS]
+    if not isinstance(backend, RedisCache):
+        return None
+    probe = _slot_key(0, 0)
+    return backend if backend.make_key(probe) == backend.make_key(probe[:-1]) + "0" else None
+
+
+def _take_args(user_id: int) -> tuple[list[str], list]:
+    keys = [cache.make_and_validate_key(f"chat:rate:{user_id}")]
+    prefix = cache.make_and_validate_key(_slot_key(user_id, 0))[:-1]
+    args = [prefix, settings.CHAT_MAX_CONCURRENT_STREAMS, uuid.uuid4().hex,
+            int(settings.TURN_BUDGET_SEC) + LEASE_MARGIN_SEC, RATE_WINDOW_SEC]
+    return keys, args
+
+
+def _taken(slot: StreamSlot, index, count) -> tuple[StreamSlot | None, bool]:
+    if int(index) < 0:
+        _local_give_back(slot.user_id)
+        return None, False
+    slot.cache_key = _slot_key(slot.user_id, int(index))  # released with cache.delete, which adds the prefix
+    return slot, int(count) <= settings.CHAT_RATE_PER_MINUTE
 
 
 def stream_slot_and_rate_take(*, user_id: int) -> tuple[StreamSlot | None, bool]:
     """`stream_slot_acquire` then `message_rate_allow`, in one Redis round trip when the cache is
     Redis: (None, False) without a free slot; (slot, False) past the rate, the slot still held
     (the caller gives it back); (slot, True) admitted."""
-    client = _redis_client()
-    if client is None:
+    redis_cache = _redis_cache()
+    if redis_cache is None:
         slot = stream_slot_acquire(user_id=user_id)
         return (slot, message_rate_allow(user_id=user_id)) if slot is not None else (None, False)
-    limit = settings.CHAT_MAX_CONCURRENT_STREAMS
-    if not _local_take(user_id, limit):
+    if not _local_take(user_id, settings.CHAT_MAX_CONCURRENT_STREAMS):
         return None, False
-    slot = StreamSlot(user_id=user_id)
-    keys = [cache.make_and_validate_key(_slot_key(user_id, i)) for i in range(limit)]
-    keys.append(cache.make_and_validate_key(f"chat:rate:{user_id}"))
-    ttl = int(settings.TURN_BUDGET_SEC) + LEASE_MARGIN_SEC
+    keys, args = _take_args(user_id)
     try:
-        index, count = client.eval(_TAKE_SCRIPT, len(keys), *keys, uuid.uuid4().hex, ttl, RATE_WINDOW_SEC)
+        index, count = redis_cache._cache.get_client(write=True).eval(_TAKE_SCRIPT, len(keys), *keys, *args)
     except BaseException:
         _local_give_back(user_id)
         raise
-    if int(index) < 0:
-        _local_give_back(user_id)
+    return _taken(StreamSlot(user_id=user_id), index, count)
+
+
+# --- the same in the event loop, through the `redis` asyncio client -----------------------------
+# The chat stream admits a caller it already knows (chat_app.auth_cache) without leaving the
+# event loop for the limits: no thread hop, and the worker's one asyncio connection pool
+# (chat_app.runs.redis_bus) instead of the sync client's second pool.
+
+_async_scripts: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict]" = weakref.WeakKeyDictionary()
+
+
+def _async_script(location: str):
+    """This loop's registered take script on the cache's Redis (EVALSHA after the first call)."""
+    from redis.asyncio import Redis
+
+    from chat_app.runs.redis_bus import redis_client
+
+    per_loop = _async_scripts.setdefault(asyncio.get_running_loop(), {})
+    script = per_loop.get(location)
+    if script is None:
+        # The run bus's client when the cache is on the same Redis: one pool per worker.
+        client = redis_client() if location == settings.REDIS_URL else Redis.from_url(location)
+        script = per_loop[location] = (client, client.register_script(_TAKE_SCRIPT))
+    return script
+
+
+async def astream_slot_and_rate_take(*, user_id: int) -> tuple[StreamSlot | None, bool] | None:
+    """See stream_slot_and_rate_take(). None when the cache is not Redis: the caller takes the
+    limits in its database call instead (the local-memory cache needs no round trip)."""
+    redis_cache = _redis_cache()
+    if redis_cache is None:
+        return None
+    if not _local_take(user_id, settings.CHAT_MAX_CONCURRENT_STREAMS):
         return None, False
-    slot.cache_key = _slot_key(user_id, int(index))  # released with cache.delete, which adds the prefix
-    return slot, int(count) <= settings.CHAT_RATE_PER_MINUTE
+    slot = StreamSlot(user_id=user_id, release_async=True)
+    keys, args = _take_args(user_id)
+    try:
+        _, script = _async_script(redis_cache._servers[0])
+        index, count = await script(keys=keys, args=args)
+    except BaseException:
+        _local_give_back(user_id)
+        raise
+    return _taken(slot, index, count)
+
+
+async def astream_slot_release(*, slot: StreamSlot) -> None:
+    """See stream_slot_release(). A slot taken in the event loop is given back there; a Redis
+    failure is logged, not raised (the lease expires on its own)."""
+    if slot.released:
+        return
+    if not slot.release_async:  # taken through the sync cache client: give it back the same way
+        from chat_app.asyncdb import db_call
+
+        await db_call(stream_slot_release, slot=slot)
+        return
+    with _local_lock:
+        if slot.released:
+            return
+        slot.released = True
+        _local_decrement(slot.user_id)
+    if slot.cache_key:
+        redis_cache = _redis_cache()
+        try:
+            client, _ = _async_script(redis_cache._servers[0])
+            await client.delete(redis_cache.make_and_validate_key(slot.cache_key))
+        except RedisError as exc:
+            logger.warning("giving a stream slot back failed ({}); its lease expires on its own", exc)

@@ -31,7 +31,7 @@ from campus_agent.errors import DOWNSTREAM, GENERAL
 from campus_agent.request_id import request_id_set
 from campus_agent.sse import sse_frame
 from chat_app.asyncdb import db_call, turn_sync_executor
-from chat_app.limits import StreamSlot, stream_slot_release
+from chat_app.limits import StreamSlot, astream_slot_release, stream_slot_release
 from chat_app.models import Run
 from chat_app.runs.approvals import expires_at_parse, run_pause, run_paused_close
 from chat_app.runs.frames import FrameLog
@@ -124,7 +124,7 @@ class RunTask:
                     span.ended(interrupted=self.recorder.interrupted, stopped=self.stopping, paused=self.paused)
         finally:
             if not self._slot.released:  # storing never ran (a bug): do not leak the slot
-                await db_call(stream_slot_release, slot=self._slot)
+                await astream_slot_release(slot=self._slot)
             if not self.log.ended and not self.paused:  # a bug or a shutdown: followers still get an end
                 try:
                     self._emit(Done(full_text=self.recorder.reply_text, interrupted=True))
@@ -285,7 +285,8 @@ class RunTask:
             return run_pause(run=self.run, rows=self.recorder.paused_rows(), waiting=waiting, state=paused.state,
                              frames_seq=frames_seq)
         finally:
-            stream_slot_release(slot=self._slot)
+            if not self._slot.release_async:  # else given back in the event loop (_pause)
+                stream_slot_release(slot=self._slot)
 
     async def _pause(self, paused: Paused) -> bool:
         """Stores the pause (the round so far, the waiting calls, the turn's state), gives the slot
@@ -298,6 +299,7 @@ class RunTask:
         try:
             storing = asyncio.ensure_future(db_call(self._pause_and_release, paused, frames_seq))
             stored = await asyncio.shield(storing)
+            await astream_slot_release(slot=self._slot)
         except Exception:
             logger.exception("storing the pause failed; ending the run")
             self.recorder.add(Error(GENERAL, TURN_FAILED_MESSAGE))
@@ -323,7 +325,8 @@ class RunTask:
         try:
             return run_finish(run=self.run, rows=rows, interrupted=interrupted)
         finally:
-            stream_slot_release(slot=self._slot)
+            if not self._slot.release_async:  # else given back in the event loop (_finish)
+                stream_slot_release(slot=self._slot)
 
     async def _finish(self) -> None:
         self._finishing = True
@@ -334,6 +337,7 @@ class RunTask:
         except Exception:
             logger.exception("storing the run failed")
             self._emit(Error(GENERAL, STORE_FAILED_MESSAGE))
+        await astream_slot_release(slot=self._slot)  # before `done`: the client may ask again at once
         done = recorder.done or Done(full_text=recorder.reply_text, interrupted=True)
         if recorder.interrupted and not done.interrupted:
             done = dataclasses.replace(done, interrupted=True)

@@ -1,15 +1,26 @@
 """Admitting one chat turn: everything decided before the stream starts, in one sync call.
 
 The stream view crosses into sync code once for all of it (auth lookup, limits, the user
-message, the history), instead of once per step: each crossing is a thread hand-off and, with
-CONN_MAX_AGE=0 on pool threads, a fresh database connection.
+message, the history), instead of once per step: each crossing is a thread hand-off.
+
+`achat_turn_admit` is the stream view's entry: for a JWT checked a moment ago (chat_app.auth_cache)
+it reads the body in the event loop, takes the Redis limits there (asyncio client), and crosses
+once for the quota and the writes; otherwise it is `chat_turn_admit`, in one crossing. The
+order of the answers is the same either way.
 """
 from dataclasses import dataclass
 
 from chat_app import api_errors as errors
-from chat_app.authentication import Caller, chat_caller_resolve
+from chat_app.asyncdb import db_call
+from chat_app.authentication import Caller, chat_caller_cached, chat_caller_resolve
 from chat_app.chat_input import ChatInput, chat_input_read
-from chat_app.limits import StreamSlot, stream_slot_and_rate_take, stream_slot_release
+from chat_app.limits import (
+    StreamSlot,
+    astream_slot_and_rate_take,
+    astream_slot_release,
+    stream_slot_and_rate_take,
+    stream_slot_release,
+)
 from chat_app.quota import user_token_quota_check
 from chat_app.services.turns import TurnStart, turn_begin
 
@@ -28,18 +39,52 @@ def chat_turn_admit(*, request, request_id: str) -> Admission:
     Raises ApiError; holds a stream slot only when it returns."""
     caller = chat_caller_resolve(request)
     chat = chat_input_read(request=request)
-    user_id = caller.user.pk
-    slot, rate_ok = stream_slot_and_rate_take(user_id=user_id)
+    return _admit_known(caller=caller, chat=chat, request_id=request_id)
+
+
+def _too_many_streams() -> errors.ApiError:
+    return errors.ApiError(errors.MSG_TOO_MANY_STREAMS, code=errors.TOO_MANY_STREAMS, status=429)
+
+
+def _rate_limited() -> errors.ApiError:
+    return errors.ApiError(errors.MSG_RATE_LIMITED, code=errors.RATE_LIMITED, status=429, headers={"Retry-After": "60"})
+
+
+def _admit_known(*, caller: Caller, chat: ChatInput, request_id: str) -> Admission:
+    slot, rate_ok = stream_slot_and_rate_take(user_id=caller.user.pk)
     if slot is None:
-        raise errors.ApiError(errors.MSG_TOO_MANY_STREAMS, code=errors.TOO_MANY_STREAMS, status=429)
+        raise _too_many_streams()
     try:
         if not rate_ok:
-            raise errors.ApiError(
-                errors.MSG_RATE_LIMITED, code=errors.RATE_LIMITED, status=429, headers={"Retry-After": "60"}
-            )
-        user_token_quota_check(user_id=user_id)
-        start = turn_begin(user=caller.user, chat=chat, request_id=request_id, slot_key=slot.cache_key)
+            raise _rate_limited()
+        return _admit_with_slot(caller=caller, chat=chat, request_id=request_id, slot=slot)
     except BaseException:
         stream_slot_release(slot=slot)
         raise
+
+
+def _admit_with_slot(*, caller: Caller, chat: ChatInput, request_id: str, slot: StreamSlot) -> Admission:
+    user_token_quota_check(user_id=caller.user.pk)
+    start = turn_begin(user=caller.user, chat=chat, request_id=request_id, slot_key=slot.cache_key)
     return Admission(caller=caller, chat=chat, start=start, slot=slot)
+
+
+async def achat_turn_admit(*, request, request_id: str) -> Admission:
+    """See chat_turn_admit()."""
+    caller = chat_caller_cached(request)
+    if caller is None:
+        return await db_call(chat_turn_admit, request=request, request_id=request_id)
+    chat = chat_input_read(request=request)  # parsing only: the body is already in memory
+    taken = await astream_slot_and_rate_take(user_id=caller.user.pk)
+    if taken is None:  # not the Redis cache: the limits cost nothing in the database call
+        return await db_call(_admit_known, caller=caller, chat=chat, request_id=request_id)
+    slot, rate_ok = taken
+    if slot is None:
+        raise _too_many_streams()
+    try:
+        if not rate_ok:
+            raise _rate_limited()
+        return await db_call(_admit_with_slot, caller=caller, chat=chat, request_id=request_id, slot=slot)
+    except BaseException:
+        await astream_slot_release(slot=slot)
+        raise

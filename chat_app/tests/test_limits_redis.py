@@ -43,3 +43,42 @@ def test_slots_and_rate_in_one_call_like_the_cache_calls(redis_cache, settings, 
     assert local_stream_count(user_id=7) == 0
     ttl = redis.Redis.from_url(redis_url).ttl(redis_cache.make_key("chat:rate:7"))
     assert 0 < ttl <= 60  # the window expires one minute after its first message
+
+
+async def test_the_event_loop_path_shares_slots_and_window_with_the_sync_path(redis_cache, settings, redis_url):
+    """astream_… (the asyncio client) and the sync calls lease the same keys and count the same window."""
+    from asgiref.sync import sync_to_async
+
+    from chat_app.limits import astream_slot_and_rate_take, astream_slot_release
+
+    settings.CHAT_MAX_CONCURRENT_STREAMS = 2
+    settings.CHAT_RATE_PER_MINUTE = 3
+    first, ok1 = await astream_slot_and_rate_take(user_id=8)
+    second, ok2 = await sync_to_async(stream_slot_and_rate_take)(user_id=8)
+    assert ok1 and ok2 and {first.cache_key, second.cache_key} == {"chat:streams:8:0", "chat:streams:8:1"}
+    assert await astream_slot_and_rate_take(user_id=8) == (None, False)  # both slots leased
+    await astream_slot_release(slot=first)
+    await astream_slot_release(slot=first)  # idempotent
+    assert not redis.Redis.from_url(redis_url).exists(redis_cache.make_key("chat:streams:8:0"))
+    third, ok3 = await astream_slot_and_rate_take(user_id=8)
+    assert third.cache_key == "chat:streams:8:0" and ok3  # the third message of the window
+    await astream_slot_release(slot=third)
+    fourth, ok4 = await astream_slot_and_rate_take(user_id=8)
+    assert fourth is not None and not ok4  # past the rate
+    await astream_slot_release(slot=fourth)
+    await sync_to_async(stream_slot_release)(slot=second)
+    assert local_stream_count(user_id=8) == 0
+
+
+def test_a_large_limit_costs_no_key_per_slot_on_our_side(redis_cache, settings):
+    """The script builds the slot keys: a limit of 100,000 (the benchmark's) takes one round trip
+    of a few arguments, not 100,001 keys (which cost ≈ 10 ms of CPU per turn)."""
+    import time
+
+    settings.CHAT_MAX_CONCURRENT_STREAMS = 100_000
+    started = time.process_time()
+    for _ in range(10):
+        slot, ok = stream_slot_and_rate_take(user_id=9)
+        assert ok
+        stream_slot_release(slot=slot)
+    assert (time.process_time() - started) / 10 < 0.005

@@ -2,7 +2,7 @@
 
 Not a DRF view: DRF views are sync and Django would buffer the whole stream. Everything that
 can fail with a JSON answer (auth, then the body, limits, conversation ownership) is decided
-before the first byte, in one sync call (services/admission.py). Then the run starts as a task
+before the first byte, with one crossing into sync code (services/admission.py). Then the run starts as a task
 of its own (chat_app.runs.engine) and this response is only its first follower: when the client
 goes away the response ends, the run does not.
 """
@@ -15,10 +15,9 @@ from agents_app.runtime.context import RunContext
 from campus_agent.redaction import clip_text
 from campus_agent.sse import sse_response
 from chat_app import api_errors as errors
-from chat_app.asyncdb import db_call
 from chat_app.runs.engine import RunPlan, RunTask, paused_run_ended
 from chat_app.runs.follow import run_frames
-from chat_app.services.admission import Admission, chat_turn_admit
+from chat_app.services.admission import Admission, achat_turn_admit
 
 
 def _run_start(admission: Admission, request_id: str) -> RunTask:
@@ -60,7 +59,7 @@ async def _admit(request) -> Admission:
     """Admission runs to its end even when the client leaves meanwhile (Django cancels the view on
     disconnect, but the sync call in its thread cannot be stopped half-way); a turn admitted so
     is run all the same: the question is stored, the run belongs to the server."""
-    admitting = asyncio.ensure_future(db_call(chat_turn_admit, request=request, request_id=request.request_id))
+    admitting = asyncio.ensure_future(achat_turn_admit(request=request, request_id=request.request_id))
     try:
         return await asyncio.shield(admitting)
     except asyncio.CancelledError:

@@ -1,0 +1,55 @@
+"""The per-user stream limit holds across two workers when each takes it in its event loop
+(the asyncio Redis client, chat_app.limits.astream_slot_and_rate_take), as it did through the
+sync cache calls (issue #11). Workers are uvicorn child processes sharing Redis and a database."""
+import httpx
+import pytest
+import redis
+
+from agents_app.testing.fake_llm import Reply
+from campus_agent.tests.processes import asgi_process, manage, project_env
+from chat_app.api_errors import TOO_MANY_STREAMS
+from chat_app.tests.sse import chat, read_rest, read_until
+from chat_app.tests.test_runs_workers import SETUP, worker_database  # noqa: F401  (fixture)
+
+SLOW_TEXT = "慢慢地说，" * 10
+
+
+@pytest.fixture
+def workers(tmp_path, worker_database, redis_url, llm_server, subagent_server):  # noqa: F811
+    redis.Redis.from_url(redis_url).flushdb()
+    env = project_env(
+        tmp_path, DATABASE_URL=worker_database, REDIS_URL=redis_url, LLM_BASE_URL=llm_server.url,
+        LLM_API_KEY="test-key", LLM_MODEL="fake-model", LLM_TIMEOUT="10", LOG_LEVEL="WARNING",
+        CHAT_MAX_CONCURRENT_STREAMS="1", AUTH_SESSION_CACHE_SEC="60",
+    )
+    for args in (("migrate", "--noinput"), ("shell", "-c", SETUP.format(url=subagent_server.url))):
+        done = manage(*args, env=env)
+        assert done.returncode == 0, done.stderr
+    with asgi_process("uvicorn", env=env) as (a, _), asgi_process("uvicorn", env=env) as (b, _):
+        yield a, b
+    redis.Redis.from_url(redis_url).flushdb()
+
+
+def test_a_stream_on_a_holds_the_users_only_slot_on_b(workers, llm_server, redis_url):
+    a, b = workers
+    token = httpx.post(f"{a}/api/v1/auth/token", json={"username": "20230001", "password": "s3cret-Pass!"}).json()
+    headers = {"Authorization": f"Bearer {token['access_token']}"}
+    llm_server.reply_text("一。")
+    llm_server.reply_text("二。")
+    # The first stream on each worker checks the JWT in the database; from then on each admits
+    # this caller in its event loop, limits included.
+    assert chat(a, {"message": "一"}, headers=headers).status == 200
+    assert chat(b, {"message": "二"}, headers=headers).status == 200
+
+    llm_server.queue(Reply(text=SLOW_TEXT, chunk_delay=0.05))
+    with httpx.Client(base_url=a, timeout=20) as client:
+        with client.stream("POST", "/api/v1/chat", json={"message": "慢慢说"}, headers=headers) as response:
+            read_until(response, lambda f: f["type"] == "chunk")
+            leases = redis.Redis.from_url(redis_url).keys("*chat:streams:*")
+            assert len(leases) == 1  # A's slot, leased in Redis
+            refused = httpx.post(f"{b}/api/v1/chat", json={"message": "再问"}, headers=headers)
+            assert refused.status_code == 429 and refused.json()["code"] == TOO_MANY_STREAMS
+            read_rest(response)
+    assert redis.Redis.from_url(redis_url).keys("*chat:streams:*") == []  # given back when the run ended
+    llm_server.reply_text("三。")
+    assert chat(b, {"message": "三"}, headers=headers).status == 200
