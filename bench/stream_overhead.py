@@ -128,7 +128,8 @@ class Stack:
             conn.execute(f'CREATE DATABASE "{name}"')
 
     def _gateway_cmd(self, port: int, first: bool) -> list[str]:
-        cmd = [PY, "-m", "uvicorn", "campus_agent.asgi:application", "--host", "127.0.0.1", "--port", str(port),
+        launcher = [PY, "-c", _TRACEMALLOC_LAUNCHER] if self.env.get("BENCH_TRACEMALLOC") else [PY, "-m", "uvicorn"]
+        cmd = [*launcher, "campus_agent.asgi:application", "--host", "127.0.0.1", "--port", str(port),
                "--lifespan", "off", "--no-access-log", "--log-level", "warning", "--backlog", "4096"]
         if self.profile and first:
             fmt = "flamegraph" if self.profile.endswith(".svg") else "raw"
@@ -183,6 +184,21 @@ class Stack:
                 proc.kill()
         self.tmp.cleanup()
 
+
+# --tracemalloc: the worker traces allocations; SIGUSR1 writes a snapshot to the next numbered file.
+_TRACEMALLOC_LAUNCHER = """
+import os, signal, sys, tracemalloc
+tracemalloc.start(8)
+taken = []
+def snapshot(signum, frame):
+    path = f"{os.environ['BENCH_TRACEMALLOC']}/snapshot-{len(taken)}.pickle"
+    tracemalloc.take_snapshot().dump(path)
+    taken.append(path)
+signal.signal(signal.SIGUSR1, snapshot)
+sys.argv = ["uvicorn", *sys.argv[1:]]
+from uvicorn.main import main
+main()
+"""
 
 _SEED = """
 from django.contrib.auth import get_user_model
@@ -279,6 +295,31 @@ async def measure(stack: Stack, *, runs: int, concurrency: int) -> dict:
     return results
 
 
+async def _snapshot(stack: Stack, number: int) -> None:
+    """Asks the worker for tracemalloc snapshot `number` and waits until it is written."""
+    path = Path(stack.env["BENCH_TRACEMALLOC"]) / f"snapshot-{number}.pickle"
+    os.kill(stack.gateway.pid, 10)  # SIGUSR1
+    while not path.exists() or path.stat().st_size == 0:
+        await asyncio.sleep(0.5)
+    await asyncio.sleep(2.0)  # the dump finishes writing
+
+
+def tracemalloc_report(directory: str, streams: int) -> None:
+    """What the held streams allocated: snapshot 1 (holding) minus snapshot 0 (idle)."""
+    import tracemalloc
+
+    before = tracemalloc.Snapshot.load(f"{directory}/snapshot-0.pickle")
+    holding = tracemalloc.Snapshot.load(f"{directory}/snapshot-1.pickle")
+    for key in ("filename", "lineno"):
+        diff = holding.compare_to(before, key)
+        total = sum(d.size_diff for d in diff)
+        print(f"\ntracemalloc, by {key}: {total / 1024 / streams:.1f} KiB traced per held stream; the largest:")
+        for stat in diff[:25]:
+            frame = stat.traceback[0]
+            print(f"  {stat.size_diff / streams:8.0f} B/stream {stat.count_diff / streams:6.1f} blocks/stream  "
+                  f"{frame.filename.split('site-packages/')[-1]}:{frame.lineno if key == 'lineno' else ''}")
+
+
 async def hold(stack: Stack, *, streams: int, ramp: int) -> dict:
     """Opens `streams` gateway streams on a slow model and keeps them open; returns RSS figures."""
     import httpx
@@ -286,6 +327,8 @@ async def hold(stack: Stack, *, streams: int, ramp: int) -> dict:
     gw = httpx.AsyncClient(base_url=f"http://127.0.0.1:{stack.gw_port}", timeout=httpx.Timeout(600, connect=60),
                            limits=httpx.Limits(max_connections=None, max_keepalive_connections=0))
     rss_before = _rss_kb(stack.gateway.pid)
+    if stack.env.get("BENCH_TRACEMALLOC"):
+        await _snapshot(stack, 0)
     started_streams = 0
     errors: list[str] = []
     all_open = asyncio.Event()
@@ -314,6 +357,8 @@ async def hold(stack: Stack, *, streams: int, ramp: int) -> dict:
     open_sec = time.perf_counter() - t0
     await asyncio.sleep(1.0)
     rss_holding = _rss_kb(stack.gateway.pid)
+    if stack.env.get("BENCH_TRACEMALLOC"):
+        await _snapshot(stack, 1)
     # What holding costs the worker while nothing else happens: the slow model sends a chunk per
     # stream every few seconds, and the run supervisor heart-beats and checkpoints every run
     # every RUN_HEARTBEAT_SEC (one transaction for all of them).
@@ -389,13 +434,19 @@ async def saturate(stack: Stack, *, seconds: float, clients: int) -> dict:
                 errors += 1
             n += 1
 
+    llm_pid = stack.procs[0].pid
     cpu_before, t0 = stack.cpu_sec(), time.perf_counter()
+    llm_before, me_before = _cpu_sec(llm_pid), time.process_time()
     await asyncio.gather(*(client(i) for i in range(clients)))
     elapsed = time.perf_counter() - t0
     cpu_ms = (stack.cpu_sec() - cpu_before) * 1000
     for gw in gws:
         await gw.aclose()
-    return {"turns_per_sec": done / elapsed, "cpu_ms_per_turn": cpu_ms / max(done, 1), "errors": errors}
+    # Where the two cores went: the workers, the scripted model, these clients (the rest: other
+    # work on the machine, Redis, the database).
+    return {"turns_per_sec": done / elapsed, "cpu_ms_per_turn": cpu_ms / max(done, 1), "errors": errors,
+            "cores": {"workers": cpu_ms / 1000 / elapsed, "model": (_cpu_sec(llm_pid) - llm_before) / elapsed,
+                      "clients": (time.process_time() - me_before) / elapsed}}
 
 
 def _variants(args) -> list[tuple[str, Path, str]]:
@@ -447,8 +498,9 @@ def compare_backends(args) -> None:
         print(f"\nAt saturation ({args.concurrency} clients asking back to back for {args.saturate:.0f} s)")
         for label, results in rows.items():
             sat = results["saturation"]
+            cores = ", ".join(f"{k} {v:.2f}" for k, v in sat["cores"].items())
             print(f"  {label:<{width}} {_workers(label.rpartition(':')[2])} worker(s): {sat['turns_per_sec']:6.1f} turns/s, "
-                  f"server CPU {sat['cpu_ms_per_turn']:5.1f} ms per turn, errors {sat['errors']}")
+                  f"server CPU {sat['cpu_ms_per_turn']:5.1f} ms per turn, errors {sat['errors']}; cores busy: {cores}")
         for label in rows:
             one = label.replace("redis", "embedded") if label.endswith("redis") else None
             if one in rows:
@@ -478,6 +530,9 @@ def main() -> None:
     parser.add_argument("--profile", default="",
                         help="py-spy the first gateway worker into this file (.svg: flame graph, else raw "
                              "collapsed stacks); '{label}' is replaced by the variant's name")
+    parser.add_argument("--tracemalloc", action="store_true",
+                        help="with --hold: trace the holding worker's allocations and show what a held stream holds")
+    parser.add_argument("--tracemalloc-only", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--serve-llm", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_llm:
@@ -495,11 +550,18 @@ def main() -> None:
     held = None
     if args.hold:
         # A model that takes ~2 minutes per answer: every stream stays open while we count.
-        slow = Stack(pace=5.0, chunks=30).start()
+        traced = tempfile.mkdtemp(prefix="bench-tracemalloc-") if args.tracemalloc else ""
+        slow = Stack(pace=5.0, chunks=30, database_url=args.database_url,
+                     extra_env={"BENCH_TRACEMALLOC": traced} if traced else None).start()
         try:
             held = asyncio.run(hold(slow, streams=args.hold, ramp=args.ramp))
         finally:
             slow.stop()
+        if traced:
+            tracemalloc_report(traced, held["open"])
+            if args.tracemalloc_only:
+                report(results, held, args.concurrency, args.chunks)
+                return
         # The same without heartbeats and checkpoints in the window: what the checkpoints cost.
         slow = Stack(pace=5.0, chunks=30, extra_env={"RUN_HEARTBEAT_SEC": "3600"}).start()
         try:

@@ -23,6 +23,12 @@ from django.conf import settings
 from campus_agent.request_id import HEADER
 
 DRAIN_SEC = 0.1
+# Once text flows, the body is read at most this often: what arrived meanwhile is parsed in one
+# pass through the HTTP stack (httpx, httpcore, h11, anyio: most of a turn's CPU is there, per
+# read, not per byte). The first text is read at once; the chat stream coalesces its frames at
+# 25 ms anyway (chat_app.runs.engine), so nobody sees the pause. docs/benchmarks.md.
+READ_GAP_SEC = 0.02
+BUFFERED_SEC = 0.001  # a piece that came this fast was already buffered
 STREAM_ERROR_MESSAGE = "An error occurred during streaming"  # the SDK's text for a bare error chunk
 STREAM_BAD_JSON_MESSAGE = "The model stream sent an event that is not JSON"
 # What reading the body can raise below the SDK (the SDK's own list, openai._httpx2, is private).
@@ -75,9 +81,10 @@ class LlmStream:
     must be called on every exit path (iteration does not close it).
     """
 
-    def __init__(self, *, response: openai.AsyncAPIResponse, exits: AsyncExitStack):
+    def __init__(self, *, response: openai.AsyncAPIResponse, exits: AsyncExitStack, read_gap: float = 0.0):
         self._response = response
         self._exits = exits
+        self._body = _PacedBody(response.http_response, read_gap)
         self._chunks = self._read()
 
     def __aiter__(self) -> LlmStream:
@@ -93,12 +100,11 @@ class LlmStream:
             await self._exits.aclose()
 
     async def _read(self) -> AsyncIterator[dict]:
-        http = self._response.http_response
         request = self._response.http_request
         # httpx-sse parses per the SSE spec: `data:` with or without the space, CR/LF/CRLF,
         # comment lines, multi-line data. It only needs `.headers` and `.aiter_text()`, which the
         # SDK's httpx2 response has.
-        events = httpx_sse.EventSource(http).aiter_sse()
+        events = httpx_sse.EventSource(self._body).aiter_sse()
         try:
             async for event in events:
                 if event.data.startswith("[DONE]"):
@@ -117,6 +123,8 @@ class LlmStream:
                     message = error.get("message") if isinstance(error, dict) else None
                     raise openai.APIError(message if isinstance(message, str) and message else STREAM_ERROR_MESSAGE,
                                           request, body=error)
+                if not self._body.pacing and _carries_output(chunk):
+                    self._body.pacing = True
                 yield chunk
         except httpx_sse.SSEError as exc:  # not text/event-stream: e.g. an error body with status 200
             raise openai.APIError(f"The model did not answer with an event stream: {exc}", request,
@@ -127,6 +135,45 @@ class LlmStream:
             raise openai.APIConnectionError(request=request) from exc
         finally:
             await events.aclose()
+
+
+def _carries_output(chunk: dict) -> bool:
+    for choice in chunk.get("choices") or ():
+        delta = choice.get("delta") if isinstance(choice, dict) else None
+        if isinstance(delta, dict) and (delta.get("content") or delta.get("tool_calls")):
+            return True
+    return False
+
+
+class _PacedBody:
+    """The response as httpx-sse reads it (`headers`, `aiter_text`). Once `pacing` is on, a piece
+    that had to wait for the network is followed by a pause until READ_GAP_SEC after it arrived;
+    pieces already buffered (several HTTP chunks come in one socket read) follow without one, so
+    the reader never falls behind the model."""
+
+    def __init__(self, http, gap: float) -> None:
+        self._http = http
+        self._gap = gap
+        self.pacing = False
+        self.reads = 0  # pieces that waited for the network (the tests)
+
+    @property
+    def headers(self):
+        return self._http.headers
+
+    async def aiter_text(self) -> AsyncIterator[str]:
+        loop = asyncio.get_running_loop()
+        asked = loop.time()
+        async for text in self._http.aiter_text():
+            received = loop.time()
+            waited = received - asked > BUFFERED_SEC
+            self.reads += waited
+            yield text
+            if waited and self.pacing and self._gap > 0:
+                pause = received + self._gap - loop.time()
+                if pause > 0:
+                    await asyncio.sleep(pause)
+            asked = loop.time()
 
 
 async def _drain(events: AsyncIterator) -> None:
@@ -159,4 +206,4 @@ async def llm_stream(*, model: str, messages: list[dict], tools: list[dict] | No
         extra_headers={HEADER: request_id},
         **kwargs,
     ))
-    return LlmStream(response=response, exits=exits)
+    return LlmStream(response=response, exits=exits, read_gap=READ_GAP_SEC)

@@ -115,3 +115,22 @@ async def test_connection_is_reused_after_done_and_released_on_early_close(llm_s
     first, cut, third = (r.peer for r in llm_settings.requests)
     assert cut == first  # the body was read past [DONE], so the pooled connection served again
     assert third != cut
+
+
+async def test_once_text_flows_the_body_is_read_at_most_every_read_gap(llm_settings):
+    """A model streaming a chunk every 4 ms is read about every READ_GAP_SEC (several chunks per
+    pass through the HTTP stack), the text whole and in order; the first read is not delayed."""
+    from agents_app.runtime import llm
+
+    pieces = [f"第{i}段。" for i in range(30)]
+    llm_settings.reply_text("".join(pieces), chunk_size=len(pieces[0]), chunk_delay=0.004)
+    stream = await llm_stream(model="fake-model", messages=[{"role": "user", "content": "hi"}], tools=None,
+                              temperature=0.0, request_id="0123456789abcdef")
+    try:
+        chunks = [chunk async for chunk in stream]
+    finally:
+        await stream.close()
+    text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c.get("choices"))
+    assert text == "".join(pieces)
+    assert llm.READ_GAP_SEC > 0 and stream._body.pacing
+    assert stream._body.reads < len(pieces) / 2  # unpaced: a wait for the network per chunk
