@@ -128,7 +128,8 @@ class Stack:
             conn.execute(f'CREATE DATABASE "{name}"')
 
     def _gateway_cmd(self, port: int, first: bool) -> list[str]:
-        launcher = [PY, "-c", _TRACEMALLOC_LAUNCHER] if self.env.get("BENCH_TRACEMALLOC") else [PY, "-m", "uvicorn"]
+        launched = self.env.get("BENCH_TRACEMALLOC") or self.env.get("BENCH_GC_LOG")
+        launcher = [PY, "-c", _LAUNCHER] if launched and first else [PY, "-m", "uvicorn"]
         cmd = [*launcher, "campus_agent.asgi:application", "--host", "127.0.0.1", "--port", str(port),
                "--lifespan", "off", "--no-access-log", "--log-level", "warning", "--backlog", "4096"]
         if self.profile and first:
@@ -185,20 +186,39 @@ class Stack:
         self.tmp.cleanup()
 
 
-# --tracemalloc: the worker traces allocations; SIGUSR1 writes a snapshot to the next numbered file.
-_TRACEMALLOC_LAUNCHER = """
-import os, signal, sys, tracemalloc
-tracemalloc.start(8)
-taken = []
-def snapshot(signum, frame):
-    path = f"{os.environ['BENCH_TRACEMALLOC']}/snapshot-{len(taken)}.pickle"
-    tracemalloc.take_snapshot().dump(path)
-    taken.append(path)
-signal.signal(signal.SIGUSR1, snapshot)
+# The worker under a launcher (--tracemalloc, --gc-log): BENCH_TRACEMALLOC=dir traces allocations
+# and writes a snapshot to the next numbered file on SIGUSR1; BENCH_GC_LOG=path times every
+# garbage collection and on SIGUSR2 writes those so far (generation, ms) as JSON, then forgets them.
+_LAUNCHER = """
+import json, os, signal, sys, time, gc
+if os.environ.get("BENCH_TRACEMALLOC"):
+    import tracemalloc
+    tracemalloc.start(8)
+    taken = []
+    def snapshot(signum, frame):
+        path = f"{os.environ['BENCH_TRACEMALLOC']}/snapshot-{len(taken)}.pickle"
+        tracemalloc.take_snapshot().dump(path)
+        taken.append(path)
+    signal.signal(signal.SIGUSR1, snapshot)
+if os.environ.get("BENCH_GC_LOG"):
+    pauses, started = [], [0.0]
+    def timed(phase, info):
+        if phase == "start":
+            started[0] = time.perf_counter()
+        else:
+            pauses.append((info["generation"], (time.perf_counter() - started[0]) * 1000))
+    gc.callbacks.append(timed)
+    def write(signum, frame):
+        with open(os.environ["BENCH_GC_LOG"] + ".part", "w") as out:
+            json.dump(pauses, out)
+        os.rename(os.environ["BENCH_GC_LOG"] + ".part", os.environ["BENCH_GC_LOG"])
+        pauses.clear()
+    signal.signal(signal.SIGUSR2, write)
 sys.argv = ["uvicorn", *sys.argv[1:]]
 from uvicorn.main import main
 main()
 """
+
 
 _SEED = """
 from django.contrib.auth import get_user_model
@@ -460,6 +480,16 @@ def _variants(args) -> list[tuple[str, Path, str]]:
             for backend in args.backends.split(",") for name, root in trees]
 
 
+def _gc_collections(stack: Stack, path: str) -> list:
+    """The worker's garbage collections since the last call: [(generation, ms), …]."""
+    os.kill(stack.gateway.pid, 12)  # SIGUSR2
+    while not Path(path).exists():
+        time.sleep(0.1)
+    collections = json.loads(Path(path).read_text())
+    Path(path).unlink()
+    return collections
+
+
 def _workers(backend: str) -> int:
     return 2 if backend == "redis" else 1
 
@@ -469,14 +499,20 @@ def compare_backends(args) -> None:
     is noisy: compare the figures of one run, not across runs)."""
     rows = {}
     for label, root, backend in _variants(args):
+        gc_log = f"{tempfile.mkdtemp(prefix='bench-gc-')}/gc.json" if args.gc_log else ""
         stack = Stack(pace=args.pace, chunks=args.chunks, redis_url=args.redis_url if backend.startswith("redis") else "",
                       workers=_workers(backend), database_url=args.database_url, root=root,
-                      profile=args.profile.replace("{label}", label.replace(":", "-"))).start()
+                      profile=args.profile.replace("{label}", label.replace(":", "-")),
+                      extra_env={"BENCH_GC_LOG": gc_log} if gc_log else None).start()
         try:
+            if gc_log:
+                _gc_collections(stack, gc_log)  # those of the start-up: not counted
             rows[label] = asyncio.run(measure(stack, runs=args.runs, concurrency=args.concurrency))
             if args.saturate:
                 rows[label]["saturation"] = asyncio.run(
                     saturate(stack, seconds=args.saturate, clients=args.concurrency))
+            if gc_log:
+                rows[label]["gc"] = _gc_collections(stack, gc_log)
         finally:
             stack.stop()
     db = "PostgreSQL" if args.database_url.startswith("postgres") else "SQLite"
@@ -494,6 +530,16 @@ def compare_backends(args) -> None:
             print(f"{label:<{width}} {streams:>7} {p50:9.1f} {p50 - _pct([d[0] for d in direct], 50):8.1f} "
                   f"{p99:9.1f} {p99 - _pct([d[0] for d in direct], 99):8.1f} "
                   f"{_pct([g[1] for g in gateway], 50):10.1f} {results[(streams, 'cpu_ms')]:7.1f}")
+    print("\nSlowest first chunks at 1 stream (run number: gateway TTFC ms), to tell warm-up from periodic stalls:")
+    for label, results in rows.items():
+        slowest = sorted(enumerate(g[0] for g in results[("1", "gateway")]), key=lambda item: -item[1])[:4]
+        print(f"  {label:<{width}} " + ", ".join(f"#{i}: {v:.1f}" for i, v in slowest))
+    if args.gc_log:
+        print("\nGarbage collections in the (first) worker after start-up: count, total ms, longest ms")
+        for label, results in rows.items():
+            by_gen = {gen: [ms for g, ms in results["gc"] if g == gen] for gen in (0, 1, 2)}
+            print(f"  {label:<{width}} " + "; ".join(
+                f"gen{gen} {len(v)}× {sum(v):.0f} ms, max {max(v, default=0):.1f}" for gen, v in by_gen.items()))
     if args.saturate:
         print(f"\nAt saturation ({args.concurrency} clients asking back to back for {args.saturate:.0f} s)")
         for label, results in rows.items():
@@ -530,6 +576,8 @@ def main() -> None:
     parser.add_argument("--profile", default="",
                         help="py-spy the first gateway worker into this file (.svg: flame graph, else raw "
                              "collapsed stacks); '{label}' is replaced by the variant's name")
+    parser.add_argument("--gc-log", action="store_true",
+                        help="with --backends: time every garbage collection of the (first) worker")
     parser.add_argument("--tracemalloc", action="store_true",
                         help="with --hold: trace the holding worker's allocations and show what a held stream holds")
     parser.add_argument("--tracemalloc-only", action="store_true", help=argparse.SUPPRESS)

@@ -1,4 +1,5 @@
 """ASGI entry point; runs under daphne (`manage.py runserver`, `daphne`) and uvicorn alike."""
+import gc
 import os
 
 from django.core.asgi import get_asgi_application
@@ -8,9 +9,31 @@ django_asgi_app = get_asgi_application()
 
 from channels.routing import ProtocolTypeRouter  # noqa: E402  (needs Django set up first)
 from django.conf import settings  # noqa: E402
+from django.urls import get_resolver  # noqa: E402
 
 from chat_app.runs.supervisor import supervisor_ensure  # noqa: E402
 from subagents_app.demo.library_a2a import LIBRARY_PATH, library_app  # noqa: E402
+
+# Young objects are collected after this many allocations (CPython's default is 700): a turn
+# makes thousands, and each collection walks the young generation (docs/benchmarks.md).
+GC_YOUNG_THRESHOLD = 20_000
+
+
+def _gc_freeze() -> None:
+    """Keeps the garbage collector off the objects every worker holds for its whole life.
+
+    Most of a worker's objects are the modules, Django's and the SDKs' (≈ 240,000): a full
+    collection walked them all, a pause of 50–300 ms on the 2-core machine for every stream of
+    the worker (the p99 of the first chunk, docs/benchmarks.md). Frozen after start-up, they
+    are never walked again; what the requests make is collected as before.
+    """
+    _ = get_resolver().url_patterns  # imports the URLconf (and every view) now, not on the first request
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
+
+
+_gc_freeze()
 
 
 async def http_app(scope, receive, send):
