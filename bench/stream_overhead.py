@@ -285,12 +285,12 @@ async def measure(stack: Stack, *, runs: int, concurrency: int) -> dict:
     gws = [httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60,
                              limits=httpx.Limits(max_connections=None, max_keepalive_connections=concurrency))
            for port in stack.gw_ports]
-    gw = gws[0]
     results = {}
     try:
-        for mode in ("direct", "gateway"):  # warm-up: connection pools, code paths, SQLite pages
-            for _ in range(3):
-                await (direct_stream(direct_client, "热身") if mode == "direct" else gateway_stream(gw, stack.token, "热身"))
+        for _ in range(3):  # warm-up, every worker: connection pools, code paths, database pages
+            await direct_stream(direct_client, "热身")
+            for client in gws:
+                await gateway_stream(client, stack.token, "热身")
         for label, width, total_runs in (("1", 1, runs), (str(concurrency), concurrency, concurrency * 2)):
             for mode in ("direct", "gateway"):
                 samples: list[tuple[float, float]] = []

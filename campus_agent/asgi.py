@@ -11,8 +11,11 @@ from channels.routing import ProtocolTypeRouter  # noqa: E402  (needs Django set
 from django.conf import settings  # noqa: E402
 from django.urls import get_resolver  # noqa: E402
 
+from campus_agent.stream_handler import StreamHandler, is_stream_path  # noqa: E402
 from chat_app.runs.supervisor import supervisor_ensure  # noqa: E402
 from subagents_app.demo.library_a2a import LIBRARY_PATH, library_app  # noqa: E402
+
+stream_app = StreamHandler()  # the streaming endpoints: no thread per request (stream_handler.py)
 
 # Young objects are collected after this many allocations (CPython's default is 700): a turn
 # makes thousands, and each collection walks the young generation (docs/benchmarks.md).
@@ -45,7 +48,8 @@ async def http_app(scope, receive, send):
         # seed-contract sub-agents are under the same /demo/subagents/ prefix.
         await library_app()(scope, receive, send)
         return
-    await django_asgi_app(scope, receive, send)
+    app = stream_app if is_stream_path(scope["path"]) else django_asgi_app
+    await app(scope, receive, send)
 
 
 application = ProtocolTypeRouter({"http": http_app})
