@@ -160,7 +160,7 @@ class Stack:
         self.procs.extend(self.gateways)
         _wait_port(self.llm_port)
         for port in self.gw_ports:
-            _wait_port(port)
+            _wait_port(port, timeout=180 if self.env.get("BENCH_TRACEMALLOC") else 30)
         return self
 
     def gateway_pids(self) -> list[int]:
