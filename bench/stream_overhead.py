@@ -7,6 +7,12 @@ streams one gateway worker holds.
         # runs (issue #10): the embedded backend (one worker) against Redis with two workers
         # (clients alternate between them), side by side in one run; with --saturate, turns per
         # second at saturation and server CPU per turn for one and two workers (issue #11)
+    .venv/bin/python bench/stream_overhead.py --backends embedded,redis --trees before=/tmp/base,after=. \
+        --database-url postgres://postgres@127.0.0.1:5432/campus_bench --gc-log
+        # the same from two source trees (e.g. `git archive` of the commit before a change), on a
+        # throw-away PostgreSQL database, with the worker's garbage collections timed
+    BENCH_GATEWAY_CPUS=2-3 taskset -c 0,1 .venv/bin/python bench/stream_overhead.py --backends embedded,redis …
+        # a machine with ≥ 4 cores: the workers on cores 2-3, the model and the clients on 0-1
 
 Three processes, so the client's own work does not share a GIL with what it measures:
 
@@ -132,6 +138,8 @@ class Stack:
         launcher = [PY, "-c", _LAUNCHER] if launched and first else [PY, "-m", "uvicorn"]
         cmd = [*launcher, "campus_agent.asgi:application", "--host", "127.0.0.1", "--port", str(port),
                "--lifespan", "off", "--no-access-log", "--log-level", "warning", "--backlog", "4096"]
+        if os.environ.get("BENCH_GATEWAY_CPUS"):  # e.g. "2-3": the workers on cores of their own
+            cmd = ["taskset", "-c", os.environ["BENCH_GATEWAY_CPUS"], *cmd]
         if self.profile and first:
             fmt = "flamegraph" if self.profile.endswith(".svg") else "raw"
             spy = str(Path(PY).parent / "py-spy")
