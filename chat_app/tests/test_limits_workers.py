@@ -6,32 +6,25 @@ import pytest
 import redis
 
 from agents_app.testing.fake_llm import Reply
-from campus_agent.tests.processes import asgi_process, manage, project_env
+from campus_agent.tests.processes import asgi_processes
 from chat_app.api_errors import TOO_MANY_STREAMS
 from chat_app.tests.sse import chat, read_rest, read_until
-from chat_app.tests.test_runs_workers import SETUP, worker_database  # noqa: F401  (fixture)
 
 SLOW_TEXT = "慢慢地说，" * 10
 
 
 @pytest.fixture
-def workers(tmp_path, worker_database, redis_url, llm_server, subagent_server):  # noqa: F811
+def one_stream_workers(worker_env, redis_url):
+    """Workers A and B (worker_fixtures.py) with one stream per user and the JWT remembered."""
     redis.Redis.from_url(redis_url).flushdb()
-    env = project_env(
-        tmp_path, DATABASE_URL=worker_database, REDIS_URL=redis_url, LLM_BASE_URL=llm_server.url,
-        LLM_API_KEY="test-key", LLM_MODEL="fake-model", LLM_TIMEOUT="10", LOG_LEVEL="WARNING",
-        CHAT_MAX_CONCURRENT_STREAMS="1", AUTH_SESSION_CACHE_SEC="60",
-    )
-    for args in (("migrate", "--noinput"), ("shell", "-c", SETUP.format(url=subagent_server.url))):
-        done = manage(*args, env=env)
-        assert done.returncode == 0, done.stderr
-    with asgi_process("uvicorn", env=env) as (a, _), asgi_process("uvicorn", env=env) as (b, _):
+    env = {**worker_env, "CHAT_MAX_CONCURRENT_STREAMS": "1", "AUTH_SESSION_CACHE_SEC": "60"}
+    with asgi_processes("uvicorn", env=env, count=2) as ((a, _), (b, _)):
         yield a, b
     redis.Redis.from_url(redis_url).flushdb()
 
 
-def test_a_stream_on_a_holds_the_users_only_slot_on_b(workers, llm_server, redis_url):
-    a, b = workers
+def test_a_stream_on_a_holds_the_users_only_slot_on_b(one_stream_workers, llm_server, redis_url):
+    a, b = one_stream_workers
     token = httpx.post(f"{a}/api/v1/auth/token", json={"username": "20230001", "password": "s3cret-Pass!"}).json()
     headers = {"Authorization": f"Bearer {token['access_token']}"}
     llm_server.reply_text("一。")
