@@ -63,6 +63,7 @@ def test_approved_after_the_worker_that_paused_it_was_killed(
     session, asked = blocks[0][1], blocks[-1][1]
     os.kill(a_proc.pid, signal.SIGKILL)
     a_proc.wait(timeout=10)
+    response.close()
     client.close()
 
     with asgi_process("uvicorn", env=worker_env) as (c_url, _):  # a worker started since
