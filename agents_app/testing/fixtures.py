@@ -105,6 +105,12 @@ def mcp_service_http(db, mcp_http_server) -> McpService:
     return _http_service("http-tools", mcp_http_server)
 
 
+@pytest.fixture(params=["mcp_service_stdio", "mcp_service_sse", "mcp_service_http"])
+def any_mcp_service(request) -> McpService:
+    """The same test MCP server over each transport in turn (stdio, SSE, streamable-http)."""
+    return request.getfixturevalue(request.param)
+
+
 @pytest.fixture
 async def mcp_pool_cleanup():
     """Closes the MCP sessions this test's event loop opened (stdio servers exit)."""

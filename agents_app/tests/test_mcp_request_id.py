@@ -22,11 +22,6 @@ def _pool(mcp_pool_cleanup):
     return mcp_pool_cleanup
 
 
-@pytest.fixture(params=["mcp_service_stdio", "mcp_service_sse", "mcp_service_http"])
-def any_mcp_service(request) -> McpService:
-    return request.getfixturevalue(request.param)
-
-
 async def _request_info(agent, llm, service: McpService, request_id: str) -> dict:
     """One turn (request id `request_id`) that calls the server's `request_info`; what it saw."""
     llm.reply_tool_calls((f"{service.name}__request_info", {}))

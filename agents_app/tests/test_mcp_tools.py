@@ -43,11 +43,6 @@ def make_agent(agent_factory):
     return sync_to_async(lambda *services: agent_factory(mcp_services=list(services)))
 
 
-@pytest.fixture(params=["mcp_service_stdio", "mcp_service_sse", "mcp_service_http"])
-def any_mcp_service(request) -> McpService:
-    return request.getfixturevalue(request.param)
-
-
 async def test_tool_answers_over_each_transport(any_mcp_service, make_agent, llm_settings):
     agent = await make_agent(any_mcp_service)
     prefix = any_mcp_service.name

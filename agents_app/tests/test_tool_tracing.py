@@ -23,11 +23,6 @@ def _pool(mcp_pool_cleanup):
     return mcp_pool_cleanup
 
 
-@pytest.fixture(params=["mcp_service_stdio", "mcp_service_sse", "mcp_service_http"])
-def any_mcp_service(request) -> McpService:
-    return request.getfixturevalue(request.param)
-
-
 def _traceparent(span) -> str:
     context = span.get_span_context()
     return f"00-{context.trace_id:032x}-{context.span_id:016x}-{context.trace_flags:02x}"

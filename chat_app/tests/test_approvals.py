@@ -7,7 +7,6 @@ worker processes and a restart: test_approvals_workers.py.
 """
 import json
 import threading
-import time
 import uuid
 
 import httpx
@@ -17,23 +16,13 @@ from django.utils import timezone
 from agents_app.testing.fake_llm import ScriptedCall
 from chat_app.models import Message, Run, ToolApproval
 from chat_app.runs.registry import local_runs
+from chat_app.tests.polling import wait_for
 from chat_app.tests.sse import chat, parse_blocks, read_rest, read_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 REJECTED_FOR_MODEL = "学生拒绝了这次操作，工具没有运行。"
 EXPIRED_FOR_MODEL = "等待学生批准超时，工具没有运行。"
-
-
-def _wait_for(condition, timeout: float = 10.0, what: str = "condition"):
-    """Polls the database for a state another thread reaches (the run goes on on the server)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.fixture
@@ -46,6 +35,32 @@ def asking_canteen(sub_agent):
 def _decide(base_url, run_id, call_id, decision, headers):
     return httpx.post(f"{base_url}/api/v1/runs/{run_id}/approvals", json={"call_id": call_id, "decision": decision},
                       headers=headers, timeout=10)
+
+
+class _Follower:
+    """A second client following a run (`GET …/events`) in a thread, as a reloaded page does."""
+
+    def __init__(self, base_url, run_id, headers, params=None):
+        self._seen, self._blocks, self._rest = threading.Event(), [], ""
+        self._thread = threading.Thread(target=self._follow, args=(base_url, run_id, headers, params))
+        self._thread.start()
+
+    def _follow(self, base_url, run_id, headers, params):
+        with httpx.Client(base_url=base_url, timeout=15) as client:
+            with client.stream("GET", f"/api/v1/runs/{run_id}/events", params=params, headers=headers) as response:
+                self._blocks, _ = read_until(response, lambda f: f["type"] == "approval_required")
+                self._seen.set()
+                self._rest = read_rest(response)
+
+    def asked(self) -> list:
+        """The blocks up to the first `approval_required`, once it came."""
+        assert self._seen.wait(10), "no approval_required reached the follower"
+        return self._blocks
+
+    def rest(self) -> list:
+        """The blocks after it, to the stream's end."""
+        self._thread.join(10)
+        return parse_blocks(self._rest)[0]
 
 
 def _rows(conversation_id):
@@ -88,7 +103,7 @@ def test_approve_runs_the_tool_and_the_answer_goes_on_in_the_same_stream(
     assert len(subagent_server.requests) == 1
     assert _tool_messages(llm_settings.last_request)[0]["tool_call_id"] == asked["call_id"]
 
-    run = _wait_for(lambda: Run.objects.filter(id=session["run_id"], status=Run.Status.FINISHED).first(), what="end")
+    run = wait_for(lambda: Run.objects.filter(id=session["run_id"], status=Run.Status.FINISHED).first(), what="end")
     rows = _rows(session["conversation_id"])
     assert [r.role for r in rows] == ["user", "assistant", "tool", "assistant"]
     assert rows[2].meta["ok"] is True and rows[3].content == "已经为你订好了。" and rows[3].id == run.message_id
@@ -193,24 +208,10 @@ def test_reattach_while_waiting_replays_the_question_and_follows_on(
     detail = httpx.get(f"{live_asgi}/api/v1/conversations/{session['conversation_id']}", headers=auth_headers).json()
     assert detail["active_run_id"] == session["run_id"]
 
-    got = {}
-
-    def follow():
-        with httpx.Client(base_url=live_asgi, timeout=15) as client:
-            with client.stream("GET", f"/api/v1/runs/{session['run_id']}/events", params={"after": 0},
-                               headers=auth_headers) as again:
-                got["blocks"], _ = read_until(again, lambda f: f["type"] == "approval_required")
-                got["seen"].set()
-                got["rest"] = read_rest(again)
-
-    got["seen"] = threading.Event()
-    follower = threading.Thread(target=follow)
-    follower.start()
-    assert got["seen"].wait(10)
-    assert got["blocks"][-1][1] == asked
+    follower = _Follower(live_asgi, session["run_id"], auth_headers, params={"after": 0})
+    assert follower.asked()[-1][1] == asked
     assert _decide(live_asgi, session["run_id"], asked["call_id"], "approve", auth_headers).status_code == 200
-    follower.join(10)
-    later, _ = parse_blocks(got["rest"])
+    later = follower.rest()
     assert later[-1][1]["type"] == "done" and later[-1][1]["full_text"] == "订好了。"
 
 
@@ -226,22 +227,10 @@ def test_a_paused_run_with_no_log_here_announces_its_calls_from_the_database(
     session, asked = blocks[0][1], blocks[-1][1]
     local_runs.pop(uuid.UUID(session["run_id"]))  # as after a restart of the worker
 
-    got = {"seen": threading.Event()}
-
-    def follow():
-        with httpx.Client(base_url=live_asgi, timeout=15) as client:
-            with client.stream("GET", f"/api/v1/runs/{session['run_id']}/events", headers=auth_headers) as again:
-                got["blocks"], _ = read_until(again, lambda f: f["type"] == "approval_required")
-                got["seen"].set()
-                got["rest"] = read_rest(again)
-
-    follower = threading.Thread(target=follow)
-    follower.start()
-    assert got["seen"].wait(10)
-    assert got["blocks"][-1] == (None, asked)  # rebuilt from its row: no `id:`
+    follower = _Follower(live_asgi, session["run_id"], auth_headers)
+    assert follower.asked()[-1] == (None, asked)  # rebuilt from its row: no `id:`
     assert _decide(live_asgi, session["run_id"], asked["call_id"], "approve", auth_headers).json()["resumed"]
-    follower.join(10)
-    later, _ = parse_blocks(got["rest"])
+    later = follower.rest()
     assert [f["type"] for _, f in later][-1] == "done" and later[-1][1]["full_text"] == "订好了。"
     assert later[0][0] == Run.objects.get(id=session["run_id"]).frames_seq + 1  # numbered on from the pause
 

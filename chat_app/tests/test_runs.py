@@ -11,22 +11,12 @@ import pytest
 
 from agents_app.testing.fake_llm import Reply
 from chat_app.models import Message, Run
+from chat_app.tests.polling import wait_for
 from chat_app.tests.sse import chat, read_rest, read_until, run_events
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 SLOW_TEXT = "这是一段需要慢慢说完的回答，" * 4  # 56 characters, 14 chunks of 4
-
-
-def _wait_for(condition, timeout: float = 10.0, what: str = "condition"):
-    """Polls the database for a state another thread reaches (the run ends on the server)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _run_ended(run_id):
@@ -53,7 +43,7 @@ def test_client_leaving_does_not_stop_the_run(live_asgi, llm_settings, agent, au
             blocks, _ = read_until(response, lambda f: f["type"] == "chunk")
     run_id = blocks[0][1]["run_id"]  # the client hung up after its first chunk
 
-    run = _wait_for(_run_ended(run_id), what="the run to end")
+    run = wait_for(_run_ended(run_id), what="the run to end")
     assert run.status == Run.Status.FINISHED
     reply = Message.objects.get(id=run.message_id)
     assert reply.content == SLOW_TEXT and "interrupted" not in reply.meta
@@ -153,7 +143,7 @@ def test_stop_cancels_the_sub_agent_stream_within_a_second(
             assert time.monotonic() - stopped_at < 1.0
             rest = read_rest(response)
     assert '"type":"done"' in rest and '"interrupted":true' in rest
-    run = _wait_for(_run_ended(run_id), what="the stopped run to be stored")
+    run = wait_for(_run_ended(run_id), what="the stopped run to be stored")
     assert run.status == Run.Status.INTERRUPTED
     rows = list(Message.objects.filter(conversation_id=run.conversation_id).order_by("created_at", "seq"))
     assert [r.role for r in rows] == ["user", "assistant", "tool", "assistant"]
@@ -170,7 +160,7 @@ def test_stream_slot_counts_running_runs_not_connections(live_asgi, llm_settings
     run_id = blocks[0][1]["run_id"]
     refused = chat(live_asgi, {"message": "再问一个"}, headers=auth_headers)  # the first run still runs
     assert refused.status == 429 and refused.body_json["code"] == 42901
-    _wait_for(_run_ended(run_id), what="the first run to end")
+    wait_for(_run_ended(run_id), what="the first run to end")
     llm_settings.reply_text("好")
     assert chat(live_asgi, {"message": "再问一个"}, headers=auth_headers).status == 200
 

@@ -10,21 +10,12 @@ from agents_app.testing.fake_llm import Reply
 from chat_app.limits import local_stream_count
 from chat_app.models import Message
 from chat_app.services.recording import TOOL_CUT_MESSAGE
+from chat_app.tests.polling import wait_for
 from chat_app.tests.sse import chat, parse_events
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 LONG_ANSWER = "第一段。第二段。第三段。第四段。第五段。第六段。第七段。第八段。"
-
-
-def _poll(predicate, timeout: float = 8.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError("condition not reached in time")
 
 
 def _read_until(base, headers, body, *, stop) -> tuple[list[dict], str]:
@@ -56,10 +47,10 @@ def test_client_gone_mid_answer_the_run_finishes_and_is_stored(live_asgi, llm_se
     )
     message_id = frames[0]["message_id"]
 
-    reply = _poll(lambda: Message.objects.filter(id=message_id).first())
+    reply = wait_for(lambda: Message.objects.filter(id=message_id).first())
     assert reply.content == LONG_ANSWER and "interrupted" not in reply.meta
     assert reply.request_id == Message.objects.get(role="user").request_id
-    _poll(lambda: local_stream_count(user_id=user.pk) == 0)  # the stream slot is given back
+    wait_for(lambda: local_stream_count(user_id=user.pk) == 0)  # the stream slot is given back
 
 
 def test_client_gone_during_a_tool_call_the_round_and_answer_are_stored(
@@ -71,7 +62,7 @@ def test_client_gone_during_a_tool_call_the_round_and_answer_are_stored(
         live_asgi, auth_headers, {"message": "食堂人多吗"}, stop=lambda fs: any(f["type"] == "tool_chunk" for f in fs)
     )
     call_id = next(f for f in frames if f["type"] == "tool_call")["call_id"]
-    reply = _poll(lambda: Message.objects.filter(id=frames[0]["message_id"]).first())
+    reply = wait_for(lambda: Message.objects.filter(id=frames[0]["message_id"]).first())
     rows = list(Message.objects.filter(conversation_id=frames[0]["conversation_id"]).order_by("created_at", "seq"))
     assert [r.role for r in rows] == ["user", "assistant", "tool", "assistant"]
     calls_row, tool_row = rows[1], rows[2]
@@ -176,4 +167,4 @@ def test_conversation_deleted_while_answering_ends_cleanly(live_asgi, llm_settin
         frames, _ = parse_events(raw)
     assert frames[-1]["type"] == "done" and frames[-1]["full_text"] == LONG_ANSWER
     assert not Message.objects.exists()
-    _poll(lambda: local_stream_count(user_id=user.pk) == 0)
+    wait_for(lambda: local_stream_count(user_id=user.pk) == 0)
