@@ -4,6 +4,7 @@ from django.contrib import admin
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
+from campus_agent.admin_records import RecordAdminMixin
 from chat_app.models import AuthSession, CampusIdentity, Conversation, Feedback, Message, ToolApproval
 
 # Links other apps offer on a stored message (insights_app: "保存为路由用例"): callables
@@ -17,29 +18,22 @@ def message_links(message: Message) -> str:
     return format_html_join(" ", '<a href="{}">{}</a>', ((url, label) for label, url in links))
 
 
-class MessageInline(admin.TabularInline):
+class MessageInline(RecordAdminMixin, admin.TabularInline):
     """History is a record: staff read it, nobody edits it here."""
 
+    record_deletable = False
     model = Message
     fields = ("created_at", "role", "content", "meta", "superseded", "agent_name", "request_id", "links")
     readonly_fields = fields
     ordering = ("created_at", "seq")
 
-    @admin.display(description="操作")
-    def links(self, obj: Message) -> str:
-        return message_links(obj) if obj.role == Message.Role.USER else ""
     extra = 0
     can_delete = False
     show_change_link = False
 
-    def has_add_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
+    @admin.display(description="操作")
+    def links(self, obj: Message) -> str:
+        return message_links(obj) if obj.role == Message.Role.USER else ""
 
 
 @admin.register(Conversation)
@@ -53,7 +47,7 @@ class ConversationAdmin(admin.ModelAdmin):
 
 
 @admin.register(AuthSession)
-class AuthSessionAdmin(admin.ModelAdmin):
+class AuthSessionAdmin(RecordAdminMixin, admin.ModelAdmin):
     """API login sessions. Deleting one revokes the JWT that names it (its `sid`).
 
     The campus token is a credential: it is never shown here, only whether there is one.
@@ -70,15 +64,9 @@ class AuthSessionAdmin(admin.ModelAdmin):
     def has_campus_token(self, obj: AuthSession) -> bool:
         return bool(obj.campus_token)
 
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
 
 @admin.register(CampusIdentity)
-class CampusIdentityAdmin(admin.ModelAdmin):
+class CampusIdentityAdmin(RecordAdminMixin, admin.ModelAdmin):
     """Which local user each campus SSO subject logs in as. Made by SSO logins only: editing
     the link would hand one person's campus login to another account."""
 
@@ -87,12 +75,6 @@ class CampusIdentityAdmin(admin.ModelAdmin):
     list_select_related = ("user",)
     fields = ("sub", "user", "roles", "created_at", "updated_at")
     readonly_fields = fields
-
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
 
 
 class HasCommentFilter(admin.SimpleListFilter):
@@ -111,7 +93,7 @@ class HasCommentFilter(admin.SimpleListFilter):
 
 
 @admin.register(Feedback)
-class FeedbackAdmin(admin.ModelAdmin):
+class FeedbackAdmin(RecordAdminMixin, admin.ModelAdmin):
     """Students' ratings of answers: read them, filter them, open the conversation. They are the
     students' words: staff do not edit them."""
 
@@ -148,17 +130,13 @@ class FeedbackAdmin(admin.ModelAdmin):
         url = reverse("admin:chat_app_conversation_change", args=[obj.message.conversation_id])
         return format_html('<a href="{}">{}</a>', url, obj.message.conversation)
 
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
 
 @admin.register(ToolApproval)
-class ToolApprovalAdmin(admin.ModelAdmin):
+class ToolApprovalAdmin(RecordAdminMixin, admin.ModelAdmin):
     """Every tool call that asked a student first (DESIGN §4a) and what became of it: a record
     for staff (which tools students decline, how often calls expire), never edited here."""
+
+    record_deletable = False
 
     list_display = ("tool", "status", "user", "args_head", "created_at", "decided_at")
     list_filter = ("status", "tool", "created_at")
@@ -182,11 +160,4 @@ class ToolApprovalAdmin(admin.ModelAdmin):
         url = reverse("admin:chat_app_conversation_change", args=[obj.run.conversation_id])
         return format_html('<a href="{}">{}</a>', url, obj.run.conversation)
 
-    def has_add_permission(self, request) -> bool:
-        return False
 
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False

@@ -94,13 +94,20 @@ def stream_slot_acquire(*, user_id: int) -> StreamSlot | None:
     return slot
 
 
-def stream_slot_release(*, slot: StreamSlot) -> None:
-    """Idempotent, and safe when two threads race to release the same slot."""
+def _slot_mark_released(slot: StreamSlot) -> bool:
+    """Marks the slot given back in this process; False when it already was (two threads may race)."""
     with _local_lock:
         if slot.released:
-            return
+            return False
         slot.released = True
         _local_decrement(slot.user_id)
+        return True
+
+
+def stream_slot_release(*, slot: StreamSlot) -> None:
+    """Idempotent, and safe when two threads race to release the same slot."""
+    if not _slot_mark_released(slot):
+        return
     if slot.cache_key:
         cache.delete(slot.cache_key)
 
@@ -236,11 +243,8 @@ async def astream_slot_release(*, slot: StreamSlot) -> None:
 
         await db_call(stream_slot_release, slot=slot)
         return
-    with _local_lock:
-        if slot.released:
-            return
-        slot.released = True
-        _local_decrement(slot.user_id)
+    if not _slot_mark_released(slot):
+        return
     if slot.cache_key:
         redis_cache = _redis_cache()
         try:

@@ -8,6 +8,7 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
+from campus_agent.admin_records import RecordAdminMixin
 from chat_app import admin as chat_admin
 from chat_app.models import Message
 from insights_app.admin_catalog import CHECK_DONE_TEXT, catalog_admins_extend
@@ -131,7 +132,7 @@ class RoutingCaseAdmin(admin.ModelAdmin):
             messages.add_message(request, level, format_html('{} <a href="{}">查看</a>', text, url))
 
 
-class RoutingOutcomeInline(admin.TabularInline):
+class RoutingOutcomeInline(RecordAdminMixin, admin.TabularInline):
     """A check's cases, failures first: read-only, a check is a record."""
 
     model = RoutingOutcome
@@ -140,12 +141,6 @@ class RoutingOutcomeInline(admin.TabularInline):
     ordering = ("passed", "id")
     extra = 0
     can_delete = False
-
-    def has_add_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
 
     @admin.display(description="用例")
     def case_link(self, obj: RoutingOutcome) -> str:
@@ -183,7 +178,7 @@ def _args(args) -> str:
 
 
 @admin.register(RoutingCheck)
-class RoutingCheckAdmin(admin.ModelAdmin):
+class RoutingCheckAdmin(RecordAdminMixin, admin.ModelAdmin):
     list_display = ("started_at", "agent", "router", "fingerprint", "result", "regressed_badge", "fixed", "trigger",
                     "created_by")
     list_filter = ("agent", "mode", "trigger", "started_at")
@@ -196,12 +191,6 @@ class RoutingCheckAdmin(admin.ModelAdmin):
 
     class Media:
         css = {"all": ["insights_app/admin.css"]}
-
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
 
     @admin.display(description="路由方式")
     def router(self, obj: RoutingCheck) -> str:
@@ -264,9 +253,11 @@ class RoutingCheckAdmin(admin.ModelAdmin):
 
 
 @admin.register(UsageDaily)
-class UsageDailyAdmin(admin.ModelAdmin):
+class UsageDailyAdmin(RecordAdminMixin, admin.ModelAdmin):
     """Turns and tokens per day, user, agent and model, with the filtered range's totals, top
     users and agents above the rows. A record: nobody adds, edits or deletes it here."""
+
+    record_deletable = False
 
     list_display = ("day", "username", "agent_name", "model", "turns", "fallback_turns", "prompt_tokens",
                     "completion_tokens", "cached_tokens", "total")
@@ -281,15 +272,6 @@ class UsageDailyAdmin(admin.ModelAdmin):
     @admin.display(description="合计 tokens")
     def total(self, obj: UsageDaily) -> int:
         return obj.total_tokens
-
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
 
     def changelist_view(self, request, extra_context=None):
         # The date range form sends both fields; an empty one means "no bound", not a bad date.

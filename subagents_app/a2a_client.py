@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-import weakref
 from contextlib import aclosing
 from dataclasses import dataclass, field, replace
 
@@ -51,6 +50,7 @@ from subagents_app.client import (
     TIMEOUT_NOTICE,
     TIMEOUT_TEXT,
     ChunkCallback,
+    LoopHttpClients,
     SubAgentReply,
     subagent_label,
 )
@@ -94,33 +94,19 @@ def a2a_headers(*, request_id: str, conversation_id: str, campus_token: str | No
     return headers
 
 
-# One httpx client per event loop (a pool belongs to the loop that opened its connections), apart
-# from the seed client's: a2a-sdk sets its version header on the client it is given.
-_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = weakref.WeakKeyDictionary()
+# Its own clients, apart from the seed client's: a2a-sdk sets its version header on the client it is given.
+_clients = LoopHttpClients()
 # Cancels sent after their call ended: held so they are not garbage-collected half-way.
 _cancels: set[asyncio.Task] = set()
 
 
-def _http_client() -> httpx.AsyncClient:
-    loop = asyncio.get_running_loop()
-    client = _clients.get(loop)
-    if client is None or client.is_closed:
-        # No httpx timeout: the caller's one deadline covers card, connect and the whole stream.
-        client = httpx.AsyncClient(timeout=httpx.Timeout(None), follow_redirects=False,
-                                   limits=httpx.Limits(max_connections=200, max_keepalive_connections=50))
-        _clients[loop] = client
-    return client
-
-
 async def a2a_client_close() -> None:
     """Closes this loop's shared client (tests, shutdown)."""
-    client = _clients.pop(asyncio.get_running_loop(), None)
-    if client is not None:
-        await client.aclose()
+    await _clients.close()
 
 
 def _sdk_client(info: AgentCardInfo) -> Client:
-    config = ClientConfig(httpx_client=_http_client(), streaming=info.streaming,
+    config = ClientConfig(httpx_client=_clients.get(), streaming=info.streaming,
                           supported_protocol_bindings=[TransportProtocol.JSONRPC])
     return ClientFactory(config).create(info.card)
 
@@ -272,7 +258,7 @@ async def a2a_call(
     task = _Task(on_chunk=on_chunk)
     try:
         async with asyncio.timeout(sub_agent.timeout_sec):
-            info = await aagent_card_fetch(client=_http_client(), base_url=sub_agent.base_url, headers=plain)
+            info = await aagent_card_fetch(client=_clients.get(), base_url=sub_agent.base_url, headers=plain)
             if not info.callable:
                 raise AgentCardError(info.problem)
             if info.bearer:  # the only case the campus token leaves the gateway for an A2A agent

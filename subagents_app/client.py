@@ -89,27 +89,38 @@ def _error_code(raw) -> int:
     return SUBAGENT_INTERNAL
 
 
-# One client per event loop: an httpx pool is bound to the loop that opened its connections,
-# and the gateway has one loop per worker process (tests have one per test).
-_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = weakref.WeakKeyDictionary()
+class LoopHttpClients:
+    """One shared httpx client per event loop: a pool is bound to the loop that opened its
+    connections, and the gateway has one loop per worker process (tests have one per test). No
+    httpx timeout: each call's own deadline covers connect and the whole stream."""
+
+    def __init__(self) -> None:
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def get(self) -> httpx.AsyncClient:
+        loop = asyncio.get_running_loop()
+        client = self._clients.get(loop)
+        if client is None or client.is_closed:
+            client = httpx.AsyncClient(timeout=httpx.Timeout(None), follow_redirects=False,
+                                       limits=httpx.Limits(max_connections=200, max_keepalive_connections=50))
+            self._clients[loop] = client
+        return client
+
+    async def close(self) -> None:
+        """Closes this loop's client (tests, shutdown)."""
+        client = self._clients.pop(asyncio.get_running_loop(), None)
+        if client is not None:
+            await client.aclose()
 
 
-def _http_client() -> httpx.AsyncClient:
-    loop = asyncio.get_running_loop()
-    client = _clients.get(loop)
-    if client is None or client.is_closed:
-        # No httpx timeout: the caller's single deadline covers connect + the whole stream.
-        client = httpx.AsyncClient(timeout=httpx.Timeout(None), follow_redirects=False,
-                                   limits=httpx.Limits(max_connections=200, max_keepalive_connections=50))
-        _clients[loop] = client
-    return client
+_clients = LoopHttpClients()
 
 
 async def subagent_client_close() -> None:
     """Closes this loop's shared client (tests, shutdown)."""
-    client = _clients.pop(asyncio.get_running_loop(), None)
-    if client is not None:
-        await client.aclose()
+    await _clients.close()
 
 
 def subagent_chat_url(base_url: str) -> str:
@@ -177,7 +188,7 @@ async def subagent_call(
 
 async def _call(*, sub_agent: SubAgent, body: dict, headers: dict, on_chunk: ChunkCallback | None) -> SubAgentReply:
     url = subagent_chat_url(sub_agent.base_url)
-    async with aconnect_sse(_http_client(), "POST", url, json=body, headers=headers) as source:
+    async with aconnect_sse(_clients.get(), "POST", url, json=body, headers=headers) as source:
         status = source.response.status_code
         if status != 200:
             return SubAgentReply(ok=False, text=HTTP_ERROR_TEXT.format(status=status), code=SUBAGENT_INTERNAL,

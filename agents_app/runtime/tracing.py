@@ -93,46 +93,40 @@ def _current(span: trace.Span) -> Iterator[_SpanRecord]:
 
 def run_span(*, agent: Agent, ctx: RunContext, run_id) -> Iterator[_SpanRecord | _Off]:
     """The span of a whole run (`with run_span(...) as record: …; record.ended(…)`)."""
-    active = tracer()
-    if active is None:
-        return _OFF_RECORD
-    span = active.start_span(
-        f"invoke_agent {agent.name}",
-        kind=SpanKind.INTERNAL,
-        attributes={
-            "gen_ai.operation.name": "invoke_agent",
-            "gen_ai.provider.name": PROVIDER,
-            "gen_ai.agent.name": agent.name,
-            "gen_ai.agent.id": agent.slug,
-            "gen_ai.request.model": agent.effective_model,
-            "gen_ai.conversation.id": str(ctx.conversation_id),
-            "campus.run_id": str(run_id),
-            REQUEST_ID_ATTRIBUTE: ctx.request_id,
-        },
-    )
-    return _current(span)
+    return _span_start(lambda: (f"invoke_agent {agent.name}", {
+        "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.provider.name": PROVIDER,
+        "gen_ai.agent.name": agent.name,
+        "gen_ai.agent.id": agent.slug,
+        "gen_ai.request.model": agent.effective_model,
+        "gen_ai.conversation.id": str(ctx.conversation_id),
+        "campus.run_id": str(run_id),
+        REQUEST_ID_ATTRIBUTE: ctx.request_id,
+    }))
 
 
 def tool_span(*, request, tool, ctx: RunContext) -> Iterator[_SpanRecord | _Off]:
     """The span of one tool call (`request`: tool_runs.ToolRequest), current while the tool
     runs (`record.outcome(outcome)` at the end). `tool` is None for a name the model made up. The kind (`campus.tool.kind`: mcp,
     subagent, a2a …) is the tool's optional `trace_kind`, so the loop never asks for a class."""
+    return _span_start(lambda: (f"execute_tool {request.tool}", {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": request.tool,
+        "gen_ai.tool.call.id": request.call_id,
+        "gen_ai.tool.type": TOOL_TYPE,
+        "campus.tool.kind": getattr(tool, "trace_kind", "unknown") if tool is not None else "unknown",
+        REQUEST_ID_ATTRIBUTE: ctx.request_id,
+    }))
+
+
+def _span_start(describe) -> Iterator[_SpanRecord | _Off]:
+    """A span made current for a `with` block; `describe()` → (name, attributes) is called only
+    while tracing is on, so tracing off costs one check."""
     active = tracer()
     if active is None:
         return _OFF_RECORD
-    span = active.start_span(
-        f"execute_tool {request.tool}",
-        kind=SpanKind.INTERNAL,
-        attributes={
-            "gen_ai.operation.name": "execute_tool",
-            "gen_ai.tool.name": request.tool,
-            "gen_ai.tool.call.id": request.call_id,
-            "gen_ai.tool.type": TOOL_TYPE,
-            "campus.tool.kind": getattr(tool, "trace_kind", "unknown") if tool is not None else "unknown",
-            REQUEST_ID_ATTRIBUTE: ctx.request_id,
-        },
-    )
-    return _current(span)
+    name, attributes = describe()
+    return _current(active.start_span(name, kind=SpanKind.INTERNAL, attributes=attributes))
 
 
 def _server(url: str) -> dict:
