@@ -37,6 +37,14 @@ def _decide(base_url, run_id, call_id, decision, headers):
                       headers=headers, timeout=10)
 
 
+def _asked_then_left(base_url, headers, message="订午饭") -> list:
+    """Asks, reads the stream up to the first `approval_required`, and leaves (a reload)."""
+    with httpx.Client(base_url=base_url, timeout=15) as client:
+        with client.stream("POST", "/api/v1/chat", json={"message": message}, headers=headers) as response:
+            blocks, _ = read_until(response, lambda f: f["type"] == "approval_required")
+    return blocks
+
+
 class _Follower:
     """A second client following a run (`GET …/events`) in a thread, as a reloaded page does."""
 
@@ -201,9 +209,7 @@ def test_reattach_while_waiting_replays_the_question_and_follows_on(
 ):
     llm_settings.reply_tool_calls(("call_canteen", {"message": "订午饭"}))
     llm_settings.reply_text("订好了。")
-    with httpx.Client(base_url=live_asgi, timeout=15) as client:
-        with client.stream("POST", "/api/v1/chat", json={"message": "订午饭"}, headers=auth_headers) as response:
-            blocks, _ = read_until(response, lambda f: f["type"] == "approval_required")
+    blocks = _asked_then_left(live_asgi, auth_headers)
     session, asked = blocks[0][1], blocks[-1][1]  # the page was reloaded: its stream is gone
     detail = httpx.get(f"{live_asgi}/api/v1/conversations/{session['conversation_id']}", headers=auth_headers).json()
     assert detail["active_run_id"] == session["run_id"]
@@ -221,9 +227,7 @@ def test_a_paused_run_with_no_log_here_announces_its_calls_from_the_database(
     """What a worker that started after the pause serves (its memory holds no log of the run)."""
     llm_settings.reply_tool_calls(("call_canteen", {"message": "订午饭"}))
     llm_settings.reply_text("订好了。")
-    with httpx.Client(base_url=live_asgi, timeout=15) as client:
-        with client.stream("POST", "/api/v1/chat", json={"message": "订午饭"}, headers=auth_headers) as response:
-            blocks, _ = read_until(response, lambda f: f["type"] == "approval_required")
+    blocks = _asked_then_left(live_asgi, auth_headers)
     session, asked = blocks[0][1], blocks[-1][1]
     local_runs.pop(uuid.UUID(session["run_id"]))  # as after a restart of the worker
 
@@ -281,9 +285,7 @@ def test_the_approvals_endpoint_refuses_clearly(
     live_asgi, llm_settings, agent, asking_canteen, auth_headers, other_user, token_for
 ):
     llm_settings.reply_tool_calls(("call_canteen", {"message": "订午饭"}))
-    with httpx.Client(base_url=live_asgi, timeout=15) as client:
-        with client.stream("POST", "/api/v1/chat", json={"message": "订午饭"}, headers=auth_headers) as response:
-            blocks, _ = read_until(response, lambda f: f["type"] == "approval_required")
+    blocks = _asked_then_left(live_asgi, auth_headers)
     run_id, call_id = blocks[0][1]["run_id"], blocks[-1][1]["call_id"]
     url = f"{live_asgi}/api/v1/runs/{run_id}/approvals"
     stranger = {"Authorization": f"Bearer {token_for(other_user)}"}
