@@ -10,6 +10,8 @@ a killed worker's run is recovered in a test's time.
 import shutil
 import sqlite3
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import httpx
 import psycopg
@@ -32,11 +34,25 @@ agent.sub_agents.add(canteen)
 """
 
 
-def _postgres():
+def _on_postgres() -> bool:
+    return settings.DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql"
+
+
+@contextmanager
+def _postgres_database(prefix: str, *, template: str | None = None) -> Iterator[tuple[str, str]]:
+    """A database of its own on the suite's PostgreSQL (a copy of `template` when given), dropped
+    afterwards: yields (name, URL)."""
     db = settings.DATABASES["default"]
     host, port = db["HOST"] or "127.0.0.1", db["PORT"] or 5432
     admin = f"host={host} port={port} user={db['USER']} dbname=postgres"
-    return admin, lambda name: f"postgres://{db['USER']}@{host}:{port}/{name}"
+    name = f"{prefix}_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"' + (f' TEMPLATE "{template}"' if template else ""))
+    try:
+        yield name, f"postgres://{db['USER']}@{host}:{port}/{name}"
+    finally:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @pytest.fixture(scope="session")
@@ -45,21 +61,14 @@ def worker_template(tmp_path_factory):
     workers copies: migrating costs seconds, copying nothing. SQLite: a file; PostgreSQL (when the
     suite runs there): a template database."""
     tmp = tmp_path_factory.mktemp("worker-template")
-    if settings.DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
+    if not _on_postgres():
         url = f"sqlite:///{tmp / 'template.sqlite3'}"
         _set_up(url, tmp)
         yield url
         return
-    admin, url_of = _postgres()
-    name = f"campus_agent_workers_tpl_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    try:
-        _set_up(url_of(name), tmp)
+    with _postgres_database("campus_agent_workers_tpl") as (name, url):
+        _set_up(url, tmp)
         yield name
-    finally:
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def _set_up(database_url: str, tmp) -> None:
@@ -70,20 +79,13 @@ def _set_up(database_url: str, tmp) -> None:
 @pytest.fixture
 def worker_database(tmp_path, worker_template):
     """A database URL for the workers, migrated and set up: a copy of the session's template."""
-    if settings.DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
+    if not _on_postgres():
         path = tmp_path / "workers.sqlite3"
         shutil.copyfile(worker_template.removeprefix("sqlite:///"), path)
         yield f"sqlite:///{path}"
         return
-    admin, url_of = _postgres()
-    name = f"campus_agent_workers_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{worker_template}"')
-    try:
-        yield url_of(name)
-    finally:
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with _postgres_database("campus_agent_workers", template=worker_template) as (_, url):
+        yield url
 
 
 @pytest.fixture
