@@ -215,6 +215,13 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     # No badge image from validator.swagger.io (it would also hand it our schema's URL).
     "SWAGGER_UI_SETTINGS": {"deepLinking": True, "validatorUrl": None},
+    # The chat stream and the run endpoints are plain async views, which drf-spectacular cannot
+    # read: chat_app.schema adds them. drf-spectacular's default enum hook runs after it, so
+    # their choices become enum components like every serializer's.
+    "POSTPROCESSING_HOOKS": [
+        "chat_app.schema.async_views_describe",
+        "drf_spectacular.hooks.postprocess_schema_enums",
+    ],
 }
 
 # --- LLM (the main agent) ---------------------------------------------------------------------

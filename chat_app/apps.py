@@ -8,5 +8,5 @@ class ChatAppConfig(AppConfig):
     def ready(self) -> None:
         from chat_app import (
             auth_cache,  # noqa: F401  (forgets revoked sessions at once)
-            schema,  # noqa: F401  (registers the OpenAPI auth extension)
+            schema,  # noqa: F401  (registers the OpenAPI auth extensions; its hook is in SPECTACULAR_SETTINGS)
         )

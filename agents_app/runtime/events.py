@@ -1,6 +1,6 @@
 """Typed events of one chat turn. `frame()` gives the §4 payload; campus_agent.sse encodes it;
-`FRAME_SCHEMA` describes that payload for the API's OpenAPI document (chat_app/views/stream_schema.py
-builds the stream's description from these, and a test holds each `frame()` to its schema).
+`FRAME_SCHEMA` describes that payload for the API's OpenAPI document (chat_app/schema.py builds
+the stream's description from these, and a test holds each `frame()` to its schema).
 
 The runtime yields these; chat_app stores what they describe and streams their frames, and the
 tool loop builds the model's next request from them. Their text comes from outside (the model,

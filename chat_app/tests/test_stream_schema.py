@@ -1,4 +1,4 @@
-"""The stream's OpenAPI description (chat_app/views/stream_schema.py) and the frames the server
+"""The stream's OpenAPI description (chat_app/schema.py) and the frames the server
 sends agree: every event type is described, every frame validates, nothing sent is undocumented."""
 from typing import get_args
 
@@ -9,8 +9,8 @@ from agents_app.runtime.events import ApprovalRequired, Chunk, Done, Error, Even
 from campus_agent.errors import CAMPUS_TOKEN_EXPIRED
 from chat_app.models import Run
 from chat_app.runs.services import run_stored_end
+from chat_app.schema import FRAME_SCHEMA, SESSION_FRAME_SCHEMA
 from chat_app.tests.sse import chat
-from chat_app.views.stream_schema import FRAME_SCHEMA, SESSION_FRAME_SCHEMA
 
 # Every optional field of every event, set at least once.
 SAMPLES = [
