@@ -4,6 +4,10 @@ from typing import get_args
 
 import jsonschema
 import pytest
+from asgiref.sync import iscoroutinefunction
+from django.urls import resolve
+from drf_spectacular.generators import SchemaGenerator
+from drf_spectacular.validation import validate_schema
 
 from agents_app.runtime.events import ApprovalRequired, Chunk, Done, Error, Event, ToolCall, ToolChunk, ToolResult
 from campus_agent.errors import CAMPUS_TOKEN_EXPIRED
@@ -89,3 +93,62 @@ def test_a_real_stream_sends_only_described_frames(live_asgi, llm_settings, agen
     # the `done` a client gets once the run's log has expired is described too
     run = Run.objects.get(id=result.frames[0]["run_id"])
     jsonschema.validate(run_stored_end(run=run), _json_schema(Done.FRAME_SCHEMA, strict=True))
+
+
+# --- the document (chat_app.schema's hook adds the async views to it) ------------------------
+
+ASYNC_OPERATIONS = {  # path → (method, operationId, URL name of the async view it describes)
+    "/api/v1/chat": ("post", "chat_stream", "chat-stream"),
+    "/api/v1/runs/{run_id}/events": ("get", "run_events", "run-events"),
+    "/api/v1/runs/{run_id}/stop": ("post", "run_stop", "run-stop"),
+    "/api/v1/runs/{run_id}/approvals": ("post", "run_approval_decide", "run-approvals"),
+}
+
+
+def _document() -> dict:
+    return SchemaGenerator().get_schema(request=None, public=True)
+
+
+def _refs(node):
+    if isinstance(node, dict):
+        if isinstance(node.get("$ref"), str):
+            yield node["$ref"]
+        for value in node.values():
+            yield from _refs(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _refs(value)
+
+
+def test_the_document_describes_the_four_async_views_and_every_frame():
+    document = _document()
+    validate_schema(document)  # OpenAPI 3.0, as `manage.py spectacular --validate`
+    frame_titles = ["session", *(event_type.FRAME_SCHEMA["title"] for event_type in get_args(Event))]
+    for path, (method, operation_id, _) in ASYNC_OPERATIONS.items():
+        assert list(document["paths"][path]) == [method], path
+        operation = document["paths"][path][method]
+        assert operation["operationId"] == operation_id
+        assert operation["security"] == [{"jwtAuth": []}, {"cookieAuth": []}]
+        assert {"401", "404"} <= set(operation["responses"]), path
+        if method == "get" or path == "/api/v1/chat":
+            stream = operation["responses"]["200"]["content"]["text/event-stream"]["schema"]
+            assert [frame["title"] for frame in stream["oneOf"]] == frame_titles, path
+    for scheme in ("jwtAuth", "cookieAuth"):
+        assert scheme in document["components"]["securitySchemes"]
+    components = document["components"]["schemas"]
+    assert {"Error", "RunStatus", "ApprovalDecision", "ApprovalAnswer", "DecisionEnum"} <= set(components)
+    for ref in set(_refs(document)):
+        assert ref.removeprefix("#/components/schemas/") in components, ref
+
+
+def test_each_described_path_is_routed_to_the_async_view_it_describes():
+    for path, (_, _, url_name) in ASYNC_OPERATIONS.items():
+        match = resolve(path.replace("{run_id}", "b71d0000-0000-0000-0000-000000000000"))
+        assert match.url_name == url_name, path
+        # a DRF view would be documented by drf-spectacular itself (and then twice)
+        assert iscoroutinefunction(match.func) and not hasattr(match.func, "cls"), path
+
+
+def test_the_document_is_the_same_each_time_it_is_built():
+    # the enum hook rewrites the component schemas it is given: the hook must hand it copies
+    assert _document() == _document()
