@@ -84,7 +84,7 @@ _COMPONENTS = {
             "status": {
                 "enum": ["stopping", "finished"],
                 "type": "string",
-                "description": "* `stopping` - stopping\n* `finished` - finished",
+                "description": "* `stopping` - 正在停止（202）\n* `finished` - 已经结束（200）",
             },
         },
         "required": ["status"],
@@ -96,7 +96,7 @@ _COMPONENTS = {
             "decision": {
                 "enum": ["approve", "reject"],
                 "type": "string",
-                "description": "* `approve` - approve\n* `reject` - reject",
+                "description": "* `approve` - 批准\n* `reject` - 拒绝",
             },
         },
         "required": ["call_id", "decision"],
@@ -108,7 +108,7 @@ _COMPONENTS = {
             "status": {
                 "enum": ["approved", "rejected"],
                 "type": "string",
-                "description": "* `approved` - approved\n* `rejected` - rejected",
+                "description": "* `approved` - 已批准\n* `rejected` - 已拒绝",
             },
             "resumed": {"type": "boolean", "description": "这是本轮最后一个决定，运行已继续"},
         },
@@ -125,8 +125,15 @@ def _json(component: str, description: str) -> dict:
     return {"content": {"application/json": {"schema": _ref(component)}}, "description": description}
 
 
-def _error(description: str) -> dict:
-    return _json("Error", description)
+def _error(description: str, **headers) -> dict:
+    return {**_json("Error", description), **({"headers": headers} if headers else {})}
+
+
+_RETRY_AFTER = {"schema": {"type": "integer"}, "description": "多少秒后再试"}
+_UNAUTHENTICATED = "40101 token_missing / token_invalid"
+_CSRF = "40301 会话请求缺少 CSRF 令牌"
+_TOO_LARGE = "41301 请求体过大（上限 64 KB）"
+_NOT_JSON = "41501 Content-Type 不是 application/json（UTF-8）"
 
 
 def _frames(description: str, **media) -> dict:
@@ -150,7 +157,7 @@ CHAT_REQUEST_SCHEMA = {
     "properties": {
         "message": {"type": "string", "minLength": 1, "maxLength": 8000, "description": "去掉首尾空白后 1–8000 字"},
         "conversation_id": {"type": "string", "format": "uuid", "nullable": True, "description": "null 表示新对话"},
-        "agent": {"type": "string", "nullable": True, "description": "智能体标识；null 用默认智能体"},
+        "agent": {"type": "string", "nullable": True, "maxLength": 64, "description": "智能体标识；null 用默认智能体"},
         "hint_domain": {"type": "string", "nullable": True, "maxLength": 64},
     },
 }
@@ -166,15 +173,24 @@ _OPERATIONS = {
             ),
             "summary": "发送消息并以 SSE 流式接收回答",
             "tags": ["chat"],
-            "requestBody": {"content": {"application/json": {"schema": CHAT_REQUEST_SCHEMA}}},
+            "requestBody": {"content": {"application/json": {"schema": CHAT_REQUEST_SCHEMA}}, "required": True},
             "security": _SECURITY,
             "responses": {
                 "200": _frames("SSE 帧序列", examples={"一次简单回答": {"value": SSE_EXAMPLE}}),
-                "400": _error("40001 请求体无效（过大、不是 JSON、消息为空或超过 8000 字）"),
-                "401": _error("40101 token_missing / token_invalid"),
-                "403": _error("40301 会话请求缺少 CSRF 令牌"),
+                "400": _error(
+                    "40001 请求体不是有效的 JSON 对象，或字段无效（消息为空或超过 8000 字、类型不对、conversation_id 不是 UUID、"
+                    "智能体不存在或已停用）"
+                ),
+                "401": _error(_UNAUTHENTICATED),
+                "403": _error(_CSRF),
                 "404": _error("40401 对话不存在或不属于调用者"),
-                "429": _error("42901 同时进行的流过多；42902 发送过于频繁"),
+                "413": _error(_TOO_LARGE),
+                "415": _error(_NOT_JSON),
+                "429": _error(
+                    "42901 同时进行的流过多；42902 发送过于频繁（带 Retry-After）；42904 今天的 token 额度已用完（Retry-After：到明天 0 点的秒数）",
+                    **{"Retry-After": _RETRY_AFTER},
+                ),
+                "503": _error("50002 暂无可用的智能体（管理员还没有启用任何智能体）"),
             },
         },
     },
@@ -195,7 +211,7 @@ _OPERATIONS = {
             "responses": {
                 "200": _frames("SSE 帧序列"),
                 "400": _error("40001 Last-Event-ID / after 不是非负整数"),
-                "401": _error("40101"),
+                "401": _error(_UNAUTHENTICATED),
                 "404": _error("40401 运行不存在"),
             },
         },
@@ -212,7 +228,8 @@ _OPERATIONS = {
             "responses": {
                 "202": _json("RunStatus", '{"status": "stopping"}'),
                 "200": _json("RunStatus", '{"status": "finished"}：运行已经结束'),
-                "401": _error("40101"),
+                "401": _error(_UNAUTHENTICATED),
+                "403": _error(_CSRF),
                 "404": _error("40401 运行不存在"),
             },
         },
@@ -228,13 +245,14 @@ _OPERATIONS = {
             "requestBody": {"content": {"application/json": {"schema": _ref("ApprovalDecision")}}, "required": True},
             "security": _SECURITY,
             "responses": {
-                "200": _json("ApprovalAnswer", ""),
+                "200": _json("ApprovalAnswer", "决定已记下；resumed: true 时这是本轮最后一个决定，运行已继续"),
                 "400": _error("40001 call_id 或 decision 无效"),
-                "401": _error("40101"),
+                "401": _error(_UNAUTHENTICATED),
+                "403": _error(_CSRF),
                 "404": _error("40401 运行不存在，或它没有这个等待批准的调用"),
                 "409": _error("40903 运行没有在等待批准，或这个调用已有结果"),
-                "413": _error("41301 请求体过大"),
-                "415": _error("41501 请求体不是 JSON"),
+                "413": _error(_TOO_LARGE),
+                "415": _error(_NOT_JSON),
             },
         },
     },

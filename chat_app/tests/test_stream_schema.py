@@ -133,6 +133,10 @@ def test_the_document_describes_the_four_async_views_and_every_frame():
         if method == "get" or path == "/api/v1/chat":
             stream = operation["responses"]["200"]["content"]["text/event-stream"]["schema"]
             assert [frame["title"] for frame in stream["oneOf"]] == frame_titles, path
+    # what the stream view answers before the first byte (chat_app/tests/test_chat_validation.py …)
+    chat_errors = document["paths"]["/api/v1/chat"]["post"]["responses"]
+    assert {"400", "401", "403", "404", "413", "415", "429", "503"} <= set(chat_errors)
+    assert "Retry-After" in chat_errors["429"]["headers"]
     for scheme in ("jwtAuth", "cookieAuth"):
         assert scheme in document["components"]["securitySchemes"]
     components = document["components"]["schemas"]
