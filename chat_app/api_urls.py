@@ -3,7 +3,7 @@ from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from chat_app.views import auth, rest
-from chat_app.views.runs import run_approvals, run_events, run_stop
+from chat_app.views.runs import run_approvals, run_events, run_stop_view
 from chat_app.views.stream import chat_stream
 from chat_app.views.stream_schema import (
     ChatStreamSchemaView,
@@ -17,7 +17,7 @@ urlpatterns = [
     # Same route, never reached: documents the stream in the OpenAPI schema (see stream_schema).
     path("chat", ChatStreamSchemaView.as_view(), name="chat-stream-schema"),
     path("runs/<uuid:run_id>/events", run_events, name="run-events"),
-    path("runs/<uuid:run_id>/stop", run_stop, name="run-stop"),
+    path("runs/<uuid:run_id>/stop", run_stop_view, name="run-stop"),
     path("runs/<uuid:run_id>/approvals", run_approvals, name="run-approvals"),
     # The same routes, never reached: their OpenAPI description (stream_schema).
     path("runs/<uuid:run_id>/events", RunEventsSchemaView.as_view(), name="run-events-schema"),
