@@ -3,14 +3,14 @@ from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from chat_app.views import auth, rest
-from chat_app.views.runs import run_approvals, run_events, run_stop
+from chat_app.views.runs import run_approvals, run_events, run_stop_view
 from chat_app.views.stream import chat_stream
 
 urlpatterns = [
     path("chat", chat_stream, name="chat-stream"),
     # The four async views are described in the OpenAPI document by chat_app.schema's hook.
     path("runs/<uuid:run_id>/events", run_events, name="run-events"),
-    path("runs/<uuid:run_id>/stop", run_stop, name="run-stop"),
+    path("runs/<uuid:run_id>/stop", run_stop_view, name="run-stop"),
     path("runs/<uuid:run_id>/approvals", run_approvals, name="run-approvals"),
     path("auth/token", auth.TokenView.as_view(), name="auth-token"),
     path("auth/sso", auth.SsoView.as_view(), name="auth-sso"),

@@ -1,115 +1,97 @@
 """Per-user stream limits: concurrent streams and messages per minute (DESIGN §7), 429 past them.
 
-Concurrency is counted twice, on purpose:
-
-- in process, a dict under a lock: exact for one worker, no I/O, and it refuses before the
-  cache is asked;
-- in the Django cache, as leased slots (`add` of key `…:<slot>` is atomic in every backend;
-  the lease expires after the turn budget plus a margin, so a crashed worker cannot hold a slot
-  forever). With a shared cache (Redis, database) this makes the limit hold across workers;
-  with the default local-memory cache it repeats the in-process count at the cost of a dict
-  operation.
+A stream slot is a `SlotLease`: one key `chat:streams:<user>:<i>` (i < CHAT_MAX_CONCURRENT_STREAMS)
+added to the Django cache (`add` is atomic in every backend) with a TTL of the turn budget plus a
+margin, so a crashed worker cannot hold a slot forever. It is taken when a turn is admitted (or
+a waiting run resumes), handed to the run, and released once, idempotently, in the run's one
+`finally` (chat_app.runs.engine); whoever ends a run no worker holds (the reaper, the close of a
+waiting run) releases the same lease by the key the run row keeps (`SlotLease.of_key`). With a
+shared cache (Redis) the limit holds across workers; with the default local-memory cache it is
+exact for the one process. There is no second count in process memory: the cache is the count.
 
 The rate is a one-minute window per user in the cache (`add` then `incr`, both atomic). The
 window opens with the user's first counted message (the key's expiry), not on the clock's minute:
 a bucket keyed on `time() // 60` reset the count whenever a minute boundary fell between two
 messages, which let a burst through and made the limit depend on when it was measured.
 
-The sync functions run inside the one thread hop that also authenticates and stores the user
-message (services/admission.py), and the slot is given back in the hop that stores the reply, so
-limits cost no extra crossing of the async boundary. With the Redis cache, a caller the stream
-already knows takes and gives back its slot in the event loop instead (`astream_…`, the asyncio
-client): no hop, no second connection pool.
+Where the lease is kept is chosen once per configured cache (`_slots()`): with Django's Redis
+cache the lease and the rate window are taken in one round trip (a script), and a caller the
+stream already knows takes and releases them in the event loop with the asyncio client; with any
+other cache through Django's cache API (in the event loop itself for the local-memory cache, which
+does no I/O).
 """
 import asyncio
-import threading
 import uuid
 import weakref
-from dataclasses import dataclass
 
 from django.conf import settings
 from django.core.cache import DEFAULT_CACHE_ALIAS, cache, caches
+from django.core.cache.backends.locmem import LocMemCache
 from loguru import logger
 from redis.exceptions import RedisError
 
 LEASE_MARGIN_SEC = 30
 RATE_WINDOW_SEC = 60
-_local_streams: dict[int, int] = {}
-_local_lock = threading.Lock()
-
-
-@dataclass
-class StreamSlot:
-    user_id: int
-    cache_key: str | None = None
-    released: bool = False
-    release_async: bool = False  # taken in the event loop: give it back there (astream_slot_release)
-
-
-def local_stream_count(*, user_id: int) -> int:
-    return _local_streams.get(user_id, 0)
+SLOT_KEY_PREFIX = "chat:streams:"
 
 
 def _slot_key(user_id: int, slot: int) -> str:
-    return f"chat:streams:{user_id}:{slot}"
+    return f"{SLOT_KEY_PREFIX}{user_id}:{slot}"
 
 
-def _local_take(user_id: int, limit: int) -> bool:
-    with _local_lock:
-        if _local_streams.get(user_id, 0) >= limit:
+def _lease_ttl() -> int:
+    return int(settings.TURN_BUDGET_SEC) + LEASE_MARGIN_SEC
+
+
+class SlotLease:
+    """One stream slot of one user, held until `release()` (idempotent, safe to race)."""
+
+    __slots__ = ("key", "_released")
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        self._released = False
+
+    @classmethod
+    def of_key(cls, key: str) -> "SlotLease":
+        """The lease a run row names (`Run.slot_key`): for whoever ends a run no worker holds."""
+        return cls(key)
+
+    @property
+    def released(self) -> bool:
+        return self._released
+
+    def _claim_release(self) -> bool:
+        # One event loop or one thread per lease: the flag flips before the first await.
+        if self._released or not self.key:
+            self._released = True
             return False
-        _local_streams[user_id] = _local_streams.get(user_id, 0) + 1
+        self._released = True
         return True
 
+    async def release(self) -> None:
+        """Gives the slot back (in the event loop where the store allows it); a failure is logged,
+        not raised: the lease expires on its own."""
+        if self._claim_release():
+            await _slots().arelease(self.key)
 
-def _local_decrement(user_id: int) -> None:  # caller holds _local_lock
-    left = _local_streams.get(user_id, 0) - 1
-    if left > 0:
-        _local_streams[user_id] = left
-    else:
-        _local_streams.pop(user_id, None)
+    def release_now(self) -> None:
+        """See release(); for sync code (a refused admission, the reaper's database call)."""
+        if self._claim_release():
+            _slots().release(self.key)
 
-
-def _local_give_back(user_id: int) -> None:
-    with _local_lock:
-        _local_decrement(user_id)
-
-
-def stream_slot_acquire(*, user_id: int) -> StreamSlot | None:
-    """A slot for one more stream of this user, or None when CHAT_MAX_CONCURRENT_STREAMS are open."""
-    limit = settings.CHAT_MAX_CONCURRENT_STREAMS
-    if not _local_take(user_id, limit):
-        return None
-    slot = StreamSlot(user_id=user_id)
-    ttl = int(settings.TURN_BUDGET_SEC) + LEASE_MARGIN_SEC
-    owner = uuid.uuid4().hex
-    try:
-        slot.cache_key = next((k for k in (_slot_key(user_id, i) for i in range(limit)) if cache.add(k, owner, ttl)), None)
-    except BaseException:
-        _local_give_back(user_id)
-        raise
-    if slot.cache_key is None:
-        _local_give_back(user_id)
-        return None
-    return slot
+    def __repr__(self) -> str:
+        return f"SlotLease({self.key!r}, released={self._released})"
 
 
-def _slot_mark_released(slot: StreamSlot) -> bool:
-    """Marks the slot given back in this process; False when it already was (two threads may race)."""
-    with _local_lock:
-        if slot.released:
-            return False
-        slot.released = True
-        _local_decrement(slot.user_id)
-        return True
+def stream_slots_held(*, user_id: int) -> int:
+    """How many of the user's slots are leased now (every worker's, with a shared cache)."""
+    return sum(1 for i in range(settings.CHAT_MAX_CONCURRENT_STREAMS) if cache.get(_slot_key(user_id, i)) is not None)
 
 
-def stream_slot_release(*, slot: StreamSlot) -> None:
-    """Idempotent, and safe when two threads race to release the same slot."""
-    if not _slot_mark_released(slot):
-        return
-    if slot.cache_key:
-        cache.delete(slot.cache_key)
+def stream_slot_take(*, user_id: int) -> SlotLease | None:
+    """A slot for one more stream of this user, or None when CHAT_MAX_CONCURRENT_STREAMS are leased."""
+    return _slots().take(user_id)
 
 
 def message_rate_allow(*, user_id: int) -> bool:
@@ -125,130 +107,149 @@ def message_rate_allow(*, user_id: int) -> bool:
 
 
 # With the Redis cache, the slot lease and the rate window are taken in one round trip: a script
-# runs the same steps as the cache calls above (SET NX EX per slot key, then INCR + EXPIRE on
-# the window's first message) atomically on the server. Through Django's cache API they cost four
-# round trips (add; add, exists, incr), all before the first chunk (docs/benchmarks.md).
-# The slot keys are `<prefix><i>`, built by the script: their number (the limit) costs nothing
-# on our side. A single Redis, not a cluster (the keys are not declared).
+# runs the same steps as the cache calls (SET NX EX per slot key, then INCR + EXPIRE on the
+# window's first message) atomically on the server. Through Django's cache API they cost four
+# round trips (add; add, exists, incr), all before the first chunk (docs/benchmarks.md). The slot
+# keys are `<prefix><i>`, built by the script: their number (the limit) costs nothing on our side.
+# A single Redis, not a cluster (the keys are not declared). ARGV[5] = 0: no rate window (a resume).
 _TAKE_SCRIPT = """
 local slot = -1
 for i = 0, tonumber(ARGV[2]) - 1 do
   if redis.call('SET', ARGV[1] .. i, ARGV[3], 'NX', 'EX', ARGV[4]) then slot = i; break end
 end
 if slot < 0 then return {-1, 0} end
+if tonumber(ARGV[5]) == 0 then return {slot, 0} end
 local count = redis.call('INCR', KEYS[1])
 if count == 1 then redis.call('EXPIRE', KEYS[1], ARGV[5]) end
 return {slot, count}
 """
 
 
-def _redis_cache():
-    """Django's Redis cache when it is the cache and its keys are `<prefix><key>` (the default
-    key function, which the script's slot keys follow); else None (the cache calls are used)."""
-    from django.core.cache.backends.redis import RedisCache
+class _CacheSlots:
+    """Leases through Django's cache API: any backend. In the event loop directly for the local-
+    memory cache (a dict under a lock, no I/O); else through the database threads."""
 
-    # The backend itself: `cache` is a proxy, never an instance of a backend class (checked on
-    # the proxy, this was always false, and the script below never ran before issue #11).
-    backend = caches[DEFAULT_CACHE_ALIAS]
-    if not isinstance(backend, RedisCache):
+    def __init__(self, backend) -> None:
+        self._in_loop = isinstance(backend, LocMemCache)
+
+    def take(self, user_id: int) -> SlotLease | None:
+        owner = uuid.uuid4().hex
+        for i in range(settings.CHAT_MAX_CONCURRENT_STREAMS):
+            key = _slot_key(user_id, i)
+            if cache.add(key, owner, _lease_ttl()):
+                return SlotLease(key)
         return None
-    probe = _slot_key(0, 0)
-    return backend if backend.make_key(probe) == backend.make_key(probe[:-1]) + "0" else None
 
+    def take_with_rate(self, user_id: int) -> tuple[SlotLease | None, bool]:
+        lease = self.take(user_id)
+        return (lease, message_rate_allow(user_id=user_id)) if lease is not None else (None, False)
 
-def _take_args(user_id: int) -> tuple[list[str], list]:
-    keys = [cache.make_and_validate_key(f"chat:rate:{user_id}")]
-    prefix = cache.make_and_validate_key(_slot_key(user_id, 0))[:-1]
-    args = [prefix, settings.CHAT_MAX_CONCURRENT_STREAMS, uuid.uuid4().hex,
-            int(settings.TURN_BUDGET_SEC) + LEASE_MARGIN_SEC, RATE_WINDOW_SEC]
-    return keys, args
+    async def atake_with_rate(self, user_id: int) -> tuple[SlotLease | None, bool] | None:
+        return self.take_with_rate(user_id) if self._in_loop else None
 
+    def release(self, key: str) -> None:
+        cache.delete(key)
 
-def _taken(slot: StreamSlot, index, count) -> tuple[StreamSlot | None, bool]:
-    if int(index) < 0:
-        _local_give_back(slot.user_id)
-        return None, False
-    slot.cache_key = _slot_key(slot.user_id, int(index))  # released with cache.delete, which adds the prefix
-    return slot, int(count) <= settings.CHAT_RATE_PER_MINUTE
-
-
-def stream_slot_and_rate_take(*, user_id: int) -> tuple[StreamSlot | None, bool]:
-    """`stream_slot_acquire` then `message_rate_allow`, in one Redis round trip when the cache is
-    Redis: (None, False) without a free slot; (slot, False) past the rate, the slot still held
-    (the caller gives it back); (slot, True) admitted."""
-    redis_cache = _redis_cache()
-    if redis_cache is None:
-        slot = stream_slot_acquire(user_id=user_id)
-        return (slot, message_rate_allow(user_id=user_id)) if slot is not None else (None, False)
-    if not _local_take(user_id, settings.CHAT_MAX_CONCURRENT_STREAMS):
-        return None, False
-    keys, args = _take_args(user_id)
-    try:
-        index, count = redis_cache._cache.get_client(write=True).eval(_TAKE_SCRIPT, len(keys), *keys, *args)
-    except BaseException:
-        _local_give_back(user_id)
-        raise
-    return _taken(StreamSlot(user_id=user_id), index, count)
-
-
-# --- the same in the event loop, through the `redis` asyncio client -----------------------------
-# The chat stream admits a caller it already knows (chat_app.auth_cache) without leaving the
-# event loop for the limits: no thread hop, and the worker's one asyncio connection pool
-# (chat_app.runs.redis_bus) instead of the sync client's second pool.
-
-_async_scripts: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict]" = weakref.WeakKeyDictionary()
-
-
-def _async_script(location: str):
-    """This loop's registered take script on the cache's Redis (EVALSHA after the first call)."""
-    from redis.asyncio import Redis
-
-    from chat_app.runs.redis_bus import redis_client
-
-    per_loop = _async_scripts.setdefault(asyncio.get_running_loop(), {})
-    script = per_loop.get(location)
-    if script is None:
-        # The run bus's client when the cache is on the same Redis: one pool per worker.
-        client = redis_client() if location == settings.REDIS_URL else Redis.from_url(location)
-        script = per_loop[location] = (client, client.register_script(_TAKE_SCRIPT))
-    return script
-
-
-async def astream_slot_and_rate_take(*, user_id: int) -> tuple[StreamSlot | None, bool] | None:
-    """See stream_slot_and_rate_take(). None when the cache is not Redis: the caller takes the
-    limits in its database call instead (the local-memory cache needs no round trip)."""
-    redis_cache = _redis_cache()
-    if redis_cache is None:
-        return None
-    if not _local_take(user_id, settings.CHAT_MAX_CONCURRENT_STREAMS):
-        return None, False
-    slot = StreamSlot(user_id=user_id, release_async=True)
-    keys, args = _take_args(user_id)
-    try:
-        _, script = _async_script(redis_cache._servers[0])
-        index, count = await script(keys=keys, args=args)
-    except BaseException:
-        _local_give_back(user_id)
-        raise
-    return _taken(slot, index, count)
-
-
-async def astream_slot_release(*, slot: StreamSlot) -> None:
-    """See stream_slot_release(). A slot taken in the event loop is given back there; a Redis
-    failure is logged, not raised (the lease expires on its own)."""
-    if slot.released:
-        return
-    if not slot.release_async:  # taken through the sync cache client: give it back the same way
+    async def arelease(self, key: str) -> None:
+        if self._in_loop:
+            cache.delete(key)
+            return
         from chat_app.asyncdb import db_call
 
-        await db_call(stream_slot_release, slot=slot)
-        return
-    if not _slot_mark_released(slot):
-        return
-    if slot.cache_key:
-        redis_cache = _redis_cache()
+        await db_call(cache.delete, key)
+
+
+class _RedisSlots:
+    """Leases on Django's Redis cache: one script per take, sync or through the asyncio client."""
+
+    def __init__(self, backend) -> None:
+        self._backend = backend
+        self._scripts: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # loop → (client, script)
+
+    def _args(self, user_id: int, *, rate: bool) -> tuple[list[str], list]:
+        keys = [cache.make_and_validate_key(f"chat:rate:{user_id}")]
+        prefix = cache.make_and_validate_key(_slot_key(user_id, 0))[:-1]
+        args = [prefix, settings.CHAT_MAX_CONCURRENT_STREAMS, uuid.uuid4().hex, _lease_ttl(),
+                RATE_WINDOW_SEC if rate else 0]
+        return keys, args
+
+    @staticmethod
+    def _taken(user_id: int, index, count, *, rate: bool) -> tuple[SlotLease | None, bool]:
+        if int(index) < 0:
+            return None, False
+        # Released with cache.delete / make_and_validate_key, which add the prefix.
+        return SlotLease(_slot_key(user_id, int(index))), (not rate or int(count) <= settings.CHAT_RATE_PER_MINUTE)
+
+    def _eval(self, user_id: int, *, rate: bool):
+        keys, args = self._args(user_id, rate=rate)
+        index, count = self._backend._cache.get_client(write=True).eval(_TAKE_SCRIPT, len(keys), *keys, *args)
+        return self._taken(user_id, index, count, rate=rate)
+
+    def take(self, user_id: int) -> SlotLease | None:
+        return self._eval(user_id, rate=False)[0]
+
+    def take_with_rate(self, user_id: int) -> tuple[SlotLease | None, bool]:
+        return self._eval(user_id, rate=True)
+
+    def _async_script(self):
+        """This loop's client and registered script (EVALSHA after the first call): the run bus's
+        client when the cache is on the same Redis, so a worker keeps one asyncio pool."""
+        from redis.asyncio import Redis
+
+        from chat_app.runs.redis_bus import redis_client
+
+        loop = asyncio.get_running_loop()
+        found = self._scripts.get(loop)
+        if found is None:
+            location = self._backend._servers[0]
+            client = redis_client() if location == settings.REDIS_URL else Redis.from_url(location)
+            found = self._scripts[loop] = (client, client.register_script(_TAKE_SCRIPT))
+        return found
+
+    async def atake_with_rate(self, user_id: int) -> tuple[SlotLease | None, bool] | None:
+        keys, args = self._args(user_id, rate=True)
+        _, script = self._async_script()
+        index, count = await script(keys=keys, args=args)
+        return self._taken(user_id, index, count, rate=True)
+
+    def release(self, key: str) -> None:
+        cache.delete(key)
+
+    async def arelease(self, key: str) -> None:
         try:
-            client, _ = _async_script(redis_cache._servers[0])
-            await client.delete(redis_cache.make_and_validate_key(slot.cache_key))
+            client, _ = self._async_script()
+            await client.delete(self._backend.make_and_validate_key(key))
         except RedisError as exc:
             logger.warning("giving a stream slot back failed ({}); its lease expires on its own", exc)
+
+
+_stores: dict[str, "_CacheSlots | _RedisSlots"] = {}
+
+
+def _slots() -> "_CacheSlots | _RedisSlots":
+    """The lease store of the configured cache, chosen once per cache configuration (tests
+    switch the cache with override_settings; a deployment has one)."""
+    from django.core.cache.backends.redis import RedisCache
+
+    config = repr(sorted(settings.CACHES[DEFAULT_CACHE_ALIAS].items()))
+    store = _stores.get(config)
+    if store is None:
+        backend = caches[DEFAULT_CACHE_ALIAS]  # the backend itself: `cache` is a proxy
+        probe = _slot_key(0, 0)
+        # The script builds slot keys as `<prefix><i>`: only with the default key function.
+        scripted = isinstance(backend, RedisCache) and backend.make_key(probe) == backend.make_key(probe[:-1]) + "0"
+        store = _stores[config] = _RedisSlots(backend) if scripted else _CacheSlots(backend)
+    return store
+
+
+def stream_slot_and_rate_take(*, user_id: int) -> tuple[SlotLease | None, bool]:
+    """`stream_slot_take` then `message_rate_allow`, in one round trip with Redis: (None, False)
+    without a free slot; (lease, False) past the rate, the lease still held (the caller releases
+    it); (lease, True) admitted."""
+    return _slots().take_with_rate(user_id)
+
+
+async def astream_slot_and_rate_take(*, user_id: int) -> tuple[SlotLease | None, bool] | None:
+    """See stream_slot_and_rate_take(), in the event loop; None when the store cannot take it
+    there without I/O in the loop (the caller takes it in its database call)."""
+    return await _slots().atake_with_rate(user_id)

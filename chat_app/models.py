@@ -157,12 +157,19 @@ class Run(models.Model):
     """
 
     class Status(models.TextChoices):
+        """The run's states; only chat_app.services.runs moves a run between them (RUN_MOVES)."""
+
         RUNNING = "running", "进行中"
-        AWAITING_APPROVAL = "awaiting_approval", "等待审批"
+        WAITING = "waiting", "等待用户"  # paused for a person (pause_kind says for what)
         FINISHED = "finished", "已完成"
         INTERRUPTED = "interrupted", "已中断"
 
-    ACTIVE = (Status.RUNNING, Status.AWAITING_APPROVAL)
+    class PauseKind(models.TextChoices):
+        """What a waiting run waits for (chat_app.runs.pauses: one resume path, one expiry)."""
+
+        APPROVAL = "approval", "工具审批"
+
+    ACTIVE = (Status.RUNNING, Status.WAITING)
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="runs", verbose_name="对话")
@@ -182,11 +189,12 @@ class Run(models.Model):
     partial_text = models.TextField("未保存的回答", blank=True, default="")
     # The stream slot's lease key in the cache, given back by whoever ends the run.
     slot_key = models.CharField(max_length=128, blank=True, default="")
-    # While it waits for approval (no worker runs it): the last frame it sent, so whichever
+    # While it waits for a person (no worker runs it): the last frame it sent, so whichever
     # worker resumes it numbers on from there, and what its turn had so far (round count, text,
     # usage, chart: agents_app.runtime.loop.TurnState).
     frames_seq = models.PositiveIntegerField(default=0)
     resume_state = models.JSONField(default=dict, blank=True)
+    pause_kind = models.CharField("等待内容", max_length=20, choices=PauseKind.choices, blank=True, default="")
 
     class Meta:
         verbose_name = "运行"

@@ -1,12 +1,13 @@
-"""The run task: the single owner of a chat turn's lifecycle (DESIGN §4a).
+"""The run task: what runs a chat turn on this worker, from admission (or resumption) to its end.
 
-A `RunTask` starts when a turn is admitted and ends when its reply is stored, whatever the
-clients do meanwhile: it holds the stream slot, carries the turn's deadline, keeps the record
+A `RunTask` is started by chat_app.runs.lifecycle and ends when its end is stored, whatever the
+clients do meanwhile: it holds the slot lease, carries the turn's deadline, keeps the record
 (`TurnRecorder`), stores each finished tool round as it finishes, hands its unsaved text to the
-worker's supervisor for the 2-second checkpoints, stores the reply when it ends (partial and
-marked interrupted when it was stopped, cut by a failure or by the budget), gives the slot back
-in the same database call, and writes every event as a numbered SSE frame into its `FrameLog`
-(and, with Redis, into the run's Stream). Clients only follow that log (runs.follow).
+worker's supervisor for the 2-second checkpoints, and stores its end — the reply (partial and
+marked interrupted when it was stopped, cut by a failure or by the budget), or its pause when it
+waits for a person. Then, in one place, it releases its lease and announces that end (`done`, or
+what it waits for). Every event is a numbered SSE frame written to the run bus (runs.bus);
+clients only follow that (runs.follow).
 
 It runs in its own task, not in a response generator: the generator belongs to one client and
 is cancelled when that client goes away; the run is cancelled only by `stop()`.
@@ -14,8 +15,9 @@ is cancelled when that client goes away; the run is cancelled only by `stop()`.
 import asyncio
 import dataclasses
 import time
-from collections.abc import AsyncIterator, Callable
-from contextlib import aclosing
+import weakref
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import aclosing, suppress
 from dataclasses import dataclass
 
 from asgiref.sync import ThreadSensitiveContext
@@ -31,15 +33,13 @@ from campus_agent.errors import DOWNSTREAM, GENERAL
 from campus_agent.request_id import request_id_set
 from campus_agent.sse import sse_frame
 from chat_app.asyncdb import db_call, turn_sync_executor
-from chat_app.limits import StreamSlot, astream_slot_release, stream_slot_release
+from chat_app.limits import SlotLease
 from chat_app.models import Run
-from chat_app.runs.approvals import expires_at_parse, run_pause, run_paused_close
-from chat_app.runs.frames import FrameLog
-from chat_app.runs.redis_bus import RedisMirror, log_append_end, redis_client
+from chat_app.runs.bus import run_bus
 from chat_app.runs.registry import local_runs
-from chat_app.runs.services import run_finish, run_rows_store
-from chat_app.runs.supervisor import checkpoint_lock, supervisor_ensure
+from chat_app.services.approvals import approval_pause_store
 from chat_app.services.recording import TurnRecorder
+from chat_app.services.runs import run_finish, run_rows_store
 
 TURN_BUDGET_MESSAGE = "本轮回答超出时间限制，已中断。"
 TURN_FAILED_MESSAGE = "服务内部错误，回答已中断，请稍后重试。"
@@ -50,7 +50,20 @@ FRAME_FAILED_MESSAGE = "回答中有无法发送的内容，已中断。"
 # whatever it might not bound (a path that overruns its own deadline), so it fires a little later.
 BUDGET_BACKSTOP_SEC = 1.0
 CHUNK_COALESCE_SEC = 0.025
+SETTLE_WAIT_SEC = 5.0  # how long a stop waits for a run that is storing its end
 _running: set[asyncio.Task] = set()  # strong references: the loop keeps only weak ones
+_checkpoint_locks: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock]" = weakref.WeakKeyDictionary()
+
+
+def checkpoint_lock() -> asyncio.Lock:
+    """Orders a run's checkpoints (the supervisor's) and its round stores (this loop's lock): a
+    heartbeat that read a run's unsaved text before a round took it must not write it after the
+    round was stored, or a reaper would store that text twice."""
+    loop = asyncio.get_running_loop()
+    lock = _checkpoint_locks.get(loop)
+    if lock is None:
+        lock = _checkpoint_locks[loop] = asyncio.Lock()
+    return lock
 
 
 class FrameFailed(Exception):
@@ -72,49 +85,54 @@ class RunPlan:
 class RunTask:
     """Starts the run at once; `stop()` cancels it (and its tools) from any task of this loop."""
 
-    def __init__(self, plan: RunPlan, *, slot: StreamSlot):
+    def __init__(self, plan: RunPlan, *, lease: SlotLease):
         self.plan = plan
         self.run = plan.run
+        self.lease = lease
         self.recorder = TurnRecorder()
-        self.paused = False  # waits for approval: the task ended, the log did not
-        self._stop_requested = False
+        self.paused = False  # waits for a person: the task ended, the log did not
         self.checkpointed = ""  # the unsaved text as of the last checkpoint
         self._held: list[Chunk] = []  # text deltas coalescing into the next chunk frame
         self._flush_timer: asyncio.TimerHandle | None = None
         self._last_chunk_at = float("-inf")
         self.stopping = False
         self._finishing = False
-        self._slot = slot
-        client = redis_client()
-        previous = local_runs.get(self.run.id)
-        if previous is not None and previous.paused:  # paused here: its followers stay on its log
-            self.log, self._mirror = previous.log, previous._mirror
-            self.log.pause(False)
-        else:
-            self.log = FrameLog(base=self.run.frames_seq)
-            self._mirror = RedisMirror(client, self.run.id, after_seq=self.run.frames_seq) if client else None
+        self._announce: Callable[[], Awaitable[None]] | None = None  # set once the end is stored
+        self.writer = run_bus().open(self.run.id, base=self.run.frames_seq)
         if plan.resumed:
             self.recorder.resume_round(list(plan.resumed))
         local_runs[self.run.id] = self
-        supervisor_ensure()
         self.task = asyncio.create_task(self._main(), name=f"run-{self.run.id}")
         _running.add(self.task)
         self.task.add_done_callback(_running.discard)
+
+    @property
+    def log(self):
+        return self.writer.log
 
     @property
     def active(self) -> bool:
         return not self.log.ended and not self.paused
 
     def stop(self) -> bool:
-        """Cancels the run; False when it had already ended (or is storing its end: a cancel
-        then would cut the `done` frame after the reply was stored), or paused (see
-        paused_run_end). A stop while it is storing its pause closes it once that is stored."""
+        """Cancels the run; False when it has ended, or is storing its end (a cancel then would
+        cut the end after it was stored): `settled()` waits for that."""
         if self.task.done() or self.log.ended or self._finishing:
-            self._stop_requested = True
             return False
         self.stopping = True
         self.task.cancel()
         return True
+
+    async def settled(self) -> None:
+        """Waits (bounded, never cancelling it) until the run's task has stored and announced its end."""
+        if not self.task.done():
+            with suppress(TimeoutError, asyncio.CancelledError):
+                async with asyncio.timeout(SETTLE_WAIT_SEC):
+                    await asyncio.shield(self.task)
+
+    def _forget(self) -> None:
+        if local_runs.get(self.run.id) is self:  # not a later task of the same run (resumed here)
+            local_runs.pop(self.run.id, None)
 
     async def _main(self) -> None:
         try:
@@ -123,20 +141,22 @@ class RunTask:
                     await self._run()
                     span.ended(interrupted=self.recorder.interrupted, stopped=self.stopping, paused=self.paused)
         finally:
-            if not self._slot.released:  # storing never ran (a bug): do not leak the slot
-                await astream_slot_release(slot=self._slot)
-            if not self.log.ended and not self.paused:  # a bug or a shutdown: followers still get an end
-                try:
-                    self._emit(Done(full_text=self.recorder.reply_text, interrupted=True))
-                except FrameFailed:
-                    logger.exception("the closing done frame could not be built")
-                self.log.end()
+            # The one release of the lease, whatever the ending, before the end is announced:
+            # the client may ask again at once.
+            await self.lease.release()
+            await (self._announce or self._announce_cut)()  # none stored: a bug; followers still get an end
             keep = settings.RUN_LOG_RETAIN_SEC + (settings.APPROVAL_TIMEOUT_SEC if self.paused else 0)
-            asyncio.get_running_loop().call_later(keep, self._forget)
+            run_bus().retain(self.run.id, keep)
+            asyncio.get_running_loop().call_later(keep, self._forget)  # as long as its log
 
-    def _forget(self) -> None:
-        if local_runs.get(self.run.id) is self:  # not a later task of the same run (resumed here)
-            local_runs.pop(self.run.id, None)
+    async def _announce_cut(self) -> None:
+        if self.log.ended:
+            return
+        try:
+            self._emit(Done(full_text=self.recorder.reply_text, interrupted=True))
+        except FrameFailed:
+            logger.exception("the closing done frame could not be built")
+            self.log.end()
 
     async def _run(self) -> None:
         request_id_set(self.plan.ctx.request_id)
@@ -254,9 +274,7 @@ class RunTask:
             frame = sse_frame(payload, event_id=seq).encode()
         except Exception as exc:
             raise FrameFailed(type(event).__name__) from exc
-        self.log.append(frame)
-        if self._mirror is not None:
-            self._mirror.push(seq, frame, end=isinstance(event, Done))
+        self.writer.append(frame, end=isinstance(event, Done))
 
     async def _rounds_store(self) -> None:
         """Stores the tool rounds that just finished, so a dead worker loses none of them."""
@@ -278,28 +296,19 @@ class RunTask:
             else:
                 self.checkpointed = unsaved
 
-    def _pause_and_release(self, paused: Paused, frames_seq: int) -> bool:
-        waiting = [{"call_id": w.call_id, "tool": w.tool, "args": w.args,
-                    "expires_at": expires_at_parse(w.expires_at)} for w in paused.waiting]
-        try:
-            return run_pause(run=self.run, rows=self.recorder.paused_rows(), waiting=waiting, state=paused.state,
-                             frames_seq=frames_seq)
-        finally:
-            if not self._slot.release_async:  # else given back in the event loop (_pause)
-                stream_slot_release(slot=self._slot)
-
     async def _pause(self, paused: Paused) -> bool:
-        """Stores the pause (the round so far, the waiting calls, the turn's state), gives the slot
-        back, then announces the waiting calls; the run's task ends here, its log stays open for
-        whichever worker resumes it. False when the pause could not be stored: the run ends
-        (interrupted) instead."""
+        """Stores the pause (the round so far, what the person is asked, the turn's state); its
+        announcement (the waiting frames) follows the lease's release. False when the pause could
+        not be stored: the run ends (interrupted) instead."""
         self._finishing = True
         self._chunks_flush_quietly()
         frames_seq = self.log.last_seq + len(paused.waiting)
         try:
-            storing = asyncio.ensure_future(db_call(self._pause_and_release, paused, frames_seq))
+            storing = asyncio.ensure_future(db_call(
+                approval_pause_store, run=self.run, rows=self.recorder.paused_rows(), waiting=list(paused.waiting),
+                state=paused.state, frames_seq=frames_seq,
+            ))
             stored = await asyncio.shield(storing)
-            await astream_slot_release(slot=self._slot)
         except Exception:
             logger.exception("storing the pause failed; ending the run")
             self.recorder.add(Error(GENERAL, TURN_FAILED_MESSAGE))
@@ -309,70 +318,38 @@ class RunTask:
         if not stored:  # reaped meanwhile: the reaper stored its end
             self.recorder.interrupt()
             return False
-        for waiting in paused.waiting:
-            self._emit(waiting)
         self.paused = True
-        self.log.pause()
-        if self._mirror is not None:
-            await self._mirror.drained()
-            await self._mirror.hold(settings.APPROVAL_TIMEOUT_SEC)
-        logger.info("run paused for approval calls={}", [w.tool for w in paused.waiting])
-        if self._stop_requested:
-            await paused_run_end(self.run.id, reason="stopped")
+
+        async def announce() -> None:
+            for waiting in paused.waiting:
+                self._emit(waiting)
+            await self.writer.pause()
+            logger.info("run paused for approval calls={}", [w.tool for w in paused.waiting])
+
+        self._announce = announce
         return True
 
-    def _finish_and_release(self, rows, interrupted: bool) -> bool:
-        try:
-            return run_finish(run=self.run, rows=rows, interrupted=interrupted)
-        finally:
-            if not self._slot.release_async:  # else given back in the event loop (_finish)
-                stream_slot_release(slot=self._slot)
-
     async def _finish(self) -> None:
+        """Stores the reply; its announcement (`done`) follows the lease's release."""
         self._finishing = True
         recorder = self.recorder
         self._chunks_flush_quietly()
         try:
-            await db_call(self._finish_and_release, recorder.rows(), recorder.interrupted)
+            await db_call(run_finish, run=self.run, rows=recorder.rows(), interrupted=recorder.interrupted)
         except Exception:
             logger.exception("storing the run failed")
             self._emit(Error(GENERAL, STORE_FAILED_MESSAGE))
-        await astream_slot_release(slot=self._slot)  # before `done`: the client may ask again at once
-        done = recorder.done or Done(full_text=recorder.reply_text, interrupted=True)
-        if recorder.interrupted and not done.interrupted:
-            done = dataclasses.replace(done, interrupted=True)
-        try:
-            self._emit(done)
-        except FrameFailed:
-            logger.exception("the done frame could not be built; sending a bare one")
-            self._emit(Error(GENERAL, FRAME_FAILED_MESSAGE))
-            self._emit(Done(full_text="", interrupted=True))
-        self.log.end()
-        if self._mirror is not None:
-            await self._mirror.drained()
 
+        async def announce() -> None:
+            done = recorder.done or Done(full_text=recorder.reply_text, interrupted=True)
+            if recorder.interrupted and not done.interrupted:
+                done = dataclasses.replace(done, interrupted=True)
+            try:
+                self._emit(done)
+            except FrameFailed:
+                logger.exception("the done frame could not be built; sending a bare one")
+                self._emit(Error(GENERAL, FRAME_FAILED_MESSAGE))
+                self._emit(Done(full_text="", interrupted=True))
+            await self.writer.ended()
 
-async def paused_run_end(run_id, *, reason: str) -> bool:
-    """Ends a run that waits for approval without resuming it (a stop, or a new question in its
-    conversation): stored as interrupted, its waiting calls as not run; its followers get `done`.
-    False when it was not paused."""
-    run = await db_call(run_paused_close, run_id=run_id, reason=reason)
-    if run is None:
-        return False
-    await paused_run_ended(run)
-    return True
-
-
-async def paused_run_ended(run: Run) -> None:
-    """Gives the followers of a paused run that was closed in the database their `done`: on this
-    worker from its log, on the others through the Redis log."""
-    from chat_app.runs.services import run_stored_end
-
-    payload = await db_call(run_stored_end, run=run)
-    local = local_runs.get(run.id)
-    if local is not None and local.paused and not local.log.ended:
-        local.log.append(sse_frame(payload, event_id=local.log.last_seq + 1).encode())
-        local.log.end()
-    client = redis_client()
-    if client is not None:
-        await log_append_end(client, run.id, lambda seq: sse_frame(payload, event_id=seq))
+        self._announce = announce

@@ -1,4 +1,4 @@
-"""The frame log a run keeps in the memory of the worker that runs it.
+"""The frame log a run keeps in the memory of the worker that runs it (chat_app.runs.bus).
 
 Frame n (1-based, the SSE `id:`) is `frames[n - 1 - base]`, already encoded as SSE bytes (`base`:
 the frames a run sent before it paused for approval, on whichever worker), so a follower
@@ -8,10 +8,6 @@ next append; an append with nobody waiting costs a list append.
 """
 import asyncio
 
-from campus_agent.sse import PING_FRAME
-
-_PING = PING_FRAME.encode()
-
 
 class FrameLog:
     __slots__ = ("frames", "base", "ended", "paused", "_waiters")
@@ -20,7 +16,7 @@ class FrameLog:
         self.frames: list[bytes] = []
         self.base = base
         self.ended = False
-        self.paused = False  # the run waits for approval: whichever worker resumes it appends next
+        self.paused = False  # the run waits for a person: whichever worker resumes it appends next
         self._waiters: list[asyncio.Future] = []
 
     @property
@@ -61,18 +57,12 @@ class FrameLog:
                 self._waiters.remove(waiter)
         return True
 
-    async def follow(self, *, after: int, ping_sec: float, leave_when_paused: bool = False):
-        """The frames after seq `after` (from `base` at the earliest), joined per write, then live
-        until the log ends — or, with `leave_when_paused`, until it pauses (the run may go on on
-        another worker); `: ping` after `ping_sec` of silence (a pause included)."""
+    async def read(self, *, after: int, timeout: float) -> tuple[bytes, int, bool]:
+        """The frames after seq `after` (from `base` at the earliest), joined, waiting up to
+        `timeout` for the first: (frames, the last one's seq, whether the log has ended there)."""
         cursor = max(after, self.base)
-        while True:
-            if self.last_seq > cursor:
-                batch = self.frames[cursor - self.base:]
-                cursor += len(batch)
-                yield b"".join(batch)
-                continue
-            if self.ended or (self.paused and leave_when_paused):
-                return
-            if not await self._woken(ping_sec):
-                yield _PING
+        if self.last_seq <= cursor and not self.ended and timeout > 0:
+            await self._woken(timeout)
+        if self.last_seq > cursor:
+            return b"".join(self.frames[cursor - self.base:]), self.last_seq, self.ended
+        return b"", cursor, self.ended

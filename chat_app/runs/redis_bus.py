@@ -1,4 +1,5 @@
-"""Runs over Redis (REDIS_URL): a Stream per run for its frames, pub/sub for stop signals.
+"""The Redis primitives of the run bus (REDIS_URL; chat_app.runs.bus.RedisBus uses them): a Stream
+per run for its frames, pub/sub for stop signals.
 
 Each primitive does its natural job, as LibreChat's resumable streams do: the worker that runs
 a run copies its frames, in order, into the Stream `campus:run:<id>:frames` (entry id `<seq>-0`,
@@ -24,6 +25,7 @@ FRAME_FIELD = "f"
 # How long a running run's log lives if its worker dies before ending it (then it is rebuilt
 # from the database): the turn budget and a margin.
 RUNNING_TTL_MARGIN_SEC = 120
+REDIS_BLOCK_SEC = 4.0  # each XREAD blocks less than the client's socket timeout (redis-py's default is 5 s)
 MIRROR_BATCH_SEC = 0.1  # only followers on other workers wait for it (docs/benchmarks.md)
 
 _clients: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Redis]" = weakref.WeakKeyDictionary()

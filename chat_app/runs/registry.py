@@ -1,9 +1,7 @@
-"""The runs this worker process is running (or ran recently, while their log is retained)."""
-import os
-import socket
-import uuid
+"""The runs this worker process runs (for stop and the supervisor's checkpoints), kept as long as
+their log after they end."""
+from chat_app.services.runs import WORKER_ID
 
-# Names this process in Run.worker: unique even when a pid is reused after a restart.
-WORKER_ID = f"{socket.gethostname()[:80]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+__all__ = ["WORKER_ID", "local_runs"]
 
 local_runs: dict = {}  # run id (UUID) → engine.RunTask

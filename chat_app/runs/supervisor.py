@@ -4,9 +4,10 @@ Every RUN_HEARTBEAT_SEC it refreshes the heartbeat of this worker's active runs 
 reply text each has streamed but not yet stored (two statements, however many runs: at 1,000
 held streams it is still one transaction every 2 s). Every few beats it finishes as interrupted
 the runs whose worker stopped heart-beating for RUN_STALE_SEC (a killed worker: its last
-≤2 s of text are what is lost), and closes their Redis log so that followers end; and it resumes
-the runs whose calls waited for approval past APPROVAL_TIMEOUT_SEC (rejected by time). With Redis it
-also listens on the control channel and stops the runs it owns when asked.
+≤2 s of text are what is lost), and ends their log so that followers end; and it resumes the
+waiting runs that can go on (their calls waited for approval past APPROVAL_TIMEOUT_SEC: rejected
+by time). It listens on the run bus for stops and stops the runs it owns when asked. The moves
+themselves are chat_app.runs.lifecycle's.
 
 It is started by the first run or follower on a loop, and by the ASGI application on the first
 request after a start (campus_agent.asgi), so a restarted worker recovers the runs its
@@ -14,7 +15,6 @@ predecessor left.
 """
 import asyncio
 import os
-import uuid
 import weakref
 from datetime import timedelta
 
@@ -22,55 +22,33 @@ from django.conf import settings
 from django.utils import timezone
 from loguru import logger
 
-from campus_agent.sse import sse_frame
 from chat_app.asyncdb import db_call
 from chat_app.models import Run
-from chat_app.runs.approvals import approvals_expire
-from chat_app.runs.redis_bus import control_listen, log_append_end, redis_client
-from chat_app.runs.registry import WORKER_ID, local_runs
-from chat_app.runs.services import run_stored_end, runs_heartbeat, runs_reap
+from chat_app.runs.bus import run_bus
+from chat_app.runs.engine import checkpoint_lock
+from chat_app.runs.lifecycle import runs_reap_stale, runs_resume_ready, stop_apply
+from chat_app.runs.registry import local_runs
+from chat_app.services.runs import WORKER_ID, runs_heartbeat
 
 REAP_EVERY_BEATS = 2
 _tasks: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Task]" = weakref.WeakKeyDictionary()
-_checkpoint_locks: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock]" = weakref.WeakKeyDictionary()
-
-
-def checkpoint_lock() -> asyncio.Lock:
-    """Orders a run's checkpoints and its round stores (this loop's lock): a heartbeat that read
-    a run's unsaved text before a round took it must not write it after the round was stored,
-    or a reaper would store that text twice."""
-    loop = asyncio.get_running_loop()
-    lock = _checkpoint_locks.get(loop)
-    if lock is None:
-        lock = _checkpoint_locks[loop] = asyncio.Lock()
-    return lock
 
 
 def supervisor_ensure() -> None:
-    """Starts this loop's supervisor unless it runs already (cheap; called on every run start)."""
+    """Starts this loop's supervisor unless it runs already (cheap; called on every request)."""
     loop = asyncio.get_running_loop()
     task = _tasks.get(loop)
     if task is None or task.done():
         _tasks[loop] = loop.create_task(_supervise(), name="run-supervisor")
 
 
-def control_apply(op: str, run_id: str) -> None:
-    """A control message for a run: acted on when this worker runs it, ignored otherwise."""
-    try:
-        task = local_runs.get(uuid.UUID(run_id))
-    except ValueError:
-        return
-    if task is not None and op == "stop":
-        task.stop()
-
-
 def _other_workers_alive() -> bool:
     fresh = timezone.now() - timedelta(seconds=settings.RUN_STALE_SEC)
-    return Run.objects.filter(status__in=Run.ACTIVE, heartbeat_at__gte=fresh).exclude(worker=WORKER_ID).exists()
+    return Run.objects.filter(status=Run.Status.RUNNING, heartbeat_at__gte=fresh).exclude(worker=WORKER_ID).exists()
 
 
 async def _warn_without_redis() -> None:
-    if settings.REDIS_URL:
+    if run_bus().reaches_other_workers:
         return
     several = os.environ.get("WEB_CONCURRENCY", "1").strip() not in ("", "0", "1")
     if several or await db_call(_other_workers_alive):
@@ -100,32 +78,13 @@ async def _beat() -> None:
                 task.checkpointed = text
 
 
-async def _reap() -> None:
-    reaped = await db_call(runs_reap, stale_sec=settings.RUN_STALE_SEC)
-    client = redis_client()
-    for run in reaped:
-        if client is not None:
-            payload = await db_call(run_stored_end, run=run)
-            await log_append_end(client, run.id, lambda seq, p=payload: sse_frame(p, event_id=seq))
-
-
-async def _expire() -> None:
-    """Calls that waited for approval past their time count as rejected: their runs go on here
-    (or on whichever worker claims them first)."""
-    from chat_app.runs.resume import run_resume  # the engine imports this module
-
-    for run_id in await db_call(approvals_expire):
-        await run_resume(run_id=run_id)
-
-
 async def _supervise() -> None:
-    client = redis_client()
-    listener = asyncio.create_task(control_listen(client, control_apply)) if client is not None else None
+    listener = asyncio.create_task(run_bus().listen(stop_apply))
     beats = 0
     try:
         try:
             await _warn_without_redis()
-            await _reap()  # a restarted worker finishes what its predecessor left, at once if stale
+            await runs_reap_stale()  # a restarted worker finishes what its predecessor left, at once if stale
         except Exception:
             logger.exception("run supervisor start-up check failed")
         while True:
@@ -134,10 +93,9 @@ async def _supervise() -> None:
             try:
                 await _beat()
                 if beats % REAP_EVERY_BEATS == 0:
-                    await _reap()
-                    await _expire()
+                    await runs_reap_stale()
+                    await runs_resume_ready()
             except Exception:
                 logger.exception("run supervisor beat failed")
     finally:
-        if listener is not None:
-            listener.cancel()
+        listener.cancel()

@@ -14,13 +14,8 @@ from chat_app import api_errors as errors
 from chat_app.asyncdb import db_call
 from chat_app.authentication import Caller, chat_caller_cached, chat_caller_resolve
 from chat_app.chat_input import ChatInput, chat_input_read
-from chat_app.limits import (
-    StreamSlot,
-    astream_slot_and_rate_take,
-    astream_slot_release,
-    stream_slot_and_rate_take,
-    stream_slot_release,
-)
+from chat_app.limits import SlotLease, astream_slot_and_rate_take, stream_slot_and_rate_take, stream_slot_take
+from chat_app.models import Run
 from chat_app.quota import user_token_quota_check
 from chat_app.services.turns import TurnStart, turn_begin
 
@@ -30,13 +25,13 @@ class Admission:
     caller: Caller
     chat: ChatInput
     start: TurnStart
-    slot: StreamSlot
+    lease: SlotLease  # handed to the run, which releases it when it ends
 
 
 def chat_turn_admit(*, request, request_id: str) -> Admission:
     """401/403 (auth) → 415/413/400 (the body, read only now: an unauthenticated body is never
     parsed) → 429 (streams, rate, daily tokens) → 404/400 (conversation, agent) → the user message stored.
-    Raises ApiError; holds a stream slot only when it returns."""
+    Raises ApiError; holds a slot lease only when it returns."""
     caller = chat_caller_resolve(request)
     chat = chat_input_read(request=request)
     return _admit_known(caller=caller, chat=chat, request_id=request_id)
@@ -51,22 +46,37 @@ def _rate_limited() -> errors.ApiError:
 
 
 def _admit_known(*, caller: Caller, chat: ChatInput, request_id: str) -> Admission:
-    slot, rate_ok = stream_slot_and_rate_take(user_id=caller.user.pk)
-    if slot is None:
+    lease, rate_ok = stream_slot_and_rate_take(user_id=caller.user.pk)
+    if lease is None:
         raise _too_many_streams()
     try:
         if not rate_ok:
             raise _rate_limited()
-        return _admit_with_slot(caller=caller, chat=chat, request_id=request_id, slot=slot)
+        return _admit_with_lease(caller=caller, chat=chat, request_id=request_id, lease=lease)
     except BaseException:
-        stream_slot_release(slot=slot)
+        lease.release_now()
         raise
 
 
-def _admit_with_slot(*, caller: Caller, chat: ChatInput, request_id: str, slot: StreamSlot) -> Admission:
+def _admit_with_lease(*, caller: Caller, chat: ChatInput, request_id: str, lease: SlotLease) -> Admission:
     user_token_quota_check(user_id=caller.user.pk)
-    start = turn_begin(user=caller.user, chat=chat, request_id=request_id, slot_key=slot.cache_key)
-    return Admission(caller=caller, chat=chat, start=start, slot=slot)
+    start = turn_begin(user=caller.user, chat=chat, request_id=request_id, lease=lease)
+    return Admission(caller=caller, chat=chat, start=start, lease=lease)
+
+
+def resume_admit(run: Run) -> SlotLease:
+    """Admits a waiting run that goes on as a new turn would be: a slot lease (429 42901 when the
+    student's streams are all in use) and the daily quota (429 42904). Not the message rate: an
+    answer to a waiting card is not a new message. Sync, inside the resume's transaction."""
+    lease = stream_slot_take(user_id=run.user_id)
+    if lease is None:
+        raise _too_many_streams()
+    try:
+        user_token_quota_check(user_id=run.user_id)
+    except BaseException:
+        lease.release_now()
+        raise
+    return lease
 
 
 async def achat_turn_admit(*, request, request_id: str) -> Admission:
@@ -78,13 +88,13 @@ async def achat_turn_admit(*, request, request_id: str) -> Admission:
     taken = await astream_slot_and_rate_take(user_id=caller.user.pk)
     if taken is None:  # not the Redis cache: the limits cost nothing in the database call
         return await db_call(_admit_known, caller=caller, chat=chat, request_id=request_id)
-    slot, rate_ok = taken
-    if slot is None:
+    lease, rate_ok = taken
+    if lease is None:
         raise _too_many_streams()
     try:
         if not rate_ok:
             raise _rate_limited()
-        return await db_call(_admit_with_slot, caller=caller, chat=chat, request_id=request_id, slot=slot)
+        return await db_call(_admit_with_lease, caller=caller, chat=chat, request_id=request_id, lease=lease)
     except BaseException:
-        await astream_slot_release(slot=slot)
+        await lease.release()
         raise

@@ -1,7 +1,7 @@
 """What a turn produced, gathered from its events, as the message rows to store (DESIGN §4).
 
 Pure bookkeeping with no database, so it can follow the stream event by event cheaply; the
-rows are written once, at the end, by `turn_store`.
+rows are written once, at the end, by `chat_app.services.messages.turn_store`.
 
 A tool round is: the model's text (may be empty), its tool calls, their results. Text that
 arrives after a round's results belongs to the next round or to the final reply.

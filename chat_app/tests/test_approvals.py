@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from agents_app.testing.fake_llm import ScriptedCall
 from chat_app.models import Message, Run, ToolApproval
+from chat_app.runs.bus import run_bus
 from chat_app.runs.registry import local_runs
 from chat_app.tests.polling import wait_for
 from chat_app.tests.sse import chat, parse_blocks, read_rest, read_until
@@ -93,7 +94,7 @@ def test_approve_runs_the_tool_and_the_answer_goes_on_in_the_same_stream(
             assert asked["call_id"] == blocks[-2][1]["call_id"] and asked["tool"] == "call_canteen"
             assert json.loads(asked["args"]) == {"message": "帮我订一份午饭"} and asked["expires_at"]
             run = Run.objects.get(id=session["run_id"])
-            assert run.status == Run.Status.AWAITING_APPROVAL and run.worker == "" and run.slot_key == ""
+            assert run.status == Run.Status.WAITING and run.worker == "" and run.slot_key == ""
             assert subagent_server.requests == []  # nothing ran before the decision
             stored = _rows(session["conversation_id"])
             assert [r.role for r in stored] == ["user", "assistant"] and stored[1].meta["tool_calls"]
@@ -185,7 +186,7 @@ def test_calls_of_one_round_are_decided_one_by_one_and_auto_ones_run_at_once(
 
             first = _decide(live_asgi, run_id, "c1", "approve", auth_headers).json()
             assert first == {"call_id": "c1", "status": "approved", "resumed": False}  # c3 still waits
-            assert Run.objects.get(id=run_id).status == Run.Status.AWAITING_APPROVAL
+            assert Run.objects.get(id=run_id).status == Run.Status.WAITING
             again = _decide(live_asgi, run_id, "c1", "reject", auth_headers)
             assert again.status_code == 409 and again.json()["code"] == 40903
             assert _decide(live_asgi, run_id, "c3", "reject", auth_headers).json()["resumed"] is True
@@ -229,7 +230,9 @@ def test_a_paused_run_with_no_log_here_announces_its_calls_from_the_database(
     llm_settings.reply_text("订好了。")
     blocks = _asked_then_left(live_asgi, auth_headers)
     session, asked = blocks[0][1], blocks[-1][1]
-    local_runs.pop(uuid.UUID(session["run_id"]))  # as after a restart of the worker
+    run_id = uuid.UUID(session["run_id"])
+    local_runs.pop(run_id)  # as after a restart of the worker: neither the run nor its log here
+    run_bus().forget(run_id)
 
     follower = _Follower(live_asgi, session["run_id"], auth_headers)
     assert follower.asked()[-1] == (None, asked)  # rebuilt from its row: no `id:`
@@ -310,7 +313,7 @@ def test_the_approvals_endpoint_refuses_clearly(
     assert httpx.post(url, content=b"call_id=1", headers={**auth_headers, "Content-Type": "text/plain"}).status_code == 415
     unknown = post({"call_id": "call_nobody", "decision": "approve"})
     assert (unknown.status_code, unknown.json()["code"]) == (404, 40401)
-    assert Run.objects.get(id=run_id).status == Run.Status.AWAITING_APPROVAL  # nothing decided by the refusals
+    assert Run.objects.get(id=run_id).status == Run.Status.WAITING  # nothing decided by the refusals
 
 
 def test_a_decision_after_the_deadline_is_refused_and_the_run_goes_on(

@@ -70,7 +70,7 @@ def test_approved_after_the_worker_that_paused_it_was_killed(
         # A waiting run belongs to no worker: the reapers leave it alone however long it waits.
         deadline = time.monotonic() + 3.0  # 2 × RUN_STALE_SEC, several reaper passes of B and C
         while time.monotonic() < deadline:
-            assert _status(worker_database, session["run_id"]) == "awaiting_approval"
+            assert _status(worker_database, session["run_id"]) == "waiting"
         answer = httpx.post(f"{c_url}/api/v1/runs/{session['run_id']}/approvals", headers=token,
                             json={"call_id": asked["call_id"], "decision": "approve"})
         assert answer.json()["resumed"] is True

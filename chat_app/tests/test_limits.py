@@ -12,7 +12,7 @@ from django.test import RequestFactory
 
 from agents_app.testing.fake_llm import Reply
 from chat_app import limits
-from chat_app.limits import local_stream_count, stream_slot_acquire, stream_slot_release
+from chat_app.limits import stream_slot_take, stream_slots_held
 from chat_app.models import Message
 from chat_app.runs.registry import local_runs
 from chat_app.tests.sse import chat
@@ -71,13 +71,13 @@ def test_a_slot_held_by_another_worker_counts(settings):
     """With a shared cache, a slot leased by another process refuses this worker's stream too."""
     settings.CHAT_MAX_CONCURRENT_STREAMS = 2
     cache.add("chat:streams:7:0", "other-worker", 60)  # what the other worker's acquire wrote
-    mine = stream_slot_acquire(user_id=7)
-    assert mine is not None and mine.cache_key == "chat:streams:7:1"
-    assert stream_slot_acquire(user_id=7) is None  # 1 here + 1 elsewhere = the limit
-    assert local_stream_count(user_id=7) == 1
-    stream_slot_release(slot=mine)
-    stream_slot_release(slot=mine)  # idempotent
-    assert local_stream_count(user_id=7) == 0
+    mine = stream_slot_take(user_id=7)
+    assert mine is not None and mine.key == "chat:streams:7:1"
+    assert stream_slot_take(user_id=7) is None  # 1 here + 1 elsewhere = the limit
+    assert stream_slots_held(user_id=7) == 2  # the cache is the count: this worker's and the other's
+    mine.release_now()
+    mine.release_now()  # idempotent
+    assert stream_slots_held(user_id=7) == 1  # the other worker's
     assert cache.get("chat:streams:7:1") is None and cache.get("chat:streams:7:0") == "other-worker"
 
 
@@ -131,7 +131,7 @@ async def test_client_leaving_during_admission_still_runs_the_turn_then_gives_th
             await asyncio.sleep(0.01)
     started = this_run()
     await asyncio.wait({started.task})
-    assert local_stream_count(user_id=user.pk) == 0
+    assert stream_slots_held(user_id=user.pk) == 0
     assert await sync_to_async(stored)() == [("user", "在吗", False), ("assistant", "在的。", False)]
 
 

@@ -4,12 +4,7 @@ import pytest
 import redis
 from django.core.cache import caches
 
-from chat_app.limits import (
-    local_stream_count,
-    message_rate_allow,
-    stream_slot_and_rate_take,
-    stream_slot_release,
-)
+from chat_app.limits import message_rate_allow, stream_slot_and_rate_take, stream_slots_held
 
 
 @pytest.fixture
@@ -28,19 +23,19 @@ def test_slots_and_rate_in_one_call_like_the_cache_calls(redis_cache, settings, 
     settings.CHAT_RATE_PER_MINUTE = 3
     first, ok1 = stream_slot_and_rate_take(user_id=7)
     second, ok2 = stream_slot_and_rate_take(user_id=7)
-    assert ok1 and ok2 and first.cache_key != second.cache_key
+    assert ok1 and ok2 and first.key != second.key
     assert stream_slot_and_rate_take(user_id=7) == (None, False)  # both slots leased
-    assert redis.Redis.from_url(redis_url).exists(redis_cache.make_key(first.cache_key))
-    stream_slot_release(slot=first)  # cache.delete frees what the script set
+    assert redis.Redis.from_url(redis_url).exists(redis_cache.make_key(first.key))
+    first.release_now()  # cache.delete frees what the script set
     third, ok3 = stream_slot_and_rate_take(user_id=7)
     assert third is not None and ok3  # the third message of the window
-    stream_slot_release(slot=third)
+    third.release_now()
     assert not message_rate_allow(user_id=7)  # the cache API counts on from the script's count
     fourth, ok4 = stream_slot_and_rate_take(user_id=7)
     assert fourth is not None and not ok4  # past the rate: the caller gives the slot back
-    stream_slot_release(slot=fourth)
-    stream_slot_release(slot=second)
-    assert local_stream_count(user_id=7) == 0
+    fourth.release_now()
+    second.release_now()
+    assert stream_slots_held(user_id=7) == 0
     ttl = redis.Redis.from_url(redis_url).ttl(redis_cache.make_key("chat:rate:7"))
     assert 0 < ttl <= 60  # the window expires one minute after its first message
 
@@ -49,25 +44,25 @@ async def test_the_event_loop_path_shares_slots_and_window_with_the_sync_path(re
     """astream_… (the asyncio client) and the sync calls lease the same keys and count the same window."""
     from asgiref.sync import sync_to_async
 
-    from chat_app.limits import astream_slot_and_rate_take, astream_slot_release
+    from chat_app.limits import astream_slot_and_rate_take
 
     settings.CHAT_MAX_CONCURRENT_STREAMS = 2
     settings.CHAT_RATE_PER_MINUTE = 3
     first, ok1 = await astream_slot_and_rate_take(user_id=8)
     second, ok2 = await sync_to_async(stream_slot_and_rate_take)(user_id=8)
-    assert ok1 and ok2 and {first.cache_key, second.cache_key} == {"chat:streams:8:0", "chat:streams:8:1"}
+    assert ok1 and ok2 and {first.key, second.key} == {"chat:streams:8:0", "chat:streams:8:1"}
     assert await astream_slot_and_rate_take(user_id=8) == (None, False)  # both slots leased
-    await astream_slot_release(slot=first)
-    await astream_slot_release(slot=first)  # idempotent
+    await first.release()
+    await first.release()  # idempotent
     assert not redis.Redis.from_url(redis_url).exists(redis_cache.make_key("chat:streams:8:0"))
     third, ok3 = await astream_slot_and_rate_take(user_id=8)
-    assert third.cache_key == "chat:streams:8:0" and ok3  # the third message of the window
-    await astream_slot_release(slot=third)
+    assert third.key == "chat:streams:8:0" and ok3  # the third message of the window
+    await third.release()
     fourth, ok4 = await astream_slot_and_rate_take(user_id=8)
     assert fourth is not None and not ok4  # past the rate
-    await astream_slot_release(slot=fourth)
-    await sync_to_async(stream_slot_release)(slot=second)
-    assert local_stream_count(user_id=8) == 0
+    await fourth.release()
+    await sync_to_async(second.release_now)()
+    assert stream_slots_held(user_id=8) == 0
 
 
 def test_a_large_limit_costs_no_key_per_slot_on_our_side(redis_cache, settings):
@@ -80,5 +75,5 @@ def test_a_large_limit_costs_no_key_per_slot_on_our_side(redis_cache, settings):
     for _ in range(10):
         slot, ok = stream_slot_and_rate_take(user_id=9)
         assert ok
-        stream_slot_release(slot=slot)
+        slot.release_now()
     assert (time.process_time() - started) / 10 < 0.005

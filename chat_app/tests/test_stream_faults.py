@@ -7,7 +7,7 @@ import pytest
 from agents_app.runtime.loop import MODEL_INTERRUPTED_TEXT, TURN_TIMEOUT_TEXT
 from agents_app.runtime.turn import MODEL_UNAVAILABLE
 from agents_app.testing.fake_llm import Reply
-from chat_app.limits import local_stream_count
+from chat_app.limits import stream_slots_held
 from chat_app.models import Message
 from chat_app.services.recording import TOOL_CUT_MESSAGE
 from chat_app.tests.polling import wait_for
@@ -50,7 +50,7 @@ def test_client_gone_mid_answer_the_run_finishes_and_is_stored(live_asgi, llm_se
     reply = wait_for(lambda: Message.objects.filter(id=message_id).first())
     assert reply.content == LONG_ANSWER and "interrupted" not in reply.meta
     assert reply.request_id == Message.objects.get(role="user").request_id
-    wait_for(lambda: local_stream_count(user_id=user.pk) == 0)  # the stream slot is given back
+    wait_for(lambda: stream_slots_held(user_id=user.pk) == 0)  # the stream slot is given back
 
 
 def test_client_gone_during_a_tool_call_the_round_and_answer_are_stored(
@@ -167,4 +167,4 @@ def test_conversation_deleted_while_answering_ends_cleanly(live_asgi, llm_settin
         frames, _ = parse_events(raw)
     assert frames[-1]["type"] == "done" and frames[-1]["full_text"] == LONG_ANSWER
     assert not Message.objects.exists()
-    wait_for(lambda: local_stream_count(user_id=user.pk) == 0)
+    wait_for(lambda: stream_slots_held(user_id=user.pk) == 0)

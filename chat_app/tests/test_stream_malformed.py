@@ -15,7 +15,7 @@ from agents_app.runtime.events import Chunk
 from agents_app.runtime.loop import MODEL_INTERRUPTED_TEXT
 from agents_app.testing.fake_llm import Reply
 from chat_app.chat_input import ChatInput
-from chat_app.limits import StreamSlot
+from chat_app.limits import stream_slot_take
 from chat_app.models import Message
 from chat_app.runs.engine import FRAME_FAILED_MESSAGE, RunPlan, RunTask
 from chat_app.services.turns import turn_begin
@@ -182,16 +182,18 @@ async def _story_then_a_bug(*, agent, history, ctx):
 
 
 async def test_a_frame_that_cannot_be_encoded_ends_the_run_with_error_and_done(agent, user):
+    lease = await sync_to_async(stream_slot_take)(user_id=user.pk)
     start = await sync_to_async(turn_begin)(
         user=user, chat=ChatInput(message="讲个故事", conversation_id=None, agent=None, hint_domain=None),
-        request_id="0123456789abcdef",
+        request_id="0123456789abcdef", lease=lease,
     )
     ctx = RunContext(request_id="0123456789abcdef", conversation_id=str(start.conversation_id), user_id=user.pk)
     plan = RunPlan(run=start.run, agent=start.agent, history=start.history, ctx=ctx, events=_story_then_a_bug)
-    run = RunTask(plan, slot=StreamSlot(user_id=user.pk))
-    raw = b""
+    run = RunTask(plan, lease=lease)
+    raw, cursor, ended = b"", 0, False
     async with asyncio.timeout(10):
-        async for data in run.log.follow(after=0, ping_sec=5):
+        while not ended:
+            data, cursor, ended = await run.log.read(after=cursor, timeout=5)
             raw += data
 
     frames, _ = parse_events(raw.decode())
@@ -207,7 +209,8 @@ async def test_a_frame_that_cannot_be_encoded_ends_the_run_with_error_and_done(a
 def test_a_question_with_invalid_text_is_stored_valid(user, agent):
     """The request parser refuses such a body with a 400; the write cleans anyway, whoever calls it."""
     start = turn_begin(user=user, chat=ChatInput(message="问\ud800题\x00", conversation_id=None, agent=None,
-                                                 hint_domain="食堂\x00"), request_id="0123456789abcdef")
+                                                 hint_domain="食堂\x00"), request_id="0123456789abcdef",
+                       lease=stream_slot_take(user_id=user.pk))
     question = Message.objects.get(id=start.user_message_id)
     assert question.content == f"问{FFFD}题" and start.history == [{"role": "user", "content": f"问{FFFD}题"}]
     assert question.conversation.title == f"问{FFFD}题" and question.conversation.hint_domain == "食堂"

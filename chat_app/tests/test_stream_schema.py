@@ -12,8 +12,8 @@ from drf_spectacular.validation import validate_schema
 from agents_app.runtime.events import ApprovalRequired, Chunk, Done, Error, Event, ToolCall, ToolChunk, ToolResult
 from campus_agent.errors import CAMPUS_TOKEN_EXPIRED
 from chat_app.models import Run
-from chat_app.runs.services import run_stored_end
 from chat_app.schema import FRAME_SCHEMA, SESSION_FRAME_SCHEMA
+from chat_app.services.runs import run_stored_end
 from chat_app.tests.sse import chat
 
 # Every optional field of every event, set at least once.

@@ -13,15 +13,12 @@ from campus_agent.json_body import JsonBodyRefused, json_object_read
 from campus_agent.sse import sse_response
 from chat_app import api_errors as errors
 from chat_app.asyncdb import db_call
-from chat_app.authentication import chat_caller_resolve
+from chat_app.authentication import Caller, chat_caller_resolve
 from chat_app.models import Run, ToolApproval
-from chat_app.runs.approvals import ApprovalRefused, approval_decide
-from chat_app.runs.engine import paused_run_end
 from chat_app.runs.follow import run_frames
-from chat_app.runs.redis_bus import control_publish, redis_client
-from chat_app.runs.registry import local_runs
-from chat_app.runs.resume import run_resume
-from chat_app.runs.services import run_get, run_refresh
+from chat_app.runs.lifecycle import StopOutcome, run_answer, run_stop
+from chat_app.services.approvals import ApprovalRefused
+from chat_app.services.runs import run_get
 
 _SEQ = re.compile(r"[0-9]{1,9}")
 MSG_RUN_NOT_FOUND = "运行不存在。"
@@ -31,7 +28,9 @@ MSG_CALL_ID = "call_id 必须是非空字符串。"
 MSG_NO_CALL = "这次运行没有这个等待批准的调用。"
 MSG_DECIDED = "这个调用已经有结果（{status}），不能再决定。"
 MSG_NOT_WAITING = "这次运行没有在等待批准。"
+MSG_RUN_UNREACHABLE = "这次运行在另一个服务进程上，未配置 REDIS_URL 时无法从这里停止。"
 APPROVAL_CONFLICT = 40903
+RUN_UNREACHABLE = 40904
 DECISIONS = {"approve": True, "reject": False}
 
 
@@ -41,13 +40,13 @@ def _method_not_allowed(allowed: str) -> JsonResponse:
     return response
 
 
-def _caller_run(request, run_id) -> Run:
+def _caller_run(request, run_id) -> tuple[Caller, Run]:
     """Sync: the caller (401/403 first) and their run (404 for anyone else's)."""
     caller = chat_caller_resolve(request)
     run = run_get(user=caller.user, run_id=run_id)
     if run is None:
         raise errors.ApiError(MSG_RUN_NOT_FOUND, code=errors.NOT_FOUND, status=404)
-    return run
+    return caller, run
 
 
 def _after(request) -> int:
@@ -67,48 +66,35 @@ async def run_events(request, run_id):
         return _method_not_allowed("GET")
     try:
         after = _after(request)
-        run = await db_call(_caller_run, request, run_id)
+        _, run = await db_call(_caller_run, request, run_id)
     except errors.ApiError as exc:
         return errors.error_response(exc)
     return sse_response(run_frames(run=run, after=after))
 
 
 @csrf_exempt  # JWT calls need no CSRF token; the session path is checked in chat_caller_resolve
-async def run_stop(request, run_id):
+async def run_stop_view(request, run_id):
+    """202 `{"status": "stopping"}`; 200 `{"status": "finished"}` when it had ended; 409 (40904)
+    when another worker runs it and no Redis reaches that worker."""
     if request.method != "POST":
         return _method_not_allowed("POST")
     try:
-        run = await db_call(_caller_run, request, run_id)
+        _, run = await db_call(_caller_run, request, run_id)
     except errors.ApiError as exc:
         return errors.error_response(exc)
-    local = local_runs.get(run.id)
-    if run.status == Run.Status.AWAITING_APPROVAL or (local is not None and local.paused):
-        if await paused_run_end(run.id, reason="stopped"):
-            return JsonResponse({"status": "stopping"}, status=202)
-        run = await db_call(run_refresh, run_id=run.id) or run  # resumed or ended meanwhile
-        local = local_runs.get(run.id)
-    if not run.active or (local is not None and not local.active and not local.paused):
+    outcome = await run_stop(run=run)
+    if outcome is StopOutcome.UNREACHABLE:
+        return errors.error_response(errors.ApiError(MSG_RUN_UNREACHABLE, code=RUN_UNREACHABLE, status=409))
+    if outcome is StopOutcome.FINISHED:
         return JsonResponse({"status": "finished"}, status=200)
-    if local is not None:
-        local.stop()
-    else:
-        client = redis_client()
-        if client is not None:
-            await control_publish(client, op="stop", run_id=run.id)
-        # Without Redis a run not in this process belongs to a dead one: the supervisor ends it.
     return JsonResponse({"status": "stopping"}, status=202)
 
 
-class TooLate(Exception):
-    """The decision came after the call's deadline: refused (409), and the run may go on now."""
-
-    def __init__(self, error: errors.ApiError, *, run_id, campus_token: str | None):
-        super().__init__(error.message)
-        self.error, self.run_id, self.campus_token = error, run_id, campus_token
-
-
 def _decision_read(request) -> tuple[str, bool]:
-    body = json_object_read(request)
+    try:
+        body = json_object_read(request)
+    except JsonBodyRefused as exc:
+        raise errors.ApiError(exc.message, code=exc.code, status=exc.status) from None
     call_id, decision = body.get("call_id"), body.get("decision")
     if not isinstance(call_id, str) or not call_id.strip() or len(call_id) > 128:
         raise errors.invalid_body(MSG_CALL_ID)
@@ -117,44 +103,39 @@ def _decision_read(request) -> tuple[str, bool]:
     return call_id, DECISIONS[decision]
 
 
-def _decide(request, run_id) -> tuple[Run, str | None, ToolApproval]:
-    """Sync: auth, the run (404), the body (400/413/415), the decision (404 / 409). Returns the
-    run, the caller's campus token (for the sub-agents of the resumed run) and the decided call."""
-    caller = chat_caller_resolve(request)
-    run = run_get(user=caller.user, run_id=run_id)
-    if run is None:
-        raise errors.ApiError(MSG_RUN_NOT_FOUND, code=errors.NOT_FOUND, status=404)
-    try:
-        call_id, approve = _decision_read(request)
-    except JsonBodyRefused as exc:
-        raise errors.ApiError(exc.message, code=exc.code, status=exc.status) from None
-    if run.status != Run.Status.AWAITING_APPROVAL:
-        raise errors.ApiError(MSG_NOT_WAITING, code=APPROVAL_CONFLICT, status=409)
-    try:
-        approval = approval_decide(run=run, call_id=call_id, approve=approve)
-    except ApprovalRefused as exc:
-        if exc.reason == "no_call":
-            raise errors.ApiError(MSG_NO_CALL, code=errors.NOT_FOUND, status=404) from None
-        label = dict(ToolApproval.Status.choices).get(exc.status, exc.status)
-        error = errors.ApiError(MSG_DECIDED.format(status=label), code=APPROVAL_CONFLICT, status=409)
-        if exc.status == ToolApproval.Status.EXPIRED:
-            raise TooLate(error, run_id=run.id, campus_token=caller.campus_token) from None
-        raise error from None
-    return run, caller.campus_token, approval
+def _decision_request(request, run_id) -> tuple[Caller, Run, str, bool]:
+    """Sync: auth, the run (404), the body (400/413/415)."""
+    caller, run = _caller_run(request, run_id)
+    call_id, approve = _decision_read(request)
+    return caller, run, call_id, approve
+
+
+def _refusal(exc: ApprovalRefused) -> errors.ApiError:
+    if exc.reason == "not_waiting":
+        return errors.ApiError(MSG_NOT_WAITING, code=APPROVAL_CONFLICT, status=409)
+    if exc.reason == "no_call":
+        return errors.ApiError(MSG_NO_CALL, code=errors.NOT_FOUND, status=404)
+    label = dict(ToolApproval.Status.choices).get(exc.status, exc.status)
+    return errors.ApiError(MSG_DECIDED.format(status=label), code=APPROVAL_CONFLICT, status=409)
 
 
 @csrf_exempt  # JWT calls need no CSRF token; the session path is checked in chat_caller_resolve
 async def run_approvals(request, run_id):
     """`{"call_id": …, "decision": "approve" | "reject"}` → 200 `{"call_id", "status", "resumed"}`.
-    The last decision of a pause resumes the run on this worker (any worker will do)."""
+    The last decision of a pause resumes the run on this worker (any worker will do), admitted
+    like a new turn: 429 (42901 / 42904) when the student has no free stream or no quota left,
+    and then nothing is recorded (the run still waits)."""
     if request.method != "POST":
         return _method_not_allowed("POST")
     try:
-        run, campus_token, approval = await db_call(_decide, request, run_id)
-    except TooLate as late:  # its time ran out: the run goes on without it (as the supervisor would)
-        await run_resume(run_id=late.run_id, campus_token=late.campus_token)
-        return errors.error_response(late.error)
+        caller, run, call_id, approve = await db_call(_decision_request, request, run_id)
+        decision, resumed = await run_answer(run=run, call_id=call_id, approve=approve,
+                                             campus_token=caller.campus_token)
+    except ApprovalRefused as exc:
+        return errors.error_response(_refusal(exc))
     except errors.ApiError as exc:
         return errors.error_response(exc)
-    resumed = await run_resume(run_id=run.id, campus_token=campus_token)
-    return JsonResponse({"call_id": approval.call_id, "status": approval.status, "resumed": resumed is not None})
+    if decision.late:
+        return errors.error_response(_refusal(ApprovalRefused("decided", ToolApproval.Status.EXPIRED)))
+    approval = decision.approval
+    return JsonResponse({"call_id": approval.call_id, "status": approval.status, "resumed": resumed})

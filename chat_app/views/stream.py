@@ -3,7 +3,7 @@
 Not a DRF view: DRF views are sync and Django would buffer the whole stream. Everything that
 can fail with a JSON answer (auth, then the body, limits, conversation ownership) is decided
 before the first byte, with one crossing into sync code (services/admission.py). Then the run starts as a task
-of its own (chat_app.runs.engine) and this response is only its first follower: when the client
+of its own (chat_app.runs.lifecycle.run_start) and this response is only its first follower: when the client
 goes away the response ends, the run does not.
 """
 import asyncio
@@ -11,48 +11,18 @@ import asyncio
 from django.views.decorators.csrf import csrf_exempt
 from loguru import logger
 
-from agents_app.runtime.context import RunContext
-from campus_agent.redaction import clip_text
 from campus_agent.sse import sse_response
 from chat_app import api_errors as errors
-from chat_app.runs.engine import RunPlan, RunTask, paused_run_ended
 from chat_app.runs.follow import run_frames
+from chat_app.runs.lifecycle import run_start
 from chat_app.services.admission import Admission, achat_turn_admit
-
-
-def _run_start(admission: Admission, request_id: str) -> RunTask:
-    start, caller = admission.start, admission.caller
-    logger.info(
-        "chat turn start user={} conversation={} run={} agent={} history={} message={!r}",
-        caller.user.pk, start.conversation_id, start.run.id, start.agent.slug, len(start.history),
-        clip_text(admission.chat.message),
-    )
-    ctx = RunContext(
-        request_id=request_id,
-        conversation_id=str(start.conversation_id),
-        user_id=caller.user.pk,
-        campus_token=caller.campus_token,
-        hint_domain=start.hint_domain,
-    )
-    for closed in start.closed_runs:  # ended by this question while they waited for approval
-        _background(paused_run_ended(closed))
-    return RunTask(RunPlan(run=start.run, agent=start.agent, history=start.history, ctx=ctx), slot=admission.slot)
-
-
-_background_tasks: set[asyncio.Task] = set()
-
-
-def _background(coro) -> None:
-    task = asyncio.ensure_future(coro)
-    _background_tasks.add(task)  # the loop keeps only weak references
-    task.add_done_callback(_background_tasks.discard)
 
 
 def _start_when_admitted(task: asyncio.Task, request_id: str) -> None:
     if task.cancelled() or task.exception() is not None:
         return  # nothing was admitted: no slot is held, no question stored
     logger.info("client left during admission; the run goes on without it")
-    _run_start(task.result(), request_id)
+    run_start(task.result(), request_id=request_id)
 
 
 async def _admit(request) -> Admission:
@@ -79,5 +49,5 @@ async def chat_stream(request):
         admission = await _admit(request)
     except errors.ApiError as exc:
         return errors.error_response(exc)
-    run = _run_start(admission, request.request_id)
+    run = run_start(admission, request_id=request.request_id)
     return sse_response(run_frames(run=run.run))

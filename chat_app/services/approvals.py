@@ -1,0 +1,210 @@
+"""The approval pause (DESIGN §4a): a run waits until the student decides on its ask-first calls.
+
+While it waits it belongs to no worker: its row is WAITING (pause_kind `approval`) with no worker
+and no slot, its finished rows are stored, each waiting call has a ToolApproval row, and
+`resume_state` holds what the turn had. The decision that completes the pause (or the
+supervisor, once the calls expire) claims the run in the same transaction, holding a fresh slot
+lease and having passed the daily quota like a new turn, so exactly one worker resumes it. Sync;
+the event loop's side is chat_app.runs.lifecycle.
+"""
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+from loguru import logger
+
+from agents_app.models import Agent
+from agents_app.runtime.events import ApprovalRequired
+from agents_app.selectors import agent_catalog_load
+from chat_app.limits import SlotLease
+from chat_app.models import Message, Run, ToolApproval
+from chat_app.selectors import agent_get_default, history_build
+from chat_app.services.recording import RowSpec
+from chat_app.services.runs import run_pause, run_resume_claim
+
+KIND = Run.PauseKind.APPROVAL
+APPROVAL_CANCELLED_TEXT = {
+    "stopped": "回答已停止，操作没有执行。",
+    "superseded": "学生发送了新消息，操作没有执行。",
+    "quota": "今天的对话额度已用完，操作没有执行。",
+}
+
+
+@dataclass(frozen=True)
+class Resumption:
+    """A run this worker claimed to resume, with what its turn needs."""
+
+    run: Run
+    agent: Agent
+    history: list[dict]
+    state: dict
+    decided: list[ToolApproval]
+    lease: SlotLease  # taken for it: the resumed run releases it when it ends
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What one decision came to: the call's row; the resumption when it was the last decision
+    (this worker claimed the run); `late` when the call's time had run out (it counts as
+    expired, and the run may go on without it)."""
+
+    approval: ToolApproval
+    resumption: Resumption | None = None
+    late: bool = False
+
+
+class ApprovalRefused(Exception):
+    """The decision cannot be taken: `reason` is "not_waiting", "no_call" or "decided" (`status`:
+    what the call had come to)."""
+
+    def __init__(self, reason: str, status: str | None = None):
+        super().__init__(reason)
+        self.reason = reason
+        self.status = status
+
+
+def expires_at_parse(value: str) -> datetime:
+    parsed = datetime.fromisoformat(value)
+    return parsed if parsed.tzinfo else timezone.make_aware(parsed)
+
+
+def approval_pause_store(*, run: Run, rows: list[RowSpec], waiting: list[ApprovalRequired], state: dict,
+                         frames_seq: int) -> bool:
+    """RUNNING → WAITING: the paused round (`rows`), one pending ToolApproval per waiting call and
+    the turn's state, in one transaction. False when the run was no longer running (reaped)."""
+    with transaction.atomic():
+        if not run_pause(run=run, kind=KIND, rows=rows, state=state, frames_seq=frames_seq):
+            return False
+        ToolApproval.objects.bulk_create(
+            ToolApproval(run_id=run.id, pause_seq=frames_seq, call_id=w.call_id, tool=w.tool, args=w.args,
+                         expires_at=expires_at_parse(w.expires_at))
+            for w in waiting
+        )
+    return True
+
+
+def _current(run: Run):
+    return ToolApproval.objects.filter(run_id=run.id, pause_seq=run.frames_seq)
+
+
+def approval_decide(*, run_id, call_id: str, approve: bool, lease_take: Callable[[Run], SlotLease]) -> Decision:
+    """Records one decision on a call of the run's current pause, in one transaction that first
+    takes the run's row (concurrent decisions on one run go one after the other). When it is the
+    last pending call, `lease_take(run)` admits the resumed run (a slot, the quota; it raises the
+    429 ApiError when refused, and then nothing is recorded: the run stays waiting) and the run is
+    claimed for this worker. Raises ApprovalRefused."""
+    now = timezone.now()
+    lease = None
+    try:
+        with transaction.atomic():
+            # A write first: the row lock (PostgreSQL) or the write lock (SQLite, IMMEDIATE)
+            # orders this decision after any other on the same run.
+            if not Run.objects.filter(id=run_id, status=Run.Status.WAITING, pause_kind=KIND).update(heartbeat_at=now):
+                raise ApprovalRefused("not_waiting")
+            run = Run.objects.get(id=run_id)
+            approval = _current(run).filter(call_id=call_id).first()
+            if approval is None:
+                raise ApprovalRefused("no_call")
+            if approval.status != ToolApproval.Status.PENDING:
+                raise ApprovalRefused("decided", approval.status)
+            if approval.expires_at <= now:  # too late: it counts as expired now, whoever saw it first
+                approval.status, approval.decided_at = ToolApproval.Status.EXPIRED, now
+                approval.save(update_fields=["status", "decided_at"])
+                return Decision(approval=approval, late=True)
+            last = not _current(run).filter(status=ToolApproval.Status.PENDING).exclude(id=approval.id).exists()
+            if last:
+                lease = lease_take(run)
+            approval.status = ToolApproval.Status.APPROVED if approve else ToolApproval.Status.REJECTED
+            approval.decided_at = now
+            approval.save(update_fields=["status", "decided_at"])
+            resumption = _claim(run, lease) if last else None
+    except BaseException:
+        if lease is not None:
+            lease.release_now()
+        raise
+    logger.info("approval run={} call={} tool={} {}", run_id, call_id, approval.tool, approval.status)
+    return Decision(approval=approval, resumption=resumption)
+
+
+def approvals_expire() -> list:
+    """Marks every pending call past its deadline expired; the ids of the waiting runs that now
+    have no pending call (to be resumed: their time ran out, or their last decision could not
+    claim them)."""
+    now = timezone.now()
+    ToolApproval.objects.filter(status=ToolApproval.Status.PENDING, expires_at__lte=now).update(
+        status=ToolApproval.Status.EXPIRED, decided_at=now
+    )
+    return list(
+        Run.objects.filter(status=Run.Status.WAITING, pause_kind=KIND)
+        .exclude(approvals__status=ToolApproval.Status.PENDING)
+        .values_list("id", flat=True)
+    )
+
+
+def approval_resume_claim(*, run_id, lease_take: Callable[[Run], SlotLease]) -> Resumption | None:
+    """Claims a waiting run whose calls are all decided (or expired), for this worker; None when
+    a call still waits or another worker claimed it first. `lease_take` as in approval_decide."""
+    lease = None
+    try:
+        with transaction.atomic():
+            if not Run.objects.filter(id=run_id, status=Run.Status.WAITING, pause_kind=KIND).update(
+                heartbeat_at=timezone.now()
+            ):
+                return None
+            run = Run.objects.get(id=run_id)
+            if _current(run).filter(status=ToolApproval.Status.PENDING).exists():
+                return None
+            lease = lease_take(run)
+            return _claim(run, lease)
+    except BaseException:
+        if lease is not None:
+            lease.release_now()
+        raise
+
+
+def _claim(run: Run, lease: SlotLease) -> Resumption:
+    if not run_resume_claim(run_id=run.id, lease=lease):  # the caller holds the row: cannot happen
+        raise RuntimeError(f"run {run.id} left WAITING while its row was held")
+    run = Run.objects.select_related("conversation__agent").get(id=run.id)
+    agent = run.conversation.agent if run.conversation.agent and run.conversation.agent.enabled else agent_get_default()
+    return Resumption(
+        run=run,
+        agent=agent_catalog_load(agent=agent),
+        history=history_build(conversation=run.conversation, limit=_history_limit(run)),
+        state=run.resume_state or {},
+        decided=list(_current(run).order_by("created_at", "id")),
+        lease=lease,
+    )
+
+
+def _history_limit(run: Run) -> int:
+    """What a turn that had not paused would send: MAX_HISTORY rows up to its question, then
+    the rows this run stored since (its rounds, which a running turn keeps in memory)."""
+    own = Message.objects.filter(conversation_id=run.conversation_id, request_id=run.request_id).count()
+    return settings.MAX_HISTORY + max(own - 1, 0)
+
+
+def approval_close_rows(run: Run, reason: str) -> list[RowSpec]:
+    """The rows that end a waiting run without resuming it: its waiting calls cancelled and
+    stored as not run (a conversation never holds a call without its result)."""
+    waiting = list(_current(run).order_by("created_at", "id"))
+    ToolApproval.objects.filter(run_id=run.id, status=ToolApproval.Status.PENDING).update(
+        status=ToolApproval.Status.CANCELLED, decided_at=timezone.now()
+    )
+    text = APPROVAL_CANCELLED_TEXT[reason]
+    return [
+        RowSpec(role="tool", content=text, meta={"tool_call_id": a.call_id, "tool": a.tool, "ok": False, "error": text})
+        for a in waiting
+    ]
+
+
+def approval_waiting_frames(run: Run) -> list[dict]:
+    """The `approval_required` payloads of the run's pending calls, rebuilt from their rows."""
+    return [
+        ApprovalRequired(call_id=a.call_id, tool=a.tool, args=a.args, expires_at=a.expires_at.isoformat()).frame()
+        for a in _current(run).filter(status=ToolApproval.Status.PENDING)
+    ]
+
