@@ -7,8 +7,8 @@ from django.utils import timezone
 
 from agents_app.runtime.events import Chunk, ToolCall, ToolResult
 from chat_app.models import Conversation, Message, Run
-from chat_app.services.runs import WORKER_LOST_MESSAGE, run_rows_store, runs_heartbeat, runs_reap
 from chat_app.services.recording import TurnRecorder
+from chat_app.services.runs import WORKER_LOST_MESSAGE, run_rows_store, runs_heartbeat, runs_reap
 
 
 @pytest.fixture
