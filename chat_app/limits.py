@@ -196,7 +196,7 @@ class _RedisSlots:
         client when the cache is on the same Redis, so a worker keeps one asyncio pool."""
         from redis.asyncio import Redis
 
-        from chat_app.runs.redis_bus import redis_client
+        from campus_agent.redis_clients import redis_client
 
         loop = asyncio.get_running_loop()
         found = self._scripts.get(loop)

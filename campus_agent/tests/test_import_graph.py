@@ -32,18 +32,6 @@ from django.conf import settings
 LAYERS = ("campus_agent", "subagents_app", "agents_app", "chat_app", "insights_app")  # lowest first
 ENTRY_POINTS = {"campus_agent.asgi", "campus_agent.urls"}
 
-# Circles in the files of issue 19's runs refactor (chat_app/runs/*, chat_app/limits.py,
-# chat_app/services/admission.py and turns.py): each exact circle, as `circles()` reports it
-# (from its smallest node, back to it). The test fails on any circle not listed here, and on a
-# listed one that no longer exists: delete an entry once its circle is gone. The set is to be
-# empty when that refactor is done.
-KNOWN_CIRCLES_BEING_REMOVED = {
-    # parts of chat_app: limits.py takes its Redis client from runs.redis_bus (an import inside
-    # _async_script), while runs.engine and the sync services (admission, approvals, runs,
-    # turns) use limits' slot lease; runs.* use services.*
-    ("chat_app.limits", "chat_app.runs", "chat_app.limits"),
-    ("chat_app.limits", "chat_app.runs", "chat_app.services", "chat_app.limits"),
-}
 
 
 def _module_name(path: Path, root: Path) -> str:
@@ -231,13 +219,10 @@ def test_every_first_party_package_is_read():
     assert packages == set(LAYERS)
 
 
-def test_no_import_circle_anywhere_but_the_ones_being_removed():
+def test_no_import_circle_between_modules_nor_between_the_parts_of_an_app():
     graph = _project_graph()
-    found = circles(graph) | circles(_parts(graph))
-    assert sorted(found - KNOWN_CIRCLES_BEING_REMOVED) == [], "new import circles"
-    assert sorted(KNOWN_CIRCLES_BEING_REMOVED - found) == [], (
-        "gone: delete these from KNOWN_CIRCLES_BEING_REMOVED"
-    )
+    assert sorted(circles(graph)) == [], "import circles between modules"
+    assert sorted(circles(_parts(graph))) == [], "import circles between parts of an app (e.g. chat_app.runs)"
 
 
 def test_nothing_imports_upwards():

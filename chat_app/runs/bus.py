@@ -26,6 +26,7 @@ from django.conf import settings
 from loguru import logger
 from redis.exceptions import RedisError
 
+from campus_agent.redis_clients import redis_client
 from campus_agent.sse import sse_frame
 from chat_app.runs import redis_bus
 from chat_app.runs.frames import FrameLog
@@ -173,7 +174,7 @@ class RedisBus(MemoryBus):
 
     def open(self, run_id, *, base: int) -> RunWriter:
         log = self._log_open(run_id, base)
-        mirror = redis_bus.RedisMirror(redis_bus.redis_client(), run_id, after_seq=log.last_seq)
+        mirror = redis_bus.RedisMirror(redis_client(), run_id, after_seq=log.last_seq)
         return _MirroredWriter(log, mirror)
 
     async def read(self, run_id, *, after: int, timeout: float) -> Batch:
@@ -181,7 +182,7 @@ class RedisBus(MemoryBus):
         if log is not None and not log.paused and after >= log.base:  # written here (or ended here)
             frames, last, ended = await log.read(after=after, timeout=timeout)
             return Batch(frames, last, ended=ended, known=True, live=not log.ended)
-        client = redis_bus.redis_client()
+        client = redis_client()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         try:
@@ -205,18 +206,18 @@ class RedisBus(MemoryBus):
         if log is not None and not log.ended:
             log.append(sse_frame(payload, event_id=log.last_seq + 1).encode())
             log.end()
-        await redis_bus.log_append_end(redis_bus.redis_client(), run_id, lambda seq: sse_frame(payload, event_id=seq))
+        await redis_bus.log_append_end(redis_client(), run_id, lambda seq: sse_frame(payload, event_id=seq))
 
     async def stop_publish(self, run_id) -> bool:
         try:
-            await redis_bus.control_publish(redis_bus.redis_client(), op="stop", run_id=run_id)
+            await redis_bus.control_publish(redis_client(), op="stop", run_id=run_id)
         except RedisError as exc:
             logger.warning("asking the workers to stop run {} failed: {}", run_id, exc)
             return False
         return True
 
     async def listen(self, on_stop) -> None:
-        await redis_bus.control_listen(redis_bus.redis_client(), lambda op, run_id: on_stop(run_id) if op == "stop" else None)
+        await redis_bus.control_listen(redis_client(), lambda op, run_id: on_stop(run_id) if op == "stop" else None)
 
 
 _buses: dict[str, MemoryBus] = {}

@@ -7,12 +7,10 @@ so a follower's cursor is the SSE sequence number; `MAXLEN ~` bounds it; it expi
 RUN_LOG_RETAIN_SEC after the run ends), followers on other workers `XREAD BLOCK` from the last
 seq they have, and a stop travels to the owning worker over the channel `campus:runs:control`.
 
-One client (one connection pool) per process and event loop: redis-py's asyncio connections
-belong to the loop that opened them (tests run several loops in one process).
+One client (one connection pool) per process and event loop: campus_agent.redis_clients.
 """
 import asyncio
 import json
-import weakref
 
 from django.conf import settings
 from loguru import logger
@@ -27,20 +25,6 @@ FRAME_FIELD = "f"
 RUNNING_TTL_MARGIN_SEC = 120
 REDIS_BLOCK_SEC = 4.0  # each XREAD blocks less than the client's socket timeout (redis-py's default is 5 s)
 MIRROR_BATCH_SEC = 0.1  # only followers on other workers wait for it (docs/benchmarks.md)
-
-_clients: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Redis]" = weakref.WeakKeyDictionary()
-
-
-def redis_client() -> Redis | None:
-    """This loop's client, or None without REDIS_URL (the embedded, single-worker mode)."""
-    if not settings.REDIS_URL:
-        return None
-    loop = asyncio.get_running_loop()
-    client = _clients.get(loop)
-    if client is None:
-        client = _clients[loop] = Redis.from_url(settings.REDIS_URL, decode_responses=True)
-    return client
-
 
 def _retain_sec() -> int:
     return max(int(settings.RUN_LOG_RETAIN_SEC), 1)  # EXPIRE takes whole seconds
