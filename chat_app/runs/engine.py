@@ -17,7 +17,7 @@ import dataclasses
 import time
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import aclosing, suppress
+from contextlib import aclosing
 from dataclasses import dataclass
 
 from asgiref.sync import ThreadSensitiveContext
@@ -126,9 +126,7 @@ class RunTask:
     async def settled(self) -> None:
         """Waits (bounded, never cancelling it) until the run's task has stored and announced its end."""
         if not self.task.done():
-            with suppress(TimeoutError, asyncio.CancelledError):
-                async with asyncio.timeout(SETTLE_WAIT_SEC):
-                    await asyncio.shield(self.task)
+            await asyncio.wait({self.task}, timeout=SETTLE_WAIT_SEC)
 
     def _forget(self) -> None:
         if local_runs.get(self.run.id) is self:  # not a later task of the same run (resumed here)
