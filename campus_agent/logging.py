@@ -2,9 +2,17 @@
 
 Stdlib loggers (django, daphne, httpx, mcp, openai, …) are bridged in with an intercept
 handler, so one format and one set of sinks serve the whole process.
+
+One patcher sees every record before any sink, whoever logged it (our code, a bridged stdlib
+logger, a library): it adds the request id and makes the record's text single-line and free of
+control characters (`log_text_flatten`), so no call site can forget and no value from outside —
+a request path, a model's error text, a tool-call id — can forge a log line, move the cursor of
+a terminal (ANSI escapes) or reorder what a reader sees (bidi overrides). A traceback stays
+multi-line, as it always was; its exception messages are flattened like the rest.
 """
 import inspect
 import logging
+import re
 import sys
 from pathlib import Path
 
@@ -37,8 +45,69 @@ class InterceptHandler(logging.Handler):
         logger.opt(depth=depth, exception=record.exc_info).log(level, record.getMessage())
 
 
-def _add_request_id(record) -> None:
-    record["extra"].setdefault("request_id", request_id_get())
+# C0 controls (CR, LF, NUL, TAB, ESC …), DEL and C1 (NEL U+0085 among them), the Unicode line and
+# paragraph separators, the bidi marks, embeddings, overrides and isolates (U+202E shows text
+# reversed), and lone surrogates (which a UTF-8 file sink cannot even encode).
+_UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_PLAIN = (int, float, bool, type(None))
+
+
+def _escape(match: re.Match) -> str:
+    char = match.group()
+    if char in _NAMED:
+        return _NAMED[char]
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def log_text_flatten(text: str) -> str:
+    """`text` on one line, every control character shown escaped (`\\n`, `\\x1b`, `\\u202e`)."""
+    return _UNSAFE.sub(_escape, text) if _UNSAFE.search(text) else text
+
+
+def _exception_flatten(exc: BaseException | None, depth: int = 0):
+    """`exc`, or a stand-in of the same name whose message (and notes, cause, context) is flattened
+    when any of them holds a control character: loguru writes the exception's text after the line."""
+    if exc is None or depth > 8:
+        return exc
+    try:
+        text = str(exc)
+        notes = [str(note) for note in getattr(exc, "__notes__", ())]
+    except Exception:
+        return exc
+    cause = _exception_flatten(exc.__cause__, depth + 1)
+    context = _exception_flatten(exc.__context__, depth + 1)
+    unsafe = _UNSAFE.search(text) or any(_UNSAFE.search(note) for note in notes)
+    if not unsafe and cause is exc.__cause__ and context is exc.__context__:
+        return exc
+    kind = type(exc)
+    stand_in_type = type(kind.__name__, (Exception,), {"__module__": kind.__module__, "__qualname__": kind.__qualname__})
+    stand_in = stand_in_type(log_text_flatten(text))
+    if notes:
+        stand_in.__notes__ = [log_text_flatten(note) for note in notes]
+    stand_in.__cause__, stand_in.__context__ = cause, context
+    stand_in.__suppress_context__ = exc.__suppress_context__
+    return stand_in.with_traceback(exc.__traceback__)
+
+
+def _record_patch(record) -> None:
+    """The one patcher (see the module docstring): the request id, then every value flattened."""
+    extra = record["extra"]
+    extra.setdefault("request_id", request_id_get())
+    record["message"] = log_text_flatten(record["message"])
+    for key, value in extra.items():
+        if isinstance(value, str):
+            extra[key] = log_text_flatten(value)
+        elif not isinstance(value, _PLAIN):
+            shown = str(value)
+            if _UNSAFE.search(shown):
+                extra[key] = log_text_flatten(shown)
+    exception = record["exception"]
+    if exception is not None and exception.value is not None:
+        flat = _exception_flatten(exception.value)
+        if flat is not exception.value:
+            record["exception"] = type(exception)(type(flat), flat, exception.traceback)
 
 
 def logging_configure(*, level: str = "INFO", log_dir: Path | None = None) -> None:
@@ -48,7 +117,7 @@ def logging_configure(*, level: str = "INFO", log_dir: Path | None = None) -> No
         return
     _configured = True
     logger.remove()
-    logger.configure(patcher=_add_request_id)
+    logger.configure(patcher=_record_patch)
     logger.add(sys.stdout, level=level, format=LOG_FORMAT, enqueue=False, backtrace=False, diagnose=False)
     if log_dir is not None:
         Path(log_dir).mkdir(parents=True, exist_ok=True)
