@@ -39,11 +39,12 @@ from chat_app.runs.bus import run_bus
 from chat_app.runs.registry import local_runs
 from chat_app.services.approvals import approval_pause_store
 from chat_app.services.recording import TurnRecorder
-from chat_app.services.runs import run_finish, run_rows_store
+from chat_app.services.runs import run_finish, run_rows_store, run_store_failed_mark
 
 TURN_BUDGET_MESSAGE = "本轮回答超出时间限制，已中断。"
 TURN_FAILED_MESSAGE = "服务内部错误，回答已中断，请稍后重试。"
 STORE_FAILED_MESSAGE = "回答保存失败，刷新后可能看不到这条回答。"
+STORE_PARTIAL_MESSAGE = "回答未能完整保存：只保存了回答的文字，工具结果等没有保存。"
 FRAME_FAILED_MESSAGE = "回答中有无法发送的内容，已中断。"
 
 # The runtime enforces TURN_BUDGET_SEC itself, step by step; this outer cut is the backstop for
@@ -328,15 +329,21 @@ class RunTask:
         return True
 
     async def _finish(self) -> None:
-        """Stores the reply; its announcement (`done`) follows the lease's release."""
+        """Stores the reply; its announcement (`done`) follows the lease's release.
+
+        The reply is what must not be lost: when its rows cannot be stored (whatever the reason:
+        a value a column cannot hold, the database refusing a row), the reply text is stored
+        alone, marked (`store_failed`, the error), and the run ends interrupted; when even that
+        fails, the run is marked for the reaper with its text, so it is ended at its next sweep
+        (not kept alive by this worker's beat) and its mark says the store failed."""
         self._finishing = True
         recorder = self.recorder
         self._chunks_flush_quietly()
         try:
             await db_call(run_finish, run=self.run, rows=recorder.rows(), interrupted=recorder.interrupted)
         except Exception:
-            logger.exception("storing the run failed")
-            self._emit(Error(GENERAL, STORE_FAILED_MESSAGE))
+            logger.exception("storing the run failed; storing the reply text alone")
+            await self._finish_reply_only()
 
         async def announce() -> None:
             done = recorder.done or Done(full_text=recorder.reply_text, interrupted=True)
@@ -351,3 +358,17 @@ class RunTask:
             await self.writer.ended()
 
         self._announce = announce
+
+    async def _finish_reply_only(self) -> None:
+        recorder = self.recorder
+        partial = Error(GENERAL, STORE_PARTIAL_MESSAGE)
+        try:
+            await db_call(run_finish, run=self.run, rows=[recorder.reply_row(error=partial)], interrupted=True)
+        except Exception:
+            logger.exception("storing the reply text failed too; the reaper ends the run")
+            with suppress(Exception):
+                await db_call(run_store_failed_mark, run=self.run, text=recorder.unsaved_text)
+            partial = Error(GENERAL, STORE_FAILED_MESSAGE)
+        recorder.interrupt()
+        with suppress(FrameFailed):
+            self._emit(partial)

@@ -71,7 +71,8 @@ def _checkpoints() -> dict:
 async def _beat() -> None:
     async with checkpoint_lock():
         changed = _checkpoints()
-        await db_call(runs_heartbeat, worker=WORKER_ID, checkpoints=changed)
+        active = [run_id for run_id, task in list(local_runs.items()) if task.active]
+        await db_call(runs_heartbeat, worker=WORKER_ID, checkpoints=changed, run_ids=active)
         for run_id, text in changed.items():
             task = local_runs.get(run_id)
             if task is not None:

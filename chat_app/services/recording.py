@@ -6,11 +6,18 @@ rows are written once, at the end, by `chat_app.services.messages.turn_store`.
 A tool round is: the model's text (may be empty), its tool calls, their results. Text that
 arrives after a round's results belongs to the next round or to the final reply.
 """
+import dataclasses
+import math
 from dataclasses import dataclass, field
 
 from agents_app.runtime.events import Chunk, Done, Error, Event, ToolCall, ToolChunk, ToolResult
 
 TOOL_CUT_MESSAGE = "工具调用被中断，没有返回结果。"
+# The largest count a usage column holds on every database (Message.prompt_tokens … are
+# PositiveIntegerField: PostgreSQL's integer ends at 2**31 - 1). A model may report anything.
+USAGE_COUNT_MAX = 2**31 - 1
+_USAGE_KEYS_MAX = 32
+_USAGE_KEY_CHARS = 64
 
 
 @dataclass
@@ -76,7 +83,9 @@ class TurnRecorder:
                     record.result = event
                     break
         elif isinstance(event, Done):
-            self.done = event
+            # The figures the model reported, bounded before anything shows or stores them: a
+            # count a column cannot hold made the whole finish fail (issue 20 point 3).
+            self.done = dataclasses.replace(event, usage=usage_clean(event.usage)) if event.usage else event
             self.interrupted = self.interrupted or event.interrupted
         elif isinstance(event, Error):
             self.errors.append(event)
@@ -152,14 +161,23 @@ class TurnRecorder:
         pending = "".join(rnd.text for rnd in self._all_rounds()[self._taken:])
         return pending + "".join(self._text)
 
+    def reply_row(self, *, error: Error) -> RowSpec:
+        """The reply alone, as text, for when `rows()` could not be stored: every text not stored
+        yet (the rounds' and the final one), marked interrupted with `error`, nothing else that
+        could fail again (no usage, chart or tool rows)."""
+        meta = {"interrupted": True, "store_failed": True,
+                "errors": [*({"code": e.code, "message": e.message} for e in self.errors),
+                           {"code": error.code, "message": error.message}]}
+        return RowSpec(role="assistant", content=self.unsaved_text, meta=meta, is_final=True)
+
     def rows(self) -> list[RowSpec]:
         """Assistant `tool_calls` row + one tool row per call, per round not taken yet; then the final reply."""
         specs: list[RowSpec] = []
         for rnd in self._all_rounds()[self._taken:]:
             specs.extend(_round_rows(rnd))
         final_meta: dict = {}
-        if self.done is not None and self.done.usage:
-            final_meta["usage"] = dict(self.done.usage)
+        if self.done is not None and (usage := usage_clean(self.done.usage)):
+            final_meta["usage"] = usage
         if self.interrupted:
             final_meta["interrupted"] = True
         if self.done is not None and getattr(self.done, "fallback", False):
@@ -172,14 +190,47 @@ class TurnRecorder:
 
 
 def _token_count(value) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return 0
+    if isinstance(value, float) and not math.isfinite(value):
+        return 0
+    return min(max(int(value), 0), USAGE_COUNT_MAX)
+
+
+def _usage_value(value, depth: int):
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int | float):
+        return _token_count(value) if isinstance(value, int) or math.isfinite(value) else None
+    if isinstance(value, dict) and depth > 0:
+        return usage_clean(value, depth=depth - 1) or None
+    return None
+
+
+def usage_clean(usage, *, depth: int = 1) -> dict:
+    """A model's usage report as it is kept (meta.usage, the `done` frame): counts only, each an
+    integer within 0..USAGE_COUNT_MAX (a float is truncated, a negative is 0), one level of nested
+    details (`prompt_tokens_details`); anything else (text, lists, NaN, deeper nesting) and keys
+    past the first 32 are left out."""
+    if not isinstance(usage, dict):
+        return {}
+    kept: dict = {}
+    for key, value in usage.items():
+        if len(kept) >= _USAGE_KEYS_MAX:
+            break
+        if not isinstance(key, str) or not key or len(key) > _USAGE_KEY_CHARS:
+            continue
+        cleaned = _usage_value(value, depth)
+        if cleaned is not None:
+            kept[key] = cleaned
+    return kept
 
 
 def usage_columns(usage) -> dict[str, int]:
     """The summable usage columns of a row (Message.prompt_tokens …) from a turn's usage as the
     model reported it (Done.usage, stored in meta.usage): cached tokens are read from
     `prompt_tokens_details.cached_tokens` (OpenAI, DashScope) or a flat `cached_tokens`; a value
-    missing or not a count is 0."""
+    missing or not a count is 0, one a column cannot hold is USAGE_COUNT_MAX."""
     usage = usage if isinstance(usage, dict) else {}
     details = usage.get("prompt_tokens_details")
     cached = details.get("cached_tokens") if isinstance(details, dict) else usage.get("cached_tokens")

@@ -40,6 +40,10 @@ RUN_MOVES: dict[State, frozenset[State]] = {
 # Names this process in Run.worker: unique even when a pid is reused after a restart.
 WORKER_ID = f"{socket.gethostname()[:80]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 WORKER_LOST_MESSAGE = "服务进程意外中断，回答未完成。"
+# A run whose task could not store its end (issue 20 point 3) is not a dead worker's: it is
+# marked (Run.worker) so the reaper ends it at its next sweep and says what happened.
+STORE_FAILED_WORKER_PREFIX = "store-failed:"
+STORE_FAILED_REAP_MESSAGE = "回答保存失败，这里只保留了保存前已生成的文字。"
 _CHECKPOINT_SQL = "UPDATE {table} SET partial_text = %s WHERE id = %s"
 
 
@@ -163,12 +167,17 @@ def run_waiting_close(*, run_id, rows_for) -> Run | None:
     return run
 
 
-def runs_heartbeat(*, worker: str, checkpoints: dict[uuid.UUID, str]) -> None:
-    """Refreshes the heartbeat of every running run of `worker` and saves the unsaved reply text
-    of those that changed: two statements whatever the number of runs."""
+def runs_heartbeat(*, worker: str, checkpoints: dict[uuid.UUID, str], run_ids=None) -> None:
+    """Refreshes the heartbeat of the running runs of `worker` (only those in `run_ids` when
+    given: the runs a task of this worker still runs) and saves the unsaved reply text of those
+    that changed: two statements whatever the number of runs. A run whose task ended without
+    storing its end is no longer kept alive by its worker's beat: a reaper ends it."""
     now = timezone.now()
     with transaction.atomic():
-        Run.objects.filter(worker=worker, status=State.RUNNING).update(heartbeat_at=now)
+        beating = Run.objects.filter(worker=worker, status=State.RUNNING)
+        if run_ids is not None:
+            beating = beating.filter(id__in=list(run_ids))
+        beating.update(heartbeat_at=now)
         if checkpoints:
             # One prepared UPDATE run for every row (executemany): bulk_update's CASE over
             # hundreds of rows cost a fifth of a core at 1,000 held streams (bench/stream_overhead.py).
@@ -176,6 +185,16 @@ def runs_heartbeat(*, worker: str, checkpoints: dict[uuid.UUID, str]) -> None:
             rows = [(text, id_field.get_db_prep_value(run_id, connection)) for run_id, text in checkpoints.items()]
             with connection.cursor() as cursor:
                 cursor.executemany(_CHECKPOINT_SQL.format(table=connection.ops.quote_name(Run._meta.db_table)), rows)
+
+
+def run_store_failed_mark(*, run: Run, text: str) -> bool:
+    """A RUNNING run whose task could not store its end (the full rows nor the reply alone):
+    keeps `text` as its checkpoint and marks it for the reaper's next sweep (its heartbeat made
+    stale), whose mark then says the store failed, not that the worker died."""
+    stale = timezone.now() - timedelta(days=1)
+    return bool(Run.objects.filter(id=run.id, status=State.RUNNING).update(
+        worker=(STORE_FAILED_WORKER_PREFIX + WORKER_ID)[:128], partial_text=text, heartbeat_at=stale,
+    ))
 
 
 def run_reap(*, run: Run, stale_before) -> bool:
@@ -187,10 +206,17 @@ def run_reap(*, run: Run, stale_before) -> bool:
         run_move_check(State.RUNNING, State.INTERRUPTED)
         if not claimed.update(status=State.INTERRUPTED, ended_at=timezone.now(), partial_text="", slot_key=""):
             return False
-        meta = {"interrupted": True, "errors": [{"code": GENERAL, "message": WORKER_LOST_MESSAGE}]}
+        store_failed = run.worker.startswith(STORE_FAILED_WORKER_PREFIX)
+        reason = STORE_FAILED_REAP_MESSAGE if store_failed else WORKER_LOST_MESSAGE
+        meta = {"interrupted": True, "errors": [{"code": GENERAL, "message": reason}]}
+        if store_failed:
+            meta["store_failed"] = True
         run_rows_store(run=run, rows=[RowSpec(role="assistant", content=run.partial_text, meta=meta, is_final=True)])
     SlotLease.of_key(run.slot_key).release_now()
-    logger.warning("run {} lost its worker {}; finished as interrupted", run.id, run.worker)
+    if store_failed:
+        logger.warning("run {} could not store its end; finished as interrupted from its last text", run.id)
+    else:
+        logger.warning("run {} lost its worker {}; finished as interrupted", run.id, run.worker)
     return True
 
 
