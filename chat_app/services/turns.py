@@ -58,9 +58,24 @@ def _agent_for(*, wanted: str | None, conversation: Conversation | None) -> Agen
     return agent
 
 
+def _hint_domain_check(*, agent: Agent, hint_domain: str | None) -> None:
+    """A hint names one of the domains the agent can route to: the `domain` of one of its enabled
+    sub-agents (its catalog, just loaded). Per agent, because a hint only makes the model prefer
+    that domain's tools, and an agent without them has nothing to prefer; a free text would reach
+    the model as written. Raises 400 (40001) otherwise."""
+    if hint_domain is None:
+        return
+    domains = sorted({sub.domain for sub in agent.enabled_sub_agents if sub.domain})
+    if hint_domain in domains:
+        return
+    if not domains:
+        raise errors.invalid_body(errors.MSG_HINT_DOMAIN_NONE)
+    raise errors.invalid_body(errors.MSG_HINT_DOMAIN_UNKNOWN.format(domains="、".join(domains)))
+
+
 def turn_begin(*, user, chat: ChatInput, request_id: str, lease: SlotLease) -> TurnStart:
     """Resolves the conversation (404 unless the caller's) and agent (with its enabled tools
-    catalog), stores the user message with the turn's run row (run by this worker, holding
+    catalog), checks `hint_domain` against that catalog (400), stores the user message with the turn's run row (run by this worker, holding
     `lease`), and builds the history the model will see. One sync call from the stream view."""
     # The parser refuses text no database can hold; cleaning again costs nothing and keeps this
     # write safe whoever calls it.
@@ -71,6 +86,7 @@ def turn_begin(*, user, chat: ChatInput, request_id: str, lease: SlotLease) -> T
         if conversation is None:
             raise errors.not_found()
     agent = agent_catalog_load(agent=_agent_for(wanted=chat.agent, conversation=conversation))
+    _hint_domain_check(agent=agent, hint_domain=hint_domain)
     new_conversation = conversation is None
     # A question asked while a run waits for a person ends that run first (its waiting calls are
     # stored as not run), so the new turn's history has no call without its result.

@@ -208,6 +208,7 @@ async def test_a_frame_that_cannot_be_encoded_ends_the_run_with_error_and_done(a
 
 def test_a_question_with_invalid_text_is_stored_valid(user, agent):
     """The request parser refuses such a body with a 400; the write cleans anyway, whoever calls it."""
+    agent.sub_agents.update(domain="食堂")  # the hint must name one of the agent's domains
     start = turn_begin(user=user, chat=ChatInput(message="问\ud800题\x00", conversation_id=None, agent=None,
                                                  hint_domain="食堂\x00"), request_id="0123456789abcdef",
                        lease=stream_slot_take(user_id=user.pk))
