@@ -15,6 +15,7 @@ it with the refresh token when it is about to expire; logout revokes both at the
 import hmac
 import secrets
 import time
+import unicodedata
 from dataclasses import dataclass
 
 import httpx
@@ -38,8 +39,31 @@ ID_TOKEN_ALGORITHMS = ["RS256", "RS384", "RS512", "PS256", "ES256", "ES384"]
 COOKIE_SESSION_ENGINE = "django.contrib.sessions.backends.signed_cookies"
 
 
+CAMPUS_SUB_MAX = 150  # Django's username length: a new user is named after the sub
+MSG_SUB_UNUSABLE = "校园账号的用户标识（sub）无法使用：含控制字符或超过 150 个字符。请联系校园统一身份认证的管理员。"
+
+
 class CampusLoginFailed(Exception):
-    """The provider could not be reached, refused the code, or sent something unusable."""
+    """The provider could not be reached, refused the code, or sent something unusable;
+    `message`, when set, is what the login page tells the student instead of the general text."""
+
+    def __init__(self, message: str | None = None):
+        super().__init__(message or "")
+        self.message = message
+
+
+def campus_sub_usable(sub) -> str | None:
+    """The campus `sub`, trimmed, when it can name a user: 1–150 characters with no control or
+    format character (a newline, NUL, a bidi override …: it becomes a username shown in admin and
+    logs); else None. /api/v1/auth/sso's profile answers are checked with it too."""
+    if not isinstance(sub, str):
+        return None
+    sub = sub.strip()
+    if not sub or len(sub) > CAMPUS_SUB_MAX:
+        return None
+    if any(unicodedata.category(char) in ("Cc", "Cf", "Cs", "Zl", "Zp") for char in sub):
+        return None
+    return sub
 
 
 def campus_login_enabled() -> bool:
@@ -177,6 +201,7 @@ def _id_token_claims(metadata: dict, id_token, *, nonce: str) -> dict:
         try:
             decoded = jwt.decode(id_token, _key_set(metadata, fresh=fresh), algorithms=ID_TOKEN_ALGORITHMS)
             registry.validate(decoded.claims)
+            _authorized_party_check(decoded.claims)
             return decoded.claims
         except JoseError as exc:
             if fresh:
@@ -186,12 +211,25 @@ def _id_token_claims(metadata: dict, id_token, *, nonce: str) -> dict:
     raise CampusLoginFailed()
 
 
+def _authorized_party_check(claims: dict) -> None:
+    """OIDC Core 3.1.3.7 (4, 5): a token for several audiences must name us as its authorized
+    party (`azp`), and an `azp` present must be our client id — else the token was issued to
+    another client that merely listed us (joserfc's `aud` check accepts any list holding us)."""
+    aud, azp = claims.get("aud"), claims.get("azp")
+    several = isinstance(aud, list) and len(aud) > 1
+    if (several or azp is not None) and azp != settings.OIDC_CLIENT_ID:
+        logger.warning("campus OIDC: ID token refused: azp {} for audiences {}",
+                       "missing" if azp is None else "of another client", len(aud) if isinstance(aud, list) else 1)
+        raise CampusLoginFailed()
+
+
 def _profile(metadata: dict, claims: dict, access_token: str) -> dict:
     """sub from the ID token; name and roles from the user-info endpoint when there is one (the
     same answer `/api/v1/auth/sso` reads), else from the ID token."""
-    sub = claims.get("sub")
-    if not isinstance(sub, str) or not sub.strip() or len(sub.strip()) > 150:
-        raise CampusLoginFailed()
+    sub = campus_sub_usable(claims.get("sub"))
+    if sub is None:
+        logger.warning("campus OIDC: ID token refused: unusable sub")
+        raise CampusLoginFailed(MSG_SUB_UNUSABLE)
     info = dict(claims)
     if isinstance(metadata.get("userinfo_endpoint"), str):
         info.update(_http_get_json(metadata["userinfo_endpoint"], headers={"Authorization": f"Bearer {access_token}"}))
@@ -200,7 +238,7 @@ def _profile(metadata: dict, claims: dict, access_token: str) -> dict:
     roles = info.get("roles")
     name = info.get("name") or info.get("preferred_username") or ""
     return {
-        "sub": sub.strip(),
+        "sub": sub,
         "name": str(name)[:150],
         "roles": [str(role) for role in roles] if isinstance(roles, list) else [],
     }

@@ -145,7 +145,9 @@ def campus_callback(request):
     try:
         done = oidc.login_finish(session=request.session, state=request.GET.get("state", ""), code=request.GET["code"])
         user = sso_user_upsert(profile=done.profile)
-    except (oidc.CampusLoginFailed, SsoUnavailable):
+    except oidc.CampusLoginFailed as exc:
+        return _campus_login_error(request, exc.message or MSG_CAMPUS_LOGIN_FAILED, 400)
+    except SsoUnavailable:
         return _campus_login_error(request, MSG_CAMPUS_LOGIN_FAILED, 400)
     if not user.is_active:
         return _campus_login_error(request, MSG_CAMPUS_ACCOUNT_DISABLED, 403)

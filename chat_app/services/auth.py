@@ -11,6 +11,7 @@ from loguru import logger
 
 from campus_agent.redaction import mask_token
 from chat_app.models import AuthSession, CampusIdentity
+from chat_app.oidc import campus_sub_usable
 from chat_app.tokens import jwt_encode
 
 SSO_TIMEOUT_SEC = 10.0
@@ -93,13 +94,13 @@ def campus_profile_fetch(*, campus_token: str) -> dict:
         profile = response.json()
     except ValueError:
         raise SsoUnavailable() from None
-    sub = profile.get("sub") if isinstance(profile, dict) else None
-    if not isinstance(sub, str) or not sub.strip() or len(sub.strip()) > USERNAME_MAX:
+    sub = campus_sub_usable(profile.get("sub") if isinstance(profile, dict) else None)
+    if sub is None:  # missing, blank, over 150 characters or holding a control character
         logger.warning("campus SSO answer without a usable sub")
         raise SsoUnavailable()
     roles = profile.get("roles")
     return {
-        "sub": sub.strip(),
+        "sub": sub,
         "name": str(profile.get("name") or "")[:150],
         "roles": [str(r) for r in roles] if isinstance(roles, list) else [],
     }

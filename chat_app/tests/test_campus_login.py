@@ -167,3 +167,40 @@ def test_the_login_page_offers_the_campus_login_first(site, oidc_settings):
     assert 'id="campus-login"' in page and "/login/campus/?next=/c/x/" in page and "用校园账号登录" in page
     assert 'id="id_password"' in page  # the password form stays for staff and the demo
 
+
+
+# --- issue 20 point 9: audiences and the sub ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "claims",
+    [{"aud": ["campus-agent", "evil"]}, {"aud": ["campus-agent", "evil"], "azp": "evil"}, {"azp": "evil"}],
+    ids=["several-audiences-no-azp", "several-audiences-azp-of-another", "azp-of-another"],
+)
+def test_a_token_issued_to_another_client_logs_no_one_in(site, oidc_settings, claims):
+    """OIDC Core 3.1.3.7: with several audiences `azp` must be present and be our client id."""
+    claims = {k: [oidc_settings.client_id if a == "campus-agent" else a for a in v] if k == "aud" else v
+              for k, v in claims.items()}
+    oidc_settings.id_token_overrides = claims
+    refused = _campus_login(site)
+    assert refused.status_code == 400 and MSG_CAMPUS_LOGIN_FAILED in refused.text
+    assert not CampusIdentity.objects.exists()
+
+
+def test_several_audiences_with_our_azp_log_in(site, oidc_settings):
+    oidc_settings.id_token_overrides = {"aud": [oidc_settings.client_id, "other"], "azp": oidc_settings.client_id}
+    assert _campus_login(site).status_code == 302
+    assert CampusIdentity.objects.count() == 1
+
+
+@pytest.mark.parametrize("sub", ["2023\n0001\x00", "2023\u202e1000", "x" * 151, "a\rb"],
+                         ids=["newline-nul", "bidi-override", "151-chars", "cr"])
+def test_a_sub_that_cannot_be_a_username_is_a_clear_page(site, oidc_settings, sub):
+    from chat_app.oidc import MSG_SUB_UNUSABLE
+
+    oidc_settings.account.sub = sub  # the ID token and the user-info answer agree on it
+    refused = _campus_login(site)
+    assert refused.status_code == 400
+    assert MSG_SUB_UNUSABLE in refused.text
+    assert not CampusIdentity.objects.exists()
+    assert not get_user_model().objects.filter(username__contains="2023").exists()
