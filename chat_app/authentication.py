@@ -8,9 +8,12 @@ path needs CSRF protection.
 from dataclasses import dataclass
 
 from django.contrib.auth import get_user
+from django.core.exceptions import BadRequest, RequestDataTooBig, SuspiciousOperation
+from django.http.multipartparser import MultiPartParserError
 from django.middleware.csrf import CsrfViewMiddleware
 from rest_framework import authentication, exceptions
 
+from campus_agent.json_body import too_large, unsupported_media_type
 from chat_app import api_errors as errors
 from chat_app.auth_cache import auth_session_cached, auth_session_remember
 from chat_app.models import AuthSession
@@ -76,7 +79,19 @@ def _csrf_failure(request) -> bool:
     # The view is csrf_exempt (JWT calls need no token); the check runs here for the session path.
     check = CsrfViewMiddleware(lambda req: None)
     check.process_request(request)
-    return check.process_view(request, None, (), {}) is not None
+    try:
+        return check.process_view(request, None, (), {}) is not None
+    except RequestDataTooBig:
+        raise _refusal(too_large()) from None
+    except (MultiPartParserError, BadRequest, SuspiciousOperation):
+        # Without an X-CSRFToken header Django looks for the token in a form body; one it cannot
+        # read (a multipart body without its boundary, too many fields) was a 400 with Django's
+        # empty HTML page. These endpoints take JSON only: say so, as for a JWT caller (415).
+        raise _refusal(unsupported_media_type()) from None
+
+
+def _refusal(exc) -> errors.ApiError:
+    return errors.ApiError(exc.message, code=exc.code, status=exc.status)
 
 
 def chat_caller_resolve(request) -> Caller:

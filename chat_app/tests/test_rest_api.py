@@ -153,7 +153,8 @@ def test_search_treats_like_wildcards_and_odd_text_as_plain_text(api, user):
         str(underscore.id)
     ]
     assert api.get("/api/v1/conversations", params={"q": "\\"}).json()["count"] == 0
-    assert api.get("/api/v1/conversations", params={"q": "a\x00b"}).status_code == 200  # NUL dropped, no 500
+    nul = api.get("/api/v1/conversations", params={"q": "a\x00b"})  # refused, no 500 (issue 20: it matched all)
+    assert nul.status_code == 400 and nul.json()["code"] == 40001
     too_long = api.get("/api/v1/conversations", params={"q": "长" * 101})
     assert too_long.status_code == 400
     assert too_long.json() == {"code": 40001, "message": "q 不能超过 100 个字符。"}

@@ -1,7 +1,10 @@
 """REST reads and writes outside the stream: agents, the caller's conversations (list, search,
 rename, delete, setting the last turn aside for regenerate / edit), messages, answer feedback."""
+import re
+
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import generics, status
+from rest_framework.exceptions import NotFound
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
 
@@ -44,12 +47,27 @@ MSG_TURN_BUSY = "这个对话正在回答中，请等回答结束后再试。"
 MSG_NO_TURN = "这个对话还没有可以重新生成的问题。"
 MSG_ANSWER_NOT_FOUND = "回答不存在。"
 MSG_FEEDBACK_NOT_FOUND = "还没有评价这个回答。"
+MSG_PAGE_INVALID = "page 必须是正整数（从 1 开始）。"
+MSG_PAGE_PAST_END = "没有这一页：page 超出了最后一页。"
+_PAGE = re.compile(r"[1-9][0-9]{0,8}")
 
 
 class Pages(PageNumberPagination):
+    """DRF's page numbers with §4 errors: a `page` that is not a positive number is 400 (40001)
+    and one past the last page 404 saying so (DRF's NotFound read "对话不存在。")."""
+
     page_size = 20
     page_size_query_param = "page_size"
     max_page_size = 100
+
+    def paginate_queryset(self, queryset, request, view=None):
+        raw = request.query_params.get(self.page_query_param)
+        if raw and raw not in self.last_page_strings and not _PAGE.fullmatch(raw):
+            raise errors.ApiError(MSG_PAGE_INVALID, code=INVALID_BODY, status=400)
+        try:
+            return super().paginate_queryset(queryset, request, view)
+        except NotFound:
+            raise errors.ApiError(MSG_PAGE_PAST_END, code=errors.NOT_FOUND, status=404) from None
 
 
 class MessagePages(Pages):
@@ -81,7 +99,11 @@ class ConversationListView(ApiView, generics.ListAPIView):
         query = self.request.query_params.get("q", "")
         if len(query) > SEARCH_QUERY_MAX:
             raise errors.ApiError(MSG_QUERY_TOO_LONG, code=INVALID_BODY, status=400)
-        # NUL cannot reach a PostgreSQL query; a lone surrogate cannot be encoded for it.
+        # NUL cannot reach a PostgreSQL query. Dropping it searched for what was left, and a `q`
+        # of NUL alone listed every conversation as a match: refused, as in every chat body.
+        if "\x00" in query:
+            raise errors.invalid_body(errors.MSG_NUL_CHARACTER.format(field="q"))
+        # A lone surrogate cannot be encoded for the database: it becomes U+FFFD.
         query = text_clean(query).strip()
         if not query:
             return conversation_list(user=self.request.user)
