@@ -303,3 +303,11 @@ LOGGING_CONFIG = None  # loguru owns logging; stdlib loggers are bridged into it
 # Off unless OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_TRACES_EXPORTER names an exporter; the
 # exporter itself reads the other standard OTEL_* variables. Started in apps.py.
 TRACING_EXPORTERS = tracing_exporters(os.environ)
+
+# --- issue 20, chat_app edges: caps and deadlines (docs/operations.md, "Caps") -----------------
+# Followers (GET /api/v1/runs/<id>/events) one user may hold at once, on every worker (counted in
+# the cache, like stream slots: with Redis across workers); 429 42905 past it.
+RUN_MAX_FOLLOWERS_PER_USER = env.int("RUN_MAX_FOLLOWERS_PER_USER", default=10)
+# The admin routing check's overall deadline (insights_app/routing): the check ends, recorded as
+# failed, however the model behaves.
+ROUTING_CHECK_DEADLINE_SEC = env.float("ROUTING_CHECK_DEADLINE_SEC", default=60.0)

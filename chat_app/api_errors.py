@@ -21,6 +21,7 @@ METHOD_NOT_ALLOWED = 40501
 TOO_MANY_STREAMS = 42901
 RATE_LIMITED = 42902
 LOGIN_THROTTLED = 42903
+TOO_MANY_FOLLOWERS = 42905
 
 # 401 messages are fixed machine-readable words (DESIGN §4), not prose.
 TOKEN_MISSING_MESSAGE = "token_missing"
@@ -39,6 +40,7 @@ MSG_NOT_FOUND = "对话不存在。"
 MSG_CSRF = "CSRF 校验失败，请刷新页面后重试。"
 MSG_TOO_MANY_STREAMS = "同时进行的对话太多，请等当前回答结束后再试。"
 MSG_RATE_LIMITED = "发送太频繁，请稍后再试。"
+MSG_TOO_MANY_FOLLOWERS = "同时打开的回答流太多（最多 {limit} 个），请关闭一些页面或标签页后再试。"
 MSG_LOGIN_THROTTLED = "登录失败次数过多，请 {minutes} 分钟后再试。"
 MSG_BAD_CREDENTIALS = "用户名或密码错误。"
 MSG_SSO_NOT_CONFIGURED = "未配置校园统一认证，暂不能用校园令牌登录。"

@@ -33,6 +33,7 @@ from redis.exceptions import RedisError
 LEASE_MARGIN_SEC = 30
 RATE_WINDOW_SEC = 60
 SLOT_KEY_PREFIX = "chat:streams:"
+FOLLOWER_KEY_PREFIX = "chat:followers:"
 
 
 def _slot_key(user_id: int, slot: int) -> str:
@@ -253,3 +254,22 @@ async def astream_slot_and_rate_take(*, user_id: int) -> tuple[SlotLease | None,
     """See stream_slot_and_rate_take(), in the event loop; None when the store cannot take it
     there without I/O in the loop (the caller takes it in its database call)."""
     return await _slots().atake_with_rate(user_id)
+
+
+def _follower_ttl() -> int:
+    # A follower lasts as long as the run it follows may: its budget, a wait for approval, a margin.
+    return int(settings.TURN_BUDGET_SEC + settings.APPROVAL_TIMEOUT_SEC) + LEASE_MARGIN_SEC
+
+
+def follower_lease_take(*, user_id: int) -> SlotLease | None:
+    """A lease for one more follower of this user's runs (`GET /api/v1/runs/<id>/events`), or None
+    when RUN_MAX_FOLLOWERS_PER_USER are held: keys `chat:followers:<user>:<i>` added to the cache
+    (atomic in every backend; with Redis the count holds across workers), released like a stream
+    slot (`SlotLease.release`, idempotent) when the follower's response ends, expiring on their
+    own if a worker dies. Sync (the caller's database call): up to that many cache round trips."""
+    owner = uuid.uuid4().hex
+    for i in range(max(settings.RUN_MAX_FOLLOWERS_PER_USER, 0)):
+        key = f"{FOLLOWER_KEY_PREFIX}{user_id}:{i}"
+        if cache.add(key, owner, _follower_ttl()):
+            return SlotLease(key)
+    return None

@@ -6,6 +6,7 @@ Plain async views like the chat stream (a DRF view would buffer the stream). Sam
 """
 import re
 
+from django.conf import settings
 from django.http import JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
@@ -14,6 +15,7 @@ from campus_agent.sse import sse_response
 from chat_app import api_errors as errors
 from chat_app.asyncdb import db_call
 from chat_app.authentication import Caller, chat_caller_resolve
+from chat_app.limits import SlotLease, follower_lease_take
 from chat_app.models import Run, ToolApproval
 from chat_app.runs.follow import run_frames
 from chat_app.runs.lifecycle import StopOutcome, run_answer, run_stop
@@ -60,16 +62,38 @@ def _after(request) -> int:
     return int(raw)
 
 
+def _follower_admit(request, run_id) -> tuple[Run, SlotLease]:
+    """Sync: the caller's run (401/403/404 first) and a follower lease, or 429 (42905) when the
+    user already holds RUN_MAX_FOLLOWERS_PER_USER followers (one user held 1,000: issue 20)."""
+    caller, run = _caller_run(request, run_id)
+    lease = follower_lease_take(user_id=caller.user.pk)
+    if lease is None:
+        limit = settings.RUN_MAX_FOLLOWERS_PER_USER
+        raise errors.ApiError(errors.MSG_TOO_MANY_FOLLOWERS.format(limit=limit), code=errors.TOO_MANY_FOLLOWERS,
+                              status=429, headers={"Retry-After": "5"})
+    return run, lease
+
+
+async def _followed(frames, lease: SlotLease):
+    """The follower's frames; its lease is given back when the response ends, however it ends
+    (done, the client gone: Django cancels this generator)."""
+    try:
+        async for frame in frames:
+            yield frame
+    finally:
+        await lease.release()
+
+
 @csrf_exempt  # GET only; chat_caller_resolve checks nothing more for a safe method
 async def run_events(request, run_id):
     if request.method != "GET":
         return _method_not_allowed("GET")
     try:
         after = _after(request)
-        _, run = await db_call(_caller_run, request, run_id)
+        run, lease = await db_call(_follower_admit, request, run_id)
     except errors.ApiError as exc:
         return errors.error_response(exc)
-    return sse_response(run_frames(run=run, after=after))
+    return sse_response(_followed(run_frames(run=run, after=after), lease))
 
 
 @csrf_exempt  # JWT calls need no CSRF token; the session path is checked in chat_caller_resolve
