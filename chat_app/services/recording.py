@@ -24,6 +24,7 @@ _USAGE_KEY_CHARS = 64
 class _Call:
     call: ToolCall
     result: ToolResult | None = None
+    streamed: list[str] = field(default_factory=list)  # a sub-agent's live text (tool_chunk)
 
 
 @dataclass
@@ -90,7 +91,12 @@ class TurnRecorder:
         elif isinstance(event, Error):
             self.errors.append(event)
         elif isinstance(event, ToolChunk):
-            pass  # the sub-agent's live text is shown, not stored: its result is the tool row
+            # Kept only for a call that gets no result (stopped, cut): its row keeps what the
+            # student saw streamed; a finished call's result is its row.
+            for record in self._all_calls():
+                if record.call.call_id == event.call_id and record.result is None:
+                    record.streamed.append(event.content)
+                    break
 
     def resume_round(self, calls: list[ToolCall]) -> None:
         """A resumed run: `calls` waited for approval in a round stored at the pause; their
@@ -257,7 +263,9 @@ def _tool_row(record: _Call) -> RowSpec:
     meta = {"tool_call_id": record.call.call_id, "tool": record.call.tool}
     if record.result is None:
         meta.update(ok=False, interrupted=True)
-        return RowSpec(role="tool", content=TOOL_CUT_MESSAGE, meta=meta)
+        streamed = "".join(record.streamed)
+        content = f"{streamed}\n\n（{TOOL_CUT_MESSAGE}）" if streamed else TOOL_CUT_MESSAGE
+        return RowSpec(role="tool", content=content, meta=meta)
     meta["ok"] = record.result.ok
     if record.result.error:
         meta["error"] = record.result.error

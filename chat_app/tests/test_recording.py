@@ -82,3 +82,15 @@ def test_a_tool_rows_meta_keeps_the_results_links_images_and_label():
     plain.add(ToolCall("c2", "tools__add", "{}"))
     plain.add(ToolResult("c2", "tools__add", True, "3"))
     assert set(plain.rows()[1].meta) == {"tool_call_id", "tool", "ok"}  # nothing added when absent
+
+
+def test_a_cut_call_keeps_the_text_its_sub_agent_streamed():
+    """Issue 20 point 12: the stopped call's row kept only 工具调用被中断; the page had shown more."""
+    recorder = _record(ToolCall("c1", "call_canteen", "{}"), ToolChunk("c1", "call_canteen", "一食堂今天"),
+                       ToolChunk("c1", "call_canteen", "有红烧肉"), ToolCall("c2", "tools__add", "{}"),
+                       ToolResult("c2", "tools__add", ok=True, content="3"), ToolChunk("c2", "tools__add", "late"))
+    recorder.interrupt()
+    cut, done = recorder.rows()[1:3]
+    assert cut.content == f"一食堂今天有红烧肉\n\n（{TOOL_CUT_MESSAGE}）"
+    assert cut.meta == {"tool_call_id": "c1", "tool": "call_canteen", "ok": False, "interrupted": True}
+    assert done.content == "3"  # a finished call's row is its result, whatever streamed

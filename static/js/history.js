@@ -47,7 +47,7 @@ function turnFill(turn, rows, onError) {
     } else if (row.role === "tool") {
       turn.toolStored({
         callId: meta.tool_call_id, tool: meta.tool, content: row.content, ok: meta.ok,
-        links: meta.links, images: meta.images, label: meta.label,
+        interrupted: meta.interrupted === true, links: meta.links, images: meta.images, label: meta.label,
       });
     }
   }

@@ -254,14 +254,15 @@ export class AssistantTurn {
   }
 
   // A stored tool row: its content is the full text the tool returned.
-  toolStored({ callId, tool, content, ok, links, images, label }) {
+  toolStored({ callId, tool, content, ok, interrupted, links, images, label }) {
     const entry = this.toolEntry(callId, tool);
     if (label) entry.details.querySelector(".tool-name").textContent = String(label);
     this.toolMedia(entry, links, images);
     entry.text = content || "";
     if (entry.text) entry.details.classList.add("has-output");
     this.schedule(entry);
-    this.toolState(entry, ok === false ? "failed" : "done");
+    // A stopped call's row says `interrupted`: the chip reads 已中断 after a reload as it did live.
+    this.toolState(entry, interrupted ? "cut" : ok === false ? "failed" : "done");
   }
 
   // A tool whose whole output is already in the answer (a sub-agent's reply passed on as it
