@@ -17,7 +17,7 @@ import dataclasses
 import time
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import aclosing
+from contextlib import aclosing, suppress
 from dataclasses import dataclass
 
 from asgiref.sync import ThreadSensitiveContext
