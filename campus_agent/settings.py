@@ -246,6 +246,9 @@ USER_DAILY_TOKEN_QUOTA = env.int("USER_DAILY_TOKEN_QUOTA", default=0)
 ROUTING_CHECK_REPEAT = env.int("ROUTING_CHECK_REPEAT", default=3)
 ROUTING_CHECK_PASS_RATE = env.float("ROUTING_CHECK_PASS_RATE", default=0.66)
 ROUTING_CHECK_CONCURRENCY = env.int("ROUTING_CHECK_CONCURRENCY", default=4)
+# The whole check's deadline: runs not answered by then are recorded as failed (超时), however
+# the model behaves (a stream that never ends included).
+ROUTING_CHECK_DEADLINE_SEC = env.float("ROUTING_CHECK_DEADLINE_SEC", default=60.0)
 # Runs (DESIGN §4a): a turn's frames are kept RUN_LOG_RETAIN_SEC after it ends for clients that
 # re-attach (at most RUN_LOG_MAX_FRAMES in Redis); each worker heart-beats its runs and
 # checkpoints their text every RUN_HEARTBEAT_SEC; a run silent for RUN_STALE_SEC lost its worker.
@@ -308,6 +311,3 @@ TRACING_EXPORTERS = tracing_exporters(os.environ)
 # Followers (GET /api/v1/runs/<id>/events) one user may hold at once, on every worker (counted in
 # the cache, like stream slots: with Redis across workers); 429 42905 past it.
 RUN_MAX_FOLLOWERS_PER_USER = env.int("RUN_MAX_FOLLOWERS_PER_USER", default=10)
-# The admin routing check's overall deadline (insights_app/routing): the check ends, recorded as
-# failed, however the model behaves.
-ROUTING_CHECK_DEADLINE_SEC = env.float("ROUTING_CHECK_DEADLINE_SEC", default=60.0)

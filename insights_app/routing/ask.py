@@ -32,6 +32,10 @@ class RoutingUnavailable(Exception):
     """The check cannot run at all (e.g. model mode without a configured model)."""
 
 
+class MalformedAnswer(Exception):
+    """The model's tool calls could not be read (fields of the wrong type, …)."""
+
+
 def routing_mode(requested: str | None = None) -> str:
     """`model` or `keyword`; by default the one a chat turn uses now: the model when configured."""
     if requested in (MODEL, KEYWORD):
@@ -92,10 +96,20 @@ async def first_choice_model(*, catalog: Catalog, case: CaseSpec) -> list[ToolCh
                 delta = choice.get("delta") if isinstance(choice, dict) else None
                 for fragment in (delta.get("tool_calls") or ()) if isinstance(delta, dict) else ():
                     if isinstance(fragment, dict):
-                        model_call_merge(fragments, fragment)
+                        _merge(fragments, fragment)
     finally:
         await stream.close()
-    return [ToolChoice(name=call.name, args=call.args) for call in model_calls_finish(fragments)]
+    try:
+        return [ToolChoice(name=str(call.name), args=call.args) for call in model_calls_finish(fragments)]
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise MalformedAnswer(f"{type(exc).__name__}: {exc}") from exc
+
+
+def _merge(fragments: dict, fragment: dict) -> None:
+    try:
+        model_call_merge(fragments, fragment)
+    except (TypeError, ValueError, AttributeError) as exc:  # an index that is a list, a name that is an object …
+        raise MalformedAnswer(f"{type(exc).__name__}: {exc}") from exc
 
 
 def first_choice_keyword(*, catalog: Catalog, case: CaseSpec) -> list[ToolChoice]:

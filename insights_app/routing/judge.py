@@ -10,6 +10,8 @@ NO_TOOL_EXPECTED = "不应调用任何工具，却调用了 {tools}"
 ARG_TOOL_NOT_CALLED = "没有调用 {tool}，无法检查参数 {argument}"
 ARG_MISMATCH = "{tool} 的参数 {argument} 不含“{contains}”（实际：{actual}）"
 REQUEST_FAILED = "请求模型失败：{reason}"
+DEADLINE_PASSED = "检查超过 {seconds:g} 秒的总时限，这次没有得到模型的回答。"
+MALFORMED_ANSWER = "模型返回的工具调用格式不正确：{reason}"
 ACTUAL_PREVIEW = 60
 
 

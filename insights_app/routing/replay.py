@@ -6,8 +6,15 @@ from django.conf import settings
 from loguru import logger
 
 from campus_agent.redaction import clip_text
-from insights_app.routing.ask import KEYWORD, Catalog, first_choice_keyword, first_choice_model
-from insights_app.routing.judge import REQUEST_FAILED, CaseSpec, ToolChoice, run_failures
+from insights_app.routing.ask import KEYWORD, Catalog, MalformedAnswer, first_choice_keyword, first_choice_model
+from insights_app.routing.judge import (
+    DEADLINE_PASSED,
+    MALFORMED_ANSWER,
+    REQUEST_FAILED,
+    CaseSpec,
+    ToolChoice,
+    run_failures,
+)
 
 # A rate is a share of runs; the float of 2/3 must not fall short of a 0.66 written in .env.
 RATE_EPSILON = 1e-9
@@ -56,15 +63,23 @@ def passes_needed(*, repeat: int, pass_rate: float) -> int:
     return next(n for n in range(repeat + 1) if n / repeat + RATE_EPSILON >= pass_rate) if repeat else 0
 
 
-async def _run_model(catalog: Catalog, case: CaseSpec, limit: asyncio.Semaphore) -> RunResult:
-    async with limit:
-        try:
-            calls = await first_choice_model(catalog=catalog, case=case)
-        except Exception as exc:  # noqa: BLE001 - one failed request is one failed run, not a failed check
-            reason = f"{type(exc).__name__}: {exc}"
-            logger.warning("routing check: model request failed: {}", clip_text(reason, 200))
-            failure = REQUEST_FAILED.format(reason=clip_text(reason, 200))
-            return RunResult(failures=[failure], error=reason)
+async def _run_model(catalog: Catalog, case: CaseSpec, limit: asyncio.Semaphore, deadline: float) -> RunResult:
+    try:
+        async with asyncio.timeout_at(deadline):  # the whole check's, waiting for a turn included
+            async with limit:
+                calls = await first_choice_model(catalog=catalog, case=case)
+    except TimeoutError:
+        seconds = settings.ROUTING_CHECK_DEADLINE_SEC
+        logger.warning("routing check: no answer within the check's {}s deadline", seconds)
+        return RunResult(failures=[DEADLINE_PASSED.format(seconds=seconds)], error="deadline")
+    except MalformedAnswer as exc:
+        logger.warning("routing check: malformed answer: {}", clip_text(str(exc), 200))
+        return RunResult(failures=[MALFORMED_ANSWER.format(reason=clip_text(str(exc), 200))], error=str(exc))
+    except Exception as exc:  # noqa: BLE001 - one failed request is one failed run, not a failed check
+        reason = f"{type(exc).__name__}: {exc}"
+        logger.warning("routing check: model request failed: {}", clip_text(reason, 200))
+        failure = REQUEST_FAILED.format(reason=clip_text(reason, 200))
+        return RunResult(failures=[failure], error=reason)
     return RunResult(calls=calls, failures=run_failures(case=case, calls=calls))
 
 
@@ -72,7 +87,8 @@ async def routing_replay(
     *, catalog: Catalog, cases: list[CaseSpec], repeat: int, pass_rate: float
 ) -> list[CaseResult]:
     """Each case `repeat` times against the model (at most ROUTING_CHECK_CONCURRENCY requests at
-    once), or once with keyword routing, which always chooses the same way."""
+    once, all within ROUTING_CHECK_DEADLINE_SEC), or once with keyword routing, which always
+    chooses the same way."""
     if catalog.mode == KEYWORD:
         results = []
         for case in cases:
@@ -81,8 +97,9 @@ async def routing_replay(
                 case=case, calls=calls))], pass_rate=pass_rate))
         return results
     limit = asyncio.Semaphore(max(1, settings.ROUTING_CHECK_CONCURRENCY))
+    deadline = asyncio.get_running_loop().time() + settings.ROUTING_CHECK_DEADLINE_SEC
     per_case = await asyncio.gather(
-        *(asyncio.gather(*(_run_model(catalog, case, limit) for _ in range(repeat))) for case in cases)
+        *(asyncio.gather(*(_run_model(catalog, case, limit, deadline) for _ in range(repeat))) for case in cases)
     )
     return [CaseResult(case=case, runs=list(runs), pass_rate=pass_rate) for case, runs in zip(cases, per_case,
                                                                                               strict=True)]

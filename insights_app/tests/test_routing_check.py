@@ -12,7 +12,14 @@ from agents_app.management.commands.load_demo import demo_catalog_load
 from agents_app.testing.fake_llm import Reply, ScriptedCall
 from insights_app.models import ANY_TOOL, RoutingCase, RoutingCheck, RoutingOutcome
 from insights_app.routing.demo import DEMO_CASES, demo_cases_load
-from insights_app.routing.judge import ARG_MISMATCH, FORBIDDEN, MISSING, NO_TOOL_EXPECTED
+from insights_app.routing.judge import (
+    ARG_MISMATCH,
+    DEADLINE_PASSED,
+    FORBIDDEN,
+    MALFORMED_ANSWER,
+    MISSING,
+    NO_TOOL_EXPECTED,
+)
 from insights_app.tests.helpers import route_by_description
 
 pytestmark = pytest.mark.django_db
@@ -231,3 +238,57 @@ def test_demo_cases_pass_out_of_the_box(settings, tmp_path):
 def test_unknown_agent(canteen_case):
     with pytest.raises(CommandError, match="没有标识为“nobody”的智能体"):
         _check("--agent", "nobody")
+
+
+def test_a_model_that_never_stops_streaming_ends_at_the_checks_deadline(llm_settings, canteen_case, settings):
+    """Issue 20 (7): a never-ending stream held the admin request > 150 s."""
+    settings.ROUTING_CHECK_DEADLINE_SEC = 0.5
+    endless = Reply(text="想一想" * 2000, chunk_delay=0.05)  # ≈ 75 s of text, never a tool call
+    llm_settings.queue(endless, endless)
+    _check("--repeat", "2", "--pass-rate", "0.5")
+    check = RoutingCheck.objects.get()
+    outcome = _outcome(check)
+    assert (outcome.runs, outcome.passes, outcome.passed) == (2, 0, False)
+    assert [run["failures"] for run in outcome.detail] == [[DEADLINE_PASSED.format(seconds=0.5)]] * 2
+    assert check.duration_ms < settings.LLM_TIMEOUT * 1000  # the check's deadline, not the client's read timeout
+
+
+@pytest.fixture
+def malformed_model(settings):
+    """An OpenAI-compatible server whose answer has a tool call with a list for `index` and an
+    object for `name` (what a broken upstream sends; the scripted model only sends valid calls)."""
+    import json
+
+    from starlette.applications import Starlette
+    from starlette.responses import StreamingResponse
+    from starlette.routing import Route
+
+    from campus_agent.testing.servers import ThreadedAsgiServer
+
+    chunk = {"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": "m", "choices": [
+        {"index": 0, "delta": {"tool_calls": [{"index": [0], "id": {"x": 1}, "type": "function",
+                                               "function": {"name": ["call_canteen"], "arguments": "{}"}}]},
+         "finish_reason": None}]}
+
+    async def completions(request):
+        async def body():
+            yield f"data: {json.dumps(chunk)}\n\n"
+            yield "data: [DONE]\n\n"
+        return StreamingResponse(body(), media_type="text/event-stream")
+
+    app = Starlette(routes=[Route("/v1/chat/completions", completions, methods=["POST"])])
+    with ThreadedAsgiServer(app) as server:
+        settings.LLM_BASE_URL = f"{server.url}/v1"
+        settings.LLM_API_KEY = "sk-test"
+        settings.LLM_MODEL = "m"
+        settings.LLM_TIMEOUT = 5.0
+        yield server
+
+
+def test_a_malformed_answer_is_a_failed_run_with_a_reason_staff_can_read(malformed_model, canteen_case):
+    """Issue 20 (7): it was recorded as `TypeError: unhashable type: 'list'`."""
+    _check("--repeat", "1")
+    outcome = _outcome(RoutingCheck.objects.get())
+    assert outcome.passed is False
+    (failure,) = outcome.detail[0]["failures"]
+    assert failure.startswith(MALFORMED_ANSWER.split("{")[0])
