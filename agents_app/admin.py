@@ -1,3 +1,5 @@
+import sys
+
 from asgiref.sync import async_to_sync
 from django import forms
 from django.contrib import admin, messages
@@ -22,6 +24,8 @@ OFFERED_TOOLS_HINT = (
     "打开本页不会连接任何 MCP 服务。点击右上角“列出工具”查看模型将看到的工具"
     "（会连接所选的 MCP 服务，stdio 服务会在服务器上启动进程）。"
 )
+# The stdio command must be a Python that has `mcp` (a plain "python" is often the system's).
+STDIO_PYTHON_HINT = "本服务器上装有 mcp 的 Python 是 {python}（stdio 服务的 command 写它；写 python 时运行的常常是没有 mcp 的系统 Python）。"
 OFFERED_TOOLS_UNSAVED = "保存后可在本页点击“列出工具”查看。"
 OFFERED_TOOLS_TEXT = "“{agent}”的模型将看到 {count} 个工具：{tools}"
 OFFERED_TOOLS_NONE = "“{agent}”没有可用工具（未选择已启用的 MCP 服务或子 Agent）。"
@@ -129,6 +133,11 @@ class McpServiceForm(forms.ModelForm):
             "tool_approvals": forms.Textarea(attrs={"rows": 3, "cols": 100}),
         }
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if "config" in self.fields:  # read-only for non-superusers
+            self.fields["config"].help_text += STDIO_PYTHON_HINT.format(python=sys.executable)
+
     def add_error(self, field, error):
         # McpService.clean() checks the stored config even when this form leaves it out (read-only
         # for non-superusers): say so for the whole form instead of failing on a missing field.
@@ -160,6 +169,33 @@ class McpServiceAdmin(admin.ModelAdmin):
     readonly_fields = ("created_at", "updated_at")
     actions = ("list_tools",)
 
+    class Media:
+        css = {"all": ["agents_app/admin.css"]}  # the "列出工具" button (change_form.html)
+
+    def get_urls(self):
+        opts = self.opts
+        own = [
+            path(
+                "<path:object_id>/tools/",
+                self.admin_site.admin_view(self.tools_view),
+                name=f"{opts.app_label}_{opts.model_name}_tools",
+            )
+        ]
+        return own + super().get_urls()  # before the change view's catch-all
+
+    def tools_view(self, request, object_id):
+        """The change page's "列出工具" button: POST only (it connects: a stdio service is a
+        process started here), reports through messages like the list's action."""
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        service = self.get_object(request, unquote(object_id))
+        if service is None:
+            raise Http404
+        if not self.has_view_permission(request, service):
+            raise PermissionDenied
+        self._tools_report(request, service)
+        return HttpResponseRedirect(reverse("admin:agents_app_mcpservice_change", args=[service.pk]))
+
     def get_readonly_fields(self, request, obj=None):
         fields = super().get_readonly_fields(request, obj)
         if request.user.is_superuser:
@@ -179,21 +215,24 @@ class McpServiceAdmin(admin.ModelAdmin):
 
     @admin.action(description="列出工具（测试连接；连通则解除熔断）")
     def list_tools(self, request, queryset) -> None:
+        for service in queryset:
+            self._tools_report(request, service)
+
+    def _tools_report(self, request, service: McpService) -> None:
         from agents_app.mcp.pool import McpUnavailable
         from agents_app.mcp.tools import mcp_circuit_key, mcp_service_probe
         from agents_app.runtime.tool_names import mcp_tool_name
 
-        for service in queryset:
-            try:
-                infos = async_to_sync(mcp_service_probe)(service=service)
-            except McpUnavailable as exc:
-                messages.error(request, f"“{service.name}” 连接失败：{exc}")
-                continue
-            names = "；".join(
-                f"{mcp_tool_name(service=service.name, tool=i.name)}（{_preview(i.description)}；"
-                f"审批：{_policy_label(service, i)}）"
-                for i in infos
-            )
-            messages.success(request, f"“{service.name}” 共 {len(infos)} 个工具：{names or '（无）'}")
-            if circuit_close(source=mcp_circuit_key(service), name=f"MCP service {service.name}"):
-                messages.info(request, CIRCUIT_CLOSED_TEXT.format(name=service.name))
+        try:
+            infos = async_to_sync(mcp_service_probe)(service=service)
+        except McpUnavailable as exc:
+            messages.error(request, f"“{service.name}” 连接失败：{exc}")
+            return
+        names = "；".join(
+            f"{mcp_tool_name(service=service.name, tool=i.name)}（{_preview(i.description)}；"
+            f"审批：{_policy_label(service, i)}）"
+            for i in infos
+        )
+        messages.success(request, f"“{service.name}” 共 {len(infos)} 个工具：{names or '（无）'}")
+        if circuit_close(source=mcp_circuit_key(service), name=f"MCP service {service.name}"):
+            messages.info(request, CIRCUIT_CLOSED_TEXT.format(name=service.name))

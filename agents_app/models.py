@@ -41,7 +41,8 @@ class McpService(TimeStampedModel):
         default=dict,
         blank=True,
         help_text=(
-            'stdio：{"command": "python", "args": ["-m", "my_server"], "env": {"KEY": "v"}, "cwd": "/srv"}，'
+            'stdio：{"command": "/srv/campus-agent/.venv/bin/python", "args": ["-m", "my_server"], "env": {"KEY": "v"},'
+            ' "cwd": "/srv"}，command 写装有 mcp 的 Python 的完整路径（只写 python 时常常运行的是没有 mcp 的系统 Python），'
             "不经过 shell，只传入 env 中列出的变量；不填 cwd 时在一个空的专用目录中启动。"
             'sse / streamable-http：{"url": "https://mcp.example.edu.cn/mcp", "headers": {"X-Api-Key": "…"}}。'
             "只有超级管理员可以修改：command 是服务器要运行的程序，url 和 headers 决定服务器连到哪里、带上什么凭据。"

@@ -164,6 +164,9 @@ LOGOUT_REDIRECT_URL = "login"
 LANGUAGE_CODE = "zh-hans"
 TIME_ZONE = env.str("TIME_ZONE", default="Asia/Shanghai")
 USE_I18N = True
+# Our own catalogs, merged over Django's (locale/zh_Hans/LC_MESSAGES/djangojs.po fills the admin
+# selector strings Django's zh_Hans JavaScript catalog lacks).
+LOCALE_PATHS = [BASE_DIR / "locale"]
 USE_TZ = True
 
 STATIC_URL = "static/"

@@ -8,6 +8,9 @@ from subagents_app.client import subagent_circuit_key
 from subagents_app.health import HEALTH_TIMEOUT_MAX_SEC, subagent_health_check
 from subagents_app.models import SubAgent
 
+NOT_OFFERED_TEXT = (
+    "还没有智能体使用子 Agent “{name}”：到 智能体 → 打开一个智能体 → 在“子 Agent”里勾选它并保存，模型才会看到并调用它。"
+)
 CIRCUIT_CLOSED_TEXT = "子 Agent {name} 已恢复应答，熔断已解除。"
 CARD_PREFILL_FAILED_TEXT = "描述留空时要从 Agent Card 的技能生成，但{reason}。请手动填写描述，或检查服务地址。"
 CARD_NO_SKILLS_TEXT = "Agent Card 没有名称、描述或技能可用来生成描述，请手动填写。"
@@ -115,6 +118,8 @@ class SubAgentAdmin(admin.ModelAdmin):
 
     def save_model(self, request, obj: SubAgent, form, change: bool) -> None:
         super().save_model(request, obj, form, change)
+        if not obj.agents.exists():  # saved is not offered: staff expect the model to see it now
+            self.message_user(request, NOT_OFFERED_TEXT.format(name=obj.name), messages.WARNING)
         if obj.is_a2a and (not change or {"protocol", "base_url"} & set(form.changed_data)):
             self._card_message(request, obj, info=getattr(form, "card_info", None), saved=True)
 

@@ -262,3 +262,36 @@ def test_no_admin_path_edits_rows_without_the_change_form():
     model_admin = admin.site._registry[McpService]
     assert not model_admin.list_editable
     assert set(model_admin.get_actions(request)) == {"delete_selected", "list_tools"}
+
+
+@pytest.mark.django_db
+def test_the_selector_widgets_read_chinese(staff_client):
+    """Issue 20 (15): Django's zh_Hans JavaScript catalog lacks "Choose all %s" and friends, so the
+    agent page read "Choose all 子 Agent"; our catalog (locale/zh_Hans) fills them."""
+    catalog = staff_client.get("/admin/jsi18n/").content.decode()
+    for english, chinese in [("Choose all %s", "全部选择 %s"), ("Remove all %s", "全部移除 %s"),
+                             ("Choose selected %s", "选择选中的 %s"), ("Remove selected %s", "移除选中的 %s")]:
+        assert f"{json.dumps(english)}: {json.dumps(chinese)}" in catalog  # the catalog is JSON, \u-escaped
+    assert f'"Chosen %s": {json.dumps("选中的 %s")}' in catalog  # Django's own strings stay
+
+
+@pytest.mark.django_db
+def test_the_stdio_help_names_the_python_that_has_mcp(staff_client, calendar):
+    """Issue 20 (15): the help suggested "command": "python", which runs a Python without mcp."""
+    import sys
+
+    page = staff_client.get(reverse("admin:agents_app_mcpservice_change", args=[calendar.pk])).content.decode()
+    assert escape(sys.executable) in page and '"command": "python"' not in page
+
+
+@pytest.mark.django_db
+def test_the_mcp_service_page_lists_its_tools_with_a_button(staff_client, mcp_service_http):
+    """Issue 20 (15): only the list's action listed tools; the change page had no button."""
+    change = reverse("admin:agents_app_mcpservice_change", args=[mcp_service_http.pk])
+    tools = reverse("admin:agents_app_mcpservice_tools", args=[mcp_service_http.pk])
+    assert f'action="{tools}"' in staff_client.get(change).content.decode()
+    assert staff_client.get(tools).status_code == 405  # opening a page connects to nothing
+    response = staff_client.post(tools, follow=True)
+    shown = [str(m) for m in response.context["messages"]]
+    assert response.redirect_chain[-1][0] == change
+    assert any(m.startswith("“http-tools” 共") and "http-tools__add" in m for m in shown), shown

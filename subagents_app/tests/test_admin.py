@@ -160,3 +160,27 @@ def test_no_admin_path_edits_sub_agents_without_the_change_form():
     model_admin = admin.site._registry[SubAgent]
     assert not model_admin.list_editable
     assert set(model_admin.get_actions(request)) == {"delete_selected", "health_check", "show_agent_card"}
+
+
+@pytest.mark.django_db
+def test_saving_a_sub_agent_no_agent_uses_says_how_to_offer_it(staff_client):
+    """Issue 20 (15): saved is not offered; staff expected the model to see it."""
+    from subagents_app.admin import NOT_OFFERED_TEXT
+
+    url = reverse("admin:subagents_app_subagent_add")
+    data = admin_form_data(staff_client.get(url), name="notice", description="通知助手。关键词：通知、公告",
+                           base_url="http://notice-agent:8000", domain="notice", timeout_sec=30)
+    response = staff_client.post(url, data, follow=True)
+    shown = [str(m) for m in response.context["messages"]]
+    assert NOT_OFFERED_TEXT.format(name="notice") in shown
+
+
+@pytest.mark.django_db
+def test_saving_a_sub_agent_an_agent_uses_needs_no_hint(staff_client, canteen):
+    from agents_app.models import Agent
+    from subagents_app.admin import NOT_OFFERED_TEXT
+
+    Agent.objects.create(slug="xiaozhi", name="小智", is_default=True).sub_agents.add(canteen)
+    url = reverse("admin:subagents_app_subagent_change", args=[canteen.pk])
+    response = staff_client.post(url, admin_form_data(staff_client.get(url), timeout_sec=20), follow=True)
+    assert NOT_OFFERED_TEXT.format(name="canteen") not in [str(m) for m in response.context["messages"]]
