@@ -91,7 +91,7 @@ class SubAgent(TimeStampedModel):
         "超时（秒）",
         default=30,
         validators=[MinValueValidator(TIMEOUT_MIN), MaxValueValidator(TIMEOUT_MAX)],
-        help_text="整次调用（含流式输出）的最长时间，1–300 秒；超时后学生看到“子 Agent 响应超时，请稍后重试。”",
+        help_text="整次调用（含流式输出）的最长时间，1–300 秒；超时后模型得到“子 Agent 响应超时，请稍后重试。”，学生看到“「<服务>」服务响应超时，请稍后再试。”（<服务>是描述的开头，如“食堂助手”）。",
     )
     enabled = models.BooleanField("启用", default=True, help_text="停用后，任何智能体都不会再调用它（下一轮对话即生效）。")
     approval_policy = models.CharField(
