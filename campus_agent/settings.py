@@ -268,6 +268,18 @@ APPROVAL_TIMEOUT_SEC = env.float("APPROVAL_TIMEOUT_SEC", default=600.0)
 CIRCUIT_FAILURES = env.int("CIRCUIT_FAILURES", default=3)
 CIRCUIT_WINDOW_SEC = env.int("CIRCUIT_WINDOW_SEC", default=60)
 CIRCUIT_COOLDOWN_SEC = env.int("CIRCUIT_COOLDOWN_SEC", default=30)
+# Caps on what one sub-agent call may send (issue 20; subagents_app/limits.py). Past any of them
+# the call ends: what arrived is kept, cut with a marker the model and the student read.
+# Seed contract (SSE): bytes of the whole answer, bytes of one SSE line (one frame's JSON), frames.
+SUBAGENT_STREAM_MAX_BYTES = env.int("SUBAGENT_STREAM_MAX_BYTES", default=4 * 1024 * 1024)
+SUBAGENT_SSE_LINE_MAX_BYTES = env.int("SUBAGENT_SSE_LINE_MAX_BYTES", default=2 * 1024 * 1024)
+SUBAGENT_STREAM_MAX_FRAMES = env.int("SUBAGENT_STREAM_MAX_FRAMES", default=10_000)
+# A2A: bytes of the send's HTTP answer, bytes of one of its lines, the artifact + status text
+# kept, and events. (The Agent Card has its own fixed cap: 256 KB, subagents_app/a2a_card.py.)
+A2A_STREAM_MAX_BYTES = env.int("A2A_STREAM_MAX_BYTES", default=4 * 1024 * 1024)
+A2A_LINE_MAX_BYTES = env.int("A2A_LINE_MAX_BYTES", default=2 * 1024 * 1024)
+A2A_TEXT_MAX_BYTES = env.int("A2A_TEXT_MAX_BYTES", default=1024 * 1024)
+A2A_MAX_EVENTS = env.int("A2A_MAX_EVENTS", default=10_000)
 # The demo sub-agents (/demo/subagents/…: unauthenticated, bundled data) are mounted only when
 # this is on: scripts/run.sh turns it on for the local demo; a deployment leaves it off.
 DEMO_ENABLED = env.bool("DEMO_ENABLED", default=False)

@@ -33,6 +33,7 @@ from a2a.helpers import get_artifact_text, get_message_text
 from a2a.types import CancelTaskRequest, Message, Part, Role, SendMessageRequest, StreamResponse, TaskState
 from a2a.utils.constants import TransportProtocol
 from a2a.utils.errors import A2AError
+from django.conf import settings
 from loguru import logger
 
 from campus_agent.errors import DOWNSTREAM, SUBAGENT_INTERNAL
@@ -53,6 +54,19 @@ from subagents_app.client import (
     LoopHttpClients,
     SubAgentReply,
     subagent_label,
+    subagent_text_clean,
+    text_cut,
+)
+from subagents_app.limits import (
+    CUT_EVENTS,
+    CUT_TEXT,
+    YIELD_EVERY_FRAMES,
+    CappedTransport,
+    StreamCaps,
+    StreamCut,
+    cut_marker,
+    size_text,
+    stream_cut_of,
 )
 from subagents_app.models import SubAgent
 
@@ -74,6 +88,7 @@ STATE_WORDS = {
 }
 CUT_REASON = "the A2A stream ended before the task finished"
 CANCEL_TIMEOUT_SEC = 5.0
+STATUS_MAX_CHARS = 2000  # a status message (progress, a failure, a question for the student)
 # An artifact's text parts are pieces of one text (an agent streaming with `append` adds parts):
 # joined as they were streamed, with nothing between.
 PART_JOIN = ""
@@ -95,7 +110,7 @@ def a2a_headers(*, request_id: str, conversation_id: str, campus_token: str | No
 
 
 # Its own clients, apart from the seed client's: a2a-sdk sets its version header on the client it is given.
-_clients = LoopHttpClients()
+_clients = LoopHttpClients(wrap=lambda transport: CappedTransport(transport, StreamCaps.a2a))
 # Cancels sent after their call ended: held so they are not garbage-collected half-way.
 _cancels: set[asyncio.Task] = set()
 
@@ -123,24 +138,46 @@ class _Task:
     answer: str | None = None  # an agent that answers with a Message instead of a task
     streamed: bool = False  # some artifact text went out live
 
+    text_size: int = 0  # characters of answer text held (artifacts, or the Message)
+    text_cap: int = 0  # A2A_TEXT_MAX_BYTES, set per call
+    over: bool = False  # the text cap was reached: the call ends after this event
+
     async def _emit(self, text: str) -> None:
         if text and self.on_chunk is not None:
             await self.on_chunk(text)
 
+    def _admit(self, text: str, *, replaces: int = 0) -> str:
+        """The part of new answer text the text cap lets in (`replaces`: characters it takes the
+        place of, in bytes); sets `over` when it had to cut."""
+        room = max(self.text_cap - (self.text_size - replaces), 0)
+        if len(text) > room // 4:  # else it fits whatever its characters (UTF-8: at most 4 bytes each)
+            encoded = text.encode("utf-8", "surrogatepass")
+            if len(encoded) > room:
+                # The longest prefix that fits, not cutting a character in half.
+                text = encoded[:room].decode("utf-8", "ignore")
+                self.over = True
+        self.text_size += len(text.encode("utf-8", "surrogatepass")) - replaces
+        return text
+
     async def take(self, event: StreamResponse) -> bool:
-        """Records one event and streams its text; True once the call is over."""
+        """Records one event and streams its text; True once the call is over. Raises StreamCut
+        when the answer's text passes its cap (what fits was kept and streamed)."""
         kind = event.WhichOneof("payload")
         if kind == "message":
-            self.answer = get_message_text(event.message)
+            self.answer = self._admit(subagent_text_clean(get_message_text(event.message)))
             await self._emit(self.answer)
+            self._check_over()
             return True
         if kind == "task":
             task = event.task
             self.task_id = task.id or self.task_id
-            self.artifacts = {a.artifact_id or str(i): get_artifact_text(a, PART_JOIN) for i, a in enumerate(task.artifacts)}
+            self.text_size = 0
+            self.artifacts = {a.artifact_id or str(i): self._admit(subagent_text_clean(get_artifact_text(a, PART_JOIN)))
+                              for i, a in enumerate(task.artifacts)}
             self._status(task.status)
-            if self.state in FINISHED and not self.streamed:
+            if (self.state in FINISHED or self.over) and not self.streamed:
                 await self._emit(self.text())  # a plain send: the whole answer at once
+            self._check_over()
         elif kind == "status_update":
             self.task_id = event.status_update.task_id or self.task_id
             self._status(event.status_update.status)
@@ -150,15 +187,35 @@ class _Task:
             update = event.artifact_update
             self.task_id = update.task_id or self.task_id
             key = update.artifact.artifact_id
-            text = get_artifact_text(update.artifact, PART_JOIN)
-            self.artifacts[key] = (self.artifacts.get(key, "") + text) if update.append else text
+            before = self.artifacts.get(key, "")
+            text = subagent_text_clean(get_artifact_text(update.artifact, PART_JOIN))
+            if update.append:
+                text = self._admit(text)
+                self.artifacts[key] = before + text
+            else:
+                text = self._admit(text, replaces=len(before.encode("utf-8", "surrogatepass")))
+                self.artifacts[key] = text
             self.streamed = self.streamed or bool(text)
             await self._emit(text)
+            self._check_over()
         return self.state in FINISHED | FAILED | INTERRUPTED
+
+    def _check_over(self) -> None:
+        if self.over:
+            raise StreamCut(CUT_TEXT.format(limit=size_text(self.text_cap)))
+
+    async def cut_reply(self, cut: StreamCut) -> SubAgentReply:
+        """A cap was reached: the text so far and the marker; the student is shown the marker too."""
+        kept = self.answer if self.answer is not None else "\n".join(t for t in self.artifacts.values() if t)
+        marker = cut_marker(reason=cut.reason, kept=len(kept))
+        await self._emit(marker if kept else marker.lstrip("\n"))
+        return SubAgentReply(ok=True, text=(kept + marker).lstrip("\n"), cut=cut.reason)
 
     def _status(self, status) -> None:
         self.state = status.state
-        self.status_text = get_message_text(status.message) if status.HasField("message") else ""
+        text = get_message_text(status.message) if status.HasField("message") else ""
+        # A progress or failure sentence, not the answer: kept short whatever the agent sends.
+        self.status_text = text_cut(subagent_text_clean(text), STATUS_MAX_CHARS)
 
     def text(self) -> str:
         return "\n".join(t for t in self.artifacts.values() if t) or self.status_text
@@ -255,7 +312,7 @@ async def a2a_call(
     plain = a2a_headers(request_id=request_id, conversation_id=conversation_id)
     headers = plain
     client: Client | None = None
-    task = _Task(on_chunk=on_chunk)
+    task = _Task(on_chunk=on_chunk, text_cap=settings.A2A_TEXT_MAX_BYTES)
     try:
         async with asyncio.timeout(sub_agent.timeout_sec):
             info = await aagent_card_fetch(client=_clients.get(), base_url=sub_agent.base_url, headers=plain)
@@ -274,7 +331,8 @@ async def a2a_call(
         raise
     except Exception as exc:  # noqa: BLE001 - whatever an agent sends ends the call with a §5 text
         _cancel_soon(client, task, headers, sub_agent.name)
-        reply = _failure(exc)
+        cut = stream_cut_of(exc)  # a cap (limits.py): raised by us, or by the transport under the SDK
+        reply = await task.cut_reply(cut) if cut is not None else _failure(exc)
     if reply.notice:
         reply = replace(reply, notice=reply.notice.format(label=subagent_label(sub_agent)))
     logger.info(
@@ -292,8 +350,15 @@ async def _send(client: Client, task: _Task, *, message: str, domain: str, heade
     )
     context = ClientCallContext(service_parameters=headers)
     # aclosing: a stop or the deadline closes the HTTP stream at once, not when it is collected.
+    max_events = settings.A2A_MAX_EVENTS
+    count = 0
     async with aclosing(client.send_message(request, context=context)) as events:
         async for event in events:
+            count += 1
+            if count > max_events:
+                raise StreamCut(CUT_EVENTS.format(limit=f"{max_events:,}"))
             if await task.take(event):
                 break
+            if count % YIELD_EVERY_FRAMES == 0:
+                await asyncio.sleep(0)  # a burst of events must not hold the worker's loop
     return task.reply()

@@ -9,18 +9,20 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 import weakref
 from collections.abc import Awaitable, Callable
+from contextlib import aclosing
 from dataclasses import dataclass, replace
 
 import httpx
-from httpx_sse import aconnect_sse
 from loguru import logger
 
 from campus_agent.errors import CAMPUS_TOKEN_EXPIRED, DOWNSTREAM, SUBAGENT_INTERNAL
 from campus_agent.redaction import clip_text, mask_token
 from campus_agent.tracing import trace_headers_add
+from subagents_app.limits import StreamCaps, StreamCut, cut_marker, sse_events
 from subagents_app.models import SubAgent
 
 TIMEOUT_TEXT = "子 Agent 响应超时，请稍后重试。"
@@ -37,6 +39,9 @@ ERROR_EVENT_NOTICE = "「{label}」服务暂时无法回答，请稍后再试。
 TOKEN_EXPIRED_NOTICE = "校园账号登录已过期，请重新登录校园账号后再试。"  # as the page says for 40102
 
 CHAT_PATH = "/api/v1/chat"
+NOT_SSE_REASON = "子 Agent 的回答不是事件流（Content-Type: {content_type}）"
+ERROR_MESSAGE_MAX_CHARS = 500  # an `error` frame's message, as the model reads it
+MAX_INT_DIGITS = 30
 
 ChunkCallback = Callable[[str], Awaitable[None]]
 
@@ -52,6 +57,7 @@ class SubAgentReply:
     code: int | None = None  # 40102 / 50001 / 50003 when not ok
     notice: str | None = None
     status: int | None = None  # the HTTP status when it was not 200
+    cut: str | None = None  # why the answer was cut at a cap (subagents_app/limits.py); the text says so
 
     @property
     def source_failed(self) -> bool:
@@ -94,17 +100,21 @@ class LoopHttpClients:
     connections, and the gateway has one loop per worker process (tests have one per test). No
     httpx timeout: each call's own deadline covers connect and the whole stream."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, wrap: Callable[[httpx.AsyncBaseTransport], httpx.AsyncBaseTransport] | None = None) -> None:
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
             weakref.WeakKeyDictionary()
         )
+        self._wrap = wrap  # e.g. limits.CappedTransport, for a client whose body reading we do not own
 
     def get(self) -> httpx.AsyncClient:
         loop = asyncio.get_running_loop()
         client = self._clients.get(loop)
         if client is None or client.is_closed:
+            transport = httpx.AsyncHTTPTransport(limits=httpx.Limits(max_connections=200, max_keepalive_connections=50))
+            # identity: a compressed body would be inflated past every cap before it is counted
             client = httpx.AsyncClient(timeout=httpx.Timeout(None), follow_redirects=False,
-                                       limits=httpx.Limits(max_connections=200, max_keepalive_connections=50))
+                                       headers={"Accept-Encoding": "identity"},
+                                       transport=self._wrap(transport) if self._wrap else transport)
             self._clients[loop] = client
         return client
 
@@ -128,20 +138,42 @@ def subagent_chat_url(base_url: str) -> str:
 
 
 def _headers(*, request_id: str, conversation_id: str, campus_token: str | None) -> dict[str, str]:
-    headers = {"Accept": "text/event-stream", "X-Parent-Conversation-Id": conversation_id}
+    headers = {"Accept": "text/event-stream", "Accept-Encoding": "identity", "Cache-Control": "no-store",
+               "X-Parent-Conversation-Id": conversation_id}
     trace_headers_add(headers, request_id=request_id)  # X-Request-Id, and traceparent while tracing
     if campus_token:
         headers["Authorization"] = f"Bearer {campus_token}"
     return headers
 
 
+def _json_int(digits: str):
+    # Python refuses integers over 4,300 digits (ValueError), which would drop the whole frame: an
+    # `error` frame with such a `code` is still an error (50001), and no figure needs that many.
+    return int(digits) if len(digits) <= MAX_INT_DIGITS else None
+
+
 def _decode(data: str) -> dict | None:
     """A frame's JSON object, or None for what cannot be decoded (ignored per §5)."""
     try:
-        payload = json.loads(data)
+        payload = json.loads(data, parse_int=_json_int)
     except (ValueError, RecursionError):  # RecursionError: nested deeper than Python parses
         return None
     return payload if isinstance(payload, dict) else None
+
+
+# Terminal control sequences (ANSI CSI / OSC) and C0 controls other than tab and line ends: no
+# answer needs them, and they garble the page and any terminal that shows a log.
+_CONTROL = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def text_cut(text: str, limit: int) -> str:
+    """`text` cut to `limit` characters (line ends kept, unlike the log's clip_text)."""
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def subagent_text_clean(text: str) -> str:
+    """A sub-agent's text without terminal escapes and control characters."""
+    return _CONTROL.sub("", text) if _CONTROL.search(text) else text
 
 
 async def subagent_call(
@@ -188,41 +220,85 @@ async def subagent_call(
 
 async def _call(*, sub_agent: SubAgent, body: dict, headers: dict, on_chunk: ChunkCallback | None) -> SubAgentReply:
     url = subagent_chat_url(sub_agent.base_url)
-    async with aconnect_sse(_clients.get(), "POST", url, json=body, headers=headers) as source:
-        status = source.response.status_code
+    caps = StreamCaps.subagent()
+    async with _clients.get().stream("POST", url, json=body, headers=headers) as response:
+        status = response.status_code
         if status != 200:
             return SubAgentReply(ok=False, text=HTTP_ERROR_TEXT.format(status=status), code=SUBAGENT_INTERNAL,
                                  notice=HTTP_ERROR_NOTICE, status=status)
-        parts: list[str] = []
-        full_text: str | None = None
-        chart: dict | None = None
-        error: dict | None = None
-        # aiter_sse checks the content type; a 200 that is not an event stream is a failure
-        # to call the sub-agent (httpx_sse.SSEError is an httpx.TransportError).
-        async for event in source.aiter_sse():
-            payload = _decode(event.data)
-            if payload is None:
-                continue
-            kind = payload.get("type")
-            if kind == "chunk":
-                content = payload.get("content")
-                if isinstance(content, str) and content:
-                    parts.append(content)
-                    if on_chunk is not None:
-                        await on_chunk(content)
-            elif kind == "error":
-                error = payload
-                break  # its `done` adds nothing, and a sub-agent that then hangs must not hide it
-            elif kind == "done":
-                if isinstance(payload.get("full_text"), str):
-                    full_text = payload["full_text"]
-                if isinstance(payload.get("chart"), dict):
-                    chart = payload["chart"]
-                break
-    if error is not None:
-        code = _error_code(error.get("code"))
-        message = str(error.get("message") or "未知错误")
-        notice = TOKEN_EXPIRED_NOTICE if code == CAMPUS_TOKEN_EXPIRED else ERROR_EVENT_NOTICE
-        return SubAgentReply(ok=False, text=ERROR_EVENT_TEXT.format(message=message), code=code, notice=notice)
-    text = full_text if full_text else "".join(parts)
-    return SubAgentReply(ok=True, text=text or EMPTY_ANSWER_TEXT, chart=chart)
+        content_type = response.headers.get("content-type", "").partition(";")[0].strip().lower()
+        if content_type != "text/event-stream":
+            return SubAgentReply(ok=False, text=CONNECT_FAILED_TEXT.format(reason=NOT_SSE_REASON.format(
+                content_type=clip_text(content_type, 60) or "无")), code=DOWNSTREAM, notice=CONNECT_FAILED_NOTICE)
+        reading = _Reading(on_chunk)
+        # Raw bytes (we ask for no compression): the caps count what came over the wire.
+        chunks = response.aiter_raw() if _identity(response) else response.aiter_bytes()
+        try:
+            async with aclosing(sse_events(chunks, caps=caps)) as events:
+                async for _, data in events:
+                    if await reading.take(data):
+                        break
+        except StreamCut as cut:
+            return await reading.cut(cut)
+    return reading.reply()
+
+
+def _identity(response: httpx.Response) -> bool:
+    return response.headers.get("content-encoding", "identity").strip().lower() in ("", "identity")
+
+
+class _Reading:
+    """What one call's frames said so far; `kept` counts the answer text held (for the marker)."""
+
+    def __init__(self, on_chunk: ChunkCallback | None):
+        self.on_chunk = on_chunk
+        self.parts: list[str] = []
+        self.kept = 0
+        self.full_text: str | None = None
+        self.chart: dict | None = None
+        self.error: dict | None = None
+
+    async def take(self, data: str) -> bool:
+        """Reads one frame's data; True once the answer is over (`done` or `error`)."""
+        payload = _decode(data)
+        if payload is None:
+            return False
+        kind = payload.get("type")
+        if kind == "chunk":
+            content = payload.get("content")
+            if isinstance(content, str) and content:
+                content = subagent_text_clean(content)
+                if content:
+                    self.parts.append(content)
+                    self.kept += len(content)
+                    if self.on_chunk is not None:
+                        await self.on_chunk(content)
+        elif kind == "error":
+            self.error = payload
+            return True  # its `done` adds nothing, and a sub-agent that then hangs must not hide it
+        elif kind == "done":
+            if isinstance(payload.get("full_text"), str):
+                self.full_text = subagent_text_clean(payload["full_text"])
+            if isinstance(payload.get("chart"), dict):
+                self.chart = payload["chart"]
+            return True
+        return False
+
+    async def cut(self, cut: StreamCut) -> SubAgentReply:
+        """A cap was reached: the text so far and the marker; the student is shown the marker too."""
+        marker = cut_marker(reason=cut.reason, kept=self.kept)
+        if self.on_chunk is not None:
+            await self.on_chunk(marker.lstrip("\n") if not self.parts else marker)
+        text = "".join(self.parts) + marker
+        return SubAgentReply(ok=True, text=text.lstrip("\n"), cut=cut.reason)
+
+    def reply(self) -> SubAgentReply:
+        if self.error is not None:
+            code = _error_code(self.error.get("code"))
+            raw = self.error.get("message")
+            message = text_cut(subagent_text_clean(raw), ERROR_MESSAGE_MAX_CHARS) if isinstance(raw, str) else ""
+            notice = TOKEN_EXPIRED_NOTICE if code == CAMPUS_TOKEN_EXPIRED else ERROR_EVENT_NOTICE
+            return SubAgentReply(ok=False, text=ERROR_EVENT_TEXT.format(message=message.strip() or "未知错误"),
+                                 code=code, notice=notice)
+        text = self.full_text if self.full_text else "".join(self.parts)
+        return SubAgentReply(ok=True, text=text or EMPTY_ANSWER_TEXT, chart=self.chart)

@@ -15,6 +15,9 @@ One server serves several agents, each under its own base URL `{root}/<variant>`
     odd        a card with fields of the wrong types (`skills: "many"`)
     html       a usable card whose name and skill carry HTML (HOSTILE_NAME): admin must escape it
     nocard     no card (404)
+    raw        streaming card; its JSON-RPC endpoint answers an event stream of `raw_bodies[<key>]`
+               (`[[mode:raw]] <key>` in the message): bytes, a list of pieces, or a callable
+               taking the JSON-RPC request id and returning either (`rpc_frame` builds a frame)
 
 What a task does is chosen by a marker in the message, `[[mode:<name>]]`, as for the contract
 sub-agent (contract_agent.py):
@@ -27,6 +30,8 @@ sub-agent (contract_agent.py):
     hang       working and one chunk, then waits until the task is cancelled (tasks/cancel)
     slow       waits `stall_sec` before anything (a timeout test), cancellable the same way
     message    answers with a plain Message, no task
+    bigtext    working, then BIGTEXT_PIECES appended artifact chunks of BIGTEXT_PIECE (≈ 1.3 MB
+               in all), then completed
 
 `requests` records every HTTP request (path, headers lower-cased); `messages` every message text
 the executor received, `metadata` its request metadata; `cancelled` is set (and `cancelled_tasks` appended) when a task is
@@ -74,7 +79,9 @@ AUTH_DETAIL = "请先在图书馆系统中授权"
 SKILL = AgentSkill(id="hours", name="开放时间", description="查询图书馆开放时间", tags=["图书馆"],
                    examples=["图书馆几点关门？"])
 VARIANTS = ("stream", "plain", "bearer", "garbage", "die", "short", "http500", "rpcerror", "foreign", "huge",
-            "notjson", "odd", "html", "nocard")
+            "notjson", "odd", "html", "nocard", "raw")
+BIGTEXT_PIECE = "书" * 21_000  # about 64 KB
+BIGTEXT_PIECES = 20
 CUT_CHUNK = "说到一半"
 RPC_ERROR_MESSAGE = "请求参数不对"
 HOSTILE_NAME = "<script>alert('card')</script>"
@@ -84,6 +91,23 @@ def answer_chunks(message: str) -> list[str]:
     """The artifact pieces a normal answer streams; joined they are the tool result."""
     clean = MODE_PATTERN.sub("", message).strip()
     return ["A2A", "已收到：", clean or "（空）", "。"]
+
+
+def rpc_frame(rpc_id, result: dict) -> str:
+    """One JSON-RPC SSE frame of a streaming answer (`result`: a StreamResponse as JSON)."""
+    return "data: " + json.dumps({"jsonrpc": "2.0", "id": rpc_id, "result": result}, ensure_ascii=False) + "\n\n"
+
+
+def artifact_update(text: str, *, append: bool = True, task_id: str = "t-raw") -> dict:
+    return {"artifactUpdate": {"taskId": task_id, "contextId": "c-raw", "append": append,
+                               "artifact": {"artifactId": "a", "parts": [{"text": text}]}}}
+
+
+def status_update(state: str, text: str = "", *, task_id: str = "t-raw") -> dict:
+    status: dict = {"state": state}
+    if text:
+        status["message"] = {"messageId": "m", "role": "ROLE_AGENT", "parts": [{"text": text}]}
+    return {"statusUpdate": {"taskId": task_id, "contextId": "c-raw", "status": status}}
 
 
 def mode_of(message: str) -> str:
@@ -124,6 +148,10 @@ class _Executor(AgentExecutor):
             await updater.requires_input(updater.new_agent_message([Part(text=INPUT_QUESTION)]))
         elif mode == "auth":
             await updater.requires_auth(updater.new_agent_message([Part(text=AUTH_DETAIL)]))
+        elif mode == "bigtext":
+            for index in range(BIGTEXT_PIECES):
+                await updater.add_artifact([Part(text=BIGTEXT_PIECE)], artifact_id="answer", append=index > 0)
+            await updater.complete()
         elif mode == "hang":
             await updater.add_artifact([Part(text=answer_chunks(text)[0])], artifact_id="answer")
             await asyncio.sleep(self.agent.stall_sec)
@@ -148,12 +176,13 @@ class A2aTestAgent(ServedApp):
         self.metadata: list[dict] = []  # each message send's request metadata
         self.cancelled_tasks: list[str] = []
         self.cancelled = threading.Event()
+        self.raw_bodies: dict = {}  # `[[mode:raw]] <key>` on the `raw` variant → what its endpoint streams
         executor = _Executor(self)
         routes = []
         for variant in ("stream", "plain", "bearer", "garbage", "die", "short", "http500", "rpcerror",
-                        "foreign"):
+                        "foreign", "raw"):
             card = self._card(variant)
-            if variant in ("garbage", "die", "short", "http500", "rpcerror"):
+            if variant in ("garbage", "die", "short", "http500", "rpcerror", "raw"):
                 routes.append(Route(f"/{variant}/", getattr(self, f"_rpc_{variant}"), methods=["POST"]))
             else:
                 handler = DefaultRequestHandler(agent_executor=executor, task_store=InMemoryTaskStore(),
@@ -248,6 +277,23 @@ class A2aTestAgent(ServedApp):
             update = {"statusUpdate": {"taskId": "t-short", "contextId": "c-short",
                                        "status": {"state": "TASK_STATE_WORKING"}}}
             yield "data: " + json.dumps({"jsonrpc": "2.0", "id": body.get("id"), "result": update}) + "\n\n"
+
+        return StreamingResponse(frames(), media_type="text/event-stream")
+
+    async def _rpc_raw(self, request: Request) -> Response:
+        body = await request.json()
+        if body.get("method") not in ("SendStreamingMessage", "SendMessage", "message/stream", "message/send"):
+            # A tasks/cancel after a cut call: there is no task here to cancel.
+            return JSONResponse({"jsonrpc": "2.0", "id": body.get("id"),
+                                 "error": {"code": -32001, "message": "task not found"}})
+        text = "".join(part.get("text", "") for part in body.get("params", {}).get("message", {}).get("parts", []))
+        script = self.raw_bodies[MODE_PATTERN.sub("", text).strip()]
+        script = script(body.get("id")) if callable(script) else script
+
+        async def frames():
+            for piece in [script] if isinstance(script, bytes | str) else script:
+                yield piece
+                await asyncio.sleep(0)
 
         return StreamingResponse(frames(), media_type="text/event-stream")
 

@@ -21,6 +21,15 @@ tool arguments), else by the server's `default_mode`:
     coded      an `error` event whose `code` is the JSON value written after the marker
                (`[[mode:coded]] "40102"`, `[[mode:coded]] null` …), then `done`
 
+Hostile answers (issue 20: the gateway must cap them; each streams from a generator, so the
+server never holds what it sends):
+
+    flood      FLOOD_BYTES (50 MB) of 64 KB chunks, no `done`
+    longline   one `data:` line of LONG_LINE_BYTES (30 MB) sent in 1 MB pieces, never ended
+    manyframes MANY_FRAMES (100,000) one-character chunks, a thousand per write, then `done`
+    raw        the bytes of `raw_bodies[<key>]` (`[[mode:raw]] <key>`): a test's own frames, as
+               bytes, a list of byte pieces or a callable returning either
+
 Every request is recorded in `.requests` (headers lower-cased, Authorization included, body).
 """
 from __future__ import annotations
@@ -40,7 +49,7 @@ from campus_agent.testing.servers import ServedApp
 
 MODE_PATTERN = re.compile(r"\[\[mode:([a-z0-9_-]+)\]\]")
 MODES = ("normal", "timeout", "trickle", "http500", "error", "expired", "quirky", "nonjson", "drop",
-         "malformed", "huge", "deep", "coded")
+         "malformed", "huge", "deep", "coded", "flood", "longline", "manyframes", "raw")
 ERROR_MESSAGE = "教务系统维护中"
 EXPIRED_MESSAGE = "校园令牌已过期，请重新登录"
 CHART = {
@@ -54,6 +63,11 @@ CHART = {
 MALFORMED_CHUNKS = ["半个表情\ud83d", "空\x00字符", "\udc00尾巴", "完整\ud83d", "\ude00。"]
 MALFORMED_CHART = {**CHART, "title": "人数\ud800", "labels": ["一食堂\x00", "二食堂", "三食堂"]}
 HUGE_CHUNK = "测" * 350_000  # 1.05 MB as UTF-8, in one frame
+FLOOD_BYTES = 50 * 1024 * 1024
+FLOOD_PIECE = "洪" * 21_000  # about 64 KB a frame
+LONG_LINE_BYTES = 30 * 1024 * 1024
+MANY_FRAMES = 100_000
+MANY_FRAMES_TEXT = "多"
 DEEP_LEVELS = 100_000
 
 
@@ -96,6 +110,9 @@ class ContractAgent(ServedApp):
         self.chunk_delay = chunk_delay
         self.stall_sec = stall_sec
         self.requests: list[RecordedCall] = []
+        self.raw_bodies: dict = {}  # `[[mode:raw]] <key>` → bytes | list[bytes] | () -> either
+        self.raw_media: dict[str, str] = {}  # `<key>` → the Content-Type of that raw answer (default SSE)
+        self.bytes_sent = 0  # by the hostile modes: how much of their answer went out
         # Set when a stream is closed before its end by the gateway (a stop, a deadline): what a
         # real sub-agent observes as the client disconnecting.
         self.stream_cut = threading.Event()
@@ -130,7 +147,10 @@ class ContractAgent(ServedApp):
         if mode.startswith("http") and mode[4:].isdigit():
             return JSONResponse({"code": 50001, "message": "internal"}, status_code=int(mode[4:]))
         stream = getattr(self, f"_mode_{mode}", self._mode_normal)
-        return StreamingResponse(self._observed(stream(body)), media_type="text/event-stream")
+        media = "text/event-stream"
+        if mode == "raw":
+            media = self.raw_media.get(MODE_PATTERN.sub("", body.get("message", "")).strip(), media)
+        return StreamingResponse(self._observed(stream(body)), media_type=media or None)
 
     async def _observed(self, frames):
         finished = False
@@ -231,3 +251,42 @@ class ContractAgent(ServedApp):
         yield _frame({"type": "session", "session_id": "sub-1"})
         yield "data: " + '{"type": "error", "code": ' + written + ', "message": "' + ERROR_MESSAGE + '"}\n\n'
         yield _frame({"type": "done", "full_text": ""})
+
+    async def _mode_flood(self, body: dict):
+        frame = _frame({"type": "chunk", "content": FLOOD_PIECE}).encode()
+        yield _frame({"type": "session", "session_id": "sub-1"})
+        sent = 0
+        while sent < FLOOD_BYTES:
+            yield frame
+            sent += len(frame)
+            self.bytes_sent = sent
+            await asyncio.sleep(0)
+
+    async def _mode_longline(self, body: dict):
+        yield _frame({"type": "session", "session_id": "sub-1"})
+        yield _frame({"type": "chunk", "content": "前面的话。"})
+        piece = ("长" * (1024 * 1024 // 3)).encode()
+        yield b'data: {"type": "chunk", "content": "'
+        sent = 0
+        while sent < LONG_LINE_BYTES:
+            yield piece
+            sent += len(piece)
+            self.bytes_sent = sent
+            await asyncio.sleep(0)
+
+    async def _mode_manyframes(self, body: dict):
+        frame = _frame({"type": "chunk", "content": MANY_FRAMES_TEXT})
+        yield _frame({"type": "session", "session_id": "sub-1"})
+        for _ in range(MANY_FRAMES // 1000):
+            yield frame * 1000
+            self.bytes_sent += len(frame) * 1000
+            await asyncio.sleep(0)
+        yield _frame({"type": "done", "full_text": MANY_FRAMES_TEXT * MANY_FRAMES})
+
+    async def _mode_raw(self, body: dict):
+        key = MODE_PATTERN.sub("", body.get("message", "")).strip()
+        script = self.raw_bodies[key]
+        script = script() if callable(script) else script
+        for piece in [script] if isinstance(script, bytes | str) else script:
+            yield piece
+            await asyncio.sleep(0)
