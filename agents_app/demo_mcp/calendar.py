@@ -1,6 +1,7 @@
 """The academic calendar behind the demo MCP tools: pure functions of a date and the bundled data."""
 import json
 import os
+import re
 from datetime import date, datetime, timedelta, timezone
 from functools import cache
 from pathlib import Path
@@ -78,11 +79,41 @@ def _status(event: dict, today: date) -> str:
     return f"还有 {(event['start'] - today).days} 天"
 
 
+_TERMS = re.compile(r"[\s,，、;；。.!！?？:：“”\"'（）()]+")
+
+
+def _common_run(a: str, b: str) -> int:
+    """The length of the longest run of characters `a` and `b` share."""
+    best = 0
+    for i in range(len(a)):
+        for j in range(i + best + 1, len(a) + 1):
+            if a[i:j] in b:
+                best = j - i
+            else:
+                break
+    return best
+
+
+def calendar_events_matching(*, keyword: str) -> list[dict]:
+    """The events a keyword (or several, or a whole question) is about: those whose name holds
+    one of its terms ("期末考试 什么时候" → both 期末考试); else those sharing the longest run of
+    at least two characters with it ("期末考试是什么时候" → 期末考试 again, not 期中考试周)."""
+    events = calendar_data()["events"]
+    terms = [t for t in _TERMS.split(keyword) if t]
+    chosen = [e for e in events if any(term in e["name"] for term in terms)]
+    if chosen:
+        return chosen
+    runs = [(max((_common_run(term, e["name"]) for term in terms), default=0), e) for e in events]
+    best = max((run for run, _ in runs), default=0)
+    return [e for run, e in runs if run == best] if best >= 2 else []
+
+
 def calendar_describe(*, today: date, keyword: str = "") -> str:
-    """The calendar events (those whose name contains `keyword`, when given), with how far each is."""
+    """The calendar events (those `keyword` is about, when given: `calendar_events_matching`),
+    with how far each is."""
     events = calendar_data()["events"]
     keyword = keyword.strip()
-    chosen = [e for e in events if keyword in e["name"]] if keyword else events
+    chosen = calendar_events_matching(keyword=keyword) if keyword else events
     if not chosen:
         names = "、".join(e["name"] for e in events)
         return f"校历里没有与“{keyword}”相关的安排。本学年的安排有：{names}。"

@@ -21,7 +21,7 @@ from loguru import logger
 from agents_app.models import Agent
 from agents_app.runtime.budget import BudgetSpent, turn_deadline
 from agents_app.runtime.context import RunContext
-from agents_app.runtime.events import Chunk, Done, Event, ToolCall, ToolResult
+from agents_app.runtime.events import Chunk, Done, Error, Event, ToolCall, ToolChunk, ToolResult
 from agents_app.runtime.loop import TURN_TIMEOUT_TEXT
 from agents_app.runtime.tool import Tool
 from agents_app.runtime.tool_runs import ToolRequest, tool_calls_run
@@ -101,14 +101,64 @@ def tool_match(*, question: str, tools: Sequence[Tool]) -> ToolMatch | None:
     return min(ranked, key=lambda pair: pair[0])[1] if ranked else None
 
 
-def tool_fallback_args(*, tool: Tool, question: str) -> dict | None:
-    """The arguments keyword routing can call `tool` with, or None when it cannot: the tool
-    says (a sub-agent takes the question as its `message`; an MCP tool is called with no
-    arguments, so only when its schema requires none). Never a tool that needs a person's
-    approval: without the model there is nobody to explain what is being approved."""
+# Names of a parameter that takes free text: the question goes in whole (query-like) or as the
+# keywords it matched (keyword-like: a filter such as the demo calendar's `keyword`).
+QUERY_PARAMETERS = frozenset({"query", "q", "question", "text", "message", "prompt", "input", "content", "ask"})
+KEYWORD_PARAMETERS = frozenset({"keyword", "keywords", "kw", "term", "terms", "search", "topic", "subject", "filter"})
+# A required string named like these wants a value of its own shape (a date, an id …), not a sentence.
+_STRUCTURED_NAME = re.compile(r"(^|_)(date|day|time|datetime|id|uuid|url|uri|email|phone|path|file|code|number|no)$")
+
+
+def _text_parameter(name: str, schema) -> bool:
+    """A string parameter that free text can fill: no enum, format, pattern or const to match."""
+    return (isinstance(schema, dict) and schema.get("type") == "string"
+            and not any(key in schema for key in ("enum", "format", "pattern", "const")))
+
+
+def fallback_schema_args(*, parameters: dict, question: str, keywords: Sequence[str] = ()) -> dict | None:
+    """Arguments for a tool from its JSON Schema when all there is is the question (issue 20 #14),
+    or None when it needs something that would have to be guessed:
+
+    - a parameter named like a query (`query`, `q`, `question`, `text` …) gets the question, one
+      named like a filter (`keyword`, `search` …) the matched keywords (or the question);
+    - a single required string parameter (not a date, an id … by its name or its schema) gets
+      the question too;
+    - any other required parameter: None. No required parameter and no text one: `{}`.
+    """
+    properties = parameters.get("properties") if isinstance(parameters, dict) else None
+    properties = properties if isinstance(properties, dict) else {}
+    required = parameters.get("required") if isinstance(parameters, dict) else None
+    required = [name for name in required if isinstance(name, str)] if isinstance(required, list) else []
+    words = " ".join(keywords) or question
+    args: dict = {}
+    for name, schema in properties.items():
+        if not isinstance(name, str) or not _text_parameter(name, schema):
+            continue
+        if name.lower() in QUERY_PARAMETERS:
+            args[name] = question
+        elif name.lower() in KEYWORD_PARAMETERS:
+            args[name] = words
+    missing = [name for name in required if name not in args]
+    if not missing:
+        return args
+    if len(required) == 1 and _text_parameter(missing[0], properties.get(missing[0])) \
+            and not _STRUCTURED_NAME.search(missing[0].lower()):
+        return {missing[0]: question}
+    return None
+
+
+def tool_fallback_args(*, tool: Tool, question: str, keywords: Sequence[str] = ()) -> dict | None:
+    """The arguments keyword routing can call `tool` with, or None when it cannot. A tool that
+    names its own (a sub-agent takes the question as its `message`) is called with those;
+    otherwise they come from its parameters' schema (`fallback_schema_args`). Never a tool that
+    needs a person's approval: without the model there is nobody to explain what is being
+    approved."""
     if tool.approval != ApprovalPolicy.AUTO:
         return None
-    return tool.fallback_args(question)
+    own = tool.fallback_args(question)
+    if own:
+        return own
+    return fallback_schema_args(parameters=getattr(tool, "parameters", {}), question=question, keywords=keywords)
 
 
 def tool_label(*, tool: Tool) -> str:
@@ -165,11 +215,14 @@ async def fallback_turn(*, agent: Agent, history: list[dict], ctx: RunContext, r
     """Answers a turn without the model.
 
     1. Take the last user message and the agent's tools (the same catalog the model would see).
-    2. Keep the tools keyword routing can call (no required argument but `message`) and pick
-       the best keyword match (`tool_match`).
+    2. Keep the tools keyword routing can call (`tool_fallback_args`: a sub-agent's `message`, a
+       text parameter, or none required) and pick the best keyword match (`tool_match`).
     3. No match: answer with what the assistant can do, from the tools' descriptions.
-    4. Else yield the notice, call the tool with the question as `message`, relay its live
-       text (ToolChunk) and result, then its answer as the reply with its chart.
+    4. Else yield the notice, call the tool with the question (or its matched keywords) in its
+       text parameter, stream its live text as the answer while it comes (Chunk, not
+       ToolChunk), relay its result, then whatever of its answer was not streamed, with its
+       chart. A failure is said once: by its `error` event when the tool has a contract code,
+       else as the answer's text.
     Every text event and the Done carry `fallback=True`.
     """
     request_id_set(ctx.request_id)
@@ -195,15 +248,37 @@ async def fallback_turn(*, agent: Agent, history: list[dict], ctx: RunContext, r
     notice = NOTICE.format(tool=tool_label(tool=tool))
     yield Chunk(notice, fallback=True)
     call_id = "call_fallback_" + uuid.uuid4().hex[:16]
-    args = tool_fallback_args(tool=tool, question=question)
+    args = tool_fallback_args(tool=tool, question=question, keywords=match.keywords)
     yield ToolCall(call_id=call_id, tool=tool.name, args=json.dumps(args, ensure_ascii=False))
     result: ToolResult | None = None
+    streamed: list[str] = []
+    told_error = False
     async for event in _relay(tool=tool, args=args, ctx=ctx, call_id=call_id, deadline=deadline):
+        if isinstance(event, ToolChunk):
+            # Without a model the tool's own text is the answer: streamed as answer text while it
+            # comes (issue 20 #13), not held in the tool's collapsed chip until the end.
+            streamed.append(event.content)
+            yield Chunk(event.content, fallback=True)
+            continue
         if isinstance(event, ToolResult):
             result = event
+        elif isinstance(event, Error):
+            told_error = True  # the student is shown it (the page's red box)
         yield event
-    # The student reads this answer directly: a failure shows its student-facing text
-    # (ToolResult.error), never the model's, which may hold an exception.
-    answer = result.content if result.ok else (result.error or result.content)
-    yield Chunk(answer, fallback=True)
-    yield Done(full_text=notice + answer, chart=result.chart, fallback=True)
+    shown = "".join(streamed)
+    if result.ok:
+        answer = result.content
+        # The rest of the answer the stream did not carry (a sub-agent's `done.full_text` may say
+        # more than its chunks; an MCP tool streams nothing).
+        tail = answer[len(shown):] if answer.startswith(shown) else ("" if shown else answer)
+    elif told_error:
+        # Its `error` frame already says it: the same sentence again as the answer would show it
+        # twice (issue 20 #11).
+        tail = ""
+    else:
+        # The student reads this answer directly: a failure shows its student-facing text
+        # (ToolResult.error), never the model's, which may hold an exception.
+        tail = ("\n\n" if shown else "") + (result.error or result.content)
+    if tail:
+        yield Chunk(tail, fallback=True)
+    yield Done(full_text=notice + shown + tail, chart=result.chart, fallback=True)

@@ -2,6 +2,7 @@
 against real sub-agents (the demo ones served by the project, the contract one) and MCP servers."""
 import json
 import socket
+from contextlib import aclosing
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -127,15 +128,33 @@ def test_ascii_keywords_match_whole_words_only():
     assert tool_match(question="what TIME is it", tools=[clock]).tool is clock
 
 
+def _schema(required=(), **properties) -> dict:
+    return {"type": "object", "properties": properties, "required": list(required)}
+
+
+STRING = {"type": "string"}
+
+
 def test_fallback_calls_only_with_arguments_it_can_supply():
     assert tool_fallback_args(tool=sub_agent_tool("canteen"), question="吃啥") == {"message": "吃啥"}
     assert tool_fallback_args(tool=mcp_tool("cal", "now", "现在几点"), question="几点") == {}
-    optional = mcp_tool("cal", "list", "校历", {"type": "object", "properties": {"keyword": {"type": "string"}}})
-    assert tool_fallback_args(tool=optional, question="校历") == {}
-    # an MCP tool is never handed the question for a required argument, even one named `message`
-    for required in ("date", "message"):
-        schema = {"type": "object", "properties": {required: {"type": "string"}}, "required": [required]}
-        assert tool_fallback_args(tool=mcp_tool("cal", "x", "第几周", schema), question="第几周") is None
+    # issue 20 #14: a text parameter gets the question, a filter the keywords it matched
+    optional = mcp_tool("cal", "list", "校历", _schema(keyword=STRING))
+    assert tool_fallback_args(tool=optional, question="期末考试是什么时候", keywords=("期末考试", "什么时候")) == {
+        "keyword": "期末考试 什么时候"}
+    assert tool_fallback_args(tool=optional, question="校历") == {"keyword": "校历"}
+    for name in ("query", "q", "question", "text"):
+        tool = mcp_tool("s", "find", "搜索", _schema(**{name: STRING, "limit": {"type": "integer"}}))
+        assert tool_fallback_args(tool=tool, question="图书馆几点开门") == {name: "图书馆几点开门"}
+    # a single required string, whatever its name, gets the question
+    assert tool_fallback_args(tool=mcp_tool("s", "x", "x", _schema(["words"], words=STRING)), question="几点") == {
+        "words": "几点"}
+    # never guessed: a date, an id, a string with a format or an enum, a number, two required
+    for schema in (_schema(["date"], date=STRING), _schema(["course_id"], course_id=STRING),
+                   _schema(["when"], when={"type": "string", "format": "date"}),
+                   _schema(["kind"], kind={"type": "string", "enum": ["a", "b"]}),
+                   _schema(["n"], n={"type": "integer"}), _schema(["a", "b"], a=STRING, b=STRING)):
+        assert tool_fallback_args(tool=mcp_tool("cal", "x", "第几周", schema), question="第几周") is None, schema
 
 
 def test_capabilities_list_sub_agents_first_from_their_descriptions():
@@ -200,16 +219,17 @@ async def test_no_model_configured_routes_to_the_demo_sub_agent(
 
     expected = answer(message=question)
     notice = NOTICE.format(tool=label)
-    assert kinds(events)[:2] == ["Chunk", "ToolCall"] and kinds(events)[-3:] == ["ToolResult", "Chunk", "Done"]
+    assert kinds(events)[:2] == ["Chunk", "ToolCall"] and kinds(events)[-2:] == ["ToolResult", "Done"]
     assert events[0] == Chunk(notice, fallback=True)
     call = events[1]
     assert (call.tool, json.loads(call.args)) == (tool, {"message": question})
-    live = [e for e in events if isinstance(e, ToolChunk)]
-    assert len(live) > 3 and all(e.call_id == call.call_id for e in live)
+    # The sub-agent's text is the answer: streamed as answer text while it comes, not in the chip.
+    live = events[2:-2]
+    assert len(live) > 3 and all(isinstance(e, Chunk) and e.fallback for e in live)
     assert "".join(e.content for e in live) == expected.full_text
-    assert events[-3] == ToolResult(call_id=call.call_id, tool=tool, ok=True, content=expected.full_text,
+    assert not any(isinstance(e, ToolChunk) for e in events)
+    assert events[-2] == ToolResult(call_id=call.call_id, tool=tool, ok=True, content=expected.full_text,
                                     chart=expected.chart)
-    assert events[-2] == Chunk(expected.full_text, fallback=True)
     done = events[-1]
     assert done == Done(full_text=notice + expected.full_text, chart=expected.chart, fallback=True)
     # the stream shows the fallback on its frames
@@ -241,7 +261,7 @@ async def test_model_failing_before_any_text_routes_to_the_sub_agent(
     if fault != "refused":
         assert len(llm.requests) == 1  # the model was really asked (and failed)
     answer = "".join(answer_chunks(question))
-    assert [e.content for e in events if isinstance(e, ToolChunk)] == answer_chunks(question)
+    assert [e.content for e in events if isinstance(e, Chunk)][1:] == answer_chunks(question)
     assert subagent_server.last_request.body == {"message": question, "domain": "canteen"}
     assert subagent_server.last_request.headers["authorization"] == f"Bearer {CTX.campus_token}"
     notice = events[0].content
@@ -261,7 +281,9 @@ async def test_failing_sub_agent_is_relayed_as_a_failed_tool_and_its_text(
     failed = HTTP_ERROR_NOTICE.format(label="食堂助手")  # what the student reads
     result = next(e for e in events if isinstance(e, ToolResult))
     assert (result.ok, result.error, result.content) == (False, failed, HTTP_ERROR_TEXT.format(status=500))
-    assert events[-2:] == [Chunk(failed, fallback=True), Done(full_text=events[0].content + failed, fallback=True)]
+    # said once, by its error frame (the red box), not again as the answer (issue 20 #11)
+    assert events[-2:] == [Error(50001, failed), Done(full_text=events[0].content, fallback=True)]
+    assert _said(events, failed) == 1
 
 
 @pytest.mark.django_db(transaction=True)
@@ -275,8 +297,8 @@ async def test_unreachable_sub_agent_answers_the_student_in_chinese_not_with_the
     result = next(e for e in events if isinstance(e, ToolResult))
     assert (result.ok, result.error) == (False, notice)
     assert result.content.startswith(CONNECT_FAILED_TEXT.format(reason=""))  # the reason, for the record
-    assert Error(DOWNSTREAM, notice) in events
-    assert events[-2:] == [Chunk(notice, fallback=True), Done(full_text=events[0].content + notice, fallback=True)]
+    assert events[-2:] == [Error(DOWNSTREAM, notice), Done(full_text=events[0].content, fallback=True)]
+    assert _said(events, notice) == 1  # issue 20 #11: the red box only, not the answer text too
 
 
 @pytest.mark.django_db(transaction=True)
@@ -287,11 +309,14 @@ async def test_a_sub_agent_outlasting_the_turn_budget_is_cut_with_a_failed_resul
     settings.TURN_BUDGET_SEC = 0.5
     subagent_server.default_mode = "trickle"  # a chunk every 0.2 s, forever
     events = await collect(agent, "今天吃什么")
-    assert any(isinstance(e, ToolChunk) for e in events)  # its text was relayed until the cut
+    live = [e.content for e in events if isinstance(e, Chunk)][1:-1]
+    assert live and set(live) == {"…"}  # its text was streamed as the answer until the cut
     result = next(e for e in events if isinstance(e, ToolResult))
     assert (result.ok, result.error) == (False, TURN_TIMEOUT_TEXT)
-    assert events[-2:] == [Chunk(TURN_TIMEOUT_TEXT, fallback=True),
-                           Done(full_text=events[0].content + TURN_TIMEOUT_TEXT, fallback=True)]
+    tail = "\n\n" + TURN_TIMEOUT_TEXT  # no error frame says it: the answer does, once
+    assert events[-2:] == [Chunk(tail, fallback=True),
+                           Done(full_text=events[0].content + "".join(live) + tail, fallback=True)]
+    assert _said(events, TURN_TIMEOUT_TEXT) == 1
 
 
 @pytest.mark.django_db(transaction=True)
@@ -335,14 +360,76 @@ async def test_routes_to_a_demo_mcp_tool_without_required_arguments(settings, ag
 
 
 @pytest.mark.django_db(transaction=True)
-async def test_a_tool_needing_arguments_is_never_guessed(settings, agent_factory, mcp_service_stdio,
-                                                         _close_shared_clients):
+async def test_a_tool_with_one_text_argument_gets_the_question(settings, agent_factory, mcp_service_stdio,
+                                                               _close_shared_clients):
     settings.LLM_BASE_URL = ""
     agent = await sync_to_async(agent_factory)(mcp_services=[mcp_service_stdio])
-    events = await collect(agent, "echo")  # the name of tools__echo, which needs `text`
+    events = await collect(agent, "echo 你好")  # the name of tools__echo, which needs `text`
+    call = next(e for e in events if isinstance(e, ToolCall))
+    assert (call.tool, json.loads(call.args)) == ("tools__echo", {"text": "echo 你好"})
+    assert events[-1].full_text.endswith("echo 你好") and events[-1].fallback
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_tool_needing_other_arguments_is_never_guessed(settings, agent_factory, mcp_service_stdio,
+                                                               _close_shared_clients):
+    settings.LLM_BASE_URL = ""
+    agent = await sync_to_async(agent_factory)(mcp_services=[mcp_service_stdio])
+    events = await collect(agent, "add")  # the name of tools__add, which needs two integers
     assert not any(isinstance(e, ToolCall) for e in events)
     assert events[0].content.startswith(NO_MATCH_NOTICE + CAPABILITIES_HEADER)
     assert "- " in events[0].content and events[-1].fallback
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_calendar_question_gets_the_matching_lines_of_the_demo_calendar(settings, agent_factory,
+                                                                                 _close_shared_clients):
+    """Issue 20 #14: "期末考试是什么时候" used to call academic_calendar with `{}` (all 16 lines)."""
+    settings.LLM_BASE_URL = ""
+    config = demo_mcp_config()
+    config["env"] = config.get("env", {}) | {NOW_ENV: "2026-11-30T12:05:00+08:00"}
+    service = await McpService.objects.acreate(name=DEMO_MCP_NAME, protocol="stdio", config=config, timeout_sec=10)
+    agent = await sync_to_async(agent_factory)(mcp_services=[service])
+
+    events = await collect(agent, "期末考试是什么时候")
+
+    call = next(e for e in events if isinstance(e, ToolCall))
+    assert call.tool == "campus-calendar__academic_calendar"
+    assert json.loads(call.args) == {"keyword": "什么时候 期末考试"}  # the keywords it matched
+    lines = events[-1].full_text.split("\n")
+    exams = [line for line in lines if line.startswith("- ")]
+    assert [line.split("：")[0] for line in exams] == ["- 秋季学期期末考试", "- 春季学期期末考试"]
+    assert exams[0].endswith("还有 42 天")
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_slow_sub_agent_is_streamed_as_the_answer_while_it_answers(settings, agent, subagent_server,
+                                                                           _close_shared_clients):
+    """Issue 20 #13: its first words reach the student as answer text while it is still
+    answering, not only with its result."""
+    settings.LLM_BASE_URL = ""
+    subagent_server.default_mode = "held"  # the first chunk, then nothing until released
+    question = "今天吃什么"
+    history = [{"role": "user", "content": question}]
+    seen = []
+    async with aclosing(turn_stream(agent=agent, history=history, ctx=CTX)) as events:
+        async for event in events:
+            seen.append(event)
+            if isinstance(event, Chunk) and len([e for e in seen if isinstance(e, Chunk)]) == 2:
+                # the sub-agent is holding the rest of its answer: this came while it answers
+                assert event == Chunk(answer_chunks(question)[0], fallback=True)
+                assert not any(isinstance(e, ToolResult) for e in seen)
+                subagent_server.release.set()
+    assert subagent_server.release.is_set()
+    answer = "".join(answer_chunks(question))
+    assert "".join(e.content for e in seen if isinstance(e, Chunk)) == seen[0].content + answer
+    assert seen[-1] == Done(full_text=seen[0].content + answer, fallback=True)
+
+
+def _said(events, sentence: str) -> int:
+    """How many times the student is shown `sentence` as text: answer chunks and error frames."""
+    return sum(e.content.count(sentence) for e in events if isinstance(e, Chunk)) + sum(
+        e.message.count(sentence) for e in events if isinstance(e, Error))
 
 
 @pytest.mark.django_db(transaction=True)

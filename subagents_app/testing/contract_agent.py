@@ -27,6 +27,9 @@ server never holds what it sends):
     flood      FLOOD_BYTES (50 MB) of 64 KB chunks, no `done`
     longline   one `data:` line of LONG_LINE_BYTES (30 MB) sent in 1 MB pieces, never ended
     manyframes MANY_FRAMES (100,000) one-character chunks, a thousand per write, then `done`
+    held       the first normal chunk, then nothing until `release` (a threading.Event) is set,
+               then the rest and `done`: a test sees what the gateway did with the first chunk
+               while the sub-agent is still answering
     raw        the bytes of `raw_bodies[<key>]` (`[[mode:raw]] <key>`): a test's own frames, as
                bytes, a list of byte pieces or a callable returning either
 
@@ -49,7 +52,7 @@ from campus_agent.testing.servers import ServedApp
 
 MODE_PATTERN = re.compile(r"\[\[mode:([a-z0-9_-]+)\]\]")
 MODES = ("normal", "timeout", "trickle", "http500", "error", "expired", "quirky", "nonjson", "drop",
-         "malformed", "huge", "deep", "coded", "flood", "longline", "manyframes", "raw")
+         "malformed", "huge", "deep", "coded", "flood", "longline", "manyframes", "held", "raw")
 ERROR_MESSAGE = "教务系统维护中"
 EXPIRED_MESSAGE = "校园令牌已过期，请重新登录"
 CHART = {
@@ -113,6 +116,7 @@ class ContractAgent(ServedApp):
         self.raw_bodies: dict = {}  # `[[mode:raw]] <key>` → bytes | list[bytes] | () -> either
         self.raw_media: dict[str, str] = {}  # `<key>` → the Content-Type of that raw answer (default SSE)
         self.bytes_sent = 0  # by the hostile modes: how much of their answer went out
+        self.release = threading.Event()  # lets a `held` answer go on
         # Set when a stream is closed before its end by the gateway (a stop, a deadline): what a
         # real sub-agent observes as the client disconnecting.
         self.stream_cut = threading.Event()
@@ -290,3 +294,12 @@ class ContractAgent(ServedApp):
         for piece in [script] if isinstance(script, bytes | str) else script:
             yield piece
             await asyncio.sleep(0)
+
+    async def _mode_held(self, body: dict):
+        chunks = answer_chunks(body.get("message", ""))
+        yield _frame({"type": "session", "session_id": "sub-1"})
+        yield _frame({"type": "chunk", "content": chunks[0]})
+        await asyncio.to_thread(self.release.wait, self.stall_sec)
+        for piece in chunks[1:]:
+            yield _frame({"type": "chunk", "content": piece})
+        yield _frame({"type": "done", "full_text": "".join(chunks)})
