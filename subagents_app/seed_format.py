@@ -55,7 +55,7 @@ class SeedEntry:
 
 
 def entry_label(index: int, name) -> str:
-    return f"entry {index} ({name if isinstance(name, str) and name else '?'})"
+    return f"第 {index} 条（{name if isinstance(name, str) and name else '?'}）"
 
 
 def _type_ok(value, expected: type) -> bool:
@@ -93,17 +93,17 @@ def _entry_build(index: int, raw: dict) -> SeedEntry:
 
 def seed_parse(*, text: str) -> tuple[list[SeedEntry], list[tuple[int, str]]]:
     """The well-formed entries of a seed file and the problems of the others, as
-    (entry index, "entry N (name): field: message") pairs. A file whose whole shape is wrong
+    (entry index, "第 N 条（name）: field: message") pairs. A file whose whole shape is wrong
     (YAML syntax, top level) raises SeedError: no entry can be read from it."""
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise SeedError([f"YAML 语法错误：{exc}"]) from exc
     if not isinstance(data, dict) or not isinstance(data.get("agents"), list):
-        raise SeedError(["top level: 文件须是一个映射，含列表 agents：agents: [{name, description, base_url, …}]"])
+        raise SeedError(["顶层: 文件须是一个映射，含列表 agents：agents: [{name, description, base_url, …}]"])
     if set(data) != {"agents"}:
         extra = ", ".join(sorted(str(k) for k in set(data) - {"agents"}))
-        raise SeedError([f"top level: 未知的顶层键：{extra}（只允许 agents）"])
+        raise SeedError([f"顶层: 未知的顶层键：{extra}（只允许 agents）"])
     errors: list[tuple[int, str]] = []
     entries: list[SeedEntry] = []
     seen: dict[str, int] = {}

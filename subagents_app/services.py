@@ -23,14 +23,14 @@ class ImportPlan:
 
     def summary(self) -> str:
         return (
-            f"created {len(self.to_create)}, updated {len(self.to_update)}, "
-            f"unchanged {len(self.unchanged)}, disabled {len(self.to_disable)}"
+            f"新建 {len(self.to_create)} 个，更新 {len(self.to_update)} 个，"
+            f"未变 {len(self.unchanged)} 个，停用 {len(self.to_disable)} 个"
         )
 
     def describe(self) -> list[str]:
-        lines = [f"create {row.name}" for row in self.to_create]
-        lines += [f"update {row.name}: {', '.join(fields)}" for row, fields in self.to_update]
-        lines += [f"disable {row.name}" for row in self.to_disable]
+        lines = [f"新建 {row.name}" for row in self.to_create]
+        lines += [f"更新 {row.name}：{', '.join(fields)}" for row, fields in self.to_update]
+        lines += [f"停用 {row.name}" for row in self.to_disable]
         return lines
 
 
@@ -38,7 +38,7 @@ def _validation_lines(entry: SeedEntry, exc: ValidationError) -> list[str]:
     label = entry_label(entry.index, entry.name)
     lines = []
     for field_name, messages in exc.message_dict.items():
-        where = "entry" if field_name == NON_FIELD_ERRORS else field_name
+        where = "条目" if field_name == NON_FIELD_ERRORS else field_name
         lines += [f"{label}: {where}: {message}" for message in messages]
     return lines
 

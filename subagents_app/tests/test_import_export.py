@@ -1,4 +1,5 @@
 import os
+import re
 import subprocess
 import sys
 from io import StringIO
@@ -41,7 +42,7 @@ def example_entries() -> list[dict]:
 def test_example_file_imports_every_entry_as_written(example_entries):
     out = run("import_subagents", str(EXAMPLE))
 
-    assert out.strip().endswith(f"created {len(example_entries)}, updated 0, unchanged 0, disabled 0")
+    assert out.strip().endswith(f"新建 {len(example_entries)} 个，更新 0 个，未变 0 个，停用 0 个")
     assert len(example_entries) >= 3
     for entry in example_entries:
         row = SubAgent.objects.get(name=entry["name"])
@@ -64,7 +65,7 @@ def test_round_trip_changes_nothing_and_export_is_stable(tmp_path, example_entri
 
     out = run("import_subagents", write(tmp_path, exported))
 
-    assert out.strip() == f"created 0, updated 0, unchanged {len(example_entries)}, disabled 0"
+    assert out.strip() == f"新建 0 个，更新 0 个，未变 {len(example_entries)} 个，停用 0 个"
     assert catalog() == before  # timestamps included: nothing was saved
     assert run("export_subagents") == exported
 
@@ -102,7 +103,7 @@ def test_export_rebuilds_the_catalog_in_an_empty_database(tmp_path, canteen):
 
     out = run("import_subagents", path)
 
-    assert "created 2, updated 0, unchanged 0, disabled 0" in out
+    assert "新建 2 个，更新 0 个，未变 0 个，停用 0 个" in out
     assert [{k: row[k] for k in FIELDS} for row in catalog()] == wanted
 
 
@@ -125,9 +126,9 @@ def test_upsert_updates_only_changed_fields_of_the_row_with_that_name(tmp_path, 
 
     out = run("import_subagents", path)
 
-    assert "update canteen: timeout_sec" in out
-    assert "create notice" in out
-    assert out.strip().endswith("created 1, updated 1, unchanged 0, disabled 0")
+    assert "更新 canteen：timeout_sec" in out
+    assert "新建 notice" in out
+    assert out.strip().endswith("新建 1 个，更新 1 个，未变 0 个，停用 0 个")
     row = SubAgent.objects.get(name="canteen")
     assert (row.pk, row.timeout_sec, row.created_at) == (canteen.pk, 12, created_at)
     notice = SubAgent.objects.get(name="notice")
@@ -148,11 +149,11 @@ def test_dry_run_prints_the_plan_and_changes_nothing(tmp_path, canteen):
 
     out = run("import_subagents", path, "--dry-run", "--disable-missing")
 
-    assert "would create notice" in out
-    assert "would update canteen: description" in out
-    assert "would disable old-agent" in out
-    assert "dry run: nothing was changed" in out
-    assert "created 1, updated 1, unchanged 0, disabled 1" in out
+    assert "将新建 notice" in out
+    assert "将更新 canteen：description" in out
+    assert "将停用 old-agent" in out
+    assert "试运行（--dry-run）：未做任何修改" in out
+    assert "新建 1 个，更新 1 个，未变 0 个，停用 1 个" in out
     assert catalog() == before
 
 
@@ -166,13 +167,13 @@ def test_disable_missing_disables_only_enabled_rows_absent_from_the_file(tmp_pat
         f"base_url: 'http://canteen-agent:8000', domain: canteen}}\n",
     )
 
-    assert "created 0, updated 0, unchanged 1, disabled 0" in run("import_subagents", path)
+    assert "新建 0 个，更新 0 个，未变 1 个，停用 0 个" in run("import_subagents", path)
     assert SubAgent.objects.get(name="old-agent").enabled  # not without the flag
 
     out = run("import_subagents", path, "--disable-missing")
 
-    assert "disable old-agent" in out and "retired" not in out
-    assert "created 0, updated 0, unchanged 1, disabled 1" in out
+    assert "停用 old-agent" in out and "retired" not in out
+    assert "新建 0 个，更新 0 个，未变 1 个，停用 1 个" in out
     assert dict(SubAgent.objects.values_list("name", "enabled")) == {
         "canteen": True,
         "old-agent": False,
@@ -184,7 +185,7 @@ def test_disable_missing_disables_only_enabled_rows_absent_from_the_file(tmp_pat
 def test_a_listed_row_is_enabled_unless_the_file_says_otherwise(tmp_path, canteen):
     SubAgent.objects.filter(pk=canteen.pk).update(enabled=False)
     line = f"  - {{name: canteen, description: '{canteen.description}', base_url: 'http://canteen-agent:8000', domain: canteen"
-    assert "update canteen: enabled" in run("import_subagents", write(tmp_path, f"agents:\n{line}}}\n"))
+    assert "更新 canteen：enabled" in run("import_subagents", write(tmp_path, f"agents:\n{line}}}\n"))
     assert SubAgent.objects.get(pk=canteen.pk).enabled
     run("import_subagents", write(tmp_path, f"agents:\n{line}, enabled: false}}\n"))
     assert not SubAgent.objects.get(pk=canteen.pk).enabled
@@ -194,55 +195,55 @@ GOOD = "{name: notice, description: 通知公告：通知、讲座, base_url: 'h
 
 BROKEN_FILES = {
     "yaml syntax": ("agents: [\n  {name: a\n", "YAML 语法错误"),
-    "empty file": ("", "top level:"),
-    "top level is a list": ("- name: canteen\n", "top level:"),
-    "agents is not a list": ("agents: {name: canteen}\n", "top level:"),
-    "unknown top-level key": (f"agents: [{GOOD}]\nagent: []\n", "top level: 未知的顶层键：agent"),
-    "entry not a mapping": (f"agents: [{GOOD}, canteen]\n", "entry 2 (?): 条目须是映射"),
+    "empty file": ("", "顶层:"),
+    "top level is a list": ("- name: canteen\n", "顶层:"),
+    "agents is not a list": ("agents: {name: canteen}\n", "顶层:"),
+    "unknown top-level key": (f"agents: [{GOOD}]\nagent: []\n", "顶层: 未知的顶层键：agent"),
+    "entry not a mapping": (f"agents: [{GOOD}, canteen]\n", "第 2 条（?）: 条目须是映射"),
     "unknown field": (
         "agents: [{name: canteen, description: 食堂, base_url: 'http://c:1', colour: red}]\n",
-        "entry 1 (canteen): colour: 未知字段",
+        "第 1 条（canteen）: colour: 未知字段",
     ),
-    "missing field": ("agents: [{name: canteen, base_url: 'http://c:1'}]\n", "entry 1 (canteen): description: 缺少必填字段"),
-    "missing name": ("agents: [{description: 食堂, base_url: 'http://c:1'}]\n", "entry 1 (?): name: 缺少必填字段"),
+    "missing field": ("agents: [{name: canteen, base_url: 'http://c:1'}]\n", "第 1 条（canteen）: description: 缺少必填字段"),
+    "missing name": ("agents: [{description: 食堂, base_url: 'http://c:1'}]\n", "第 1 条（?）: name: 缺少必填字段"),
     "timeout as text": (
         "agents: [{name: canteen, description: 食堂, base_url: 'http://c:1', timeout_sec: '30'}]\n",
-        "entry 1 (canteen): timeout_sec: 类型错误，应为整数",
+        "第 1 条（canteen）: timeout_sec: 类型错误，应为整数",
     ),
     "timeout as bool": (
         "agents: [{name: canteen, description: 食堂, base_url: 'http://c:1', timeout_sec: true}]\n",
-        "entry 1 (canteen): timeout_sec: 类型错误，应为整数",
+        "第 1 条（canteen）: timeout_sec: 类型错误，应为整数",
     ),
-    "name as number": ("agents: [{name: 42, description: 食堂, base_url: 'http://c:1'}]\n", "entry 1 (?): name: 类型错误"),
+    "name as number": ("agents: [{name: 42, description: 食堂, base_url: 'http://c:1'}]\n", "第 1 条（?）: name: 类型错误"),
     "bad name pattern": (
         f"agents: [{GOOD}, {{name: Canteen_1, description: 食堂, base_url: 'http://c:1'}}]\n",
-        "entry 2 (Canteen_1): name: 名称须以小写字母开头",
+        "第 2 条（Canteen_1）: name: 名称须以小写字母开头",
     ),
     "name too long": (
         f"agents: [{{name: a{'b' * 63}, description: 食堂, base_url: 'http://c:1'}}]\n",
-        f"entry 1 (a{'b' * 63}): name: ",
+        f"第 1 条（a{'b' * 63}）: name: ",
     ),
     "timeout zero": (
         "agents: [{name: canteen, description: 食堂, base_url: 'http://c:1', timeout_sec: 0}]\n",
-        "entry 1 (canteen): timeout_sec: 确保该值大于或等于1",
+        "第 1 条（canteen）: timeout_sec: 确保该值大于或等于1",
     ),
     "timeout too long": (
         "agents: [{name: canteen, description: 食堂, base_url: 'http://c:1', timeout_sec: 301}]\n",
-        "entry 1 (canteen): timeout_sec: 确保该值小于或等于300",
+        "第 1 条（canteen）: timeout_sec: 确保该值小于或等于300",
     ),
     "ftp url": (
         "agents: [{name: canteen, description: 食堂, base_url: 'ftp://files.example.edu.cn'}]\n",
-        "entry 1 (canteen): base_url: 服务地址须是 http:// 或 https://",
+        "第 1 条（canteen）: base_url: 服务地址须是 http:// 或 https://",
     ),
     "not a url": (
         "agents: [{name: canteen, description: 食堂, base_url: canteen-agent}]\n",
-        "entry 1 (canteen): base_url: 服务地址须是",
+        "第 1 条（canteen）: base_url: 服务地址须是",
     ),
     "blank description": (
         "agents: [{name: canteen, description: '   ', base_url: 'http://c:1'}]\n",
-        "entry 1 (canteen): description: ",
+        "第 1 条（canteen）: description: ",
     ),
-    "duplicate name": (f"agents: [{GOOD}, {GOOD}]\n", "entry 2 (notice): name: 与第 1 条重名"),
+    "duplicate name": (f"agents: [{GOOD}, {GOOD}]\n", "第 2 条（notice）: name: 与第 1 条重名"),
 }
 
 
@@ -255,7 +256,7 @@ def test_a_broken_file_names_the_problem_and_changes_nothing(tmp_path, canteen, 
         run("import_subagents", write(tmp_path, text), "--disable-missing")
 
     assert expected in str(info.value)
-    assert "nothing was changed" in str(info.value)
+    assert "未做任何修改" in str(info.value)
     assert catalog() == before
 
 
@@ -276,7 +277,7 @@ def test_every_problem_is_reported_in_file_order_and_good_entries_are_not_writte
         run("import_subagents", path)
 
     lines = str(info.value).splitlines()[1:]
-    assert [line.split(":")[0] for line in lines] == ["entry 2 (Bad)", "entry 2 (Bad)", "entry 3 (extra)"]
+    assert [line.split(":")[0] for line in lines] == ["第 2 条（Bad）", "第 2 条（Bad）", "第 3 条（extra）"]
     assert [line.split(": ")[1] for line in lines] == ["name", "timeout_sec", "owner"]
     assert catalog() == before
     assert not SubAgent.objects.filter(name="notice").exists()
@@ -284,7 +285,7 @@ def test_every_problem_is_reported_in_file_order_and_good_entries_are_not_writte
 
 @pytest.mark.django_db
 def test_unreadable_file_is_a_command_error(tmp_path):
-    with pytest.raises(CommandError, match="cannot read"):
+    with pytest.raises(CommandError, match="无法读取"):
         run("import_subagents", str(tmp_path / "missing.yaml"))
 
 
@@ -340,3 +341,23 @@ def test_approval_policy_round_trips_and_is_written_only_when_it_asks_or_forbids
                 "bad.yaml")
     with pytest.raises(CommandError, match="approval_policy"):
         run("import_subagents", bad)
+
+
+_ENGLISH = re.compile(r"\b(created|updated|unchanged|disabled|would|dry run|nothing|wrote|cannot|entry|top level)\b")
+
+
+@pytest.mark.django_db
+def test_what_staff_read_is_chinese(tmp_path, canteen):
+    """Issue 20 #16: the commands printed English ("created 1, updated 0 …", "wrote …")."""
+    path = write(tmp_path, "agents:\n  - {name: notice, description: 通知, base_url: 'http://notice-agent:8000'}\n")
+    lines = run("import_subagents", path, "--dry-run", "--disable-missing").splitlines()
+    lines += run("import_subagents", path).splitlines()
+    lines += run("export_subagents", str(tmp_path / "out.yaml")).splitlines()
+    with pytest.raises(CommandError) as info:
+        run("import_subagents", write(tmp_path, "agents: [{name: x}]\n", "bad.yaml"))
+    lines += str(info.value).splitlines()
+    with pytest.raises(CommandError) as missing:
+        run("import_subagents", str(tmp_path / "absent.yaml"))
+    lines += [str(missing.value)]
+    assert lines and all(re.search(r"[\u4e00-\u9fff]", line) for line in lines), lines
+    assert not [line for line in lines if _ENGLISH.search(line)], lines

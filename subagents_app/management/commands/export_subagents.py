@@ -6,10 +6,10 @@ from subagents_app.services import subagent_export
 
 
 class Command(BaseCommand):
-    help = "Writes every sub-agent in the seed YAML format, ordered by name, to FILE or stdout."
+    help = "把所有子 Agent 按名称排序，以种子 YAML 格式写入 FILE（不给则输出到标准输出）。"
 
     def add_arguments(self, parser):
-        parser.add_argument("file", nargs="?", type=Path, help="output file (default: stdout)")
+        parser.add_argument("file", nargs="?", type=Path, help="输出文件（默认：标准输出）")
 
     def handle(self, *args, file: Path | None, **options):
         text = subagent_export()
@@ -17,4 +17,4 @@ class Command(BaseCommand):
             self.stdout.write(text, ending="")
             return
         file.write_text(text, encoding="utf-8")
-        self.stdout.write(f"wrote {file}")
+        self.stdout.write(f"已写入 {file}")
