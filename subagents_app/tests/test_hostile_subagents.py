@@ -78,6 +78,12 @@ def done(text: str | None = None, **extra) -> str:
 SESSION = sse({"type": "session", "session_id": "s"})
 
 
+def line_cut(limit: str) -> str:
+    """The head of a line cap's reason: how much of the line was dropped depends on how the bytes
+    came over the socket."""
+    return CUT_LINE.format(limit=limit, dropped="").partition("（")[0]
+
+
 @dataclass
 class Expect:
     """What the call must end with. kind: ok (text exact), cut (text starts with `text`, then the
@@ -113,7 +119,7 @@ SSE_CASES = [
     Case("flood-50mb", "[[mode:flood]]",
          Expect("cut", lambda kept: kept.startswith(FLOOD_PIECE) and set(kept) == {"洪"}, CUT_BYTES.format(limit="4 MB"))),
     Case("long-line-30mb", "[[mode:longline]]",
-         Expect("cut", "前面的话。", CUT_LINE.format(limit="2 MB", dropped="2 MB"))),
+         Expect("cut", "前面的话。", line_cut("2 MB"))),
     Case("many-frames-100k", "[[mode:manyframes]]",
          Expect("cut", MANY_FRAMES_TEXT * 9_999, CUT_FRAMES.format(limit="10,000"))),  # the session is one
     Case("one-1mb-chunk-fits", "[[mode:huge]]", Expect("ok", HUGE_CHUNK)),
@@ -123,12 +129,12 @@ SSE_CASES = [
     Case("frames-cap", "今天吃啥", Expect("cut", "子Agent已收到：", CUT_FRAMES.format(limit="5")),
          caps={"SUBAGENT_STREAM_MAX_FRAMES": 5}),
     raw_case("line-cap", [SESSION, chunk("开头"), chunk("很长" * 3000), done("x")],
-             Expect("cut", "开头", CUT_LINE.format(limit="4 KB", dropped="17.6 KB")),
+             Expect("cut", "开头", line_cut("4 KB")),
              caps={"SUBAGENT_SSE_LINE_MAX_BYTES": 4096}),
     raw_case("endless-data-lines", [SESSION, chunk("开头")] + ["data: " + "x" * 1000 + "\n"] * 200,
-             Expect("cut", "开头", CUT_LINE.format(limit="64 KB", dropped="64.5 KB")),
+             Expect("cut", "开头", line_cut("64 KB")),
              caps={"SUBAGENT_SSE_LINE_MAX_BYTES": 64 * 1024}),
-    raw_case("no-line-end-at-all", ["x" * 65536] * 80, Expect("cut", "", CUT_LINE.format(limit="2 MB", dropped="2 MB"))),
+    raw_case("no-line-end-at-all", ["x" * 65536] * 80, Expect("cut", "", line_cut("2 MB"))),
     raw_case("endless-comments", [SESSION, chunk("开头")] + [": keep-alive\n" * 5000] * 100,
              Expect("cut", "开头", CUT_BYTES.format(limit="256 KB")), caps={"SUBAGENT_STREAM_MAX_BYTES": 256 * 1024}),
     raw_case("endless-blank-lines", ["\n" * 65536] * 100, Expect("cut", "", CUT_BYTES.format(limit="1 MB")),
@@ -238,7 +244,7 @@ A2A_CASES = [
     _a2a("a2a-flood-50mb", _flood, Expect("cut", lambda kept: kept.startswith("洪" * 21_000) and set(kept) == {"洪"},
                                           CUT_BYTES.format(limit="4 MB")), caps={"A2A_TEXT_MAX_BYTES": 64 * MB}),
     _a2a("a2a-flood-past-the-text-cap", _flood, Expect("cut", "洪" * (MB // 3), CUT_TEXT.format(limit="1 MB"))),
-    _a2a("a2a-long-line-30mb", _long_line, Expect("cut", "前面的话。", CUT_LINE.format(limit="2 MB", dropped="2 MB"))),
+    _a2a("a2a-long-line-30mb", _long_line, Expect("cut", "前面的话。", line_cut("2 MB"))),
     _a2a("a2a-many-events-100k", _many_events, Expect("cut", "", CUT_EVENTS.format(limit="10,000"))),
     Case("a2a-text-past-its-cap", "[[mode:bigtext]]", Expect("cut", "书" * (MB // 3), CUT_TEXT.format(limit="1 MB"))),
     Case("a2a-plain-send-text-past-its-cap", "[[mode:bigtext]] plain",
@@ -293,9 +299,9 @@ def watched():
             result = await call()
             _, peak = tracemalloc.get_traced_memory()
         finally:
-            tracemalloc.stop()
             stop.set()
-            await ticker
+            await ticker  # before tracemalloc.stop(), which takes a while and is no one's stall
+            tracemalloc.stop()
         return result, peak, max(gaps, default=0.0)
 
     return run
@@ -309,7 +315,7 @@ def _check(reply, seen: list[str], case: Case, peak: int, gap: float) -> None:
         assert (reply.ok, reply.cut) == (True, None), reply.text[:300]
         assert reply.text == expect.text
     elif expect.kind == "cut":
-        assert reply.ok and reply.cut == expect.reason, reply.text[-300:]
+        assert reply.ok and reply.cut and reply.cut.startswith(expect.reason), reply.text[-300:]
         kept, _, marker = reply.text.partition(CUT_HEAD)
         kept = kept.removesuffix("\n\n")
         assert expect.text(kept) if callable(expect.text) else kept == expect.text
