@@ -65,6 +65,9 @@ class TurnRecorder:
     def add(self, event: Event) -> None:
         if isinstance(event, Chunk):
             self._saw_text = True
+            if event.fallback and self._open is not None and self._open.calls:
+                self._text.append(event.content)  # keyword routing: the tool's live text is the reply
+                return
             if self._open is not None and self._open.has_results:
                 self._close_round()
             if self._open is not None:

@@ -124,7 +124,10 @@ def test_a_tool_running_past_the_budget_is_cut(
     assert reply.meta["interrupted"] is True
     tool_row = Message.objects.get(role="tool")
     assert tool_row.meta["tool_call_id"] == result.of("tool_call")[0]["call_id"]
-    assert tool_row.content == TOOL_CUT_MESSAGE
+    # What the sub-agent had streamed before the cut stays, the cut said after it (issue 20 point 12).
+    streamed = "".join(f["content"] for f in result.of("tool_chunk"))
+    assert tool_row.content == (f"{streamed}\n\n（{TOOL_CUT_MESSAGE}）" if streamed else TOOL_CUT_MESSAGE)
+    assert tool_row.meta["interrupted"] is True
 
 
 def test_keyword_fallback_answer_is_stored_as_such(
@@ -140,6 +143,8 @@ def test_keyword_fallback_answer_is_stored_as_such(
     assert rows[2].meta["tool_call_id"] == result.of("tool_call")[0]["call_id"] == rows[1].meta["tool_calls"][0]["id"]
     assert rows[3].meta.get("fallback") is True and "interrupted" not in rows[3].meta
     assert rows[3].chart == done["chart"]
+    # The notice before the call is its row's text; the sub-agent's live text is the reply's (not lost).
+    assert rows[3].content and done["full_text"] == rows[1].content + rows[3].content
 
 
 def test_idle_stream_sends_pings(live_asgi, llm_settings, agent, auth_headers, settings):

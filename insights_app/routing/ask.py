@@ -119,4 +119,5 @@ def first_choice_keyword(*, catalog: Catalog, case: CaseSpec) -> list[ToolChoice
     match = tool_match(question=question, tools=usable)
     if match is None:
         return []
-    return [ToolChoice(name=match.tool.name, args=tool_fallback_args(tool=match.tool, question=question))]
+    args = tool_fallback_args(tool=match.tool, question=question, keywords=match.keywords)
+    return [ToolChoice(name=match.tool.name, args=args)]  # what keyword routing really sends
