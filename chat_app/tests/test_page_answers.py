@@ -151,6 +151,8 @@ def test_a_failed_turn_offers_retry(chat, llm_settings, settings, viewport):
     ask(page, "图书馆几点关门")
     wait_answered(page)
     assert page.is_visible(f"{LAST_ANSWER} .msg-error") and page.is_visible(f"{LAST_ANSWER} .retry")
+    # One action under a failed answer (issue 20 point 11): 重试, not 重试 and 重新生成 side by side.
+    assert page.locator(f"{LAST_ANSWER} [data-action=regenerate]").count() == 0
 
     llm_settings.reply_text("图书馆晚上十点关门。")
     page.click(f"{LAST_ANSWER} .retry")

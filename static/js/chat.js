@@ -298,8 +298,9 @@ function runSettle(run) {
   const { version, exchange } = run;
   version.stored = run.sessionSeen;
   version.messageId = run.messageId;
-  if (version.stored) exchange.actionsRender(version);
-  if (run.refused || run.turn.hasError) retryOffer(run);
+  const failed = Boolean(run.refused || run.turn.hasError);
+  if (version.stored) exchange.actionsRender(version, { regenerate: !failed });
+  if (failed) retryOffer(run);
 }
 
 // A refused question (nothing stored: 429, network) is asked again as it was; a stored one that

@@ -68,14 +68,16 @@ export class Exchange {
     this.versions.forEach((v) => this.pagerRender(v));
   }
 
-  // The action bar under a finished answer: versions, copy, regenerate, thumbs up / down.
-  actionsRender(version) {
+  // The action bar under a finished answer: versions, copy, regenerate, thumbs up / down. An
+  // answer that failed just now offers 重试 instead (chat.js retryOffer), which regenerates it too:
+  // one button for one action.
+  actionsRender(version, { regenerate = true } = {}) {
     const { turn } = version;
     turn.actions?.remove();
     const bar = el("div", "msg-actions");
     bar.append(el("span", "versions"));
     if (turn.markdownText()) bar.append(iconButton("copy", "复制", "复制回答（Markdown 原文）"));
-    bar.append(iconButton("regenerate", "↻ 重新生成", "重新生成回答", "only-last"));
+    if (regenerate) bar.append(iconButton("regenerate", "↻ 重新生成", "重新生成回答", "only-last"));
     if (version.messageId) {
       // Icons drawn from this site's SVGs (CSS masks), not emoji: not every system has an emoji font.
       for (const [rating, label] of [["up", "有帮助"], ["down", "没帮助"]]) {
