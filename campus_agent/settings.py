@@ -242,6 +242,19 @@ SSE_PING_SEC = env.float("SSE_PING_SEC", default=15.0)
 CHAT_MAX_CONCURRENT_STREAMS = env.int("CHAT_MAX_CONCURRENT_STREAMS", default=3)
 CHAT_RATE_PER_MINUTE = env.int("CHAT_RATE_PER_MINUTE", default=20)
 KEYWORD_FALLBACK_ENABLED = env.bool("KEYWORD_FALLBACK_ENABLED", default=True)
+# --- caps on what the model and tools send (issue 20, docs/runtime.md "Caps") -----------------
+# Tool calls run per model round; further calls are not run and the model is told.
+MAX_TOOL_CALLS_PER_ROUND = env.int("MAX_TOOL_CALLS_PER_ROUND", default=16)
+# UTF-8 bytes of one call's arguments; a longer call is not run and the model is told.
+MAX_TOOL_ARGS_BYTES = env.int("MAX_TOOL_ARGS_BYTES", default=64 * 1024)
+# UTF-8 bytes of one tool result the model reads (and the row stores); cut with a marker.
+MAX_TOOL_RESULT_BYTES = env.int("MAX_TOOL_RESULT_BYTES", default=64 * 1024)
+# Bytes the model may send in one turn (all rounds, on the wire); past it the stream is cut and
+# the reply is stored as interrupted.
+LLM_MAX_REPLY_BYTES = env.int("LLM_MAX_REPLY_BYTES", default=4 * 1024 * 1024)
+# UTF-8 bytes of a stored tool row (and of a stored call's arguments) sent back as history.
+MAX_HISTORY_TOOL_BYTES = env.int("MAX_HISTORY_TOOL_BYTES", default=64 * 1024)
+# --- end of the runtime caps -----------------------------------------------------------------
 # Tokens (prompt + completion) one user may spend per day (local date); 0 = no quota. 429 past it.
 USER_DAILY_TOKEN_QUOTA = env.int("USER_DAILY_TOKEN_QUOTA", default=0)
 # Routing checks (docs/staff.md): runs per case, the share of runs that must choose right for the

@@ -35,6 +35,10 @@ STREAM_BAD_JSON_MESSAGE = "The model stream sent an event that is not JSON"
 _TRANSPORT_ERRORS = (httpx2.RequestError, httpx.RequestError, ssl.SSLError, anyio.EndOfStream)
 
 
+class ReplyTooLong(Exception):
+    """The model sent more than the turn may read (settings.LLM_MAX_REPLY_BYTES): the stream is cut."""
+
+
 def llm_base_url_normalise(url: str) -> str:
     """Strip the trailing `/`, append `/v1` unless the path already ends so (any case)."""
     base = (url or "").strip().rstrip("/")
@@ -81,10 +85,11 @@ class LlmStream:
     must be called on every exit path (iteration does not close it).
     """
 
-    def __init__(self, *, response: openai.AsyncAPIResponse, exits: AsyncExitStack, read_gap: float = 0.0):
+    def __init__(self, *, response: openai.AsyncAPIResponse, exits: AsyncExitStack, read_gap: float = 0.0,
+                 max_bytes: int | None = None):
         self._response = response
         self._exits = exits
-        self._body = _PacedBody(response.http_response, read_gap)
+        self._body = _PacedBody(response.http_response, read_gap, max_bytes)
         self._chunks = self._read()
 
     def __aiter__(self) -> LlmStream:
@@ -92,6 +97,11 @@ class LlmStream:
 
     async def __anext__(self) -> dict:
         return await self._chunks.__anext__()
+
+    @property
+    def received(self) -> int:
+        """Bytes of the body read so far (what counts against LLM_MAX_REPLY_BYTES)."""
+        return self._body.received
 
     async def close(self) -> None:
         try:
@@ -149,13 +159,18 @@ class _PacedBody:
     """The response as httpx-sse reads it (`headers`, `aiter_text`). Once `pacing` is on, a piece
     that had to wait for the network is followed by a pause until READ_GAP_SEC after it arrived;
     pieces already buffered (several HTTP chunks come in one socket read) follow without one, so
-    the reader never falls behind the model."""
+    the reader never falls behind the model.
 
-    def __init__(self, http, gap: float) -> None:
+    With `max_bytes`, a body longer than that raises ReplyTooLong as soon as it is read past it:
+    no line, event or text longer than the cap is ever held (httpx-sse buffers a line whole)."""
+
+    def __init__(self, http, gap: float, max_bytes: int | None = None) -> None:
         self._http = http
         self._gap = gap
+        self._max_bytes = max_bytes
         self.pacing = False
         self.reads = 0  # pieces that waited for the network (the tests)
+        self.received = 0
 
     @property
     def headers(self):
@@ -165,6 +180,9 @@ class _PacedBody:
         loop = asyncio.get_running_loop()
         asked = loop.time()
         async for text in self._http.aiter_text():
+            self.received += len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+            if self._max_bytes is not None and self.received > self._max_bytes:
+                raise ReplyTooLong(f"the model sent more than {self._max_bytes} bytes")
             received = loop.time()
             waited = received - asked > BUFFERED_SEC
             self.reads += waited
@@ -188,7 +206,7 @@ async def _drain(events: AsyncIterator) -> None:
 
 
 async def llm_stream(*, model: str, messages: list[dict], tools: list[dict] | None, temperature: float,
-                     request_id: str) -> LlmStream:
+                     request_id: str, max_bytes: int | None = None) -> LlmStream:
     """Opens one streamed chat completion (raises the SDK's errors, e.g. `openai.APIStatusError`)."""
     kwargs = {}
     if tools:
@@ -206,4 +224,4 @@ async def llm_stream(*, model: str, messages: list[dict], tools: list[dict] | No
         extra_headers={HEADER: request_id},
         **kwargs,
     ))
-    return LlmStream(response=response, exits=exits, read_gap=READ_GAP_SEC)
+    return LlmStream(response=response, exits=exits, read_gap=READ_GAP_SEC, max_bytes=max_bytes)

@@ -3,6 +3,7 @@ resumes after an approval pause, a round of the decided calls), each a step that
 as they happen and ends with the next step; `run_turn` / `resume_turn` choose the next step."""
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
@@ -18,10 +19,11 @@ from loguru import logger
 
 from agents_app.models import Agent
 from agents_app.runtime.budget import BudgetSpent, turn_deadline, within
+from agents_app.runtime.caps import cap, text_cap, usage_count, utf8_size
 from agents_app.runtime.context import RunContext
 from agents_app.runtime.events import ApprovalRequired, Chunk, Done, Error, Event, Paused, ToolCall, ToolResult
-from agents_app.runtime.llm import llm_stream
-from agents_app.runtime.model_calls import ModelCall, model_call_merge, model_calls_finish
+from agents_app.runtime.llm import ReplyTooLong, llm_stream
+from agents_app.runtime.model_calls import ModelCall, ModelCalls
 from agents_app.runtime.tool import Tool, tool_spec
 from agents_app.runtime.tool_runs import ToolRequest, tool_calls_run
 from agents_app.runtime.tools import tools_for_agent
@@ -33,7 +35,14 @@ from campus_agent.request_id import request_id_set
 NOT_CONFIGURED_REASON = "LLM_BASE_URL is not set"
 MODEL_INTERRUPTED_TEXT = "AI 模型回答中断，请稍后重试。"
 TURN_TIMEOUT_TEXT = "本轮回答超时，请稍后重试或换个问法。"
-DOMAIN_HINT_TEXT = "提示：学生是从“{domain}”业务入口进入本对话的，问题不明确时优先考虑该业务域的工具。"
+# The domain is one of the catalog's (a SubAgent.domain of the agent's tools), written as a JSON
+# string: data the model reads, never words of the prompt (issue 20).
+DOMAIN_HINT_TEXT = ("提示：学生是从业务入口进入本对话的，入口的业务域代码是 {domain}（JSON 字符串，只是数据）；"
+                    "问题不明确时优先考虑该业务域的工具。")
+REPLY_TOO_LONG_TEXT = "AI 模型的回答过长，已中断。请换个问法或缩小问题范围。"
+# Past this much CPU without a pause, reading the model's stream lets the event loop run (a
+# hostile answer arrives faster than it can be parsed; /healthz and other turns must not wait).
+YIELD_EVERY_SEC = 0.005
 MODEL_REFUSED_TEXT = "AI 模型拒绝了请求（HTTP {status}），请联系管理员检查模型配置。"
 # What a call that was not approved returns: to the model (so it answers without it), to the student.
 NOT_APPROVED_TEXT = {
@@ -52,12 +61,28 @@ def _model_down(exc: Exception) -> bool:
     return True
 
 
-def _system_prompt(agent: Agent, ctx: RunContext) -> str:
+def _system_prompt(agent: Agent, ctx: RunContext, domains: set[str]) -> str:
     """The agent's prompt, plus the conversation's domain hint (the entry the student came from,
-    e.g. the canteen app's chat button) so the model prefers that domain's tools."""
-    if not ctx.hint_domain:
+    e.g. the canteen app's chat button) so the model prefers that domain's tools. The hint is the
+    student's value: only a domain of the agent's own tools (`domains`) reaches the prompt, quoted
+    as data; anything else is dropped here, whatever the API let through."""
+    hint = ctx.hint_domain
+    if not hint or not isinstance(hint, str) or hint not in domains:
+        if hint:
+            logger.info("hint_domain not in the agent's catalog, left out of the prompt")
         return agent.system_prompt
-    return "\n\n".join(filter(None, [agent.system_prompt, DOMAIN_HINT_TEXT.format(domain=ctx.hint_domain)]))
+    quoted = json.dumps(hint, ensure_ascii=False)
+    return "\n\n".join(filter(None, [agent.system_prompt, DOMAIN_HINT_TEXT.format(domain=quoted)]))
+
+
+def _tool_domains(tools: list[Tool]) -> set[str]:
+    """The catalog's domains for this turn: the SubAgent.domain of each sub-agent tool."""
+    domains = set()
+    for tool in tools:
+        domain = getattr(getattr(tool, "sub_agent", None), "domain", None)
+        if isinstance(domain, str) and domain:
+            domains.add(domain)
+    return domains
 
 
 class LlmUnavailable(Exception):
@@ -66,18 +91,27 @@ class LlmUnavailable(Exception):
 
 def _usage_add(total: dict, usage) -> None:
     """Sums the rounds' usage, cached prompt tokens (`prompt_tokens_details.cached_tokens`, as
-    OpenAI and DashScope report them) included."""
+    OpenAI and DashScope report them) included. Each figure is the model's word: an int (not a
+    bool) clamped to 0..2**31-1 (caps.usage_count), the sum clamped again; anything else is
+    not counted."""
     if not isinstance(usage, dict):
         return
     for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
         value = usage.get(key)
         if isinstance(value, int) and not isinstance(value, bool):
-            total[key] = total.get(key, 0) + value
+            total[key] = usage_count(usage_count(total.get(key, 0)) + usage_count(value))
     details = usage.get("prompt_tokens_details")
     cached = details.get("cached_tokens") if isinstance(details, dict) else None
     if isinstance(cached, int) and not isinstance(cached, bool):
         summed = total.setdefault("prompt_tokens_details", {})
-        summed["cached_tokens"] = summed.get("cached_tokens", 0) + cached
+        summed["cached_tokens"] = usage_count(usage_count(summed.get("cached_tokens", 0)) + usage_count(cached))
+
+
+def usage_clamped(usage) -> dict:
+    """A usage dict (a resumed turn's stored state) with every figure valid (see _usage_add)."""
+    total: dict = {}
+    _usage_add(total, usage)
+    return total
 
 
 # --- what a step ends with: the loop's next step (openai-agents' NextStepFinalOutput /
@@ -154,6 +188,7 @@ class _Turn:
     usage: dict = field(default_factory=dict)
     chart: dict | None = None  # the last chart a tool returned
     yielded: bool = False  # an event went out: a failing model can no longer be stood in for
+    reply_bytes: int = 0  # what the model sent this turn, on the wire (LLM_MAX_REPLY_BYTES)
 
     def state(self) -> dict:
         """What a paused turn needs to go on (stored on the run as JSON)."""
@@ -164,7 +199,7 @@ class _Turn:
         rounds = state.get("tool_rounds")
         self.tool_rounds = rounds if isinstance(rounds, int) and rounds >= 0 else 0
         self.text_parts = [state["text"]] if isinstance(state.get("text"), str) and state["text"] else []
-        self.usage = state["usage"] if isinstance(state.get("usage"), dict) else {}
+        self.usage = usage_clamped(state.get("usage"))
         self.chart = state["chart"] if isinstance(state.get("chart"), dict) else None
         self.yielded = True  # the turn spoke before its pause: no keyword routing stands in now
 
@@ -260,14 +295,15 @@ async def _turn_start(*, agent: Agent, history: list[dict], ctx: RunContext) -> 
     started = time.perf_counter()
     deadline = turn_deadline(ctx)
     tools = await tools_for_agent(agent)
-    messages = [{"role": "system", "content": prompt}] if (prompt := _system_prompt(agent, ctx)) else []
+    prompt = _system_prompt(agent, ctx, _tool_domains(tools))
+    messages = [{"role": "system", "content": prompt}] if prompt else []
     return _Turn(
         agent=agent,
         ctx=ctx,
         deadline=deadline,
         tools_by_name={tool.name: tool for tool in tools},
         specs=[tool_spec(tool) for tool in tools],
-        messages=messages + history,
+        messages=messages + history_for_model(history),
         max_tool_rounds=agent.max_tool_rounds or settings.MAX_TOOL_ROUNDS,
         started=started,
     )
@@ -275,27 +311,38 @@ async def _turn_start(*, agent: Agent, history: list[dict], ctx: RunContext) -> 
 
 async def _model_round(turn: _Turn) -> AsyncIterator[Event | NextStep]:
     """One streamed model request: yields its text as `Chunk`s, then FinalAnswer, RunTools or
-    Interrupted. Raises LlmUnavailable when the model is down before the turn yielded anything."""
+    Interrupted. Raises LlmUnavailable when the model is down before the turn yielded anything.
+
+    The answer is read as hostile: any field may have any JSON type; what the turn may read is
+    capped (LLM_MAX_REPLY_BYTES over the turn's rounds, ModelCalls' caps on calls), and the
+    event loop gets a turn at least every YIELD_EVERY_SEC however fast the chunks come."""
     offered = turn.specs if turn.tool_rounds < turn.max_tool_rounds else None
     agent = turn.agent
     round_text: list[str] = []
-    fragments: dict[int, ModelCall] = {}
+    calls = ModelCalls()
     stream = None
+    loop = asyncio.get_running_loop()
     try:
         stream = await within(
             llm_stream(model=agent.effective_model, messages=turn.messages, tools=offered,
-                       temperature=agent.temperature, request_id=turn.ctx.request_id),
+                       temperature=agent.temperature, request_id=turn.ctx.request_id,
+                       max_bytes=max(cap("LLM_MAX_REPLY_BYTES") - turn.reply_bytes, 0)),
             turn.deadline,
         )
         chunks = stream.__aiter__()
+        paused_at = loop.time()
         while True:
             try:
                 chunk = await within(chunks.__anext__(), turn.deadline)
             except StopAsyncIteration:
                 break
-            # Chunks are plain dicts (see LlmStream): any field may be missing or null.
+            if loop.time() - paused_at > YIELD_EVERY_SEC:
+                await asyncio.sleep(0)
+                paused_at = loop.time()
+            # Chunks are plain dicts (see LlmStream): any field may be missing, null or of any type.
             _usage_add(turn.usage, chunk.get("usage"))
-            for choice in chunk.get("choices") or ():
+            choices = chunk.get("choices")
+            for choice in choices if isinstance(choices, list) else ():
                 delta = choice.get("delta") if isinstance(choice, dict) else None
                 if not isinstance(delta, dict):
                     continue
@@ -306,17 +353,23 @@ async def _model_round(turn: _Turn) -> AsyncIterator[Event | NextStep]:
                     turn.text_parts.append(text.content)
                     turn.yielded = True
                     yield text
-                for fragment in delta.get("tool_calls") or ():
-                    if isinstance(fragment, dict):
-                        model_call_merge(fragments, fragment)
+                fragments = delta.get("tool_calls")
+                if offered and isinstance(fragments, list):
+                    for fragment in fragments:
+                        calls.add(fragment)
+    except ReplyTooLong as exc:
+        logger.warning("model reply cut round={} reason={}", turn.tool_rounds + 1, exc)
+        yield Interrupted(Error(DOWNSTREAM, REPLY_TOO_LONG_TEXT))
+        return
     except (BudgetSpent, openai.APIError, httpx.HTTPError) as exc:
         yield _model_failed(turn, exc)
         return
     finally:
         if stream is not None:
+            turn.reply_bytes += stream.received
             await stream.close()
-    calls = model_calls_finish(fragments) if offered else []
-    yield RunTools(calls=calls, text="".join(round_text)) if calls else FinalAnswer()
+    finished = calls.finish() if offered else []
+    yield RunTools(calls=finished, text="".join(round_text)) if finished else FinalAnswer()
 
 
 def _model_failed(turn: _Turn, exc: Exception) -> Interrupted:
@@ -362,8 +415,39 @@ async def _tool_round(turn: _Turn, step: RunTools) -> AsyncIterator[Event | Next
 
     turn.messages.append({"role": "assistant", "content": step.text or None,
                           "tool_calls": [c.message() for c in calls]})
-    _tool_messages_add(turn, [c.id for c in calls], results)
+    # The model reads its calls under the ids it gave them (ours where it gave none we send back).
+    _tool_messages_add(turn, [c.id for c in calls], results, wire_ids={c.id: c.wire_id for c in calls})
     yield AskModel()
+
+
+def history_for_model(history: list[dict]) -> list[dict]:
+    """The stored history as the model is sent it: a tool row's content, and a stored call's
+    arguments, longer than MAX_HISTORY_TOOL_BYTES are cut (rows stored before the caps, or with
+    a larger cap, can be megabytes, and would be sent again on every later turn). The caller's
+    dicts are not changed."""
+    limit = cap("MAX_HISTORY_TOOL_BYTES")
+    shaped = []
+    for message in history:
+        if not isinstance(message, dict):
+            continue
+        if message.get("role") == "tool" and isinstance(message.get("content"), str):
+            content = text_cap(message["content"], limit)
+            if content is not message["content"]:
+                message = {**message, "content": content}
+        elif message.get("role") == "assistant" and isinstance(message.get("tool_calls"), list):
+            calls = [_stored_call_capped(c, limit) for c in message["tool_calls"]]
+            if any(new is not old for new, old in zip(calls, message["tool_calls"], strict=True)):
+                message = {**message, "tool_calls": calls}
+        shaped.append(message)
+    return shaped
+
+
+def _stored_call_capped(call, limit: int):
+    function = call.get("function") if isinstance(call, dict) else None
+    arguments = function.get("arguments") if isinstance(function, dict) else None
+    if not isinstance(arguments, str) or len(arguments) <= limit // 4 or utf8_size(arguments) <= limit:
+        return call
+    return {**call, "function": {**function, "arguments": "{}"}}  # a cut JSON text would not parse
 
 
 def _args_object(text: str) -> dict:
@@ -394,9 +478,11 @@ async def _run_calls(turn: _Turn, requests: list[ToolRequest], results: dict[str
         yield Interrupted(Error(DOWNSTREAM, TURN_TIMEOUT_TEXT))
 
 
-def _tool_messages_add(turn: _Turn, call_ids: list[str], results: dict[str, ToolResult]) -> None:
+def _tool_messages_add(turn: _Turn, call_ids: list[str], results: dict[str, ToolResult], *,
+                       wire_ids: dict[str, str] | None = None) -> None:
     for call_id in call_ids:
-        turn.messages.append({"role": "tool", "tool_call_id": call_id, "content": results[call_id].content})
+        wire_id = (wire_ids or {}).get(call_id, call_id)
+        turn.messages.append({"role": "tool", "tool_call_id": wire_id, "content": results[call_id].content})
         turn.chart = results[call_id].chart or turn.chart
     turn.tool_rounds += 1
 

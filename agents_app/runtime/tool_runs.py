@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 from loguru import logger
 
 from agents_app.runtime.budget import within
+from agents_app.runtime.caps import cap, text_cap
 from agents_app.runtime.context import RunContext
 from agents_app.runtime.events import Error, ToolChunk, ToolResult
 from agents_app.runtime.tool import Tool, ToolOutcome
@@ -18,19 +19,27 @@ from campus_agent.request_id import request_id_set
 
 UNKNOWN_TOOL_TEXT = "没有名为“{name}”的工具，请只使用提供的工具。"
 TOOL_CRASHED_TEXT = "工具运行出错：{reason}"
+# What the student's notice of a failed tool may hold (it is one sentence; the model's text is capped
+# by MAX_TOOL_RESULT_BYTES).
+MAX_NOTICE_BYTES = 2048
 
 
 @dataclass(frozen=True, slots=True)
 class ToolRequest:
-    """One call to run: `note` (when set) is put before the tool's text, for the model."""
+    """One call to run: `note` (when set) is put before the tool's text, for the model.
+    `refused` (the model's text, the student's): the call is not run, this is its result (a bad
+    call, arguments too long; model_calls.py)."""
 
     call_id: str
     tool: str
     args: dict
     note: str = ""
+    refused: tuple[str, str] | None = None
 
 
 async def _outcome(request: ToolRequest, tool: Tool | None, ctx: RunContext, emit) -> ToolOutcome:
+    if request.refused is not None:
+        return ToolOutcome(text=request.refused[0], ok=False, error=request.refused[1])
     if tool is None:
         text = UNKNOWN_TOOL_TEXT.format(name=request.tool)
         return ToolOutcome(text=text, ok=False, error=text)
@@ -62,7 +71,7 @@ async def tool_calls_run(
         async def emit(text: str) -> None:
             await queue.put(ToolChunk(call_id=request.call_id, tool=request.tool, content=text))
 
-        tool = tools_by_name.get(request.tool)
+        tool = tools_by_name.get(request.tool) if request.refused is None else None
         with tool_span(request=request, tool=tool, ctx=ctx) as span:  # what the tool sends hangs under it
             outcome = await _outcome(request, tool, ctx, emit)
             span.outcome(outcome)
@@ -70,6 +79,7 @@ async def tool_calls_run(
             outcome = replace(outcome, text=f"{request.note}\n{outcome.text}")
         await queue.put((request, outcome))
 
+    max_result = cap("MAX_TOOL_RESULT_BYTES")
     tasks = [asyncio.create_task(run_one(request)) for request in calls]
     try:
         ended = 0
@@ -80,8 +90,10 @@ async def tool_calls_run(
                 continue
             ended += 1
             request, outcome = item
-            yield ToolResult(call_id=request.call_id, tool=request.tool, ok=outcome.ok, content=outcome.text,
-                             error=outcome.error, chart=outcome.chart, links=outcome.links or None,
+            # Whatever the tool sent, the model reads (and the row stores) at most the cap.
+            yield ToolResult(call_id=request.call_id, tool=request.tool, ok=outcome.ok,
+                             content=text_cap(outcome.text, max_result),
+                             error=text_cap(outcome.error, MAX_NOTICE_BYTES) if outcome.error else outcome.error, chart=outcome.chart, links=outcome.links or None,
                              images=outcome.images or None, label=outcome.label)
             if outcome.code is not None:  # a failure with a contract code (40102, 50001, 50003)
                 yield Error(outcome.code, outcome.error or outcome.text)

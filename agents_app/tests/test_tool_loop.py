@@ -1,6 +1,7 @@
 """The tool loop against the scripted model, the contract sub-agent and real MCP servers."""
 import asyncio
 import json
+import re
 import time
 from dataclasses import replace
 
@@ -111,14 +112,19 @@ async def test_several_calls_run_concurrently_and_tool_messages_keep_call_order(
     took = time.perf_counter() - started
     results = [e for e in events if isinstance(e, ToolResult)]
     # canteen finished while notice was still trickling: concurrent, and reported as each ends.
-    assert [r.call_id for r in results] == ["b", "a"]
+    assert [r.tool for r in results] == ["call_canteen", "call_notice"]
     assert results[1].content == TIMEOUT_TEXT and not results[1].ok
+    # Events carry our own call ids, not the model's (issue 20).
+    assert all(re.fullmatch(r"call_[0-9a-f]{16}", r.call_id) for r in results)
     # The trickle was forwarded live, while that tool was still running.
-    trickle = [i for i, e in enumerate(events) if isinstance(e, ToolChunk) and e.call_id == "a"]
+    trickle = [i for i, e in enumerate(events) if isinstance(e, ToolChunk) and e.call_id == results[1].call_id]
     assert trickle and events.index(results[0]) < trickle[0] < trickle[-1] < events.index(results[1])
     assert took < 1 + 1.5
+    # The model reads its calls back under its own ids, each tool message paired with its call.
     tool_messages = [m for m in llm_settings.requests[1].messages if m["role"] == "tool"]
     assert [m["tool_call_id"] for m in tool_messages] == ["a", "b"]
+    [assistant] = [m for m in llm_settings.requests[1].messages if m.get("tool_calls")]
+    assert [c["id"] for c in assistant["tool_calls"]] == ["a", "b"]
 
 
 async def test_arguments_that_are_not_an_object_become_empty_and_the_model_is_told(
@@ -244,7 +250,7 @@ async def test_domain_hint_follows_the_system_prompt(llm_settings, agent):
     llm_settings.reply_text("好的。")
     await collect(agent, ctx=replace(CTX, hint_domain="canteen"))
     [system, *rest] = llm_settings.requests[0].messages
-    assert system == {"role": "system", "content": agent.system_prompt + "\n\n" + DOMAIN_HINT_TEXT.format(domain="canteen")}
+    assert system == {"role": "system", "content": agent.system_prompt + "\n\n" + DOMAIN_HINT_TEXT.format(domain='"canteen"')}
     assert rest == HISTORY
 
 
