@@ -2,13 +2,15 @@
 from __future__ import annotations
 
 import atexit
+import contextvars
 import hashlib
 import json
 import os
 import shutil
 import tempfile
 import threading
-from contextlib import AsyncExitStack
+from contextlib import AsyncExitStack, contextmanager
+from dataclasses import dataclass
 
 import httpx2
 from mcp import Client, StdioServerParameters
@@ -82,12 +84,48 @@ async def _request_headers_add(request: httpx2.Request) -> None:
     trace_headers_add(request.headers)
 
 
+@dataclass
+class HttpStatusSeen:
+    """The last HTTP error status (≥ 400) an MCP HTTP transport got while it was watched."""
+
+    status: int | None = None
+
+
+# Read below the SDK: mcp 2.3's streamable-http transport turns every non-2xx answer into one
+# generic MCPError ("Server returned an error response"), and its SSE transport only logs a failed
+# POST, so the status is taken from the HTTP client's response hook. The hook runs in a copy of the
+# sending task's context (as the request hook does), which holds the same HttpStatusSeen object
+# the caller put there: the copy shares the object, so the caller sees what the hook wrote.
+_status_seen: contextvars.ContextVar[HttpStatusSeen | None] = contextvars.ContextVar("mcp_http_status",
+                                                                                    default=None)
+
+
+@contextmanager
+def mcp_http_status_watch():
+    """Within the block, the HTTP error status of this task's MCP requests (and of the tasks it
+    starts) lands in the yielded HttpStatusSeen."""
+    seen = HttpStatusSeen()
+    token = _status_seen.set(seen)
+    try:
+        yield seen
+    finally:
+        _status_seen.reset(token)
+
+
+async def _response_status_note(response: httpx2.Response) -> None:
+    seen = _status_seen.get()
+    if seen is not None and response.status_code >= 400:
+        seen.status = response.status_code
+
+
 def mcp_http_client(headers: dict | None = None, timeout: httpx2.Timeout | None = None,
                     auth: httpx2.Auth | None = None) -> httpx2.AsyncClient:
     """The SDK's HTTP client for MCP, plus a request hook that puts `X-Request-Id` (and, while
-    tracing, `traceparent`) on every request it sends, per call."""
+    tracing, `traceparent`) on every request it sends, per call, and a response hook that notes
+    an HTTP error status for the watching caller (mcp_http_status_watch)."""
     client = create_mcp_http_client(headers=headers, timeout=timeout, auth=auth)
     client.event_hooks["request"].append(_request_headers_add)
+    client.event_hooks["response"].append(_response_status_note)
     return client
 
 

@@ -21,6 +21,7 @@ from mcp import Client
 from agents_app.mcp.connect import (
     exception_text,
     mcp_client_enter,
+    mcp_http_status_watch,
     mcp_service_fingerprint,
 )
 from agents_app.models import McpService
@@ -34,7 +35,13 @@ IDLE_CLOSE_SEC = 600.0
 
 
 class McpUnavailable(Exception):
-    """The service could not be reached (open failed or timed out)."""
+    """The service could not be reached (open failed or timed out). `str()` is the reason for
+    staff and the log (it may hold the SDK's text); `status` the HTTP error status the server
+    answered the opening with, when it did (a 401 is the server answering, not an outage)."""
+
+    def __init__(self, reason: str, *, status: int | None = None):
+        super().__init__(reason)
+        self.status = status
 
 
 class PooledSession:
@@ -49,22 +56,24 @@ class PooledSession:
         self._task = asyncio.create_task(self._own(service), name=f"mcp-session-{service.name}")
 
     async def _own(self, service: McpService) -> None:
-        try:
-            async with AsyncExitStack() as stack:
-                client = await mcp_client_enter(service=service, stack=stack)
-                self._ready.set_result(client)
-                logger.info("MCP session opened service={} protocol={}", service.name, service.protocol)
-                await self._close.wait()
-        except asyncio.CancelledError:
-            if not self._ready.done():
-                self._ready.cancel()
-            raise
-        except BaseException as exc:  # noqa: BLE001 - the SDK raises groups; keep the reason for callers
-            if not self._ready.done():
-                self._ready.set_exception(McpUnavailable(exception_text(exc)))
-            logger.warning("MCP session ended service={} reason={}", self.name, exception_text(exc))
-        finally:
-            self.broken = True
+        with mcp_http_status_watch() as seen:  # the HTTP answers to the opening (this task's context)
+            try:
+                async with AsyncExitStack() as stack:
+                    client = await mcp_client_enter(service=service, stack=stack)
+                    self._ready.set_result(client)
+                    logger.info("MCP session opened service={} protocol={}", service.name, service.protocol)
+                    await self._close.wait()
+            except asyncio.CancelledError:
+                if not self._ready.done():
+                    self._ready.cancel()
+                raise
+            except BaseException as exc:  # noqa: BLE001 - the SDK raises groups; keep the reason for callers
+                if not self._ready.done():
+                    self._ready.set_exception(McpUnavailable(exception_text(exc), status=seen.status))
+                logger.warning("MCP session ended service={} reason={} http_status={}", self.name,
+                               exception_text(exc), seen.status)
+            finally:
+                self.broken = True
 
     @property
     def alive(self) -> bool:
@@ -93,7 +102,7 @@ class McpPool:
     def __init__(self):
         self._sessions: dict[int, PooledSession] = {}
         self._closing: set[asyncio.Task] = set()
-        self._failed: dict[int, tuple[str, float, str]] = {}  # id -> (fingerprint, retry at, reason)
+        self._failed: dict[int, tuple[str, float, McpUnavailable]] = {}  # id -> (fingerprint, retry at, why)
         self._lock = asyncio.Lock()
 
     async def client(self, service: McpService) -> Client:
@@ -102,7 +111,7 @@ class McpPool:
         now = asyncio.get_running_loop().time()
         failed = self._failed.get(service.pk)
         if failed and failed[0] == fingerprint and failed[1] > now:
-            raise McpUnavailable(f"{failed[2]}（{failed[1] - now:.0f} 秒后重试连接）")
+            raise McpUnavailable(f"{failed[2]}（{failed[1] - now:.0f} 秒后重试连接）", status=failed[2].status)
         async with self._lock:
             for idle_id in [i for i, s in self._sessions.items() if i != service.pk and now - s.last_used > IDLE_CLOSE_SEC]:
                 logger.info("MCP session idle for {}s, closing service={}", IDLE_CLOSE_SEC, self._sessions[idle_id].name)
@@ -119,7 +128,7 @@ class McpPool:
             client = await session.client(float(service.timeout_sec))
         except McpUnavailable as exc:
             session.broken = True
-            self._failed[service.pk] = (fingerprint, asyncio.get_running_loop().time() + OPEN_RETRY_SEC, str(exc))
+            self._failed[service.pk] = (fingerprint, asyncio.get_running_loop().time() + OPEN_RETRY_SEC, exc)
             raise
         self._failed.pop(service.pk, None)
         return client

@@ -16,11 +16,12 @@ import httpx
 import httpx2
 from loguru import logger
 from mcp import MCPError
-from mcp_types import CONNECTION_CLOSED
+from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, PARSE_ERROR
 
 from agents_app.mcp.connect import (
     exception_text,
     mcp_client_enter,
+    mcp_http_status_watch,
     mcp_request_meta,
     mcp_service_fingerprint,
 )
@@ -29,11 +30,29 @@ from agents_app.mcp.results import OUTPUT_INVALID_TEXT, mcp_result_parts, output
 from agents_app.models import McpService
 from campus_agent.circuit import acircuit_enter, acircuit_failure, acircuit_success, circuit_release
 
+# For the model (the tool message) — a reason it can act on; the SDK's own words stay in the log.
 UNAVAILABLE_TEXT = "MCP 服务“{service}”暂时不可用：{reason}"
 CALL_TIMEOUT_TEXT = "MCP 工具“{tool}”调用超时（{timeout} 秒）。"
 CALL_FAILED_TEXT = "MCP 工具“{tool}”调用失败：{reason}"
 IS_ERROR_TEXT = "MCP 工具“{tool}”返回了错误。"
 CIRCUIT_OPEN_TEXT = "MCP 服务“{service}”暂时不可用，请稍后再试。"
+# The reason, by what the server answered (issue 20): a 4xx is a configuration the server refuses
+# (retrying will not help), a 5xx or 429 a server in trouble (later may work).
+HTTP_REFUSED_REASON = "服务拒绝了访问（HTTP {status}），多半是密钥或权限配置有误，重试不会成功。"
+HTTP_NOT_FOUND_REASON = "服务地址不存在（HTTP {status}），请检查服务配置，重试不会成功。"
+HTTP_CLIENT_ERROR_REASON = "服务拒绝了这个请求（HTTP {status}）。"
+HTTP_BUSY_REASON = "服务繁忙（HTTP 429），请稍后再试。"
+HTTP_SERVER_ERROR_REASON = "服务出错（HTTP {status}），请稍后再试。"
+BAD_ANSWER_REASON = "服务的回答无法解析。"
+CLOSED_REASON = "与服务的连接已断开。"
+SERVER_ERROR_REASON = "服务返回错误：{message}"
+NO_CONNECTION_REASON = "无法连接服务。"
+# For the student: Chinese, names the service, no exception text.
+DOWN_NOTICE = "MCP 服务“{service}”暂时无法使用，请稍后再试。"
+REFUSED_NOTICE = "MCP 服务“{service}”拒绝了访问，请联系管理员检查它的配置。"
+CALL_FAILED_NOTICE = "MCP 工具“{tool}”调用失败，请稍后再试。"
+OUTPUT_INVALID_NOTICE = "MCP 工具“{tool}”返回的结果格式不正确。"
+MAX_SERVER_MESSAGE = 300  # characters of a server's JSON-RPC error message the model reads
 MAX_LIST_PAGES = 20
 # A probe may take the whole timeout; past it plus this margin another worker may probe.
 PROBE_LEASE_MARGIN_SEC = 5
@@ -77,14 +96,58 @@ def _status_of(exc: BaseException) -> int | None:
     return None
 
 
-def mcp_source_failed(exc: BaseException) -> bool:
+def _client_error(status: int | None) -> bool:
+    return status is not None and 400 <= status < 500 and status != 429
+
+
+def mcp_source_failed(exc: BaseException, status: int | None = None) -> bool:
     """Whether a failed call or listing counts against the service's breaker: a timeout, a
     connection that could not open or broke, a 5xx or 429. The server answering with a JSON-RPC
-    error, or an HTTP 4xx (a wrong key or URL staff must fix), shows it is up."""
-    if isinstance(exc, MCPError) and exc.code != CONNECTION_CLOSED:
-        return False
-    status = _status_of(exc)
-    return status is None or status >= 500 or status == 429
+    error, or an HTTP 4xx (a wrong key or URL staff must fix), shows it is up.
+
+    `status`: the HTTP error status seen below the SDK (mcp_http_status_watch); mcp 2.3 turns a
+    non-2xx answer into a plain MCPError, which alone would read as the server answering."""
+    status = status if status is not None else _status_of(exc)
+    if isinstance(exc, McpUnavailable):
+        return not _client_error(status if status is not None else exc.status)
+    if status is not None:
+        return not _client_error(status)
+    return not (isinstance(exc, MCPError) and exc.code != CONNECTION_CLOSED)
+
+
+def mcp_failure_reason(exc: BaseException, status: int | None = None) -> str:
+    """What the model reads about a failed call (Chinese; the SDK's text stays in the log)."""
+    status = status if status is not None else _status_of(exc)
+    if isinstance(exc, McpUnavailable) and status is None:
+        status = exc.status
+    if status is not None:
+        if status in (401, 403):
+            return HTTP_REFUSED_REASON.format(status=status)
+        if status == 404:
+            return HTTP_NOT_FOUND_REASON.format(status=status)
+        if status == 429:
+            return HTTP_BUSY_REASON
+        if status >= 500:
+            return HTTP_SERVER_ERROR_REASON.format(status=status)
+        return HTTP_CLIENT_ERROR_REASON.format(status=status)
+    if isinstance(exc, MCPError):
+        if exc.code == CONNECTION_CLOSED:
+            return CLOSED_REASON
+        if exc.code == PARSE_ERROR:
+            return BAD_ANSWER_REASON
+        if exc.code == INTERNAL_ERROR and exc.message == "Server returned an error response":
+            return HTTP_SERVER_ERROR_REASON.format(status="?")
+        message = " ".join(str(exc.message).split())[:MAX_SERVER_MESSAGE]  # the server's own words
+        return SERVER_ERROR_REASON.format(message=message or exc.code)
+    return NO_CONNECTION_REASON
+
+
+def mcp_failure_notice(*, service: McpService, exc: BaseException, status: int | None = None) -> str:
+    """What the student reads about a failed call: whether to wait or to tell staff."""
+    status = status if status is not None else _status_of(exc)
+    if isinstance(exc, McpUnavailable) and status is None:
+        status = exc.status
+    return (REFUSED_NOTICE if _client_error(status) else DOWN_NOTICE).format(service=service.label)
 
 
 # service id -> (fingerprint, tools). Plain data, so any loop or thread may read it.
@@ -178,7 +241,7 @@ async def mcp_service_tool_infos(*, service: McpService, pooled: bool = True) ->
         circuit_release(ticket)  # not awaited: an await here could be cancelled again
         raise
     except McpUnavailable as exc:  # the session could not open
-        await acircuit_failure(ticket, reason=str(exc))
+        await _circuit_settle(ticket, exc)
         raise
     except Exception as exc:
         pool.discard(service.pk)
@@ -193,7 +256,7 @@ async def mcp_service_tool_infos(*, service: McpService, pooled: bool = True) ->
 async def _circuit_settle(ticket, exc: BaseException) -> None:
     if mcp_source_failed(exc):
         await acircuit_failure(ticket, reason=exception_text(exc))
-    else:
+    else:  # the server answered (a 4xx at the opening, a JSON-RPC error): it is up
         await acircuit_success(ticket)
 
 
@@ -210,8 +273,8 @@ class McpCallResult:
     source_failed: bool = False
 
 
-def _failed(text: str, *, source_failed: bool) -> McpCallResult:
-    return McpCallResult(text=text, ok=False, error=text, source_failed=source_failed)
+def _failed(text: str, *, source_failed: bool, notice: str | None = None) -> McpCallResult:
+    return McpCallResult(text=text, ok=False, error=notice or text, source_failed=source_failed)
 
 
 async def mcp_tool_call(*, service: McpService, tool: str, args: dict, shown_as: str) -> McpCallResult:
@@ -223,25 +286,39 @@ async def mcp_tool_call(*, service: McpService, tool: str, args: dict, shown_as:
     No circuit breaker here: the runtime's tool (runtime/mcp_tool.py) wraps the call in it."""
     timeout = service.timeout_sec
     pool = mcp_pool()
-    try:
-        async with asyncio.timeout(timeout):
-            result = await _call(pool, service, tool, args)
-    except McpUnavailable as exc:
-        return _failed(UNAVAILABLE_TEXT.format(service=service.name, reason=exc), source_failed=True)
-    except TimeoutError:
-        return _failed(CALL_TIMEOUT_TEXT.format(tool=shown_as, timeout=timeout), source_failed=True)
-    except Exception as exc:  # noqa: BLE001 - a broken connection: reopen on the next call
-        invalid = output_invalid_reason(exc)
-        if invalid is not None:  # the server answered, wrongly: the session is fine
-            text = OUTPUT_INVALID_TEXT.format(tool=shown_as, reason=invalid)
-            logger.warning("MCP result broke its outputSchema service={} tool={} reason={}", service.name, tool, invalid)
-            return _failed(text, source_failed=False)
-        source_failed = mcp_source_failed(exc)
-        if source_failed:
-            pool.discard(service.pk)
-        text = CALL_FAILED_TEXT.format(tool=shown_as, reason=exception_text(exc))
-        logger.warning("MCP call failed service={} tool={} reason={}", service.name, tool, text)
-        return _failed(text, source_failed=source_failed)
+    with mcp_http_status_watch() as seen:  # the HTTP status below the SDK (connect.py)
+        try:
+            async with asyncio.timeout(timeout):
+                result = await _call(pool, service, tool, args)
+        except McpUnavailable as exc:
+            logger.warning("MCP service unavailable service={} tool={} reason={} http_status={}", service.name,
+                           tool, exc, exc.status)
+            return _failed(UNAVAILABLE_TEXT.format(service=service.name, reason=mcp_failure_reason(exc)),
+                           source_failed=mcp_source_failed(exc), notice=mcp_failure_notice(service=service, exc=exc))
+        except TimeoutError as exc:
+            # A server that answered 4xx to a POST the SSE transport only logs: the call then waits
+            # out its timeout, but the server did answer, and it said no.
+            if _client_error(seen.status):
+                logger.warning("MCP call refused service={} tool={} http_status={}", service.name, tool, seen.status)
+                return _failed(CALL_FAILED_TEXT.format(tool=shown_as, reason=mcp_failure_reason(exc, seen.status)),
+                               source_failed=False, notice=mcp_failure_notice(service=service, exc=exc,
+                                                                              status=seen.status))
+            return _failed(CALL_TIMEOUT_TEXT.format(tool=shown_as, timeout=timeout), source_failed=True)
+        except Exception as exc:  # noqa: BLE001 - a broken connection: reopen on the next call
+            invalid = output_invalid_reason(exc)
+            if invalid is not None:  # the server answered, wrongly: the session is fine
+                text = OUTPUT_INVALID_TEXT.format(tool=shown_as, reason=invalid)
+                logger.warning("MCP result broke its outputSchema service={} tool={} reason={}", service.name, tool,
+                               invalid)
+                return _failed(text, source_failed=False, notice=OUTPUT_INVALID_NOTICE.format(tool=shown_as))
+            source_failed = mcp_source_failed(exc, seen.status)
+            if source_failed:
+                pool.discard(service.pk)
+            text = CALL_FAILED_TEXT.format(tool=shown_as, reason=mcp_failure_reason(exc, seen.status))
+            logger.warning("MCP call failed service={} tool={} reason={} http_status={}", service.name, tool,
+                           exception_text(exc), seen.status)
+            return _failed(text, source_failed=source_failed,
+                           notice=mcp_failure_notice(service=service, exc=exc, status=seen.status))
     parts = mcp_result_parts(result, trusted=service.trusted)
     if result.is_error:
         return McpCallResult(text=parts.text, ok=False, error=IS_ERROR_TEXT.format(tool=shown_as))

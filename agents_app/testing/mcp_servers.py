@@ -145,7 +145,11 @@ def stdio_argv() -> list[str]:
 
 
 class HttpMcpServer(ServedApp):
-    """The tools over `sse` or `streamable-http`; `url` is what an McpService config points at."""
+    """The tools over `sse` or `streamable-http`; `url` is what an McpService config points at.
+
+    `fail(status, methods=("tools/call",))` makes the server answer the JSON-RPC POSTs of those
+    methods with that HTTP status (a plain-text body, as a proxy or a crashed server sends), the
+    rest served as usual; `fail(None)` ends it. `failed` counts the answers so made."""
 
     lifespan = "on"  # the streamable-http session manager runs in the app's lifespan
 
@@ -153,12 +157,57 @@ class HttpMcpServer(ServedApp):
         self.slow_cancelled = threading.Event()  # a `slow` call was cancelled by the gateway
         mcp = build_server(slow_cancelled=self.slow_cancelled)
         if transport == "sse":
-            self.app, self.path = mcp.sse_app(), "/sse"
+            inner, self.path = mcp.sse_app(), "/sse"
         elif transport == "streamable-http":
-            self.app, self.path = mcp.streamable_http_app(), "/mcp"
+            inner, self.path = mcp.streamable_http_app(), "/mcp"
         else:
             raise ValueError(transport)
         self.transport = transport
+        self.fail_status: int | None = None
+        self.fail_methods: tuple[str, ...] = ()
+        self.failed = 0
+        self._inner = inner
+
+        async def app(scope, receive, send):  # a plain function: uvicorn reads it as ASGI 3
+            return await self._failing(scope, receive, send)
+
+        self.app = app
+
+    def fail(self, status: int | None, *, methods: tuple[str, ...] = ("tools/call",)) -> HttpMcpServer:
+        self.fail_status, self.fail_methods = status, methods
+        return self
+
+    async def _failing(self, scope, receive, send):
+        if scope["type"] != "http" or scope["method"] != "POST" or self.fail_status is None:
+            return await self._inner(scope, receive, send)
+        chunks, more = [], True
+        while more:
+            message = await receive()
+            chunks.append(message.get("body", b""))
+            more = message.get("more_body", False)
+        body = b"".join(chunks)
+        try:
+            method = json.loads(body).get("method")
+        except (ValueError, AttributeError):
+            method = None
+        if method in self.fail_methods:
+            self.failed += 1
+            headers = [(b"content-type", b"text/plain; charset=utf-8")]
+            if self.fail_status == 429:
+                headers.append((b"retry-after", b"1"))
+            await send({"type": "http.response.start", "status": self.fail_status, "headers": headers})
+            await send({"type": "http.response.body", "body": f"scripted HTTP {self.fail_status}".encode()})
+            return None
+        replayed = False
+
+        async def replay():
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        return await self._inner(scope, replay, send)
 
     @property
     def url(self) -> str:

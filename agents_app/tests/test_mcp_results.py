@@ -8,6 +8,7 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from agents_app.mcp.results import OUTPUT_INVALID_TEXT
+from agents_app.mcp.tools import OUTPUT_INVALID_NOTICE
 from agents_app.runtime.context import RunContext
 from agents_app.runtime.events import ToolResult
 from agents_app.runtime.loop import run_turn
@@ -52,7 +53,8 @@ async def test_structured_content_that_fits_reaches_the_model_as_json(mcp_servic
 async def test_structured_content_that_breaks_the_output_schema_is_an_error(mcp_service_http, make_agent, llm_settings):
     agent = await make_agent(mcp_service_http)
     result = await turn(agent, llm_settings, ("http-tools__forecast_broken", {}))
-    assert not result.ok and result.content == result.error
+    # The student reads a sentence; the schema's complaint is for the model (issue 20).
+    assert not result.ok and result.error == OUTPUT_INVALID_NOTICE.format(tool="http-tools__forecast_broken")
     assert result.content.startswith(OUTPUT_INVALID_TEXT.format(tool="http-tools__forecast_broken", reason=""))
     assert "'low' is a required property" in result.content  # the schema's complaint, for the model
     assert json.dumps(BROKEN_FORECAST, ensure_ascii=False) not in llm_settings.requests[1].messages[-1]["content"]
