@@ -17,7 +17,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,7 +67,14 @@ class Reply:
       providers report quota or moderation failures so);
     - `terse_frames`: frame the stream as some providers do: `data:` without the space, CRLF
       line ends, and a `: keep-alive` comment line before each event;
-    - `usage`: the usage reported in the final chunk (computed from the text when None).
+    - `usage`: the usage reported in the final chunk (computed from the text when None; any
+      JSON value, to test what the client makes of a hostile one);
+    - `deltas`: `delta` values (any JSON) sent one chunk each after the text, instead of the
+      tool calls — hostile fragments: `{"tool_calls": [{"index": [1], …}]}`;
+    - `raw_chunks`: whole chunk payloads (any JSON value) sent as they are, after the text;
+    - `body`: a function returning the bytes of the whole body (after the headers), sent as
+      they come: hostile answers of any size without building them in memory
+      (`many_tool_calls_body`, `huge_text_body`, `endless_line_body`). Nothing else is sent.
     """
 
     text: str = ""
@@ -83,7 +90,10 @@ class Reply:
     terse_frames: bool = False
     error_as_json: bool = False
     interleave: bool = False
-    usage: dict | None = None
+    usage: Any = None
+    deltas: list | None = None
+    raw_chunks: list | None = None
+    body: Callable[[], Iterable[bytes]] | None = None
 
 
 @dataclass
@@ -193,6 +203,11 @@ class FakeLlm(ServedApp):
         )
 
     async def _stream(self, reply: Reply, model: str, include_usage: bool, request: Request):
+        if reply.body is not None:
+            for block in reply.body():
+                yield block
+                await asyncio.sleep(0)  # let the client go away; the server's loop breathe
+            return
         chunks = list(_chunks(reply, model))
         if include_usage:
             chunks.append(_chunk_envelope(model, [], usage=_usage(reply)))
@@ -280,6 +295,12 @@ def _chunks(reply: Reply, model: str):
     yield _delta(model, {"role": "assistant", "content": ""})
     for piece in _pieces(reply.text, reply.chunk_size):
         yield _delta(model, {"content": piece})
+    if reply.deltas is not None or reply.raw_chunks is not None:
+        for delta in reply.deltas or ():
+            yield _chunk_envelope(model, [{"index": 0, "delta": delta, "finish_reason": None}])
+        yield from reply.raw_chunks or ()
+        yield _delta(model, {}, finish_reason="stop")
+        return
     per_call = [_call_fragments(i, c, reply.chunk_size * 2) for i, c in enumerate(reply.tool_calls)]
     if reply.interleave:
         ordered = []
@@ -290,6 +311,63 @@ def _chunks(reply: Reply, model: str):
     for fragment in ordered:
         yield _delta(model, {"tool_calls": [fragment]})
     yield _delta(model, {}, finish_reason="tool_calls" if reply.tool_calls else "stop")
+
+
+# --- hostile answers, streamed without being built in memory (Reply.body) --------------------------
+BLOCK_BYTES = 64 * 1024
+
+
+def many_tool_calls_body(count: int, *, name: str = "tools__add", arguments: str = '{"a": 1, "b": 2}',
+                         model: str = "fake-model") -> Callable[[], Iterator[bytes]]:
+    """One answer asking for `count` tool calls (one fragment each), then `[DONE]`."""
+    args = json.dumps(arguments)
+
+    def body() -> Iterator[bytes]:
+        head = ('data: {"id":"chatcmpl-fake","object":"chat.completion.chunk","model":%s,"choices":[{"index":0,'
+                '"delta":{"tool_calls":[{"index":%d,"id":"call_%d","type":"function","function":{"name":%s,'
+                '"arguments":%s}}]},"finish_reason":null}]}\n\n')
+        model_json, name_json = json.dumps(model), json.dumps(name)
+        block: list[str] = []
+        size = 0
+        for index in range(count):
+            frame = head % (model_json, index, index, name_json, args)
+            block.append(frame)
+            size += len(frame)
+            if size >= BLOCK_BYTES:
+                yield "".join(block).encode()
+                block, size = [], 0
+        block.append("data: [DONE]\n\n")
+        yield "".join(block).encode()
+
+    return body
+
+
+def huge_text_body(total_bytes: int, *, model: str = "fake-model") -> Callable[[], Iterator[bytes]]:
+    """About `total_bytes` of model text in 64 KB chunks (one frame built once, sent again and
+    again), then `[DONE]`."""
+
+    def body() -> Iterator[bytes]:
+        payload = _chunk_envelope(model, [{"index": 0, "delta": {"content": "啊" * (BLOCK_BYTES // 3)},
+                                           "finish_reason": None}])
+        frame = f"data: {json.dumps(payload, ensure_ascii=False)}\n\n".encode()
+        for _ in range(max(total_bytes // len(frame), 1)):
+            yield frame
+        yield b"data: [DONE]\n\n"
+
+    return body
+
+
+def endless_line_body(total_bytes: int) -> Callable[[], Iterator[bytes]]:
+    """One SSE line of `total_bytes` that never ends (no newline): a reader that buffers lines
+    whole holds all of it."""
+
+    def body() -> Iterator[bytes]:
+        yield b'data: {"choices":[{"index":0,"delta":{"content":"'
+        block = b"x" * BLOCK_BYTES
+        for _ in range(max(total_bytes // BLOCK_BYTES, 1)):
+            yield block
+
+    return body
 
 
 def _completion(reply: Reply, model: str) -> dict:
