@@ -249,9 +249,9 @@ MAX_TOOL_CALLS_PER_ROUND = env.int("MAX_TOOL_CALLS_PER_ROUND", default=16)
 MAX_TOOL_ARGS_BYTES = env.int("MAX_TOOL_ARGS_BYTES", default=64 * 1024)
 # UTF-8 bytes of one tool result the model reads (and the row stores); cut with a marker.
 MAX_TOOL_RESULT_BYTES = env.int("MAX_TOOL_RESULT_BYTES", default=64 * 1024)
-# Bytes the model may send in one turn (all rounds, on the wire); past it the stream is cut and
-# the reply is stored as interrupted.
-LLM_MAX_REPLY_BYTES = env.int("LLM_MAX_REPLY_BYTES", default=4 * 1024 * 1024)
+# UTF-8 bytes of text the model may send in one turn (all rounds; 8 times that on the wire);
+# past it the stream is cut and the reply is stored as interrupted.
+LLM_MAX_REPLY_BYTES = env.int("LLM_MAX_REPLY_BYTES", default=1024 * 1024)
 # UTF-8 bytes of a stored tool row (and of a stored call's arguments) sent back as history.
 MAX_HISTORY_TOOL_BYTES = env.int("MAX_HISTORY_TOOL_BYTES", default=64 * 1024)
 # --- end of the runtime caps -----------------------------------------------------------------

@@ -10,6 +10,10 @@ from django.conf import settings
 CUT_MARKER = "…（已截断，省略 {omitted} 字节）"
 # The largest count a usage column holds (PostgreSQL `integer`, and what we sum into).
 USAGE_MAX = 2**31 - 1
+# The model's stream may be this many times LLM_MAX_REPLY_BYTES on the wire: the chunks' JSON
+# envelopes (a few hundred bytes per piece of text), tool-call fragments and whatever else it
+# sends. Past it the stream is cut even when it carried little text (junk, one endless line).
+WIRE_BYTES_PER_REPLY_BYTE = 8
 
 
 def utf8_size(text: str) -> int:

@@ -19,7 +19,7 @@ from loguru import logger
 
 from agents_app.models import Agent
 from agents_app.runtime.budget import BudgetSpent, turn_deadline, within
-from agents_app.runtime.caps import cap, text_cap, usage_count, utf8_size
+from agents_app.runtime.caps import WIRE_BYTES_PER_REPLY_BYTE, cap, text_cap, usage_count, utf8_size
 from agents_app.runtime.context import RunContext
 from agents_app.runtime.events import ApprovalRequired, Chunk, Done, Error, Event, Paused, ToolCall, ToolResult
 from agents_app.runtime.llm import ReplyTooLong, llm_stream
@@ -43,6 +43,7 @@ REPLY_TOO_LONG_TEXT = "AI 模型的回答过长，已中断。请换个问法或
 # Past this much CPU without a pause, reading the model's stream lets the event loop run (a
 # hostile answer arrives faster than it can be parsed; /healthz and other turns must not wait).
 YIELD_EVERY_SEC = 0.005
+YIELD_PAUSE_SEC = 0.001
 MODEL_REFUSED_TEXT = "AI 模型拒绝了请求（HTTP {status}），请联系管理员检查模型配置。"
 # What a call that was not approved returns: to the model (so it answers without it), to the student.
 NOT_APPROVED_TEXT = {
@@ -188,7 +189,8 @@ class _Turn:
     usage: dict = field(default_factory=dict)
     chart: dict | None = None  # the last chart a tool returned
     yielded: bool = False  # an event went out: a failing model can no longer be stood in for
-    reply_bytes: int = 0  # what the model sent this turn, on the wire (LLM_MAX_REPLY_BYTES)
+    reply_bytes: int = 0  # UTF-8 bytes of the model's text this turn (LLM_MAX_REPLY_BYTES)
+    wire_bytes: int = 0  # what the model sent this turn, on the wire (WIRE_BYTES_PER_REPLY_BYTE × that)
 
     def state(self) -> dict:
         """What a paused turn needs to go on (stored on the run as JSON)."""
@@ -314,7 +316,8 @@ async def _model_round(turn: _Turn) -> AsyncIterator[Event | NextStep]:
     Interrupted. Raises LlmUnavailable when the model is down before the turn yielded anything.
 
     The answer is read as hostile: any field may have any JSON type; what the turn may read is
-    capped (LLM_MAX_REPLY_BYTES over the turn's rounds, ModelCalls' caps on calls), and the
+    capped (LLM_MAX_REPLY_BYTES of text over the turn's rounds, and WIRE_BYTES_PER_REPLY_BYTE
+    times that on the wire, envelopes and junk included; ModelCalls' caps on calls), and the
     event loop gets a turn at least every YIELD_EVERY_SEC however fast the chunks come."""
     offered = turn.specs if turn.tool_rounds < turn.max_tool_rounds else None
     agent = turn.agent
@@ -322,11 +325,12 @@ async def _model_round(turn: _Turn) -> AsyncIterator[Event | NextStep]:
     calls = ModelCalls()
     stream = None
     loop = asyncio.get_running_loop()
+    max_text = cap("LLM_MAX_REPLY_BYTES")
     try:
         stream = await within(
             llm_stream(model=agent.effective_model, messages=turn.messages, tools=offered,
                        temperature=agent.temperature, request_id=turn.ctx.request_id,
-                       max_bytes=max(cap("LLM_MAX_REPLY_BYTES") - turn.reply_bytes, 0)),
+                       max_bytes=max(max_text * WIRE_BYTES_PER_REPLY_BYTE - turn.wire_bytes, 0)),
             turn.deadline,
         )
         chunks = stream.__aiter__()
@@ -337,7 +341,9 @@ async def _model_round(turn: _Turn) -> AsyncIterator[Event | NextStep]:
             except StopAsyncIteration:
                 break
             if loop.time() - paused_at > YIELD_EVERY_SEC:
-                await asyncio.sleep(0)
+                # A real pause, not sleep(0): the loop then waits in select(), so the worker's other
+                # threads (the database executor /healthz uses) get the GIL too.
+                await asyncio.sleep(YIELD_PAUSE_SEC)
                 paused_at = loop.time()
             # Chunks are plain dicts (see LlmStream): any field may be missing, null or of any type.
             _usage_add(turn.usage, chunk.get("usage"))
@@ -348,6 +354,9 @@ async def _model_round(turn: _Turn) -> AsyncIterator[Event | NextStep]:
                     continue
                 content = delta.get("content")
                 if content and isinstance(content, str):
+                    turn.reply_bytes += utf8_size(content)
+                    if turn.reply_bytes > max_text:  # this piece and the rest are not read
+                        raise ReplyTooLong(f"the model's text passed {max_text} bytes")
                     text = Chunk(content=content)  # the event makes the text valid
                     round_text.append(text.content)
                     turn.text_parts.append(text.content)
@@ -358,7 +367,7 @@ async def _model_round(turn: _Turn) -> AsyncIterator[Event | NextStep]:
                     for fragment in fragments:
                         calls.add(fragment)
     except ReplyTooLong as exc:
-        logger.warning("model reply cut round={} reason={}", turn.tool_rounds + 1, exc)
+        logger.warning("model reply cut round={} reason={!r}", turn.tool_rounds + 1, str(exc))
         yield Interrupted(Error(DOWNSTREAM, REPLY_TOO_LONG_TEXT))
         return
     except (BudgetSpent, openai.APIError, httpx.HTTPError) as exc:
@@ -366,7 +375,7 @@ async def _model_round(turn: _Turn) -> AsyncIterator[Event | NextStep]:
         return
     finally:
         if stream is not None:
-            turn.reply_bytes += stream.received
+            turn.wire_bytes += stream.received
             await stream.close()
     finished = calls.finish() if offered else []
     yield RunTools(calls=finished, text="".join(round_text)) if finished else FinalAnswer()
@@ -376,9 +385,11 @@ def _model_failed(turn: _Turn, exc: Exception) -> Interrupted:
     """What a failed model request means for the turn (raises LlmUnavailable when the caller's
     fallback may still answer instead)."""
     reason = "turn budget spent" if isinstance(exc, BudgetSpent) else f"{type(exc).__name__}: {exc}"
-    logger.warning("model request failed round={} reason={}", turn.tool_rounds + 1, reason)
+    # The reason holds the model's own words (an `error` chunk's message): written as a repr, so a
+    # newline, a control or a bidi character in it cannot start a line of its own in the log.
+    logger.warning("model request failed round={} reason={!r}", turn.tool_rounds + 1, reason)
     if not _model_down(exc):
-        logger.error("model refused the request: {} (check LLM_* settings and the agent's model)", reason)
+        logger.error("model refused the request: {!r} (check LLM_* settings and the agent's model)", reason)
         return Interrupted(Error(DOWNSTREAM, MODEL_REFUSED_TEXT.format(status=exc.status_code)))
     if not turn.yielded:
         raise LlmUnavailable(reason) from exc
