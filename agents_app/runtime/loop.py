@@ -426,8 +426,7 @@ async def _tool_round(turn: _Turn, step: RunTools) -> AsyncIterator[Event | Next
 
     turn.messages.append({"role": "assistant", "content": step.text or None,
                           "tool_calls": [c.message() for c in calls]})
-    # The model reads its calls under the ids it gave them (ours where it gave none we send back).
-    _tool_messages_add(turn, [c.id for c in calls], results, wire_ids={c.id: c.wire_id for c in calls})
+    _tool_messages_add(turn, [c.id for c in calls], results)
     yield AskModel()
 
 
@@ -489,11 +488,9 @@ async def _run_calls(turn: _Turn, requests: list[ToolRequest], results: dict[str
         yield Interrupted(Error(DOWNSTREAM, TURN_TIMEOUT_TEXT))
 
 
-def _tool_messages_add(turn: _Turn, call_ids: list[str], results: dict[str, ToolResult], *,
-                       wire_ids: dict[str, str] | None = None) -> None:
+def _tool_messages_add(turn: _Turn, call_ids: list[str], results: dict[str, ToolResult]) -> None:
     for call_id in call_ids:
-        wire_id = (wire_ids or {}).get(call_id, call_id)
-        turn.messages.append({"role": "tool", "tool_call_id": wire_id, "content": results[call_id].content})
+        turn.messages.append({"role": "tool", "tool_call_id": call_id, "content": results[call_id].content})
         turn.chart = results[call_id].chart or turn.chart
     turn.tool_rounds += 1
 

@@ -2,8 +2,10 @@
 each call made whole and valid before it reaches a tool or goes back to the model.
 
 Nothing the model sends is trusted (issue 20): a call gets our own id (`call_<16 hex>`), used in
-every event, stored row and approval; the model's id is kept (when it is a plain short token)
-only to send the call back to the model within the turn. A fragment whose `index`, `id`, `name`,
+every event, stored row, approval and message sent back to the model, so the assistant
+`tool_calls` ids and the tool messages' `tool_call_id`s pair the same way within the turn and in
+every later turn's history (stored rows). The model's id is checked (a bad one makes a bad call)
+and kept on the call (`model_id`) for the log only. A fragment whose `index`, `id`, `name`,
 `function` or `arguments` has the wrong type, or an id no API would make (too long, a newline,
 U+202E), makes its call a bad call: not run, the model told (BAD_CALL_TEXT). At most
 MAX_TOOL_CALLS_PER_ROUND calls are kept (later ones are counted, not stored); a call's arguments
@@ -29,7 +31,7 @@ CALLS_DROPPED_NOTE = ("注意：这一轮你请求了 {asked} 个工具调用，
 # The name a bad call is stored and sent back under when the model gave no usable name.
 BAD_CALL_NAME = "invalid_tool_call"
 # What an API's call id looks like (OpenAI `call_…`, DashScope, vLLM `chatcmpl-tool-…`, Mistral's
-# 9 characters); anything else is not sent back to the model.
+# 9 characters); anything else makes a bad call.
 _MODEL_ID = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 # A call index past this is not a position in a list of calls.
@@ -43,7 +45,7 @@ def call_id_new() -> str:
 @dataclass
 class ModelCall:
     """One tool call as the model streamed it, merged by index. `id` is ours; `model_id` the
-    model's own (None when it gave none or one we do not send back)."""
+    model's own (None when it gave none), never sent anywhere."""
 
     id: str = field(default_factory=call_id_new)
     name: str = ""
@@ -88,14 +90,9 @@ class ModelCall:
         if not self.arguments.strip():
             self.arguments = "{}"
 
-    @property
-    def wire_id(self) -> str:
-        """The id the model reads this call under, within the turn: its own when it gave a plain one."""
-        return self.model_id or self.id
-
     def message(self) -> dict:
         """The call as the assistant message's `tool_calls[]` entry (sent back to the model)."""
-        return {"id": self.wire_id, "type": "function", "function": {"name": self.name, "arguments": self.arguments}}
+        return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.arguments}}
 
     def request(self) -> ToolRequest:
         if self.problem is not None:
@@ -182,21 +179,16 @@ class ModelCalls:
             call.arguments_add(arguments, self.max_args)
 
     def finish(self) -> list[ModelCall]:
-        """The calls in index order (bad ones after), each finished, with unique model ids; the
-        last one carries the note about calls that were not kept."""
+        """The calls in index order (bad ones after), each finished; the last one carries the note
+        about calls that were not kept."""
         calls = [self._calls[k] for k in sorted(k for k in self._calls if isinstance(k, int))]
         calls += [c for k, c in self._calls.items() if not isinstance(k, int)]
-        kept, seen = [], set()
+        kept = []
         for call in calls:
             if not call.name and call.problem is None:
                 if call.args_size == 0 and call.model_id is None:
                     continue  # an empty fragment, not a call
                 call.bad("缺少 name")
-            if call.model_id is not None:
-                if call.model_id in seen:  # pairs each tool message with its call: no two alike
-                    call.model_id = None
-                else:
-                    seen.add(call.model_id)
             call.finish()
             kept.append(call)
         if kept and self.dropped:

@@ -83,9 +83,12 @@ async def test_sub_agent_call_streams_live_and_the_result_goes_back_to_the_model
     done = events[-1]
     assert done.full_text == "我查一下。一食堂今天有红烧肉。" and done.chart == CHART
     second = llm_settings.requests[1].messages
+    # Our id, not the model's "call_1", in what goes back to the model (and is stored).
+    assert re.fullmatch(r"call_[0-9a-f]{16}", result.call_id)
     assert second[-2] == {"role": "assistant", "content": "我查一下。", "tool_calls": [
-        {"id": "call_1", "type": "function", "function": {"name": "call_canteen", "arguments": '{"message": "今天吃啥"}'}}]}
-    assert second[-1] == {"role": "tool", "tool_call_id": "call_1", "content": result.content}
+        {"id": result.call_id, "type": "function", "function": {"name": "call_canteen",
+                                                                 "arguments": '{"message": "今天吃啥"}'}}]}
+    assert second[-1] == {"role": "tool", "tool_call_id": result.call_id, "content": result.content}
     # The campus token goes to the sub-agent only, never to the model.
     assert subagent_server.last_request.headers["authorization"] == f"Bearer {CTX.campus_token}"
     for request in llm_settings.requests:
@@ -120,11 +123,12 @@ async def test_several_calls_run_concurrently_and_tool_messages_keep_call_order(
     trickle = [i for i, e in enumerate(events) if isinstance(e, ToolChunk) and e.call_id == results[1].call_id]
     assert trickle and events.index(results[0]) < trickle[0] < trickle[-1] < events.index(results[1])
     assert took < 1 + 1.5
-    # The model reads its calls back under its own ids, each tool message paired with its call.
+    # The model reads its calls back under our ids (call order), each tool message paired with its call.
+    notice_id, canteen_id = results[1].call_id, results[0].call_id
     tool_messages = [m for m in llm_settings.requests[1].messages if m["role"] == "tool"]
-    assert [m["tool_call_id"] for m in tool_messages] == ["a", "b"]
+    assert [m["tool_call_id"] for m in tool_messages] == [notice_id, canteen_id]
     [assistant] = [m for m in llm_settings.requests[1].messages if m.get("tool_calls")]
-    assert [c["id"] for c in assistant["tool_calls"]] == ["a", "b"]
+    assert [c["id"] for c in assistant["tool_calls"]] == [notice_id, canteen_id]
 
 
 async def test_arguments_that_are_not_an_object_become_empty_and_the_model_is_told(
