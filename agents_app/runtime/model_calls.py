@@ -216,6 +216,11 @@ def model_call_merge(calls: dict, fragment) -> None:
 
 
 def model_calls_finish(calls: dict) -> list[ModelCall]:
-    """See ModelCalls.finish()."""
+    """See ModelCalls.finish(); raises ValueError for a bad call, as this caller has no model to tell
+    (the routing check records the answer as malformed)."""
     merger = calls.get(_MERGER_KEY)
-    return merger.finish() if merger is not None else []
+    finished = merger.finish() if merger is not None else []
+    for call in finished:
+        if call.problem is not None:
+            raise ValueError(f"malformed tool call: {call.problem}")
+    return finished
