@@ -7,7 +7,8 @@ from __future__ import annotations
 from django.conf import settings
 
 # A cut text ends with this, so the model (and a reader of the stored row) knows it was cut.
-CUT_MARKER = "…（已截断，省略 {omitted} 字节）"
+CUT_MARKER = "…（已截断，省略 {omitted} 字节）…"
+TAIL_BYTES = 512
 # The largest count a usage column holds (PostgreSQL `integer`, and what we sum into).
 USAGE_MAX = 2**31 - 1
 # The model's stream may be this many times LLM_MAX_REPLY_BYTES on the wire: the chunks' JSON
@@ -22,16 +23,23 @@ def utf8_size(text: str) -> int:
 
 
 def text_cap(text: str, max_bytes: int) -> str:
-    """`text` when it fits in `max_bytes` UTF-8 bytes; else its head, cut on a character
-    boundary, and CUT_MARKER saying how many bytes were left out."""
+    """`text` when it fits in `max_bytes` UTF-8 bytes; else its head and its tail, cut on
+    character boundaries, with CUT_MARKER between saying how many bytes were left out. The tail
+    (an eighth of the cap, at most TAIL_BYTES) keeps what a tool says last — a sub-agent's own
+    note that its answer was cut, a summary line."""
     if len(text) <= max_bytes // 4:  # fits whatever its characters are
         return text
     size = utf8_size(text)
     if size <= max_bytes:
         return text
     data = text.encode("utf-8", "surrogatepass")
-    head = data[: max(max_bytes, 0)].decode("utf-8", "ignore")  # "ignore": the half character at the cut
-    return head + CUT_MARKER.format(omitted=size - utf8_size(head))
+    budget = max(max_bytes, 0)
+    tail_budget = min(TAIL_BYTES, budget // 8)
+    # "ignore": the half character at each cut
+    head = data[: budget - tail_budget].decode("utf-8", "ignore")
+    tail = data[size - tail_budget:].decode("utf-8", "ignore") if tail_budget else ""
+    omitted = size - utf8_size(head) - utf8_size(tail)
+    return head + CUT_MARKER.format(omitted=omitted) + tail
 
 
 def usage_count(value) -> int:

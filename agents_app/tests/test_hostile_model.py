@@ -264,7 +264,7 @@ async def test_a_huge_tool_result_is_cut_with_a_marker(llm_settings, agent, suba
     events = await turn(agent)
     [result] = of(events, ToolResult)
     assert utf8_size(result.content) < 64 * 1024 + 100
-    assert re.search(r"…（已截断，省略 \d+ 字节）$", result.content)
+    assert re.search(r"…（已截断，省略 \d+ 字节）…测+$", result.content)  # the head, the marker, the tail
     sent = [m for m in llm_settings.requests[1].messages if m["role"] == "tool"][0]["content"]
     assert sent == result.content
 
@@ -276,7 +276,8 @@ async def test_an_mcp_result_is_cut_with_a_marker(llm_settings, agent_factory, m
     llm_settings.reply_tool_calls(("http-tools__echo", {"text": "回" * 300}))
     llm_settings.reply_text("好的")
     [result] = of(await turn(agent), ToolResult)
-    assert result.ok and result.content == "回" * 33 + CUT_MARKER.format(omitted=900 - 99)
+    # 100 bytes: a tail of 12 (an eighth), a head of 88 (29 characters: never half of one)
+    assert result.ok and result.content == "回" * 29 + CUT_MARKER.format(omitted=900 - 87 - 12) + "回" * 4
 
 
 @pytest.mark.parametrize(("text", "limit", "expected"), [
@@ -286,6 +287,8 @@ async def test_an_mcp_result_is_cut_with_a_marker(llm_settings, agent_factory, m
     ("测试", 6, "测试"),
     ("测试", 5, "测" + CUT_MARKER.format(omitted=3)),  # never half a character
     ("😀😀", 5, "😀" + CUT_MARKER.format(omitted=4)),
+    ("a" * 100 + "END", 80, "a" * 70 + CUT_MARKER.format(omitted=23) + "a" * 7 + "END"),  # the tail is kept
+    ("a" * 10_000, 8000, "a" * 7488 + CUT_MARKER.format(omitted=2000) + "a" * 512),
 ])
 def test_text_cap(text, limit, expected):
     assert text_cap(text, limit) == expected
@@ -356,7 +359,7 @@ async def test_stored_rows_sent_back_as_history_are_capped(role, huge, llm_setti
     if not huge:
         assert sent == history
     elif role == "tool":
-        assert sent[2]["content"] == "y" * 1000 + CUT_MARKER.format(omitted=size - 1000)
+        assert sent[2]["content"] == "y" * 875 + CUT_MARKER.format(omitted=size - 1000) + "y" * 125
     else:
         assert sent[1]["tool_calls"][0]["function"]["arguments"] == "{}"
     assert history[2]["content"] == content  # the caller's rows are not changed
