@@ -177,32 +177,35 @@ def test_calls_of_one_round_are_decided_one_by_one_and_auto_ones_run_at_once(
     llm_settings.reply_text("一份订好了，一份没订；通知也查了。")
     with httpx.Client(base_url=live_asgi, timeout=15) as client:
         with client.stream("POST", "/api/v1/chat", json={"message": "订饭并看通知"}, headers=auth_headers) as response:
-            blocks, raw = read_until(response, lambda f: f["type"] == "approval_required" and f["call_id"] == "c3")
+            blocks, raw = read_until(response, lambda f: f["type"] == "approval_required" and "再订一份" in f["args"])
             run_id = blocks[0][1]["run_id"]
+            # The calls carry our own ids (issue 20), in the model's order: c1, c2, c3.
+            c1, c2, c3 = [f["call_id"] for _, f in blocks if f["type"] == "tool_call"]
+            assert [f["call_id"] for _, f in blocks if f["type"] == "approval_required"] == [c1, c3]
             kinds = [(f["type"], f.get("call_id")) for _, f in blocks]
             # the auto call ran before anything was asked
-            assert kinds.index(("tool_result", "c2")) < kinds.index(("approval_required", "c1"))
+            assert kinds.index(("tool_result", c2)) < kinds.index(("approval_required", c1))
             assert len(subagent_server.requests) == 1
 
-            first = _decide(live_asgi, run_id, "c1", "approve", auth_headers).json()
-            assert first == {"call_id": "c1", "status": "approved", "resumed": False}  # c3 still waits
+            first = _decide(live_asgi, run_id, c1, "approve", auth_headers).json()
+            assert first == {"call_id": c1, "status": "approved", "resumed": False}  # c3 still waits
             assert Run.objects.get(id=run_id).status == Run.Status.WAITING
-            again = _decide(live_asgi, run_id, "c1", "reject", auth_headers)
+            again = _decide(live_asgi, run_id, c1, "reject", auth_headers)
             assert again.status_code == 409 and again.json()["code"] == 40903
-            assert _decide(live_asgi, run_id, "c3", "reject", auth_headers).json()["resumed"] is True
+            assert _decide(live_asgi, run_id, c3, "reject", auth_headers).json()["resumed"] is True
             rest = read_rest(response)
     later, _ = parse_blocks(raw[raw.rfind("\n\n") + 2:] + rest)
     results = {f["call_id"]: f["ok"] for _, f in later if f["type"] == "tool_result"}
-    assert results == {"c1": True, "c3": False} and later[-1][1]["type"] == "done"
+    assert results == {c1: True, c3: False} and later[-1][1]["type"] == "done"
     assert len(subagent_server.requests) == 2
     # The model's next request: one assistant message with the three calls, then their three results.
     messages = llm_settings.last_request.messages
     calls = [m for m in messages if m.get("tool_calls")]
-    assert len(calls) == 1 and [c["id"] for c in calls[0]["tool_calls"]] == ["c1", "c2", "c3"]
-    assert sorted(m["tool_call_id"] for m in _tool_messages(llm_settings.last_request)) == ["c1", "c2", "c3"]
+    assert len(calls) == 1 and [c["id"] for c in calls[0]["tool_calls"]] == [c1, c2, c3]
+    assert sorted(m["tool_call_id"] for m in _tool_messages(llm_settings.last_request)) == sorted([c1, c2, c3])
     rows = _rows(Run.objects.get(id=run_id).conversation_id)
     assert [r.role for r in rows] == ["user", "assistant", "tool", "tool", "tool", "assistant"]
-    assert [r.meta["tool_call_id"] for r in rows[2:5]] == ["c2", "c1", "c3"]
+    assert [r.meta["tool_call_id"] for r in rows[2:5]] == [c2, c1, c3]
 
 
 def test_reattach_while_waiting_replays_the_question_and_follows_on(

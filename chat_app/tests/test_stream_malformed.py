@@ -91,8 +91,11 @@ def test_tool_arguments_and_sub_agent_answer_with_lone_surrogates_and_nul(
 
 
 def test_one_megabyte_chunks_from_the_model_and_a_sub_agent(
-    live_asgi, llm_settings, agent, auth_headers, subagent_server
+    live_asgi, llm_settings, agent, auth_headers, subagent_server, settings
 ):
+    # 1 MB pieces must pass every layer whole; the caps that cut them by default (issue 20:
+    # LLM_MAX_REPLY_BYTES, MAX_TOOL_RESULT_BYTES) are tested in agents_app/tests/test_hostile_model.py.
+    settings.LLM_MAX_REPLY_BYTES = settings.MAX_TOOL_RESULT_BYTES = 2 * 1024 * 1024
     big = "答" * 350_000  # 1.05 MB as UTF-8, one chunk
     llm_settings.reply_tool_calls(("call_canteen", {"message": "[[mode:huge]]"}))
     llm_settings.reply_text(big, chunk_size=len(big))
