@@ -120,12 +120,16 @@ class ToolResult:
     links: list[dict] | None = None  # [{uri, name}]: resource links, http(s) only
     images: list[dict] | None = None  # [{src}]: data: URLs of a trusted service's images
     label: str | None = None  # the tool's own title, when staff gave its service no display name
+    # The call was cut (the run stopped, failed or ran out of time before it answered): sent by
+    # the run for every such call before its `done`, so no `tool_call` is left without a result.
+    interrupted: bool = False
 
     FRAME_SCHEMA: ClassVar[dict] = frame_schema(
         "tool_result", "工具结束；error 只在失败时出现，是给学生看的中文说明",
         required={"call_id": _STRING, "tool": _STRING, "ok": {"type": "boolean"}},
         optional={
             "error": _STRING,
+            "interrupted": {"type": "boolean", "description": "调用被中断（停止、失败或超时），没有返回结果；ok 为 false"},
             "links": {
                 "type": "array", "description": "MCP 工具返回的资源链接（只含 http/https）",
                 "items": {"type": "object", "properties": {"uri": _STRING, "name": _STRING}, "required": ["uri", "name"]},
@@ -145,6 +149,8 @@ class ToolResult:
         payload = {"type": "tool_result", "call_id": self.call_id, "tool": self.tool, "ok": self.ok}
         if self.error:
             payload["error"] = self.error
+        if self.interrupted:
+            payload["interrupted"] = True
         for name in ("links", "images", "label"):
             if value := getattr(self, name):
                 payload[name] = value

@@ -38,7 +38,7 @@ from chat_app.models import Run
 from chat_app.runs.bus import run_bus
 from chat_app.runs.registry import local_runs
 from chat_app.services.approvals import approval_pause_store
-from chat_app.services.recording import TurnRecorder
+from chat_app.services.recording import TOOL_CUT_MESSAGE, TurnRecorder
 from chat_app.services.runs import run_finish, run_rows_store, run_store_failed_mark
 
 TURN_BUDGET_MESSAGE = "本轮回答超出时间限制，已中断。"
@@ -217,6 +217,13 @@ class RunTask:
         self._chunks_flush_quietly()
         self._emit(error)
 
+    def _cut_calls_announce(self) -> None:
+        """Just before `done`, a `tool_result` (interrupted) for every call the run ends without:
+        no `tool_call` is left without its result, live as in the stored rows (stored cut)."""
+        for call in self.recorder.calls_cut():
+            self._emit(ToolResult(call_id=call.call_id, tool=call.tool, ok=False, content=TOOL_CUT_MESSAGE,
+                                  error=TOOL_CUT_MESSAGE, interrupted=True))
+
     def _publish(self, event: Event) -> None:
         """Emits the event; model text is coalesced (see `_chunk_publish`)."""
         if isinstance(event, Chunk):
@@ -346,6 +353,7 @@ class RunTask:
             await self._finish_reply_only()
 
         async def announce() -> None:
+            self._cut_calls_announce()
             done = recorder.done or Done(full_text=recorder.reply_text, interrupted=True)
             if recorder.interrupted and not done.interrupted:
                 done = dataclasses.replace(done, interrupted=True)

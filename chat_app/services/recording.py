@@ -132,6 +132,10 @@ class TurnRecorder:
     def tool_call_count(self) -> int:
         return sum(1 for _ in self._all_calls())
 
+    def calls_cut(self) -> list[ToolCall]:
+        """The calls that started and have no result (the run ends without them)."""
+        return [record.call for record in self._all_calls() if record.result is None]
+
     def _all_calls(self):
         for rnd in [*self._rounds, *([self._open] if self._open else [])]:
             yield from rnd.calls

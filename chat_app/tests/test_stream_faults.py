@@ -117,7 +117,11 @@ def test_a_tool_running_past_the_budget_is_cut(
     settings.TURN_BUDGET_SEC = 0.5
     llm_settings.reply_tool_calls(("call_canteen", {"message": "[[mode:trickle]] 慢慢说"}))
     result = chat(live_asgi, {"message": "食堂"}, headers=auth_headers)
-    assert result.types[-2:] == ["error", "done"]
+    # The cut call gets its result (interrupted) just before `done` (issue 20 point 12).
+    assert result.types[-3:] == ["error", "tool_result", "done"]
+    cut = result.of("tool_result")[-1]
+    assert cut == {"type": "tool_result", "call_id": result.of("tool_call")[0]["call_id"], "tool": "call_canteen",
+                   "ok": False, "error": TOOL_CUT_MESSAGE, "interrupted": True}
     assert result.of("error")[0] == {"type": "error", "code": 50003, "message": TURN_TIMEOUT_TEXT}
     assert result.frames[-1]["interrupted"] is True
     reply = Message.objects.get(id=result.frames[-1]["message_id"])

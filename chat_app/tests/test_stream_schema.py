@@ -24,6 +24,8 @@ SAMPLES = [
     ToolChunk(call_id="call_1", tool="call_canteen", content="一食堂"),
     ToolResult(call_id="call_1", tool="call_canteen", ok=True, content="一食堂有红烧肉"),
     ToolResult(call_id="call_1", tool="call_canteen", ok=False, content="调用子 Agent 失败: reset", error="暂时无法连接"),
+    ToolResult(call_id="call_3", tool="call_canteen", ok=False, content="工具调用被中断", error="工具调用被中断",
+               interrupted=True),
     ToolResult(call_id="call_2", tool="docs__handbook", ok=True, content="手册", label="学生手册",
                links=[{"uri": "https://jwc.example.edu.cn/handbook.pdf", "name": "学生手册"}],
                images=[{"src": "data:image/png;base64,iVBORw0KGgo="}]),

@@ -160,12 +160,13 @@ export class AssistantTurn {
     this.schedule(entry);
   }
 
-  toolResult({ call_id: callId, tool, ok, error, links, images, label }) {
+  toolResult({ call_id: callId, tool, ok, error, links, images, label, interrupted }) {
     const entry = this.toolEntry(callId, tool);
     this.approvalSettle(entry);
     if (label) entry.details.querySelector(".tool-name").textContent = String(label); // the tool's own title
     this.toolMedia(entry, links, images);
-    this.toolState(entry, ok ? "done" : "failed");
+    // A cut call (the run stopped before it answered) reads 已中断, live as after a reload.
+    this.toolState(entry, interrupted === true ? "cut" : ok ? "done" : "failed");
     if (!ok && error && !entry.text) {
       entry.text = String(error);
       entry.details.classList.add("has-output");
