@@ -152,7 +152,7 @@ class RunTask:
         if self.log.ended:
             return
         try:
-            self._emit(Done(full_text=self.recorder.reply_text, interrupted=True))
+            self._emit(Done(full_text=self.recorder.full_text, interrupted=True))
         except FrameFailed:
             logger.exception("the closing done frame could not be built")
             self.log.end()
@@ -354,7 +354,7 @@ class RunTask:
 
         async def announce() -> None:
             self._cut_calls_announce()
-            done = recorder.done or Done(full_text=recorder.reply_text, interrupted=True)
+            done = recorder.done or Done(full_text=recorder.full_text, interrupted=True)
             if recorder.interrupted and not done.interrupted:
                 done = dataclasses.replace(done, interrupted=True)
             try:

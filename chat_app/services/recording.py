@@ -129,6 +129,14 @@ class TurnRecorder:
         return self.done.full_text
 
     @property
+    def full_text(self) -> str:
+        """Every round's text and the reply's, as a turn's `Done.full_text` holds it: what the
+        student was sent, for the `done` of a turn cut before the runtime's own Done."""
+        if self.done is not None and not self._saw_text:
+            return self.done.full_text
+        return "".join(r.text for r in self._all_rounds() if not r.head_stored) + "".join(self._text)
+
+    @property
     def tool_call_count(self) -> int:
         return sum(1 for _ in self._all_calls())
 

@@ -94,3 +94,18 @@ def test_a_cut_call_keeps_the_text_its_sub_agent_streamed():
     assert cut.content == f"一食堂今天有红烧肉\n\n（{TOOL_CUT_MESSAGE}）"
     assert cut.meta == {"tool_call_id": "c1", "tool": "call_canteen", "ok": False, "interrupted": True}
     assert done.content == "3"  # a finished call's row is its result, whatever streamed
+
+
+def test_a_cut_turn_s_done_text_is_everything_the_student_was_sent():
+    """Issue 20 (12): a stopped call's `done` had full_text "" although the notice before the call
+    had been sent; the reply row keeps only what follows the last round, as before."""
+    from agents_app.runtime.events import Chunk, ToolCall
+    from chat_app.services.recording import TurnRecorder
+
+    recorder = TurnRecorder()
+    recorder.add(Chunk("（以下内容由关键词匹配自动转给“食堂助手”回答）", fallback=True))
+    recorder.add(ToolCall(call_id="call_1", tool="call_canteen", args="{}"))
+    recorder.interrupt()
+    assert recorder.reply_text == ""
+    assert recorder.full_text == "（以下内容由关键词匹配自动转给“食堂助手”回答）"
+    assert [c.call_id for c in recorder.calls_cut()] == ["call_1"]
