@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
 
+from django.conf import settings
 from loguru import logger
 
 from agents_app.models import Agent
@@ -33,6 +34,17 @@ from campus_agent.text import text_head
 
 NOTICE = "（AI 模型暂不可用，以下内容由关键词匹配自动转给“{tool}”回答）\n\n"
 NO_MATCH_NOTICE = "（AI 模型暂不可用，关键词匹配也没有找到能回答这个问题的服务。）\n\n"
+# With no model configured at all (LLM_BASE_URL empty, the keyless demo) "暂不可用" reads like an
+# outage; say what it is.
+UNCONFIGURED_NOTICE = "（未配置 AI 模型，以下内容由关键词匹配自动转给“{tool}”回答）\n\n"
+UNCONFIGURED_NO_MATCH_NOTICE = "（未配置 AI 模型，关键词匹配没有找到能回答这个问题的服务。）\n\n"
+
+
+def fallback_notices() -> tuple[str, str]:
+    """(notice before a routed answer, notice when nothing matched): by whether a model is configured."""
+    if settings.LLM_BASE_URL:
+        return NOTICE, NO_MATCH_NOTICE
+    return UNCONFIGURED_NOTICE, UNCONFIGURED_NO_MATCH_NOTICE
 CAPABILITIES_HEADER = "我目前可以帮你：\n"
 CAPABILITIES_FOOTER = "\n\n提问时带上上面列出的关键词，我就能转给对应的服务；AI 模型恢复后可以直接提问。"
 NO_TOOLS_TEXT = "当前智能体还没有配置任何服务，请稍后再试或联系管理员。"
@@ -238,14 +250,15 @@ async def fallback_turn(*, agent: Agent, history: list[dict], ctx: RunContext, r
         ",".join(match.keywords) if match else "",
         clip_text(question),
     )
+    routed_notice, no_match_notice = fallback_notices()
     if match is None:
-        text = NO_MATCH_NOTICE + capabilities_text(tools=tools)
+        text = no_match_notice + capabilities_text(tools=tools)
         yield Chunk(text, fallback=True)
         yield Done(full_text=text, fallback=True)
         return
 
     tool = match.tool
-    notice = NOTICE.format(tool=tool_label(tool=tool))
+    notice = routed_notice.format(tool=tool_label(tool=tool))
     yield Chunk(notice, fallback=True)
     call_id = "call_fallback_" + uuid.uuid4().hex[:16]
     args = tool_fallback_args(tool=tool, question=question, keywords=match.keywords)

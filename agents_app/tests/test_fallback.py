@@ -17,8 +17,8 @@ from agents_app.runtime.context import RunContext
 from agents_app.runtime.events import Chunk, Done, Error, ToolCall, ToolChunk, ToolResult
 from agents_app.runtime.fallback import (
     CAPABILITIES_HEADER,
-    NO_MATCH_NOTICE,
-    NOTICE,
+    UNCONFIGURED_NO_MATCH_NOTICE,
+    UNCONFIGURED_NOTICE,
     capabilities_text,
     keyword_candidates,
     tool_fallback_args,
@@ -218,7 +218,7 @@ async def test_no_model_configured_routes_to_the_demo_sub_agent(
     events = await collect(agent, question)
 
     expected = answer(message=question)
-    notice = NOTICE.format(tool=label)
+    notice = UNCONFIGURED_NOTICE.format(tool=label)
     assert kinds(events)[:2] == ["Chunk", "ToolCall"] and kinds(events)[-2:] == ["ToolResult", "Done"]
     assert events[0] == Chunk(notice, fallback=True)
     call = events[1]
@@ -334,7 +334,7 @@ async def test_expired_campus_token_is_surfaced_as_in_the_tool_loop(settings, ag
 async def test_no_match_lists_what_the_assistant_can_do(settings, agent, subagent_server, _close_shared_clients):
     settings.LLM_BASE_URL = ""
     events = await collect(agent, "帮我订一张火车票")
-    text = NO_MATCH_NOTICE + CAPABILITIES_HEADER + "- 食堂助手：食堂、菜单、吃什么、饭菜、营业时间。"
+    text = UNCONFIGURED_NO_MATCH_NOTICE + CAPABILITIES_HEADER + "- 食堂助手：食堂、菜单、吃什么、饭菜、营业时间。"
     assert events[0] == Chunk(events[0].content, fallback=True) and events[0].content.startswith(text)
     assert events[-1] == Done(full_text=events[0].content, fallback=True)
     assert not any(isinstance(e, ToolCall) for e in events)
@@ -353,9 +353,9 @@ async def test_routes_to_a_demo_mcp_tool_without_required_arguments(settings, ag
 
     call = next(e for e in events if isinstance(e, ToolCall))
     assert (call.tool, call.args) == ("campus-calendar__current_time", "{}")
-    assert events[0] == Chunk(NOTICE.format(tool="当前时间"), fallback=True)
+    assert events[0] == Chunk(UNCONFIGURED_NOTICE.format(tool="当前时间"), fallback=True)
     answer = "现在是北京时间 12:05，2026年11月30日（星期一）是2026–2027 学年秋季学期第 13 教学周。"
-    assert events[-1].full_text == NOTICE.format(tool="当前时间") + answer
+    assert events[-1].full_text == UNCONFIGURED_NOTICE.format(tool="当前时间") + answer
     assert events[-1].fallback and events[-1].chart is None
 
 
@@ -377,7 +377,7 @@ async def test_a_tool_needing_other_arguments_is_never_guessed(settings, agent_f
     agent = await sync_to_async(agent_factory)(mcp_services=[mcp_service_stdio])
     events = await collect(agent, "add")  # the name of tools__add, which needs two integers
     assert not any(isinstance(e, ToolCall) for e in events)
-    assert events[0].content.startswith(NO_MATCH_NOTICE + CAPABILITIES_HEADER)
+    assert events[0].content.startswith(UNCONFIGURED_NO_MATCH_NOTICE + CAPABILITIES_HEADER)
     assert "- " in events[0].content and events[-1].fallback
 
 

@@ -15,7 +15,7 @@ from agents_app.management.commands.load_demo import (
     demo_mcp_config,
 )
 from agents_app.models import Agent, McpService
-from agents_app.runtime.fallback import NOTICE
+from agents_app.runtime.fallback import UNCONFIGURED_NOTICE
 from subagents_app.demo.canteen import canteen_answer
 from subagents_app.demo.catalog import DEMO_SUBAGENTS
 from subagents_app.demo.library_a2a import LIBRARY_DESCRIPTION, LIBRARY_NAME, library_answer_parts
@@ -181,7 +181,7 @@ def test_the_demo_in_a_minute(settings, live_asgi):
     frames = [json.loads(block.partition("data: ")[2]) for block in raw.split("\n\n") if "data: " in block]
 
     expected = canteen_answer(message=question)
-    notice = NOTICE.format(tool="食堂助手（演示）")
+    notice = UNCONFIGURED_NOTICE.format(tool="食堂助手（演示）")  # the keyless demo: no model configured
     chunks = [f for f in frames if f["type"] == "chunk"]
     # (deltas within 25 ms of each other may share a frame: compare the text, not the frames)
     assert "".join(c["content"] for c in chunks) == notice + expected.full_text
