@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import shutil
+import sys
 import tempfile
 import threading
 from contextlib import AsyncExitStack, contextmanager
@@ -129,12 +130,13 @@ def mcp_http_client(headers: dict | None = None, timeout: httpx2.Timeout | None 
     return client
 
 
-async def mcp_client_enter(*, service: McpService, stack: AsyncExitStack) -> Client:
-    """Enters a connected, initialised `mcp.Client` on `stack` (exit it in the same task)."""
+async def mcp_client_enter(*, service: McpService, stack: AsyncExitStack, errlog=None) -> Client:
+    """Enters a connected, initialised `mcp.Client` on `stack` (exit it in the same task).
+    `errlog`: a file for a stdio server's stderr (default: this process's)."""
     config = service.config or {}
     timeout = float(service.timeout_sec)
     if service.protocol == McpService.Protocol.STDIO:
-        transport = stdio_client_transport(config)
+        transport = stdio_client_transport(config, errlog=errlog)
     elif service.protocol == McpService.Protocol.SSE:
         transport = sse_client(
             config["url"], headers=config.get("headers") or None, timeout=timeout, sse_read_timeout=IDLE_READ_TIMEOUT,
@@ -151,10 +153,26 @@ async def mcp_client_enter(*, service: McpService, stack: AsyncExitStack) -> Cli
     return await stack.enter_async_context(Client(transport, read_timeout_seconds=timeout))
 
 
-def stdio_client_transport(config: dict):
+def stdio_client_transport(config: dict, *, errlog=None):
     from mcp.client.stdio import stdio_client
 
-    return stdio_client(stdio_parameters(config))
+    return stdio_client(stdio_parameters(config), errlog=errlog or sys.stderr)
+
+
+STDERR_TAIL_CHARS = 2000
+
+
+def stderr_tail(errlog) -> str:
+    """The last STDERR_TAIL_CHARS of what a stdio server wrote to `errlog` (a temporary file), on
+    one line per line of it: what staff need to see when it would not start."""
+    try:
+        errlog.flush()
+        errlog.seek(0)
+        text = errlog.read()
+    except (OSError, ValueError):
+        return ""
+    lines = [line.strip() for line in text[-STDERR_TAIL_CHARS:].splitlines() if line.strip()]
+    return " / ".join(lines)
 
 
 def exception_text(exc: BaseException) -> str:

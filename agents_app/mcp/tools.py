@@ -8,6 +8,7 @@ of costing every turn its timeout.
 from __future__ import annotations
 
 import asyncio
+import tempfile
 import threading
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ from agents_app.mcp.connect import (
     mcp_http_status_watch,
     mcp_request_meta,
     mcp_service_fingerprint,
+    stderr_tail,
 )
 from agents_app.mcp.pool import McpUnavailable, mcp_pool
 from agents_app.mcp.results import OUTPUT_INVALID_TEXT, mcp_result_parts, output_invalid_reason
@@ -202,18 +204,25 @@ def _title(tool) -> str | None:
 async def mcp_service_probe(*, service: McpService) -> list[McpToolInfo]:
     """Lists the tools over a one-off session (admin's "list tools", short-lived loops).
 
-    Raises McpUnavailable with a readable reason."""
-    try:
-        async with asyncio.timeout(service.timeout_sec):
-            async with AsyncExitStack() as stack:
-                client = await mcp_client_enter(service=service, stack=stack)
-                infos = await _list_all(client)
-    except TimeoutError:
-        raise McpUnavailable(f"连接超时（{service.timeout_sec} 秒）") from None
-    except Exception as exc:
-        raise McpUnavailable(exception_text(exc)) from exc
+    Raises McpUnavailable with a readable reason: for a stdio server, with the tail of what it
+    wrote to stderr (a traceback, "No module named mcp" …), which "Connection closed" alone hides."""
+    with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as errlog:
+        try:
+            async with asyncio.timeout(service.timeout_sec):
+                async with AsyncExitStack() as stack:
+                    client = await mcp_client_enter(service=service, stack=stack, errlog=errlog)
+                    infos = await _list_all(client)
+        except TimeoutError:
+            raise McpUnavailable(_with_stderr(f"连接超时（{service.timeout_sec} 秒）", errlog)) from None
+        except Exception as exc:
+            raise McpUnavailable(_with_stderr(exception_text(exc), errlog)) from exc
     _remember(service, infos)
     return infos
+
+
+def _with_stderr(reason: str, errlog) -> str:
+    tail = stderr_tail(errlog)
+    return f"{reason}；服务进程的错误输出：{tail}" if tail else reason
 
 
 def _remember(service: McpService, infos: list[McpToolInfo]) -> None:

@@ -295,3 +295,20 @@ def test_the_mcp_service_page_lists_its_tools_with_a_button(staff_client, mcp_se
     shown = [str(m) for m in response.context["messages"]]
     assert response.redirect_chain[-1][0] == change
     assert any(m.startswith("“http-tools” 共") and "http-tools__add" in m for m in shown), shown
+
+
+@pytest.mark.django_db
+def test_a_stdio_server_that_will_not_start_shows_its_stderr_to_staff(staff_client, tmp_path):
+    """Issue 20 (15): "MCPError: Connection closed" alone, the traceback only on the console."""
+    import sys
+
+    service = McpService.objects.create(name="broken", protocol="stdio", timeout_sec=10, config={
+        "command": sys.executable,
+        "args": ["-c", "import sys; sys.stderr.write('Traceback (most recent call last):\\n"
+                       "ModuleNotFoundError: No module named \\'mcp\\'\\n'); sys.exit(1)"],
+        "cwd": str(tmp_path),
+    })
+    response = staff_client.post(reverse("admin:agents_app_mcpservice_tools", args=[service.pk]), follow=True)
+    (shown,) = [str(m) for m in response.context["messages"]]
+    assert shown.startswith("“broken” 连接失败：") and "服务进程的错误输出：" in shown
+    assert "ModuleNotFoundError: No module named 'mcp'" in shown
