@@ -39,6 +39,39 @@ def _preview(text: str) -> str:
     return flat if len(flat) <= TOOL_DESCRIPTION_PREVIEW else flat[:TOOL_DESCRIPTION_PREVIEW] + "…"
 
 
+class ToolsButtonMixin:
+    """A change page's "列出工具" button (templates/admin/includes/tools_button.html): a POST to
+    `<id>/tools/` (URL name `<app>_<model>_tools`), never a GET, since it connects — a stdio
+    service is a process started on this server. It reports through messages (`tools_report`)
+    and comes back to the change page. (The admin's `Media` adds agents_app/admin.css, its look.)"""
+
+    def tools_report(self, request, obj) -> None:
+        raise NotImplementedError
+
+    def tools_permitted(self, request, obj) -> bool:
+        return self.has_change_permission(request, obj)
+
+    def get_urls(self):
+        opts = self.opts
+        own = [
+            path("<path:object_id>/tools/", self.admin_site.admin_view(self.tools_view),
+                 name=f"{opts.app_label}_{opts.model_name}_tools"),
+        ]
+        return own + super().get_urls()  # before the change view's catch-all
+
+    def tools_view(self, request, object_id):
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        obj = self.get_object(request, unquote(object_id))
+        if obj is None:
+            raise Http404
+        if not self.tools_permitted(request, obj):
+            raise PermissionDenied
+        self.tools_report(request, obj)
+        opts = self.opts
+        return HttpResponseRedirect(reverse(f"admin:{opts.app_label}_{opts.model_name}_change", args=[obj.pk]))
+
+
 class AgentForm(forms.ModelForm):
     class Meta:
         model = Agent
@@ -50,7 +83,7 @@ class AgentForm(forms.ModelForm):
 
 
 @admin.register(Agent)
-class AgentAdmin(admin.ModelAdmin):
+class AgentAdmin(ToolsButtonMixin, admin.ModelAdmin):
     form = AgentForm
     list_display = ("name", "slug", "effective_model", "is_default", "enabled", "max_tool_rounds", "updated_at")
     list_filter = ("enabled", "is_default")
@@ -61,7 +94,7 @@ class AgentAdmin(admin.ModelAdmin):
     actions = ("offered_tools_list",)
 
     class Media:
-        css = {"all": ["agents_app/admin.css"]}  # the "列出工具" button (change_form.html)
+        css = {"all": ["agents_app/admin.css"]}  # the "列出工具" button (ToolsButtonMixin)
     fieldsets = (
         (None, {"fields": ("name", "slug", "enabled", "is_default")}),
         ("模型", {"fields": ("system_prompt", "model", "temperature", "max_tool_rounds")}),
@@ -84,28 +117,8 @@ class AgentAdmin(admin.ModelAdmin):
         for agent in queryset:
             self._offered_tools_report(request, agent)
 
-    def get_urls(self):
-        opts = self.opts
-        own = [
-            path(
-                "<path:object_id>/tools/",
-                self.admin_site.admin_view(self.offered_tools_view),
-                name=f"{opts.app_label}_{opts.model_name}_offered_tools",
-            )
-        ]
-        return own + super().get_urls()  # before the change view's catch-all
-
-    def offered_tools_view(self, request, object_id):
-        """The change page's "列出工具" button: POST only, reports through messages."""
-        if request.method != "POST":
-            return HttpResponseNotAllowed(["POST"])
-        agent = self.get_object(request, unquote(object_id))
-        if agent is None:
-            raise Http404
-        if not self.has_change_permission(request, agent):
-            raise PermissionDenied
+    def tools_report(self, request, agent: Agent) -> None:
         self._offered_tools_report(request, agent)
-        return HttpResponseRedirect(reverse("admin:agents_app_agent_change", args=[agent.pk]))
 
     def _offered_tools_report(self, request, agent: Agent) -> None:
         """Exactly what the next turn offers (the runtime's own naming); services that cannot
@@ -159,7 +172,7 @@ def _policy_label(service: McpService, info) -> str:
 
 
 @admin.register(McpService)
-class McpServiceAdmin(admin.ModelAdmin):
+class McpServiceAdmin(ToolsButtonMixin, admin.ModelAdmin):
     form = McpServiceForm
     list_display = (
         "name", "display_name", "protocol", "enabled", "trusted", "approval_default", "timeout_sec", "circuit", "updated_at",
@@ -170,31 +183,13 @@ class McpServiceAdmin(admin.ModelAdmin):
     actions = ("list_tools",)
 
     class Media:
-        css = {"all": ["agents_app/admin.css"]}  # the "列出工具" button (change_form.html)
+        css = {"all": ["agents_app/admin.css"]}  # the "列出工具" button (ToolsButtonMixin)
 
-    def get_urls(self):
-        opts = self.opts
-        own = [
-            path(
-                "<path:object_id>/tools/",
-                self.admin_site.admin_view(self.tools_view),
-                name=f"{opts.app_label}_{opts.model_name}_tools",
-            )
-        ]
-        return own + super().get_urls()  # before the change view's catch-all
+    def tools_permitted(self, request, obj) -> bool:
+        return self.has_view_permission(request, obj)  # reading a service's tools changes nothing
 
-    def tools_view(self, request, object_id):
-        """The change page's "列出工具" button: POST only (it connects: a stdio service is a
-        process started here), reports through messages like the list's action."""
-        if request.method != "POST":
-            return HttpResponseNotAllowed(["POST"])
-        service = self.get_object(request, unquote(object_id))
-        if service is None:
-            raise Http404
-        if not self.has_view_permission(request, service):
-            raise PermissionDenied
+    def tools_report(self, request, service: McpService) -> None:
         self._tools_report(request, service)
-        return HttpResponseRedirect(reverse("admin:agents_app_mcpservice_change", args=[service.pk]))
 
     def get_readonly_fields(self, request, obj=None):
         fields = super().get_readonly_fields(request, obj)

@@ -61,7 +61,7 @@ def test_opening_the_agent_page_runs_no_mcp_server(staff_client, agent_factory, 
     assert page.status_code == 200
     assert mcp_spawn_log.read_text() == ""  # no stdio server was started
     assert escape(OFFERED_TOOLS_HINT) in page.content.decode()
-    assert staff_client.get(reverse("admin:agents_app_agent_offered_tools", args=[agent.pk])).status_code == 405
+    assert staff_client.get(reverse("admin:agents_app_agent_tools", args=[agent.pk])).status_code == 405
     assert mcp_spawn_log.read_text() == ""
 
 
@@ -70,7 +70,7 @@ def test_list_tools_button_shows_the_tools_the_model_will_be_offered(staff_clien
                                                                      unused_tcp_port):
     agent = _agent_with_tools(agent_factory, sub_agent, mcp_service_stdio, unused_tcp_port)
     change = reverse("admin:agents_app_agent_change", args=[agent.pk])
-    button = reverse("admin:agents_app_agent_offered_tools", args=[agent.pk])
+    button = reverse("admin:agents_app_agent_tools", args=[agent.pk])
     assert f'action="{button}"' in staff_client.get(change).content.decode()
 
     response = staff_client.post(button)
@@ -101,7 +101,7 @@ def test_a_view_only_user_cannot_start_mcp_servers_from_the_agent_page(client, d
     agent = agent_factory(sub_agents=[sub_agent], mcp_services=[mcp_service_stdio])
 
     page = client.get(reverse("admin:agents_app_agent_change", args=[agent.pk])).content.decode()
-    button = reverse("admin:agents_app_agent_offered_tools", args=[agent.pk])
+    button = reverse("admin:agents_app_agent_tools", args=[agent.pk])
     assert button not in page
     assert client.post(button).status_code == 403
     assert mcp_spawn_log.read_text() == ""
