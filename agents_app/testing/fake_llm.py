@@ -123,16 +123,19 @@ class FakeLlm(ServedApp):
 
     def __init__(self, *, model: str = "fake-model"):
         self.model = model
-        self.requests: list[RecordedRequest] = []
-        self.responder: Responder | None = None
-        self._script: deque[Reply] = deque()
         self._lock = threading.Lock()
+        self._state_init()
         self.app = Starlette(
             routes=[
                 Route("/v1/chat/completions", self._chat, methods=["POST"]),
                 Route("/v1/models", self._models, methods=["GET"]),
             ]
         )
+
+    def _state_init(self) -> None:
+        self.requests: list[RecordedRequest] = []
+        self.responder: Responder | None = None
+        self._script: deque[Reply] = deque()
 
     # --- scripting ----------------------------------------------------------------------------
     def queue(self, *replies: Reply | str) -> FakeLlm:

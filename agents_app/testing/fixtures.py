@@ -12,11 +12,20 @@ from agents_app.testing.fake_llm import FakeLlm
 from agents_app.testing.mcp_servers import SPAWN_LOG_ENV, HttpMcpServer
 
 
-@pytest.fixture
-def llm_server():
-    """The scripted OpenAI-compatible server: `.url` (ends /v1), `.reply_text()`, `.requests` …"""
+@pytest.fixture(scope="session")
+def llm_server_session():
+    """The scripted model's server, started once per test session (`llm_server` resets it)."""
     with FakeLlm() as server:
         yield server
+
+
+@pytest.fixture
+def llm_server(llm_server_session):
+    """The scripted OpenAI-compatible server: `.url` (ends /v1), `.reply_text()`, `.requests` …
+    The session's one, reset for this test: no script, responder or request of another test."""
+    llm_server_session.reset()
+    yield llm_server_session
+    llm_server_session.requests_cancel()  # a stalled reply of this test answers no later test
 
 
 @pytest.fixture

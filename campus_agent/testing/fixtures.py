@@ -53,18 +53,44 @@ def editor_client(client, editor_user):
     return client
 
 
-@pytest.fixture
-def live_asgi(transactional_db):
-    """The whole project (campus_agent.asgi) served by uvicorn on loopback, against the test DB.
-
-    Use with `@pytest.mark.django_db(transaction=True)`: the server thread only sees committed
-    rows. Yields the base URL, e.g. http://127.0.0.1:43121.
-    """
+@contextmanager
+def project_served(wrap=None):
+    """The whole project (campus_agent.asgi, `wrap(application)` when given) on uvicorn in a
+    thread of this process, against the test database: yields the ThreadedAsgiServer."""
     from campus_agent.asgi import application
     from campus_agent.testing.servers import ThreadedAsgiServer
 
-    with ThreadedAsgiServer(application) as server:
-        yield server.url
+    with ThreadedAsgiServer(wrap(application) if wrap else application) as server:
+        yield server
+
+
+def project_server_reset(server) -> None:
+    """Ends everything a test left running on the project server's loop (its runs, their tools'
+    calls, the streams it serves, the run supervisor) and waits for it, as stopping the server
+    did: runs left running store their replies as interrupted now, before the test's database
+    is flushed. The next request starts the supervisor again, which first finishes the runs
+    left stale, as a restarted worker does; an MCP session whose owner task ended is opened anew
+    on its next use (agents_app.mcp.pool)."""
+    server.tasks_cancel(everything=True)
+
+
+@pytest.fixture(scope="session")
+def live_asgi_session(django_db_setup):
+    """The project server, started once per test session (`live_asgi` resets it after each test)."""
+    with project_served() as server:
+        yield server
+
+
+@pytest.fixture
+def live_asgi(transactional_db, live_asgi_session):
+    """The whole project (campus_agent.asgi) served by uvicorn on loopback, against the test DB.
+
+    Use with `@pytest.mark.django_db(transaction=True)`: the server thread only sees committed
+    rows. Yields the base URL, e.g. http://127.0.0.1:43121. One server for the session; what a
+    test leaves running on it is ended after the test (`project_server_reset`).
+    """
+    yield live_asgi_session.url
+    project_server_reset(live_asgi_session)
 
 
 TEST_REDIS_URL_DEFAULT = "redis://127.0.0.1:6379/15"

@@ -48,16 +48,9 @@ class OidcProvider(ServedApp):
     def __init__(self, *, client_id: str = CLIENT_ID, client_secret: str = CLIENT_SECRET, access_ttl: int = 300):
         self.client_id, self.client_secret = client_id, client_secret
         self.access_ttl = access_ttl  # seconds an access token lives
-        self.account = Account()
-        self.id_token_overrides: dict = {}  # claims to put in (or over) the next ID tokens: hostile-provider tests
         self.key = RSAKey.generate_key(2048, parameters={"kid": secrets.token_hex(4), "alg": "RS256", "use": "sig"})
-        self.codes: dict[str, dict] = {}
-        self.access: dict[str, Grant] = {}
-        self.refresh: dict[str, Account] = {}
-        self.revoked: list[str] = []
-        self.token_requests: list[dict] = []
-        self.authorize_requests: list[dict] = []
         self._lock = threading.Lock()
+        self._state_init()
         self.app = Starlette(routes=[
             Route("/.well-known/openid-configuration", self._discovery),
             Route("/authorize", self._authorize),
@@ -66,6 +59,16 @@ class OidcProvider(ServedApp):
             Route("/jwks", self._jwks),
             Route("/revoke", self._revoke, methods=["POST"]),
         ])
+
+    def _state_init(self) -> None:
+        self.account = Account()
+        self.id_token_overrides: dict = {}  # claims to put in (or over) the next ID tokens: hostile-provider tests
+        self.codes: dict[str, dict] = {}
+        self.access: dict[str, Grant] = {}
+        self.refresh: dict[str, Account] = {}
+        self.revoked: list[str] = []
+        self.token_requests: list[dict] = []
+        self.authorize_requests: list[dict] = []
 
     @property
     def issuer(self) -> str:

@@ -1,6 +1,6 @@
 """Browser fixtures: headless Chromium from Debian's `chromium` package driven by Playwright.
 
-One browser per test module (starting Chromium is the slow part); a fresh context per test so
+One browser per test session (starting Chromium is the slow part); a fresh context per test so
 cookies never leak between tests. Every page records console errors, uncaught exceptions,
 Content-Security-Policy violations and every request it makes; a test fails on any error or
 violation, and on any request to another origin than the site's (the page must run clean under
@@ -25,6 +25,8 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
+
+from campus_agent.testing.fixtures import project_served, project_server_reset
 
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -99,9 +101,9 @@ class Remote:
         return self._wrap(value)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def browser():
-    """One headless Chromium per test module, as a `Remote`."""
+    """One headless Chromium per test session, as a `Remote` (each test gets a context of its own)."""
     if not Path(CHROMIUM).exists():
         pytest.fail(
             f"Browser tests need Debian's chromium at {CHROMIUM} (apt-get install -y chromium), "
@@ -126,20 +128,24 @@ def browser():
         runner.stop()
 
 
+@pytest.fixture(scope="session")
+def live_site_session(django_db_setup):
+    """The page's server, started once per test session (`live_site` resets it after each test)."""
+    from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
+
+    with project_served(ASGIStaticFilesHandler) as server:
+        yield server
+
+
 @pytest.fixture
-def live_site(transactional_db):
+def live_site(transactional_db, live_site_session):
     """The project on uvicorn (like `live_asgi`) with /static/ served the way `runserver` does.
 
     Production puts static files behind nginx or the ASGI static handler; here the page needs
     its CSS, scripts and vendor libraries from the same origin without `collectstatic`.
     """
-    from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
-
-    from campus_agent.asgi import application
-    from campus_agent.testing.servers import ThreadedAsgiServer
-
-    with ThreadedAsgiServer(ASGIStaticFilesHandler(application)) as server:
-        yield server.url
+    yield live_site_session.url
+    project_server_reset(live_site_session)
 
 
 # Runs in every frame before the page's own scripts (Playwright injects it, so the page's CSP

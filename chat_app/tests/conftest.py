@@ -41,13 +41,22 @@ def auth_headers(user_token) -> dict:
     return {"Authorization": f"Bearer {user_token}"}
 
 
-@pytest.fixture
-def oidc_provider():
-    """A campus OpenID Connect provider on loopback (chat_app/testing/oidc_provider.py)."""
+@pytest.fixture(scope="session")
+def oidc_provider_session():
+    """The campus OpenID Connect provider's server, started once per test session."""
     from chat_app.testing.oidc_provider import OidcProvider
 
     with OidcProvider() as provider:
         yield provider
+
+
+@pytest.fixture
+def oidc_provider(oidc_provider_session):
+    """A campus OpenID Connect provider on loopback (chat_app/testing/oidc_provider.py): the
+    session's one, reset for this test (no code, token, account change or record of another)."""
+    oidc_provider_session.reset()
+    yield oidc_provider_session
+    oidc_provider_session.requests_cancel()
 
 
 @pytest.fixture

@@ -171,12 +171,7 @@ class A2aTestAgent(ServedApp):
     def __init__(self, *, chunk_delay: float = 0.02, stall_sec: float = 30.0):
         self.chunk_delay = chunk_delay
         self.stall_sec = stall_sec
-        self.requests: list[RecordedRequest] = []
-        self.messages: list[str] = []
-        self.metadata: list[dict] = []  # each message send's request metadata
-        self.cancelled_tasks: list[str] = []
-        self.cancelled = threading.Event()
-        self.raw_bodies: dict = {}  # `[[mode:raw]] <key>` on the `raw` variant → what its endpoint streams
+        self._state_init()
         executor = _Executor(self)
         routes = []
         for variant in ("stream", "plain", "bearer", "garbage", "die", "short", "http500", "rpcerror",
@@ -198,6 +193,14 @@ class A2aTestAgent(ServedApp):
         ]
         self.app = Starlette(routes=routes)
         self.app.add_middleware(_Recorder, agent=self)
+
+    def _state_init(self) -> None:
+        self.requests: list[RecordedRequest] = []
+        self.messages: list[str] = []
+        self.metadata: list[dict] = []  # each message send's request metadata
+        self.cancelled_tasks: list[str] = []
+        self.cancelled = threading.Event()
+        self.raw_bodies: dict = {}  # `[[mode:raw]] <key>` on the `raw` variant → what its endpoint streams
 
     def url(self, variant: str = "stream") -> str:
         """The base_url of a SubAgent row for one of the VARIANTS."""

@@ -112,6 +112,15 @@ class ContractAgent(ServedApp):
         self.default_mode = default_mode
         self.chunk_delay = chunk_delay
         self.stall_sec = stall_sec
+        self._state_init()
+        self.app = Starlette(
+            routes=[
+                Route("/api/v1/chat", self._chat, methods=["POST"]),
+                Route("/healthz", self._health, methods=["GET"]),
+            ]
+        )
+
+    def _state_init(self) -> None:
         self.requests: list[RecordedCall] = []
         self.raw_bodies: dict = {}  # `[[mode:raw]] <key>` → bytes | list[bytes] | () -> either
         self.raw_media: dict[str, str] = {}  # `<key>` → the Content-Type of that raw answer (default SSE)
@@ -120,12 +129,6 @@ class ContractAgent(ServedApp):
         # Set when a stream is closed before its end by the gateway (a stop, a deadline): what a
         # real sub-agent observes as the client disconnecting.
         self.stream_cut = threading.Event()
-        self.app = Starlette(
-            routes=[
-                Route("/api/v1/chat", self._chat, methods=["POST"]),
-                Route("/healthz", self._health, methods=["GET"]),
-            ]
-        )
 
     @property
     def url(self) -> str:

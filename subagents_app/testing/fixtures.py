@@ -6,11 +6,20 @@ from subagents_app.testing.a2a_agent import A2aTestAgent
 from subagents_app.testing.contract_agent import ContractAgent
 
 
-@pytest.fixture
-def subagent_server():
-    """A running contract sub-agent (see contract_agent.py for the `[[mode:…]]` markers)."""
+@pytest.fixture(scope="session")
+def subagent_server_session():
+    """The contract sub-agent's server, started once per test session (`subagent_server` resets it)."""
     with ContractAgent(name="canteen") as server:
         yield server
+
+
+@pytest.fixture
+def subagent_server(subagent_server_session):
+    """A running contract sub-agent (see contract_agent.py for the `[[mode:…]]` markers): the
+    session's one, reset for this test (requests, `stream_cut`, `default_mode`, pacing)."""
+    subagent_server_session.reset()
+    yield subagent_server_session
+    subagent_server_session.requests_cancel()  # a `trickle` or `timeout` stream ends with its test
 
 
 @pytest.fixture
@@ -46,11 +55,20 @@ def sub_agent(sub_agent_factory) -> SubAgent:
     return sub_agent_factory()
 
 
-@pytest.fixture
-def a2a_server():
-    """A running A2A test agent (a2a_agent.py: variants by base URL, `[[mode:…]]` markers)."""
+@pytest.fixture(scope="session")
+def a2a_server_session():
+    """The A2A test agent's server, started once per test session (`a2a_server` resets it)."""
     with A2aTestAgent() as server:
         yield server
+
+
+@pytest.fixture
+def a2a_server(a2a_server_session):
+    """A running A2A test agent (a2a_agent.py: variants by base URL, `[[mode:…]]` markers): the
+    session's one, reset for this test (requests, messages, `cancelled` …)."""
+    a2a_server_session.reset()
+    yield a2a_server_session
+    a2a_server_session.requests_cancel()
 
 
 @pytest.fixture
@@ -58,7 +76,7 @@ def a2a_sub_agent_factory(db, a2a_server):
     """A2A SubAgent rows on the test agent: `a2a_sub_agent_factory("plain", name="library")`."""
     from subagents_app.a2a_card import agent_card_cache_clear
 
-    agent_card_cache_clear()  # each test's server has its own port: no card of another test
+    agent_card_cache_clear()  # no card another test read (or failed to read)
 
     def make(variant: str = "stream", **fields) -> SubAgent:
         values = {
