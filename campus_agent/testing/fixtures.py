@@ -1,4 +1,5 @@
 """Fixtures every app's tests build on."""
+import os
 from contextlib import contextmanager
 
 import pytest
@@ -97,9 +98,8 @@ TEST_REDIS_URL_DEFAULT = "redis://127.0.0.1:6379/15"
 
 
 @pytest.fixture(scope="session")
-def redis_url() -> str:
-    """A real Redis for the tests of several workers (TEST_REDIS_URL, database 15 by default).
-    `scripts/test.sh` starts one when none answers; without one these tests fail, never skip."""
+def redis_url_session() -> str:
+    """TEST_REDIS_URL (database 15 by default), checked once: it answers."""
     import os
 
     import redis
@@ -111,6 +111,25 @@ def redis_url() -> str:
         pytest.fail(f"These tests need Redis at {url} (scripts/test.sh starts one; or set TEST_REDIS_URL): {exc}",
                     pytrace=False)
     return url
+
+
+@pytest.fixture
+def redis_url(redis_url_session) -> str:
+    """A real Redis for the tests of several workers (TEST_REDIS_URL, database 15 by default).
+    `scripts/test.sh` starts one when none answers; without one these tests fail, never skip.
+
+    The tests share one Redis database (a test of several workers empties it; the slots of user 1
+    of one test are those of another's), so one test at a time holds it: the others, in the
+    other pytest-xdist workers or another run of the suite on the same database, wait for the
+    lock (a file lock, released when the test's fixtures are torn down, or its process dies)."""
+    import fcntl
+    import hashlib
+    import tempfile
+
+    digest = hashlib.sha256(redis_url_session.encode()).hexdigest()[:12]
+    with open(os.path.join(tempfile.gettempdir(), f"campus_agent_test_redis_{digest}.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield redis_url_session
 
 
 @contextmanager
