@@ -1,4 +1,8 @@
 """Root conftest: registers each app's fixture modules (the test servers live beside them)."""
+import fcntl
+import os
+from contextlib import ExitStack, contextmanager
+
 import pytest
 
 pytest_plugins = [
@@ -26,6 +30,32 @@ def pytest_collection_modifyitems(config, items) -> None:
     for item in items:
         if item.get_closest_marker("django_db") is None and not DATABASE_FIXTURES & set(item.fixturenames):
             item.add_marker(pytest.mark.no_database)
+
+
+@contextmanager
+def _flock(path, mode: int):
+    with open(path, "a") as fh:
+        fcntl.flock(fh, mode)
+        yield
+
+
+@pytest.fixture(autouse=True)
+def _timing_tests_alone(request, tmp_path_factory):
+    """Under pytest-xdist, a test marked `timing` (it asserts that an event loop or a server
+    never stalls for more than tens of milliseconds) runs while no other test of the run does:
+    a second process busy on the other core of a 2-core machine is what it would measure. The
+    other tests hold a shared file lock, a `timing` test the exclusive one; a turnstile lock
+    taken first keeps a waiting `timing` test from being overtaken by the others' next tests."""
+    if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) < 2:
+        yield
+        return
+    run_dir = tmp_path_factory.getbasetemp().parent  # the run's, shared by its workers
+    turnstile, lock = run_dir / "timing-turnstile.lock", run_dir / "timing.lock"
+    alone = request.node.get_closest_marker("timing") is not None
+    with ExitStack() as held:
+        with _flock(turnstile, fcntl.LOCK_EX):
+            held.enter_context(_flock(lock, fcntl.LOCK_EX if alone else fcntl.LOCK_SH))
+        yield
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -420,6 +420,7 @@ HOSTILE_BODIES = {
 }
 
 
+@pytest.mark.timing  # under pytest-xdist: alone (the root conftest)
 @pytest.mark.parametrize("body", HOSTILE_BODIES.values(), ids=HOSTILE_BODIES.keys())
 async def test_a_hostile_answer_never_holds_the_event_loop(body, llm_settings, agent):
     """The loop's own view: a task that wakes every 2 ms is never late by more than 50 ms."""
@@ -532,6 +533,7 @@ def _hostile_turn(live_asgi, llm, user, reply: Reply) -> tuple[list[dict], list[
     return frames, prober.latencies
 
 
+@pytest.mark.timing  # under pytest-xdist: alone (the root conftest)
 def test_twenty_thousand_calls_do_not_stall_the_server(live_asgi, llm_settings, agent, user):
     _warm_up(live_asgi, llm_settings, user)
     frames, latencies = _hostile_turn(live_asgi, llm_settings, user,
@@ -541,6 +543,7 @@ def test_twenty_thousand_calls_do_not_stall_the_server(live_asgi, llm_settings, 
     assert len(latencies) >= 3 and max(latencies) < 0.1, sorted(latencies)[-5:]
 
 
+@pytest.mark.timing  # under pytest-xdist: alone (the root conftest)
 def test_a_50_mb_reply_is_cut_the_server_stays_up_and_the_memory_comes_back(live_asgi, llm_settings, agent, user):
     from chat_app.models import Message
 
