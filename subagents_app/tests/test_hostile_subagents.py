@@ -336,6 +336,7 @@ def slow_sub_agent(sub_agent_factory):
     return sub_agent_factory(timeout_sec=20)
 
 
+@pytest.mark.timing  # the loop-gap check: under pytest-xdist, alone (the root conftest)
 @pytest.mark.django_db
 @pytest.mark.parametrize("case", SSE_CASES, ids=[c.id for c in SSE_CASES])
 async def test_hostile_seed_contract_sub_agent(case, settings, slow_sub_agent, subagent_server, watched):
@@ -362,6 +363,7 @@ async def test_hostile_seed_contract_sub_agent(case, settings, slow_sub_agent, s
     _check(reply, seen, case, peak, gap)
 
 
+@pytest.mark.timing  # the loop-gap check: under pytest-xdist, alone (the root conftest)
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("case", A2A_CASES, ids=[c.id for c in A2A_CASES])
 async def test_hostile_a2a_sub_agent(case, settings, a2a_sub_agent_factory, a2a_server, watched):
