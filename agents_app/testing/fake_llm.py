@@ -52,12 +52,18 @@ class Reply:
 
     - `text`: streamed in pieces of `chunk_size` characters (with `tool_calls`: text said before
       the calls, as some models do);
+    - `reasoning`: a thinking model's reasoning, streamed before the text in pieces of
+      `chunk_size`, in the field `reasoning_as` names (`reasoning_content`: DashScope, DeepSeek,
+      vLLM; `reasoning`: newer vLLM, Ollama, OpenRouter; `think`: inside `content` between
+      `<think>` and `</think>`, as a server without a reasoning parser sends it);
     - `tool_calls`: streamed as fragments by index, `interleave=True` mixes the fragments of
       several calls the way some providers do;
     - `status` ≠ 200: an HTTP error with an OpenAI-style JSON body (500, 429 …);
     - `stall_sec`: wait that long before answering (headers included): a hung upstream;
     - `chunk_delay`: pause between chunks (slow pacing);
     - `hang_after_chunks`: send that many chunks, then stop sending (stream stalls mid-way);
+    - `hold_after_chunks` with `release` (a threading.Event): send that many chunks, then wait
+      until the test sets `release` (a browser test looks at the page mid-answer);
     - `drop_after_chunks`: send that many chunks, then cut the connection;
     - `error_after_chunks`: send that many chunks, then an `{"error": …}` chunk inside the 200
       stream (as some providers report a failure mid-answer), and end the stream;
@@ -78,12 +84,16 @@ class Reply:
     """
 
     text: str = ""
+    reasoning: str = ""
+    reasoning_as: str = "reasoning_content"
     tool_calls: list[ScriptedCall] = field(default_factory=list)
     status: int = 200
     stall_sec: float = 0.0
     chunk_delay: float = 0.0
     chunk_size: int = 4
     hang_after_chunks: int | None = None
+    hold_after_chunks: int | None = None
+    release: threading.Event | None = None
     drop_after_chunks: int | None = None
     error_after_chunks: int | None = None
     junk_after_chunks: int | None = None
@@ -217,6 +227,8 @@ class FakeLlm(ServedApp):
         for sent, payload in enumerate(chunks):
             if reply.hang_after_chunks is not None and sent >= reply.hang_after_chunks:
                 await asyncio.sleep(3600)  # the client's timeout (or its going away) ends this
+            if reply.release is not None and sent == reply.hold_after_chunks:
+                await _released(reply.release)
             if reply.drop_after_chunks is not None and sent >= reply.drop_after_chunks:
                 raise ConnectionResetError("fake LLM drops the connection")
             if reply.error_after_chunks is not None and sent >= reply.error_after_chunks:
@@ -228,6 +240,12 @@ class FakeLlm(ServedApp):
                 yield JUNK_FRAME
             yield _frame(payload, reply)
         yield _frame("[DONE]", reply)
+
+
+async def _released(event: threading.Event) -> None:
+    """Waits for a test's threading.Event without blocking the server's loop (bounded: a test
+    that forgets to set it fails on its own, and this server goes on)."""
+    await asyncio.to_thread(event.wait, 60)
 
 
 def _json(payload: dict) -> str:
@@ -296,6 +314,12 @@ def _call_fragments(index: int, call: ScriptedCall, size: int) -> list[dict]:
 
 def _chunks(reply: Reply, model: str):
     yield _delta(model, {"role": "assistant", "content": ""})
+    if reply.reasoning and reply.reasoning_as == "think":
+        pieces = _pieces(f"<think>{reply.reasoning}</think>\n\n", reply.chunk_size)
+        yield from (_delta(model, {"content": piece}) for piece in pieces)
+    elif reply.reasoning:
+        pieces = _pieces(reply.reasoning, reply.chunk_size)
+        yield from (_delta(model, {"content": None, reply.reasoning_as: piece}) for piece in pieces)
     for piece in _pieces(reply.text, reply.chunk_size):
         yield _delta(model, {"content": piece})
     if reply.deltas is not None or reply.raw_chunks is not None:

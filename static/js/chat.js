@@ -161,6 +161,9 @@ function onFrame(run, frame) {
     case "chunk":
       turn.text(frame.content);
       break;
+    case "reasoning":
+      turn.reasoning(frame.content);
+      break;
     case "tool_call":
       turn.toolCall(frame);
       break;
