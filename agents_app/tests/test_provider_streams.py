@@ -239,6 +239,23 @@ def test_replayed_stream_answers_runs_the_tools_and_stores_the_usage(ask, llm_se
     _assert_usage(final.meta["usage"], scenario.usage)
 
 
+def test_the_fake_sends_the_recorded_bytes_in_the_recorded_pieces(llm_server):
+    """What a client reads off the socket: the body byte for byte, and a read that ends inside a
+    character (each write is a chunk of the chunked body, read apart with a pause between)."""
+    import httpx
+
+    fixture = stream_fixture("dashscope_qwen3_thinking_tools")
+    llm_server.replay(fixture.name, delay=0.02)
+    with httpx.Client(timeout=10) as client:
+        with client.stream("POST", f"{llm_server.url}/chat/completions",
+                           json={"model": "qwen3-235b-a22b", "messages": [], "stream": True}) as response:
+            assert response.headers["content-type"].startswith("text/event-stream")
+            reads = list(response.iter_raw())
+    assert b"".join(reads) == fixture.body
+    assert reads == list(fixture.pieces)
+    assert [r for r in reads if not _decodes(r)], "no read ends inside a character"
+
+
 def test_tool_arguments_cut_inside_a_character_arrive_whole(ask, llm_settings, subagent_server):
     fixture = stream_fixture("dashscope_qwen3_thinking_tools")
     cut = [p for p in fixture.pieces if not _decodes(p)]
