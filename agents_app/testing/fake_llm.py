@@ -444,10 +444,11 @@ def stream_fixture(name: str) -> StreamFixture:
     """The recorded stream streams/NAME.sse (read once)."""
     raw = (STREAMS_DIR / f"{name}.sse").read_bytes()
     head, sep, body = raw.partition(b"\n\n")
-    header = tuple(line[1:].strip() for line in head.decode().split("\n"))
-    if not sep or not all(line.startswith(":") for line in head.decode().split("\n")):
+    lines = head.decode().split("\n")
+    if not sep or not all(line.startswith(":") for line in lines):
         raise ValueError(f"{name}.sse: the header is `:` comment lines, then an empty line, then the body")
-    cuts = {end for end in _event_ends(body)}
+    header = tuple(line[1:].strip() for line in lines)
+    cuts = set(_event_ends(body))
     searched_from = 0
     for line in header:
         if not line.startswith(CUT_DIRECTIVE):

@@ -304,6 +304,12 @@ def test_usage_of_the_last_chunk_is_stored_on_the_reply(ask, llm_settings, name)
 @WITH_TOOLS
 def test_ids_only_in_the_first_fragment_still_pair_calls_and_results(ask, llm_settings, name):
     scenario = SCENARIOS[name]
+    fragments = [f for e in stream_fixture(scenario.streams[0]).events[:-1]
+                 for c in json.loads(e)["choices"] for f in c["delta"].get("tool_calls") or ()]
+    firsts = {f["index"]: f for f in reversed(fragments)}
+    assert all(f["id"] for f in firsts.values())
+    assert all(not f.get("id") for f in fragments if all(f is not g for g in firsts.values()))
+
     result = _replayed_turn(ask, llm_settings, scenario)
 
     # the rows: each tool_calls row's ids, then one tool row per call in that order
