@@ -103,7 +103,8 @@ class LlmUnavailable(Exception):
 
 def _usage_add(total: dict, usage) -> None:
     """Sums the rounds' usage, cached prompt tokens (`prompt_tokens_details.cached_tokens`, as
-    OpenAI and DashScope report them) included. Each figure is the model's word: an int (not a
+    OpenAI and DashScope report them; DeepSeek's `prompt_cache_hit_tokens`) and a thinking
+    model's `completion_tokens_details.reasoning_tokens` included. Each figure is the model's word: an int (not a
     bool) clamped to 0..2**31-1 (caps.usage_count), the sum clamped again; anything else is
     not counted."""
     if not isinstance(usage, dict):
@@ -113,10 +114,17 @@ def _usage_add(total: dict, usage) -> None:
         if isinstance(value, int) and not isinstance(value, bool):
             total[key] = usage_count(usage_count(total.get(key, 0)) + usage_count(value))
     details = usage.get("prompt_tokens_details")
-    cached = details.get("cached_tokens") if isinstance(details, dict) else None
-    if isinstance(cached, int) and not isinstance(cached, bool):
-        summed = total.setdefault("prompt_tokens_details", {})
-        summed["cached_tokens"] = usage_count(usage_count(summed.get("cached_tokens", 0)) + usage_count(cached))
+    cached = details.get("cached_tokens") if isinstance(details, dict) else usage.get("prompt_cache_hit_tokens")
+    _detail_add(total, "prompt_tokens_details", "cached_tokens", cached)  # DeepSeek: prompt_cache_hit_tokens
+    details = usage.get("completion_tokens_details")  # a thinking model's reasoning tokens
+    _detail_add(total, "completion_tokens_details", "reasoning_tokens",
+                details.get("reasoning_tokens") if isinstance(details, dict) else None)
+
+
+def _detail_add(total: dict, group: str, key: str, value) -> None:
+    if isinstance(value, int) and not isinstance(value, bool):
+        summed = total.setdefault(group, {})
+        summed[key] = usage_count(usage_count(summed.get(key, 0)) + usage_count(value))
 
 
 def usage_clamped(usage) -> dict:

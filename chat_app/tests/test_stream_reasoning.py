@@ -99,3 +99,14 @@ def test_reasoning_counts_against_the_reply_cap(live_asgi, llm_settings, agent, 
     result = chat(live_asgi, {"message": "你好"}, headers=auth_headers)
     assert result.frames[-1]["interrupted"] is True
     assert len(_reasoning(result).encode()) <= 300
+
+
+def test_reasoning_tokens_and_deepseeks_cache_hits_are_counted(live_asgi, llm_settings, agent, auth_headers):
+    usage = {"prompt_tokens": 40, "completion_tokens": 30, "total_tokens": 70, "prompt_cache_hit_tokens": 32,
+             "prompt_cache_miss_tokens": 8, "completion_tokens_details": {"reasoning_tokens": 21}}
+    llm_settings.queue(Reply(reasoning=REASONING, text=ANSWER, usage=usage))
+    result = chat(live_asgi, {"message": "今晚吃什么"}, headers=auth_headers)
+    reply = _rows(result.frames[0]["conversation_id"])[-1]
+    assert reply.meta["usage"]["prompt_tokens_details"] == {"cached_tokens": 32}
+    assert reply.meta["usage"]["completion_tokens_details"] == {"reasoning_tokens": 21}
+    assert (reply.prompt_tokens, reply.completion_tokens, reply.cached_tokens) == (40, 30, 32)
