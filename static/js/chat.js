@@ -18,6 +18,7 @@ import {
   runEvents,
   runStop,
 } from "./api.js";
+import { apiKeysPanel } from "./api_keys.js";
 import { copyWithFeedback } from "./clipboard.js";
 import { Composer } from "./composer.js";
 import { Exchange, exchangeFor } from "./exchange.js";
@@ -632,6 +633,8 @@ function welcomeShow() {
 }
 agentSelect.addEventListener("change", welcomeShow);
 welcomeShow();
+
+apiKeysPanel();
 
 const exchanges = historyRender(pane, state.messages, { feedback: state.feedback, onError: errorShow });
 pane.scrollTop = pane.scrollHeight;
