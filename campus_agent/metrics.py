@@ -35,6 +35,10 @@ FIRST_CHUNK = Histogram(
     "campus_agent_first_chunk_seconds", "From a run's start to the first text or reasoning the student sees",
     buckets=(0.25, 0.5, 1, 2, 3, 5, 8, 13, 20, 30, 60),
 )
+TOOL_CALL_SECONDS = Histogram(
+    "campus_agent_tool_call_seconds", "One tool call, from its start to its result, by tool and kind", ["tool", "kind"],
+    buckets=(0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60),
+)
 LLM_REQUEST = Histogram(
     "campus_agent_llm_request_seconds", "One streamed model request, from asking to its last chunk",
     buckets=(0.25, 0.5, 1, 2, 3, 5, 8, 13, 20, 30, 60, 120),
@@ -64,8 +68,10 @@ def run_counted(*, agent: str, outcome: str) -> None:
     RUNS.labels(agent=agent, outcome=outcome).inc()
 
 
-def tool_call_counted(*, tool: str, kind: str, outcome: str) -> None:
+def tool_call_counted(*, tool: str, kind: str, outcome: str, seconds: float | None = None) -> None:
     TOOL_CALLS.labels(tool=tool, kind=kind, outcome=outcome).inc()
+    if seconds is not None:
+        TOOL_CALL_SECONDS.labels(tool=tool, kind=kind).observe(seconds)
 
 
 def metrics_text() -> bytes:

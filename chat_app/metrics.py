@@ -1,11 +1,10 @@
 """Scrape-time gauges of the runs (campus_agent.metrics): tool calls waiting for a student's
 approval, read from the database when /metrics is asked for."""
 from campus_agent.metrics import scrape_gauge
+from chat_app.models import ToolApproval
 
 
 def _approvals_waiting():
-    from chat_app.models import ToolApproval
-
     yield {}, ToolApproval.objects.filter(status=ToolApproval.Status.PENDING).count()
 
 

@@ -4,6 +4,7 @@ The tool loop runs each round's calls with it (several at once); keyword routing
 runs its one call with it, so both stream and fail the same way.
 """
 import asyncio
+import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -76,6 +77,7 @@ async def tool_calls_run(
         tool = tools_by_name.get(request.tool) if request.refused is None else None
         # Labels from the catalog only: a name the model made up would grow the metrics forever.
         labels = {"tool": tool.name, "kind": getattr(tool, "trace_kind", "other")} if tool else UNKNOWN_TOOL_LABELS
+        started = time.perf_counter()
         try:
             with tool_span(request=request, tool=tool, ctx=ctx) as span:  # what the tool sends hangs under it
                 outcome = await _outcome(request, tool, ctx, emit)
@@ -83,7 +85,7 @@ async def tool_calls_run(
         except asyncio.CancelledError:
             tool_call_counted(**labels, outcome="cancelled")
             raise
-        tool_call_counted(**labels, outcome="ok" if outcome.ok else "failed")
+        tool_call_counted(**labels, outcome="ok" if outcome.ok else "failed", seconds=time.perf_counter() - started)
         if request.note:
             outcome = replace(outcome, text=f"{request.note}\n{outcome.text}")
         await queue.put((request, outcome))
