@@ -120,7 +120,8 @@ def turn_usage_record(*, conversation: Conversation, final: Message) -> None:
     fallback = bool(final.meta.get("fallback"))
     spent = final.prompt_tokens or final.completion_tokens
     if spent and not fallback and conversation.agent is not None:
-        final.model = conversation.agent.effective_model
+        # The model that answered (a fallback provider's, when the agent's own was down).
+        final.model = final.meta.get("model") or conversation.agent.effective_model
     usage = TurnUsage(
         user_id=conversation.user_id,
         agent_name=final.agent_name,

@@ -22,8 +22,9 @@ from agents_app.runtime.budget import BudgetSpent, turn_deadline, within
 from agents_app.runtime.caps import WIRE_BYTES_PER_REPLY_BYTE, cap, text_cap, usage_count, utf8_size
 from agents_app.runtime.context import RunContext
 from agents_app.runtime.events import ApprovalRequired, Chunk, Done, Error, Event, Paused, ToolCall, ToolResult
-from agents_app.runtime.llm import ReplyTooLong, llm_stream
+from agents_app.runtime.llm import ReplyTooLong
 from agents_app.runtime.model_calls import ModelCall, ModelCalls
+from agents_app.runtime.providers import provider_chain, provider_stream_open
 from agents_app.runtime.tool import Tool, tool_spec
 from agents_app.runtime.tool_runs import ToolRequest, tool_calls_run
 from agents_app.runtime.tools import tools_for_agent
@@ -191,6 +192,7 @@ class _Turn:
     yielded: bool = False  # an event went out: a failing model can no longer be stood in for
     reply_bytes: int = 0  # UTF-8 bytes of the model's text this turn (LLM_MAX_REPLY_BYTES)
     wire_bytes: int = 0  # what the model sent this turn, on the wire (WIRE_BYTES_PER_REPLY_BYTE × that)
+    answered_by: tuple[str, str] | None = None  # (provider, model) of the last round that answered
 
     def state(self) -> dict:
         """What a paused turn needs to go on (stored on the run as JSON)."""
@@ -211,7 +213,9 @@ class _Turn:
             self.agent.slug, len(self.tools_by_name), interrupted, self.usage,
             (time.perf_counter() - self.started) * 1000,
         )
-        return Done(full_text="".join(self.text_parts), chart=self.chart, usage=self.usage, interrupted=interrupted)
+        provider, model = self.answered_by or (None, None)
+        return Done(full_text="".join(self.text_parts), chart=self.chart, usage=self.usage, interrupted=interrupted,
+                    provider=provider, model=model)
 
 
 async def run_turn(*, agent: Agent, history: list[dict], ctx: RunContext) -> AsyncIterator[Event]:
@@ -243,7 +247,7 @@ async def run_turn(*, agent: Agent, history: list[dict], ctx: RunContext) -> Asy
     error), any later model failure, or the turn budget (TURN_BUDGET_SEC) running out →
     Interrupted: `Error(50003)` + `Done(interrupted=True)`.
     """
-    if not settings.LLM_BASE_URL:
+    if not await provider_chain(agent):
         raise LlmUnavailable(NOT_CONFIGURED_REASON)
     request_id_set(ctx.request_id)
     turn = await _turn_start(agent=agent, history=history, ctx=ctx)
@@ -328,11 +332,13 @@ async def _model_round(turn: _Turn) -> AsyncIterator[Event | NextStep]:
     max_text = cap("LLM_MAX_REPLY_BYTES")
     try:
         stream = await within(
-            llm_stream(model=agent.effective_model, messages=turn.messages, tools=offered,
-                       temperature=agent.temperature, request_id=turn.ctx.request_id,
-                       max_bytes=max(max_text * WIRE_BYTES_PER_REPLY_BYTE - turn.wire_bytes, 0)),
+            provider_stream_open(agent=agent, messages=turn.messages, tools=offered,
+                                 temperature=agent.temperature, request_id=turn.ctx.request_id,
+                                 max_bytes=max(max_text * WIRE_BYTES_PER_REPLY_BYTE - turn.wire_bytes, 0),
+                                 deadline=turn.deadline),
             turn.deadline,
         )
+        turn.answered_by = stream.answered_by
         chunks = stream.__aiter__()
         paused_at = loop.time()
         while True:
@@ -389,7 +395,8 @@ def _model_failed(turn: _Turn, exc: Exception) -> Interrupted:
     # newline, a control or a bidi character in it cannot start a line of its own in the log.
     logger.warning("model request failed round={} reason={!r}", turn.tool_rounds + 1, reason)
     if not _model_down(exc):
-        logger.error("model refused the request: {!r} (check LLM_* settings and the agent's model)", reason)
+        logger.error("model refused the request: {!r} (check the agent's providers in admin, or LLM_*, and its model)",
+                     reason)
         return Interrupted(Error(DOWNSTREAM, MODEL_REFUSED_TEXT.format(status=exc.status_code)))
     if not turn.yielded:
         raise LlmUnavailable(reason) from exc

@@ -35,6 +35,9 @@ def llm_settings(settings, llm_server):
     settings.LLM_API_KEY = "sk-test-0123456789abcdef"
     settings.LLM_MODEL = "fake-model"
     settings.LLM_TIMEOUT = 5.0
+    # One attempt per request, as before retries existed: a fault test sees its one failure at
+    # once. The retry tests (agents_app/tests/test_providers.py) turn them on.
+    settings.LLM_RETRIES = 0
     return llm_server
 
 
