@@ -323,7 +323,8 @@ class AgentFallback(models.Model):
         Provider, on_delete=models.CASCADE, related_name="fallback_for", verbose_name="备用提供方"
     )
     position = models.PositiveSmallIntegerField(
-        "顺序", default=0, help_text="数字小的先试。"
+        "顺序", default=0,
+        help_text="数字小的先试：智能体自己的提供方重试后仍失败时，按顺序逐个尝试备用提供方（停用的跳过），都失败时由关键词路由回答。",
     )
     model = models.CharField(
         "模型", max_length=100, blank=True, help_text="留空则用该提供方的默认模型。"
@@ -331,7 +332,7 @@ class AgentFallback(models.Model):
 
     class Meta:
         verbose_name = "备用提供方"
-        verbose_name_plural = "备用提供方（主提供方重试后仍失败时，按顺序逐个尝试；停用的跳过；都失败时由关键词路由回答）"
+        verbose_name_plural = "备用提供方"
         ordering = ["position", "id"]
         constraints = [
             models.UniqueConstraint(fields=["agent", "provider"], name="agentfallback_unique_provider"),

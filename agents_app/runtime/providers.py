@@ -24,6 +24,7 @@ Once a chunk with output arrived nothing is retried: the student has seen it.
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 from collections import deque
 from dataclasses import dataclass
@@ -39,6 +40,7 @@ from loguru import logger
 from agents_app.models import Agent, AgentFallback, Provider
 from agents_app.runtime.llm import LlmProvider, LlmStream, llm_base_url_normalise, llm_default_provider, llm_stream
 from agents_app.runtime.tracing import model_attempt_traced
+from campus_agent.text import text_clean
 
 NO_PROVIDER_REASON = "no enabled model provider for this agent"
 # Chunks kept while waiting for the first one with output; past this the stream counts as begun
@@ -295,3 +297,54 @@ def _wait(exc: BaseException, attempt: int) -> float | None:
     if asked is not None:
         return asked
     return float(settings.LLM_RETRY_BASE_SEC) * (2 ** (attempt - 1))
+
+
+# --- the admin's 「测试连接」: GET {base_url}/models ---------------------------------------------
+PROBE_MAX_BYTES = 1024 * 1024
+PROBE_MAX_MODELS = 50
+PROBE_MODEL_ID_CHARS = 100
+PROBE_TIMEOUT_TEXT = "“{name}”在 {seconds:g} 秒内没有回答。"
+PROBE_CONNECT_TEXT = "无法连接“{name}”：{reason}"
+PROBE_REFUSED_TEXT = "“{name}”拒绝了密钥（HTTP {status}），请检查 API 密钥。"
+PROBE_STATUS_TEXT = "“{name}”返回了 HTTP {status}，请检查接口地址。"
+PROBE_NOT_A_LIST_TEXT = "“{name}”的回答不是模型列表（GET /models），请检查接口地址。"
+
+
+class ProbeFailed(Exception):
+    """The provider could not list its models; the message is for staff, in Chinese, keyless."""
+
+
+async def provider_models_probe(*, provider: LlmProvider, timeout: float) -> list[str]:
+    """The model ids `GET {base_url}/models` lists (the first PROBE_MAX_MODELS), asked with the
+    provider's key; raises ProbeFailed. The answer is read up to PROBE_MAX_BYTES and never shown
+    as it came: only model ids, cut to PROBE_MODEL_ID_CHARS."""
+    name = provider.name
+    url = f"{llm_base_url_normalise(provider.base_url)}/models"
+    headers = {"Authorization": f"Bearer {provider.api_key}"} if provider.api_key else {}
+    body = bytearray()
+    try:
+        async with httpx.AsyncClient(timeout=timeout, follow_redirects=False) as client:
+            async with client.stream("GET", url, headers=headers) as response:
+                if response.status_code in (401, 403):
+                    raise ProbeFailed(PROBE_REFUSED_TEXT.format(name=name, status=response.status_code))
+                if response.status_code != 200:
+                    raise ProbeFailed(PROBE_STATUS_TEXT.format(name=name, status=response.status_code))
+                async for piece in response.aiter_bytes():
+                    body += piece
+                    if len(body) > PROBE_MAX_BYTES:
+                        raise ProbeFailed(PROBE_NOT_A_LIST_TEXT.format(name=name))
+    except httpx.TimeoutException as exc:
+        raise ProbeFailed(PROBE_TIMEOUT_TEXT.format(name=name, seconds=timeout)) from exc
+    except httpx.HTTPError as exc:
+        reason = type(exc).__name__ if not str(exc) else str(exc)[:200]
+        raise ProbeFailed(PROBE_CONNECT_TEXT.format(name=name, reason=reason)) from exc
+    try:
+        data = json.loads(bytes(body))
+    except (ValueError, RecursionError) as exc:
+        raise ProbeFailed(PROBE_NOT_A_LIST_TEXT.format(name=name)) from exc
+    rows = data.get("data") if isinstance(data, dict) else None
+    if not isinstance(rows, list):
+        raise ProbeFailed(PROBE_NOT_A_LIST_TEXT.format(name=name))
+    ids = [text_clean(row["id"])[:PROBE_MODEL_ID_CHARS] for row in rows
+           if isinstance(row, dict) and isinstance(row.get("id"), str) and row["id"]]
+    return ids[:PROBE_MAX_MODELS]
