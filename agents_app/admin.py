@@ -351,8 +351,18 @@ class ProviderAdmin(PostButtonMixin, admin.ModelAdmin):
     def api_key_status(self, obj: Provider) -> str:
         return _api_key_state(obj)
 
+    def get_fieldsets(self, request, obj=None):
+        if obj is None or self.has_change_permission(request, obj):
+            return super().get_fieldsets(request, obj)
+        # Read-only: the key's state, never a field that could look the key up.
+        return tuple((title, {**options, "fields": tuple(
+            "api_key_status" if name == "api_key" else name
+            for name in options["fields"] if name != "api_key_clear")}) for title, options in self.fieldsets)
+
     def get_readonly_fields(self, request, obj=None):
         fields = super().get_readonly_fields(request, obj)
+        if obj is not None and not self.has_change_permission(request, obj):
+            fields = (*fields, "api_key_status")
         if request.user.is_superuser:
             return fields
         return (*fields, *PROVIDER_SUPERUSER_ONLY_FIELDS)  # left out of the form: a POST of them changes nothing

@@ -213,10 +213,11 @@ class Provider(TimeStampedModel):
         """Keeps `key` encrypted (None or "" removes it); saved with the row."""
         self.api_key_encrypted = secret_encrypt(key) if key else ""
 
-    def api_key(self) -> str:
+    def api_key_plain(self) -> str:
         """The key to send: the environment variable's value when `api_key_env` is set, else the
-        stored key decrypted ("" when there is none or it cannot be decrypted). A method, not an
-        attribute, so no template, serializer or repr shows it by accident."""
+        stored key decrypted ("" when there is none or it cannot be decrypted). Not named like the
+        admin form's `api_key` field: a read-only admin page looks a field's name up on the object
+        and calls what it finds."""
         if self.api_key_env:
             return os.environ.get(self.api_key_env, "")
         return secret_decrypt(self.api_key_encrypted) or ""

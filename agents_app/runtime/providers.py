@@ -94,7 +94,7 @@ def thinking_options(*, kind: str, thinking: str) -> dict:
 
 def provider_llm(row: Provider) -> LlmProvider:
     """What a client for `row` is built from (its key decrypted, or read from its variable)."""
-    return LlmProvider(name=row.name, base_url=row.base_url, api_key=row.api_key(), timeout=float(row.timeout_sec),
+    return LlmProvider(name=row.name, base_url=row.base_url, api_key=row.api_key_plain(), timeout=float(row.timeout_sec),
                        slot=f"provider:{row.pk}", version=row.updated_at.isoformat() if row.updated_at else "")
 
 
