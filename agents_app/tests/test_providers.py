@@ -301,3 +301,32 @@ def test_a_base_url_that_is_not_http_is_refused(url):
     with pytest.raises(ValidationError) as caught:
         provider.full_clean()
     assert "base_url" in caught.value.error_dict
+
+
+async def test_an_agent_with_a_provider_needs_no_llm_base_url(settings, llm_settings, agent, provider_factory):
+    settings.LLM_BASE_URL = ""
+
+    def setup():
+        agent.provider = provider_factory(name="主", base_url=llm_settings.url, key=PRIMARY_KEY)
+        agent.save()
+
+    await sync_to_async(setup)()
+    llm_settings.reply_text("好")
+
+    assert (await collect(agent))[-1].provider == "主"
+
+
+async def test_no_enabled_provider_is_keyword_routing_saying_no_model_is_configured(settings, llm_settings, agent,
+                                                                                  provider_factory, subagent_server):
+    from agents_app.runtime.fallback import UNCONFIGURED_NOTICE
+
+    def setup():
+        agent.provider = provider_factory(name="主", base_url=llm_settings.url, enabled=False)
+        agent.save()
+
+    await sync_to_async(setup)()
+
+    events = await collect(agent, "今天中午吃什么")
+
+    assert llm_settings.requests == []
+    assert events[0].content == UNCONFIGURED_NOTICE.format(tool="食堂助手") and events[-1].fallback
