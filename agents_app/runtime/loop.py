@@ -221,7 +221,7 @@ class _Turn:
 async def run_turn(*, agent: Agent, history: list[dict], ctx: RunContext) -> AsyncIterator[Event]:
     """Runs the tool loop of one turn and yields its events; the last one is always `Done`.
 
-    1. Refuse at once (LlmUnavailable) when no model is configured.
+    1. Refuse at once (LlmUnavailable) when the agent has no enabled model provider.
     2. Read the agent's enabled tools from the catalog (MCP lists cached, see tools_for_agent).
     3. messages = [system prompt] + history. The first step is AskModel.
     4. AskModel (`_model_round`): stream one model request (tools offered, tool_choice="auto"):
@@ -243,7 +243,8 @@ async def run_turn(*, agent: Agent, history: list[dict], ctx: RunContext) -> Asy
        a "not approved" result (RunDecided) → AskModel, and the loop continues as above.
 
     Failures: if the first model request fails (connection, 5xx, 429, timeout) before anything
-    was yielded → LlmUnavailable (the caller falls back). A 4xx other than 429 (a configuration
+    was yielded, after its retries and the agent's fallback providers (providers.py) →
+    LlmUnavailable (the caller falls back). A 4xx other than 429 (a configuration
     error), any later model failure, or the turn budget (TURN_BUDGET_SEC) running out →
     Interrupted: `Error(50003)` + `Done(interrupted=True)`.
     """
