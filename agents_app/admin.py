@@ -9,6 +9,8 @@ from django.contrib.admin.utils import unquote
 from django.core.exceptions import NON_FIELD_ERRORS, PermissionDenied, ValidationError
 from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect
 from django.urls import path, reverse
+from django.utils.decorators import method_decorator
+from django.views.decorators.debug import sensitive_post_parameters
 
 from agents_app.models import Agent, AgentFallback, McpService, Provider
 from campus_agent.approval import ApprovalPolicy
@@ -346,6 +348,10 @@ class ProviderAdmin(PostButtonMixin, admin.ModelAdmin):
 
     class Media:
         css = {"all": ["agents_app/admin.css"]}  # the 「测试连接」 button (PostButtonMixin)
+
+    @method_decorator(sensitive_post_parameters("api_key"))  # never in an error report or debug page
+    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
+        return super().changeform_view(request, object_id, form_url, extra_context)
 
     @admin.display(description="API 密钥")
     def api_key_status(self, obj: Provider) -> str:

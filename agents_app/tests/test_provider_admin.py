@@ -66,6 +66,17 @@ def test_the_key_is_stored_encrypted_and_never_shown(staff_client, llm_server, l
     assert llm_server.model_requests[-1].headers["authorization"] == f"Bearer {KEY}"
     assert KEY not in staff_client.get(change).content.decode()
     assert not any(KEY in line for line in log_lines)
+    history = staff_client.get(reverse("admin:agents_app_provider_history", args=[provider.pk])).content.decode()
+    assert KEY not in history
+
+
+def test_the_key_is_hidden_from_error_reports(staff_client):
+    from django.views.debug import SafeExceptionReporterFilter
+
+    response = staff_client.post(reverse("admin:agents_app_provider_add"), _form(api_key=KEY, name=""))
+    request = response.wsgi_request
+    assert list(request.sensitive_post_parameters) == ["api_key"]
+    assert SafeExceptionReporterFilter().get_post_parameters(request)["api_key"] != KEY
 
 
 def test_blank_keeps_the_key_and_clear_removes_it(staff_client, provider_factory):
