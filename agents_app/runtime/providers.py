@@ -212,9 +212,29 @@ def _seconds(value) -> float | None:
     return number if math.isfinite(number) and number >= 0 else None
 
 
-def _failure_text(exc: BaseException) -> str:
+REASON_MAX_CHARS = 500
+
+
+def _key_blank(exc: BaseException, key: str) -> None:
+    """Blanks `key` in the exception's message, should the provider have echoed it there: the
+    loop logs the message, and keyword routing logs it as its reason."""
+    if not key or len(key) < 4:
+        return
+    if any(isinstance(arg, str) and key in arg for arg in exc.args):
+        exc.args = tuple(arg.replace(key, "***") if isinstance(arg, str) else arg for arg in exc.args)
+    message = getattr(exc, "message", None)
+    if isinstance(message, str) and key in message:
+        exc.message = message.replace(key, "***")
+
+
+def _failure_text(exc: BaseException, key: str = "") -> str:
+    """What the log and the span say of a failure: the class, the status, the SDK's message (the
+    provider's own words, cut), with the key blanked should the provider have echoed it."""
     status = getattr(exc, "status_code", None)
-    return f"{type(exc).__name__}" + (f" HTTP {status}" if status is not None else "") + f": {exc}"
+    text = f"{type(exc).__name__}" + (f" HTTP {status}" if status is not None else "") + f": {exc}"
+    if key:
+        text = text.replace(key, "***")
+    return text[:REASON_MAX_CHARS]
 
 
 async def _open_first(link: ChainLink, *, agent: Agent, messages, tools, temperature, request_id,
@@ -262,23 +282,25 @@ async def provider_stream_open(*, agent: Agent, messages: list[dict], tools: lis
                                            temperature=temperature, request_id=request_id, max_bytes=max_bytes)
             except (openai.APIError, httpx.HTTPError) as exc:
                 elapsed = loop.time() - started
+                _key_blank(exc, link.provider.api_key)  # the loop logs it too, and keyword routing
+                reason = _failure_text(exc, link.provider.api_key)
                 if not is_outage(exc):
                     refused = refused or exc
                     logger.error("model attempt refused provider={!r} model={!r} attempt={} cost_ms={:.0f} "
                                  "reason={!r} (check the provider in admin, or LLM_*, and the agent's model)",
-                                 name, link.model, attempt, elapsed * 1000, _failure_text(exc))
+                                 name, link.model, attempt, elapsed * 1000, reason)
                     model_attempt_traced(provider=name, model=link.model, base_url=base_url, attempt=attempt,
-                                         outcome=_failure_text(exc))
+                                         outcome=reason)
                     break
                 last = exc
                 wait = _wait(exc, attempt)
                 fits = (attempt <= retries and wait is not None and wait <= settings.LLM_RETRY_MAX_WAIT_SEC
                         and loop.time() + wait < deadline)
                 logger.warning("model attempt failed provider={!r} model={!r} attempt={} cost_ms={:.0f} reason={!r} "
-                               "next={}", name, link.model, attempt, elapsed * 1000, _failure_text(exc),
+                               "next={}", name, link.model, attempt, elapsed * 1000, reason,
                                f"retry in {wait:.2f}s" if fits else "next provider")
                 model_attempt_traced(provider=name, model=link.model, base_url=base_url, attempt=attempt,
-                                     outcome=_failure_text(exc), wait=wait if fits else None)
+                                     outcome=reason, wait=wait if fits else None)
                 if not fits:
                     break
                 await asyncio.sleep(wait)

@@ -330,3 +330,19 @@ async def test_no_enabled_provider_is_keyword_routing_saying_no_model_is_configu
 
     assert llm_settings.requests == []
     assert events[0].content == UNCONFIGURED_NOTICE.format(tool="食堂助手") and events[-1].fallback
+
+
+async def test_a_key_the_provider_echoes_is_never_logged(llm_settings, agent, subagent_server):
+    """The provider's own words are logged (and become LlmUnavailable's reason): a key it echoes
+    in them is blanked first."""
+    key = "sk-test-0123456789abcdef"  # llm_settings' LLM_API_KEY
+    llm_settings.queue(Reply(raw_chunks=[{"error": {"message": f"Incorrect API key provided: {key}"}}]))
+    lines: list[str] = []
+    sink = logger.add(lambda message: lines.append(str(message)), level="DEBUG", format="{message}")
+    try:
+        events = await collect(agent, "今天中午吃什么")
+    finally:
+        logger.remove(sink)
+    assert events[-1].fallback
+    assert any("Incorrect API key provided: ***" in line for line in lines)
+    assert not any(key in line for line in lines)
