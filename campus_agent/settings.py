@@ -322,6 +322,8 @@ JWT_ISSUER = env.str("JWT_ISSUER", default="campus-agent")
 # The chat stream remembers a checked JWT session this many seconds (chat_app/auth_cache.py): a
 # revocation made on another worker reaches a new stream within this time. 0 = read every time.
 AUTH_SESSION_CACHE_SEC = env.float("AUTH_SESSION_CACHE_SEC", default=5.0)
+# Personal API keys (DESIGN §4b): live keys one user may hold at once.
+API_KEYS_PER_USER_MAX = env.int("API_KEYS_PER_USER_MAX", default=20)
 CAMPUS_SSO_USERINFO_URL = env.str("CAMPUS_SSO_USERINFO_URL", default="")
 # Campus login on the page with OpenID Connect (chat_app/oidc.py): off unless OIDC_ISSUER and
 # OIDC_CLIENT_ID are set. Register <site>/login/campus/callback/ as the redirect URI.

@@ -55,8 +55,9 @@ class ReusingExecutor(ThreadPoolExecutor):
         return super().submit(_reusing(fn), *args, **kwargs)
 
     def connections_close(self) -> None:
-        """Closes every pool thread's connection (before a test database is dropped). Each thread
-        takes exactly one of the closing calls, since each waits for all the others."""
+        """Closes every pool thread's connection once it has finished the call it is on (before a
+        test database is flushed or dropped). Each thread takes exactly one of the closing calls,
+        since each waits for all the others."""
         barrier = threading.Barrier(self._max_workers)
 
         def close() -> None:

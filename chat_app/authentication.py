@@ -1,6 +1,7 @@
-"""Who is calling: a Bearer JWT naming a live AuthSession row, or the page's Django session.
+"""Who is calling: a Bearer JWT naming a live AuthSession row, a personal API key (`cak_…`,
+chat_app.api_keys), or the page's Django session.
 
-With an `Authorization` header the JWT alone decides (a bad JWT is 401 even when a session
+With an `Authorization` header the token alone decides (a bad JWT is 401 even when a session
 cookie is also sent). Without one, the Django session is used and its POSTs must carry the
 CSRF token: a cookie is sent by the browser on its own, a header is not, so only the session
 path needs CSRF protection.
@@ -15,8 +16,9 @@ from rest_framework import authentication, exceptions
 
 from campus_agent.json_body import too_large, unsupported_media_type
 from chat_app import api_errors as errors
+from chat_app.api_keys import api_key_campus_token, api_key_resolve, looks_like_api_key
 from chat_app.auth_cache import auth_session_cached, auth_session_remember
-from chat_app.models import AuthSession
+from chat_app.models import ApiKey, AuthSession
 from chat_app.oidc import session_campus_token
 from chat_app.selectors import auth_session_get_valid
 from chat_app.tokens import TokenInvalid, jwt_decode
@@ -26,9 +28,11 @@ from chat_app.tokens import TokenInvalid, jwt_decode
 class Caller:
     user: object
     auth_session: AuthSession | None  # None for the page's Django session
-    # A page login made with the campus account (chat_app/oidc.py) keeps its campus token in the
-    # server-side Django session; None for a password login.
+    # Without an AuthSession: a page login made with the campus account (chat_app/oidc.py) keeps
+    # its campus token in the server-side Django session (None for a password login); an API key
+    # carries none, and lends the user's latest live login's (api_key_campus_token).
     page_campus_token: str | None = None
+    api_key: ApiKey | None = None
 
     @property
     def campus_token(self) -> str | None:
@@ -94,17 +98,29 @@ def _refusal(exc) -> errors.ApiError:
     return errors.ApiError(exc.message, code=exc.code, status=exc.status)
 
 
+def bearer_caller_resolve(*, token: str) -> Caller:
+    """The caller of a Bearer token: a JWT or a personal API key. Sync. Raises ApiError 401
+    token_invalid."""
+    if looks_like_api_key(token):
+        key = api_key_resolve(token=token)
+        if key is None:
+            raise errors.token_invalid()
+        return Caller(user=key.user, auth_session=None, page_campus_token=api_key_campus_token(user=key.user),
+                      api_key=key)
+    try:
+        session, claims = _jwt_session_and_claims(token)
+    except TokenInvalid:
+        raise errors.token_invalid() from None
+    auth_session_remember(token=token, session=session, token_exp=claims["exp"])
+    return Caller(user=session.user, auth_session=session)
+
+
 def chat_caller_resolve(request) -> Caller:
     """Sync (runs in the stream view's one thread hop). Raises ApiError: 401 token_missing /
     token_invalid, 403 when a session POST lacks its CSRF token."""
     token = bearer_token(request)
     if token is not None:
-        try:
-            session, claims = _jwt_session_and_claims(token)
-        except TokenInvalid:
-            raise errors.token_invalid() from None
-        auth_session_remember(token=token, session=session, token_exp=claims["exp"])
-        return Caller(user=session.user, auth_session=session)
+        return bearer_caller_resolve(token=token)
     user = _session_user(request)
     if user is None:
         raise errors.token_missing()
@@ -115,12 +131,17 @@ def chat_caller_resolve(request) -> Caller:
 
 
 class JwtAuthentication(authentication.BaseAuthentication):
-    """DRF side of the same JWT rule; `request.auth` is the AuthSession."""
+    """DRF side of the same Bearer rule; `request.auth` is the AuthSession, or the ApiKey."""
 
     def authenticate(self, request):
         token = bearer_token(request._request)
         if token is None:
             return None
+        if looks_like_api_key(token):
+            key = api_key_resolve(token=token)
+            if key is None:
+                raise exceptions.AuthenticationFailed(errors.TOKEN_INVALID_MESSAGE)
+            return key.user, key
         try:
             session = jwt_session_resolve(token=token)
         except TokenInvalid:

@@ -122,6 +122,36 @@ class AuthSession(models.Model):
         return f"<AuthSession {self.id} user={self.user_id} via={self.via}>"
 
 
+class ApiKey(models.Model):
+    """A personal API key (DESIGN §4b): acts as its user wherever a JWT is accepted, for clients
+    that cannot log in (OpenAI-compatible apps, MCP and A2A clients). The secret is shown once;
+    only its SHA-256 is kept (a 192-bit random key needs no slow hash: nothing to guess), and
+    its first characters (`prefix`) to tell keys apart in a list and in a leak report."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_keys", verbose_name="用户"
+    )
+    name = models.CharField("名称", max_length=64)
+    prefix = models.CharField("前缀", max_length=16, editable=False, help_text="密钥的前几个字符，用来辨认是哪一把。")
+    key_hash = models.CharField("密钥摘要", max_length=64, unique=True, editable=False)
+    created_at = models.DateTimeField("创建时间", auto_now_add=True)
+    last_used_at = models.DateTimeField("最近使用", null=True, blank=True, editable=False)
+    expires_at = models.DateTimeField("过期时间", null=True, blank=True, help_text="留空：不过期。")
+    revoked_at = models.DateTimeField("吊销时间", null=True, blank=True, editable=False, db_index=True)
+
+    class Meta:
+        verbose_name = "API 密钥"
+        verbose_name_plural = "API 密钥"
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.name}（{self.prefix}…）"
+
+    def __repr__(self) -> str:
+        return f"<ApiKey {self.id} user={self.user_id} prefix={self.prefix}>"
+
+
 class CampusIdentity(models.Model):
     """The link from a campus SSO subject to the local user it logs in as.
 

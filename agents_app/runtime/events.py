@@ -60,6 +60,24 @@ class Chunk:
 
 
 @dataclass(frozen=True, slots=True)
+class Reasoning:
+    """A delta of a thinking model's reasoning (DESIGN §6): shown apart from the answer, kept on
+    the assistant row's `meta.reasoning`, never part of the reply's text or sent back to the model."""
+
+    content: str
+
+    FRAME_SCHEMA: ClassVar[dict] = frame_schema(
+        "reasoning", "思考模型的推理过程增量，与回答分开（不计入 done.full_text）", required={"content": _STRING}
+    )
+
+    def __post_init__(self) -> None:
+        _clean_fields(self, "content")
+
+    def frame(self) -> dict:
+        return {"type": "reasoning", "content": self.content}
+
+
+@dataclass(frozen=True, slots=True)
 class ToolCall:
     """A tool starts. Emitted once the model's streamed call is complete; the model text streamed
     earlier in the same round belongs to the assistant `tool_calls` message."""
@@ -264,5 +282,5 @@ class Done:
         return payload
 
 
-Event = Chunk | ToolCall | ToolChunk | ToolResult | ApprovalRequired | Error | Done
+Event = Chunk | Reasoning | ToolCall | ToolChunk | ToolResult | ApprovalRequired | Error | Done
 EVENT_TYPES: tuple[type, ...] = get_args(Event)

@@ -23,6 +23,7 @@ import httpx_sse
 import openai
 from django.conf import settings
 
+from agents_app.runtime.reasoning import delta_reasoning
 from campus_agent.request_id import HEADER
 
 DRAIN_SEC = 0.1
@@ -180,7 +181,7 @@ class LlmStream:
 def _carries_output(chunk: dict) -> bool:
     for choice in chunk.get("choices") or ():
         delta = choice.get("delta") if isinstance(choice, dict) else None
-        if isinstance(delta, dict) and (delta.get("content") or delta.get("tool_calls")):
+        if isinstance(delta, dict) and (delta.get("content") or delta.get("tool_calls") or delta_reasoning(delta)):
             return True
     return False
 

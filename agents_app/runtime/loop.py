@@ -21,10 +21,21 @@ from agents_app.models import Agent
 from agents_app.runtime.budget import BudgetSpent, turn_deadline, within
 from agents_app.runtime.caps import WIRE_BYTES_PER_REPLY_BYTE, cap, text_cap, usage_count, utf8_size
 from agents_app.runtime.context import RunContext
-from agents_app.runtime.events import ApprovalRequired, Chunk, Done, Error, Event, Paused, ToolCall, ToolResult
+from agents_app.runtime.events import (
+    ApprovalRequired,
+    Chunk,
+    Done,
+    Error,
+    Event,
+    Paused,
+    Reasoning,
+    ToolCall,
+    ToolResult,
+)
 from agents_app.runtime.llm import ReplyTooLong
 from agents_app.runtime.model_calls import ModelCall, ModelCalls
 from agents_app.runtime.providers import provider_chain, provider_stream_open
+from agents_app.runtime.reasoning import REASONING, ThinkSplitter, delta_reasoning, think_stripped
 from agents_app.runtime.tool import Tool, tool_spec
 from agents_app.runtime.tool_runs import ToolRequest, tool_calls_run
 from agents_app.runtime.tools import tools_for_agent
@@ -93,7 +104,8 @@ class LlmUnavailable(Exception):
 
 def _usage_add(total: dict, usage) -> None:
     """Sums the rounds' usage, cached prompt tokens (`prompt_tokens_details.cached_tokens`, as
-    OpenAI and DashScope report them) included. Each figure is the model's word: an int (not a
+    OpenAI and DashScope report them; DeepSeek's `prompt_cache_hit_tokens`) and a thinking
+    model's `completion_tokens_details.reasoning_tokens` included. Each figure is the model's word: an int (not a
     bool) clamped to 0..2**31-1 (caps.usage_count), the sum clamped again; anything else is
     not counted."""
     if not isinstance(usage, dict):
@@ -103,10 +115,17 @@ def _usage_add(total: dict, usage) -> None:
         if isinstance(value, int) and not isinstance(value, bool):
             total[key] = usage_count(usage_count(total.get(key, 0)) + usage_count(value))
     details = usage.get("prompt_tokens_details")
-    cached = details.get("cached_tokens") if isinstance(details, dict) else None
-    if isinstance(cached, int) and not isinstance(cached, bool):
-        summed = total.setdefault("prompt_tokens_details", {})
-        summed["cached_tokens"] = usage_count(usage_count(summed.get("cached_tokens", 0)) + usage_count(cached))
+    cached = details.get("cached_tokens") if isinstance(details, dict) else usage.get("prompt_cache_hit_tokens")
+    _detail_add(total, "prompt_tokens_details", "cached_tokens", cached)  # DeepSeek: prompt_cache_hit_tokens
+    details = usage.get("completion_tokens_details")  # a thinking model's reasoning tokens
+    _detail_add(total, "completion_tokens_details", "reasoning_tokens",
+                details.get("reasoning_tokens") if isinstance(details, dict) else None)
+
+
+def _detail_add(total: dict, group: str, key: str, value) -> None:
+    if isinstance(value, int) and not isinstance(value, bool):
+        summed = total.setdefault(group, {})
+        summed[key] = usage_count(usage_count(summed.get(key, 0)) + usage_count(value))
 
 
 def usage_clamped(usage) -> dict:
@@ -328,6 +347,7 @@ async def _model_round(turn: _Turn) -> AsyncIterator[Event | NextStep]:
     agent = turn.agent
     round_text: list[str] = []
     calls = ModelCalls()
+    think = ThinkSplitter()  # a leading <think>…</think> in the content (no reasoning parser)
     stream = None
     loop = asyncio.get_running_loop()
     max_text = cap("LLM_MAX_REPLY_BYTES")
@@ -359,20 +379,18 @@ async def _model_round(turn: _Turn) -> AsyncIterator[Event | NextStep]:
                 delta = choice.get("delta") if isinstance(choice, dict) else None
                 if not isinstance(delta, dict):
                     continue
+                if reasoning := delta_reasoning(delta):
+                    yield _reasoning_read(turn, reasoning, max_text)
                 content = delta.get("content")
                 if content and isinstance(content, str):
-                    turn.reply_bytes += utf8_size(content)
-                    if turn.reply_bytes > max_text:  # this piece and the rest are not read
-                        raise ReplyTooLong(f"the model's text passed {max_text} bytes")
-                    text = Chunk(content=content)  # the event makes the text valid
-                    round_text.append(text.content)
-                    turn.text_parts.append(text.content)
-                    turn.yielded = True
-                    yield text
+                    for kind, piece in think.feed(content):
+                        yield _answer_read(turn, kind, piece, max_text, round_text)
                 fragments = delta.get("tool_calls")
                 if offered and isinstance(fragments, list):
                     for fragment in fragments:
                         calls.add(fragment)
+        for kind, piece in think.end():  # an unclosed <think> block: the rest was reasoning
+            yield _answer_read(turn, kind, piece, max_text, round_text)
     except ReplyTooLong as exc:
         logger.warning("model reply cut round={} reason={!r}", turn.tool_rounds + 1, str(exc))
         yield Interrupted(Error(DOWNSTREAM, REPLY_TOO_LONG_TEXT))
@@ -386,6 +404,32 @@ async def _model_round(turn: _Turn) -> AsyncIterator[Event | NextStep]:
             await stream.close()
     finished = calls.finish() if offered else []
     yield RunTools(calls=finished, text="".join(round_text)) if finished else FinalAnswer()
+
+
+def _text_counted(turn: _Turn, text: str, max_text: int) -> None:
+    """Counts a piece of the model's text or reasoning against LLM_MAX_REPLY_BYTES (over the
+    turn's rounds); once it is shown, no keyword routing may stand in for the model."""
+    turn.reply_bytes += utf8_size(text)
+    if turn.reply_bytes > max_text:  # this piece and the rest are not read
+        raise ReplyTooLong(f"the model's text passed {max_text} bytes")
+    turn.yielded = True
+
+
+def _reasoning_read(turn: _Turn, text: str, max_text: int) -> Reasoning:
+    """A piece of the model's reasoning: shown apart, never part of the turn's text."""
+    _text_counted(turn, text, max_text)
+    return Reasoning(content=text)  # the event makes the text valid
+
+
+def _answer_read(turn: _Turn, kind: str, text: str, max_text: int, round_text: list[str]) -> Chunk | Reasoning:
+    """A piece of the model's `content`, which ThinkSplitter found to be answer or reasoning."""
+    if kind == REASONING:
+        return _reasoning_read(turn, text, max_text)
+    _text_counted(turn, text, max_text)
+    chunk = Chunk(content=text)
+    round_text.append(chunk.content)
+    turn.text_parts.append(chunk.content)
+    return chunk
 
 
 def _model_failed(turn: _Turn, exc: Exception) -> Interrupted:
@@ -441,8 +485,9 @@ async def _tool_round(turn: _Turn, step: RunTools) -> AsyncIterator[Event | Next
 def history_for_model(history: list[dict]) -> list[dict]:
     """The stored history as the model is sent it: a tool row's content, and a stored call's
     arguments, longer than MAX_HISTORY_TOOL_BYTES are cut (rows stored before the caps, or with
-    a larger cap, can be megabytes, and would be sent again on every later turn). The caller's
-    dicts are not changed."""
+    a larger cap, can be megabytes, and would be sent again on every later turn); a reply stored
+    before reasoning was kept apart loses its leading <think> block. The caller's dicts are not
+    changed."""
     limit = cap("MAX_HISTORY_TOOL_BYTES")
     shaped = []
     for message in history:
@@ -452,7 +497,11 @@ def history_for_model(history: list[dict]) -> list[dict]:
             content = text_cap(message["content"], limit)
             if content is not message["content"]:
                 message = {**message, "content": content}
-        elif message.get("role") == "assistant" and isinstance(message.get("tool_calls"), list):
+        if message.get("role") == "assistant" and isinstance(message.get("content"), str):
+            content = think_stripped(message["content"])  # a reply stored with its <think> block
+            if content is not message["content"]:
+                message = {**message, "content": content}
+        if message.get("role") == "assistant" and isinstance(message.get("tool_calls"), list):
             calls = [_stored_call_capped(c, limit) for c in message["tool_calls"]]
             if any(new is not old for new, old in zip(calls, message["tool_calls"], strict=True)):
                 message = {**message, "tool_calls": calls}

@@ -39,6 +39,7 @@ from loguru import logger
 
 from agents_app.models import Agent, AgentFallback, Provider
 from agents_app.runtime.llm import LlmProvider, LlmStream, llm_base_url_normalise, llm_default_provider, llm_stream
+from agents_app.runtime.reasoning import delta_reasoning
 from agents_app.runtime.tracing import model_attempt_traced
 from campus_agent.text import text_clean
 
@@ -165,8 +166,7 @@ def _has_output(chunk: dict) -> bool:
     choices = chunk.get("choices")
     for choice in choices if isinstance(choices, list) else ():
         delta = choice.get("delta") if isinstance(choice, dict) else None
-        if isinstance(delta, dict) and any(delta.get(key) for key in
-                                           ("content", "reasoning_content", "reasoning", "tool_calls")):
+        if isinstance(delta, dict) and (delta.get("content") or delta.get("tool_calls") or delta_reasoning(delta)):
             return True
     return False
 

@@ -7,6 +7,10 @@ calls streamed as fragments keyed by `index`, usage in a final chunk when the cl
 Script it with a queue of replies (`reply_text`, `reply_tool_calls`, `fail`, `stall`, or any
 `Reply`), or with a function that computes the reply from the request (`responder`), which lets
 a browser test run as many turns as it likes. Every request is recorded in `.requests`.
+
+Real providers' streams are kept as fixtures in `streams/` (DashScope, vLLM, DeepSeek, Ollama: one
+`.sse` file each, the body's exact bytes after a header of `:` comment lines naming its source);
+`replay("name")` answers with one, in its recorded write pieces (`stream_fixture`, `stream_replay`).
 See docs/testing.md.
 """
 from __future__ import annotations
@@ -19,6 +23,8 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
 from typing import Any
 
 from starlette.applications import Starlette
@@ -52,13 +58,19 @@ class Reply:
 
     - `text`: streamed in pieces of `chunk_size` characters (with `tool_calls`: text said before
       the calls, as some models do);
+    - `reasoning`: a thinking model's reasoning, streamed before the text in pieces of
+      `chunk_size`, in the field `reasoning_as` names (`reasoning_content`: DashScope, DeepSeek,
+      vLLM; `reasoning`: newer vLLM, Ollama, OpenRouter; `think`: inside `content` between
+      `<think>` and `</think>`, as a server without a reasoning parser sends it);
     - `tool_calls`: streamed as fragments by index, `interleave=True` mixes the fragments of
       several calls the way some providers do;
     - `status` ≠ 200: an HTTP error with an OpenAI-style JSON body (500, 429 …);
     - `headers`: extra response headers (`{"Retry-After": "1"}` with a 429);
     - `stall_sec`: wait that long before answering (headers included): a hung upstream;
-    - `chunk_delay`: pause between chunks (slow pacing);
+    - `chunk_delay`: pause between chunks (slow pacing), and between the pieces of a `body`;
     - `hang_after_chunks`: send that many chunks, then stop sending (stream stalls mid-way);
+    - `hold_after_chunks` with `release` (a threading.Event): send that many chunks, then wait
+      until the test sets `release` (a browser test looks at the page mid-answer);
     - `drop_after_chunks`: send that many chunks, then cut the connection;
     - `error_after_chunks`: send that many chunks, then an `{"error": …}` chunk inside the 200
       stream (as some providers report a failure mid-answer), and end the stream;
@@ -75,16 +87,21 @@ class Reply:
     - `raw_chunks`: whole chunk payloads (any JSON value) sent as they are, after the text;
     - `body`: a function returning the bytes of the whole body (after the headers), sent as
       they come: hostile answers of any size without building them in memory
-      (`many_tool_calls_body`, `huge_text_body`, `endless_line_body`). Nothing else is sent.
+      (`many_tool_calls_body`, `huge_text_body`, `endless_line_body`), or a recorded provider
+      stream (`stream_replay`). Each piece is one write of the HTTP body. Nothing else is sent.
     """
 
     text: str = ""
+    reasoning: str = ""
+    reasoning_as: str = "reasoning_content"
     tool_calls: list[ScriptedCall] = field(default_factory=list)
     status: int = 200
     stall_sec: float = 0.0
     chunk_delay: float = 0.0
     chunk_size: int = 4
     hang_after_chunks: int | None = None
+    hold_after_chunks: int | None = None
+    release: threading.Event | None = None
     drop_after_chunks: int | None = None
     error_after_chunks: int | None = None
     junk_after_chunks: int | None = None
@@ -161,6 +178,13 @@ class FakeLlm(ServedApp):
     def stall(self, seconds: float = 30.0) -> FakeLlm:
         return self.queue(Reply(text="（迟到的回答）", stall_sec=seconds))
 
+    def replay(self, *names: str, delay: float = 0.0, piece_bytes: int | None = None) -> FakeLlm:
+        """`replay("dashscope_qwen3_thinking_tools", "dashscope_qwen3_thinking_tools_answer")`: one
+        reply per recorded stream (streams/NAME.sse), its bytes sent as recorded, `delay` seconds
+        between its pieces (see stream_replay for `piece_bytes`)."""
+        return self.queue(*[Reply(body=stream_replay(n, piece_bytes=piece_bytes), chunk_delay=delay)
+                            for n in names])
+
     @property
     def pending(self) -> int:
         return len(self._script)
@@ -212,7 +236,9 @@ class FakeLlm(ServedApp):
 
     async def _stream(self, reply: Reply, model: str, include_usage: bool, request: Request):
         if reply.body is not None:
-            for block in reply.body():
+            for sent, block in enumerate(reply.body()):
+                if sent and reply.chunk_delay:
+                    await asyncio.sleep(reply.chunk_delay)
                 yield block
                 await asyncio.sleep(0)  # let the client go away; the server's loop breathe
             return
@@ -222,6 +248,8 @@ class FakeLlm(ServedApp):
         for sent, payload in enumerate(chunks):
             if reply.hang_after_chunks is not None and sent >= reply.hang_after_chunks:
                 await asyncio.sleep(3600)  # the client's timeout (or its going away) ends this
+            if reply.release is not None and sent == reply.hold_after_chunks:
+                await _released(reply.release)
             if reply.drop_after_chunks is not None and sent >= reply.drop_after_chunks:
                 raise ConnectionResetError("fake LLM drops the connection")
             if reply.error_after_chunks is not None and sent >= reply.error_after_chunks:
@@ -233,6 +261,12 @@ class FakeLlm(ServedApp):
                 yield JUNK_FRAME
             yield _frame(payload, reply)
         yield _frame("[DONE]", reply)
+
+
+async def _released(event: threading.Event) -> None:
+    """Waits for a test's threading.Event without blocking the server's loop (bounded: a test
+    that forgets to set it fails on its own, and this server goes on)."""
+    await asyncio.to_thread(event.wait, 60)
 
 
 def _json(payload: dict) -> str:
@@ -302,6 +336,12 @@ def _call_fragments(index: int, call: ScriptedCall, size: int) -> list[dict]:
 
 def _chunks(reply: Reply, model: str):
     yield _delta(model, {"role": "assistant", "content": ""})
+    if reply.reasoning and reply.reasoning_as == "think":
+        pieces = _pieces(f"<think>{reply.reasoning}</think>\n\n", reply.chunk_size)
+        yield from (_delta(model, {"content": piece}) for piece in pieces)
+    elif reply.reasoning:
+        pieces = _pieces(reply.reasoning, reply.chunk_size)
+        yield from (_delta(model, {"content": None, reply.reasoning_as: piece}) for piece in pieces)
     for piece in _pieces(reply.text, reply.chunk_size):
         yield _delta(model, {"content": piece})
     if reply.deltas is not None or reply.raw_chunks is not None:
@@ -400,3 +440,79 @@ def _completion(reply: Reply, model: str) -> dict:
         ],
         "usage": _usage(reply),
     }
+
+
+# --- real providers' streams, recorded (streams/*.sse) -------------------------------------------
+STREAMS_DIR = Path(__file__).resolve().parent / "streams"
+CUT_DIRECTIVE = "cut-within:"
+
+
+@dataclass(frozen=True)
+class StreamFixture:
+    """A provider's streamed answer as it came over the wire.
+
+    The file `streams/NAME.sse` starts with a header of SSE comment lines (`: …`) up to the first
+    empty line: where the shape comes from, and directives. The rest is the body, byte for byte.
+    The body is written one SSE event per write (providers flush each event), and a directive
+    `: cut-within: TEXT` also cuts it after the first byte of the first occurrence of TEXT, whose
+    first character must take more than one byte in UTF-8: the write boundary then falls inside a
+    character, as a proxy or a TCP segment can cut it. The header is not sent."""
+
+    name: str
+    header: tuple[str, ...]
+    body: bytes
+    pieces: tuple[bytes, ...]
+
+    @property
+    def events(self) -> list[str]:
+        """The `data:` payloads of the body, in order (`[DONE]` included)."""
+        return [e[len("data: "):] for e in self.body.decode().split("\n\n") if e.startswith("data: ")]
+
+
+@cache
+def stream_fixture(name: str) -> StreamFixture:
+    """The recorded stream streams/NAME.sse (read once)."""
+    raw = (STREAMS_DIR / f"{name}.sse").read_bytes()
+    head, sep, body = raw.partition(b"\n\n")
+    lines = head.decode().split("\n")
+    if not sep or not all(line.startswith(":") for line in lines):
+        raise ValueError(f"{name}.sse: the header is `:` comment lines, then an empty line, then the body")
+    header = tuple(line[1:].strip() for line in lines)
+    cuts = set(_event_ends(body))
+    searched_from = 0
+    for line in header:
+        if not line.startswith(CUT_DIRECTIVE):
+            continue
+        needle = line[len(CUT_DIRECTIVE):].strip().encode()
+        at = body.find(needle, searched_from)
+        if at < 0 or needle[0] < 0x80:
+            raise ValueError(f"{name}.sse: {line!r} does not start with a multi-byte character of the body")
+        cuts.add(at + 1)
+        searched_from = at + 1
+    bounds = [0, *sorted(c for c in cuts if 0 < c < len(body)), len(body)]
+    pieces = tuple(body[a:b] for a, b in zip(bounds, bounds[1:], strict=False))
+    return StreamFixture(name=name, header=header, body=body, pieces=pieces)
+
+
+def _event_ends(body: bytes) -> Iterator[int]:
+    at = body.find(b"\n\n")
+    while at >= 0:
+        yield at + 2
+        at = body.find(b"\n\n", at + 2)
+
+
+def stream_replay(name: str, *, piece_bytes: int | None = None) -> Callable[[], Iterator[bytes]]:
+    """A `Reply.body` that sends the recorded stream NAME in its recorded pieces; with
+    `piece_bytes`, in pieces of that many bytes instead (cuts land anywhere, inside characters
+    and SSE lines). The chunks' `id`, `model`, `created` … stay as recorded."""
+    fixture = stream_fixture(name)
+    if piece_bytes is None:
+        pieces = fixture.pieces
+    else:
+        body = fixture.body
+        pieces = tuple(body[i : i + piece_bytes] for i in range(0, len(body), max(1, piece_bytes)))
+    return lambda: iter(pieces)
+
+
+def stream_fixture_names() -> list[str]:
+    return sorted(p.stem for p in STREAMS_DIR.glob("*.sse"))

@@ -71,8 +71,17 @@ def project_server_reset(server) -> None:
     did: runs left running store their replies as interrupted now, before the test's database
     is flushed. The next request starts the supervisor again, which first finishes the runs
     left stale, as a restarted worker does; an MCP session whose owner task ended is opened anew
-    on its next use (agents_app.mcp.pool)."""
+    on its next use (agents_app.mcp.pool).
+
+    A cancelled task stops awaiting its database call, not the call: a run's storing task
+    (cancelled with the others) leaves its thread writing. The stream path's database threads
+    are waited for, and their connections closed, too: a write still going on when the test's
+    tables are flushed deadlocked with the flush on PostgreSQL, and the thread's connection
+    was left in its transaction, so every later flush of the test database waited for it."""
+    from chat_app.asyncdb import db_connections_close
+
     server.tasks_cancel(everything=True)
+    db_connections_close()
 
 
 @pytest.fixture(scope="session")

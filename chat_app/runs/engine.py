@@ -26,7 +26,7 @@ from loguru import logger
 
 from agents_app.models import Agent
 from agents_app.runtime.context import RunContext
-from agents_app.runtime.events import Chunk, Done, Error, Event, Paused, ToolCall, ToolResult
+from agents_app.runtime.events import Chunk, Done, Error, Event, Paused, Reasoning, ToolCall, ToolResult
 from agents_app.runtime.tracing import run_span
 from agents_app.runtime.turn import turn_stream
 from campus_agent.errors import DOWNSTREAM, GENERAL
@@ -93,7 +93,7 @@ class RunTask:
         self.recorder = TurnRecorder()
         self.paused = False  # waits for a person: the task ended, the log did not
         self.checkpointed = ""  # the unsaved text as of the last checkpoint
-        self._held: list[Chunk] = []  # text deltas coalescing into the next chunk frame
+        self._held: list[Chunk | Reasoning] = []  # deltas of one kind coalescing into the next frame
         self._flush_timer: asyncio.TimerHandle | None = None
         self._last_chunk_at = float("-inf")
         self.stopping = False
@@ -225,19 +225,20 @@ class RunTask:
                                   error=TOOL_CUT_MESSAGE, interrupted=True))
 
     def _publish(self, event: Event) -> None:
-        """Emits the event; model text is coalesced (see `_chunk_publish`)."""
-        if isinstance(event, Chunk):
+        """Emits the event; model text and reasoning are coalesced (see `_chunk_publish`)."""
+        if isinstance(event, Chunk | Reasoning):
             self._chunk_publish(event)
             return
         self._chunks_flush()
         self._emit(event)
 
-    def _chunk_publish(self, chunk: Chunk) -> None:
+    def _chunk_publish(self, chunk: Chunk | Reasoning) -> None:
         """Text deltas that arrive within CHUNK_COALESCE_SEC of the last chunk frame go out as one
         frame (as LibreChat does at 25 ms): a model streaming a token every few ms costs a dozen
         frames a second, not a hundred (JSON, log append, socket write each). The first chunk,
-        and one after a pause, goes out at once, so the time to first text is unchanged."""
-        if self._held and self._held[0].fallback != chunk.fallback:
+        and one after a pause, goes out at once, so the time to first text is unchanged. Only
+        deltas of one kind merge (answer, keyword-routing answer, reasoning)."""
+        if self._held and _delta_kind(self._held[0]) != _delta_kind(chunk):
             self._chunks_flush()
         loop = asyncio.get_running_loop()
         now = loop.time()
@@ -257,8 +258,7 @@ class RunTask:
             return
         held, self._held = self._held, []
         self._last_chunk_at = asyncio.get_running_loop().time()
-        merged = held[0] if len(held) == 1 else Chunk("".join(c.content for c in held), fallback=held[0].fallback)
-        self._emit(merged)
+        self._emit(held[0] if len(held) == 1 else _deltas_merged(held))
 
     def _chunks_flush_quietly(self) -> None:
         # From the flush timer (a loop callback, where an exception would only be logged) and
@@ -380,3 +380,13 @@ class RunTask:
         recorder.interrupt()
         with suppress(FrameFailed):
             self._emit(partial)
+
+
+def _delta_kind(event: Chunk | Reasoning) -> tuple:
+    return (type(event), getattr(event, "fallback", False))
+
+
+def _deltas_merged(held: list[Chunk | Reasoning]) -> Chunk | Reasoning:
+    content = "".join(event.content for event in held)
+    first = held[0]
+    return Reasoning(content) if isinstance(first, Reasoning) else Chunk(content, fallback=first.fallback)

@@ -79,12 +79,9 @@ def resume_admit(run: Run) -> SlotLease:
     return lease
 
 
-async def achat_turn_admit(*, request, request_id: str) -> Admission:
-    """See chat_turn_admit()."""
-    caller = chat_caller_cached(request)
-    if caller is None:
-        return await db_call(chat_turn_admit, request=request, request_id=request_id)
-    chat = chat_input_read(request=request)  # parsing only: the body is already in memory
+async def caller_turn_admit(*, caller: Caller, chat: ChatInput, request_id: str) -> Admission:
+    """A turn of a caller already known (an inbound protocol's, chat_app.inbound): the limits, the
+    quota and the writes of chat_turn_admit. Raises ApiError; holds a slot lease only when it returns."""
     taken = await astream_slot_and_rate_take(user_id=caller.user.pk)
     if taken is None:  # not the Redis cache: the limits cost nothing in the database call
         return await db_call(_admit_known, caller=caller, chat=chat, request_id=request_id)
@@ -98,3 +95,12 @@ async def achat_turn_admit(*, request, request_id: str) -> Admission:
     except BaseException:
         await lease.release()
         raise
+
+
+async def achat_turn_admit(*, request, request_id: str) -> Admission:
+    """See chat_turn_admit()."""
+    caller = chat_caller_cached(request)
+    if caller is None:
+        return await db_call(chat_turn_admit, request=request, request_id=request_id)
+    chat = chat_input_read(request=request)  # parsing only: the body is already in memory
+    return await caller_turn_admit(caller=caller, chat=chat, request_id=request_id)

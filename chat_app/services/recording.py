@@ -4,13 +4,15 @@ Pure bookkeeping with no database, so it can follow the stream event by event ch
 rows are written once, at the end, by `chat_app.services.messages.turn_store`.
 
 A tool round is: the model's text (may be empty), its tool calls, their results. Text that
-arrives after a round's results belongs to the next round or to the final reply.
+arrives after a round's results belongs to the next round or to the final reply. A thinking
+model's reasoning goes the same way, into `meta.reasoning` of the round's assistant `tool_calls`
+row or of the final reply, never into a row's content (DESIGN §6).
 """
 import dataclasses
 import math
 from dataclasses import dataclass, field
 
-from agents_app.runtime.events import Chunk, Done, Error, Event, ToolCall, ToolChunk, ToolResult
+from agents_app.runtime.events import Chunk, Done, Error, Event, Reasoning, ToolCall, ToolChunk, ToolResult
 
 TOOL_CUT_MESSAGE = "工具调用被中断，没有返回结果。"
 # The largest count a usage column holds on every database (Message.prompt_tokens … are
@@ -31,6 +33,7 @@ class _Call:
 class _Round:
     text: str
     calls: list[_Call] = field(default_factory=list)
+    reasoning: str = ""  # what a thinking model reasoned before asking for these calls
     # Resumed after an approval pause: its assistant `tool_calls` row was stored at the pause.
     head_stored: bool = False
 
@@ -55,6 +58,7 @@ class TurnRecorder:
         self._rounds: list[_Round] = []
         self._open: _Round | None = None
         self._text: list[str] = []
+        self._reasoning: list[str] = []  # reasoning not yet part of a round: the final reply's
         self.done: Done | None = None
         self.errors: list[Error] = []
         self.interrupted = False
@@ -74,12 +78,19 @@ class TurnRecorder:
                 self._open.text += event.content  # a model that talks after its call, same message
             else:
                 self._text.append(event.content)
+        elif isinstance(event, Reasoning):
+            if self._open is not None and self._open.has_results:
+                self._close_round()  # the next model request has begun
+            if self._open is not None:
+                self._open.reasoning += event.content
+            else:
+                self._reasoning.append(event.content)
         elif isinstance(event, ToolCall):
             if self._open is not None and self._open.has_results:
                 self._close_round()
             if self._open is None:
-                self._open = _Round(text="".join(self._text))
-                self._text = []
+                self._open = _Round(text="".join(self._text), reasoning="".join(self._reasoning))
+                self._text, self._reasoning = [], []
             self._open.calls.append(_Call(call=event))
         elif isinstance(event, ToolResult):
             for record in self._all_calls():
@@ -189,6 +200,8 @@ class TurnRecorder:
         meta = {"interrupted": True, "store_failed": True,
                 "errors": [*({"code": e.code, "message": e.message} for e in self.errors),
                            {"code": error.code, "message": error.message}]}
+        if self._reasoning:
+            meta["reasoning"] = "".join(self._reasoning)
         return RowSpec(role="assistant", content=self.unsaved_text, meta=meta, is_final=True)
 
     def rows(self) -> list[RowSpec]:
@@ -208,6 +221,8 @@ class TurnRecorder:
             final_meta["model"] = self.done.model or ""
         if self.errors:
             final_meta["errors"] = [{"code": e.code, "message": e.message} for e in self.errors]
+        if self._reasoning:
+            final_meta["reasoning"] = "".join(self._reasoning)
         chart = self.done.chart if self.done is not None else None
         specs.append(RowSpec(role="assistant", content=self.reply_text, meta=final_meta, chart=chart, is_final=True))
         return specs
@@ -274,7 +289,8 @@ def _round_rows(rnd: _Round, *, finished_only: bool = False) -> list[RowSpec]:
         {"id": c.call.call_id, "type": "function", "function": {"name": c.call.tool, "arguments": c.call.args}}
         for c in rnd.calls
     ]
-    return [RowSpec(role="assistant", content=rnd.text, meta={"tool_calls": tool_calls}), *tool_rows]
+    meta = {"tool_calls": tool_calls, **({"reasoning": rnd.reasoning} if rnd.reasoning else {})}
+    return [RowSpec(role="assistant", content=rnd.text, meta=meta), *tool_rows]
 
 
 def _tool_row(record: _Call) -> RowSpec:

@@ -9,7 +9,18 @@ from django.urls import resolve
 from drf_spectacular.generators import SchemaGenerator
 from drf_spectacular.validation import validate_schema
 
-from agents_app.runtime.events import ApprovalRequired, Chunk, Done, Error, Event, ToolCall, ToolChunk, ToolResult
+from agents_app.runtime.events import (
+    ApprovalRequired,
+    Chunk,
+    Done,
+    Error,
+    Event,
+    Reasoning,
+    ToolCall,
+    ToolChunk,
+    ToolResult,
+)
+from agents_app.testing.fake_llm import Reply
 from campus_agent.errors import CAMPUS_TOKEN_EXPIRED
 from chat_app.models import Run
 from chat_app.schema import FRAME_SCHEMA, SESSION_FRAME_SCHEMA
@@ -20,6 +31,7 @@ from chat_app.tests.sse import chat
 SAMPLES = [
     Chunk("今天"),
     Chunk("（关键词路由）", fallback=True),
+    Reasoning("先看看食堂菜单"),
     ToolCall(call_id="call_1", tool="call_canteen", args='{"message": "吃啥"}'),
     ToolChunk(call_id="call_1", tool="call_canteen", content="一食堂"),
     ToolResult(call_id="call_1", tool="call_canteen", ok=True, content="一食堂有红烧肉"),
@@ -81,11 +93,11 @@ def test_every_documented_field_is_sent_by_some_frame():
 @pytest.mark.django_db(transaction=True)
 def test_a_real_stream_sends_only_described_frames(live_asgi, llm_settings, agent, subagent_server, auth_headers):
     llm_settings.reply_tool_calls(("call_canteen", {"message": "今天吃啥"}))
-    llm_settings.reply_text("一食堂有红烧肉。")
+    llm_settings.queue(Reply(reasoning="菜单到了。", text="一食堂有红烧肉。"))
     result = chat(live_asgi, {"message": "今天吃啥"}, headers=auth_headers)
 
     assert (result.types[0], result.types[-1]) == ("session", "done")
-    assert set(result.types) == {"session", "tool_call", "tool_chunk", "tool_result", "chunk", "done"}
+    assert set(result.types) == {"session", "tool_call", "tool_chunk", "tool_result", "reasoning", "chunk", "done"}
     validator = _frame_validator()
     for frame in result.frames:
         errors = list(validator.iter_errors(frame))

@@ -106,6 +106,9 @@ class SsoView(_TokenIssuingView):
         return Response(_token_body(issued))
 
 
+MSG_LOGOUT_KEY = "注销只适用于 JWT；API 密钥请在「API 密钥」中吊销。"
+
+
 class LogoutView(ApiView):
     authentication_classes = [JwtAuthentication]
 
@@ -113,5 +116,7 @@ class LogoutView(ApiView):
         tags=["auth"], summary="注销 JWT（删除其服务端会话）", request=None, responses={204: None, 401: ErrorSerializer}
     )
     def post(self, request):
+        if not isinstance(request.auth, AuthSession):  # an API key: revoked on its own, not logged out
+            raise errors.invalid_body(MSG_LOGOUT_KEY)
         auth_services.auth_session_revoke(session=request.auth)
         return Response(status=204)

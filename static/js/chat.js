@@ -18,6 +18,7 @@ import {
   runEvents,
   runStop,
 } from "./api.js";
+import { apiKeysPanel } from "./api_keys.js";
 import { copyWithFeedback } from "./clipboard.js";
 import { Composer } from "./composer.js";
 import { Exchange, exchangeFor } from "./exchange.js";
@@ -160,6 +161,9 @@ function onFrame(run, frame) {
       break;
     case "chunk":
       turn.text(frame.content);
+      break;
+    case "reasoning":
+      turn.reasoning(frame.content);
       break;
     case "tool_call":
       turn.toolCall(frame);
@@ -629,6 +633,8 @@ function welcomeShow() {
 }
 agentSelect.addEventListener("change", welcomeShow);
 welcomeShow();
+
+apiKeysPanel();
 
 const exchanges = historyRender(pane, state.messages, { feedback: state.feedback, onError: errorShow });
 pane.scrollTop = pane.scrollHeight;

@@ -1,5 +1,5 @@
 // Rebuilds the pane from stored rows (DESIGN §3): a user row opens a turn; the assistant rows
-// (text, `meta.tool_calls`) and tool rows (`meta.tool_call_id`, `tool`, `ok`) that follow fill
+// (`meta.reasoning`, text, `meta.tool_calls`) and tool rows (`meta.tool_call_id`, `tool`, `ok`) that follow fill
 // one assistant bubble, in the order they were stored, as they looked while streaming.
 // Turns set aside by regenerate / edit (`superseded`) become earlier versions of the turn that
 // follows them.
@@ -32,6 +32,8 @@ function turnFill(turn, rows, onError) {
     const meta = row.meta || {};
     if (row.role === "assistant") {
       answerId = row.id;
+      // A thinking model's reasoning came before the row's text and calls, as it streamed.
+      if (typeof meta.reasoning === "string") turn.reasoning(meta.reasoning);
       if (row.content) {
         turn.segment = null;
         turn.text(row.content);

@@ -8,6 +8,8 @@ export const INTERRUPTED_MARK = "（已中断）";
 const TOOL_STATE_TEXT = { running: "运行中…", waiting: "等待确认", done: "完成", failed: "失败", cut: "已中断" };
 export const ECHO_TITLE = "结果已写在回答里";
 const TOOL_IMAGE_ALT = "工具返回的图片";
+export const REASONING_TITLE = "思考过程";
+const REASONING_LIVE = "思考中…";
 const SAFE_LINK = /^https?:\/\/[^\s]+$/i;
 const SAFE_IMAGE = /^data:image\/(png|jpeg|gif|webp);base64,[A-Za-z0-9+/]+={0,2}$/;
 
@@ -71,6 +73,7 @@ export class AssistantTurn {
     this.article.append(this.body);
     container.append(this.article);
     this.segment = null; // the text segment that chunks currently append to
+    this.thought = null; // the reasoning block that reasoning deltas currently append to
     this.segments = []; // every text segment, in order: the answer's markdown source
     this.tools = new Map(); // call_id → {details, output, text, state}
     this.pending = new Set(); // nodes to re-render on the next animation frame
@@ -109,9 +112,38 @@ export class AssistantTurn {
     this.pending.clear();
   }
 
+  // A thinking model's reasoning (DESIGN §6): a block of plain text (never markdown: it is a
+  // draft), open while it streams, folded once the answer or a tool call begins. Reasoning
+  // after a tool round opens a block of its own.
+  reasoning(delta) {
+    if (!delta) return;
+    this.thinking(false);
+    if (!this.thought) {
+      const details = el("details", "reasoning");
+      details.open = true;
+      const summary = el("summary", "reasoning-summary");
+      summary.append(el("span", "reasoning-title", REASONING_TITLE), el("span", "reasoning-state", REASONING_LIVE));
+      const text = el("div", "reasoning-text");
+      details.append(summary, text);
+      this.body.insertBefore(details, this.dots || null);
+      this.thought = { details, text };
+      this.segment = null; // answer text after the block goes below it
+    }
+    this.thought.text.append(String(delta)); // a text node: shown as written
+  }
+
+  reasoningFold() {
+    if (!this.thought) return;
+    const { details } = this.thought;
+    details.open = false;
+    details.querySelector(".reasoning-state").textContent = "";
+    this.thought = null;
+  }
+
   text(delta) {
     if (!delta) return;
     this.thinking(false);
+    this.reasoningFold();
     if (!this.segment) {
       this.segment = { node: el("div", "md segment"), text: "" };
       this.segments.push(this.segment);
@@ -129,6 +161,7 @@ export class AssistantTurn {
 
   toolCall({ call_id: callId, tool }) {
     this.thinking(false);
+    this.reasoningFold();
     this.segment = null; // text after a tool call starts a new segment below the chip
     const details = el("details", "tool");
     details.dataset.callId = callId || "";
@@ -309,6 +342,9 @@ export class AssistantTurn {
     this.thinking(false);
     // A reply that streamed no chunks (e.g. answered in one piece) still shows its text.
     if (!this.hasText && fullText) this.text(fullText);
+    // A turn that ended while thinking keeps its reasoning open: it is all the turn said.
+    if (this.thought && !this.hasText) this.thought.details.querySelector(".reasoning-state").textContent = "";
+    else this.reasoningFold();
     this.flush();
     this.chart(chart);
     if (interrupted) this.markInterrupted();
