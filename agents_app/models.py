@@ -244,7 +244,9 @@ class Agent(TimeStampedModel):
         OFF = "off", "关"
 
     provider = models.ForeignKey(
-        Provider, on_delete=models.SET_NULL, null=True, blank=True, related_name="agents", verbose_name="模型提供方",
+        # PROTECT: deleting a provider an agent uses is refused (admin names the agents), rather
+        # than moving them to the default provider without a word.
+        Provider, on_delete=models.PROTECT, null=True, blank=True, related_name="agents", verbose_name="模型提供方",
         help_text="留空则用环境变量 LLM_BASE_URL / LLM_API_KEY / LLM_MODEL 配置的默认提供方。",
     )
     model = models.CharField(

@@ -205,3 +205,12 @@ def test_the_agent_page_offers_provider_thinking_and_ordered_fallbacks(staff_cli
     agent.refresh_from_db()
     assert (agent.provider, agent.thinking, agent.effective_model) == (primary, "off", "fake-model")
     assert [(f.provider, f.model) for f in agent.fallbacks.all()] == [(backup, "qwen-turbo")]
+
+
+def test_a_provider_an_agent_uses_cannot_be_deleted(staff_client, agent, provider_factory):
+    provider = provider_factory(name="主", base_url="http://127.0.0.1:9/v1")
+    agent.provider = provider
+    agent.save()
+    page = staff_client.post(reverse("admin:agents_app_provider_delete", args=[provider.pk]), {"post": "yes"})
+    assert page.status_code == 200 and agent.name in page.content.decode()  # the agents that use it are named
+    assert Provider.objects.filter(pk=provider.pk).exists()
