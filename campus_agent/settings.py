@@ -324,6 +324,11 @@ JWT_ISSUER = env.str("JWT_ISSUER", default="campus-agent")
 AUTH_SESSION_CACHE_SEC = env.float("AUTH_SESSION_CACHE_SEC", default=5.0)
 # Personal API keys (DESIGN §4b): live keys one user may hold at once.
 API_KEYS_PER_USER_MAX = env.int("API_KEYS_PER_USER_MAX", default=20)
+# Days a conversation is kept after its last exchange (manage.py purge_conversations, for cron);
+# 0: kept until its owner deletes it.
+RETENTION_DAYS = env.int("RETENTION_DAYS", default=0)
+# GET /metrics (Prometheus) answers only `Authorization: Bearer <METRICS_TOKEN>`; unset: no endpoint (404).
+METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
 CAMPUS_SSO_USERINFO_URL = env.str("CAMPUS_SSO_USERINFO_URL", default="")
 # Campus login on the page with OpenID Connect (chat_app/oidc.py): off unless OIDC_ISSUER and
 # OIDC_CLIENT_ID are set. Register <site>/login/campus/callback/ as the redirect URI.

@@ -19,6 +19,7 @@ a shared null context manager, or the round's own generator untouched.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import aclosing, contextmanager, nullcontext
 from contextvars import ContextVar
@@ -32,6 +33,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from agents_app.runtime.context import RunContext
 from agents_app.runtime.events import Error
 from agents_app.runtime.tool import ToolOutcome
+from campus_agent.metrics import LLM_REQUEST
 from campus_agent.tracing import REQUEST_ID_ATTRIBUTE, tracer
 
 if TYPE_CHECKING:
@@ -143,12 +145,20 @@ def _server(url: str) -> dict:
 
 
 def model_round_traced(turn, events: AsyncIterator) -> AsyncIterator:
-    """`events` (one model round of `turn`, loop._Turn) inside a `chat <model>` span; `events`
-    itself while tracing is off."""
+    """`events` (one model round of `turn`, loop._Turn) timed for the metrics
+    (`campus_agent_llm_request_seconds`), inside a `chat <model>` span while tracing is on."""
     active = tracer()
-    if active is None:
-        return events
-    return _model_round_traced(active, turn, events)
+    return _model_round_timed(events if active is None else _model_round_traced(active, turn, events))
+
+
+async def _model_round_timed(events: AsyncIterator) -> AsyncIterator:
+    started = time.perf_counter()
+    try:
+        async with aclosing(events):
+            async for item in events:
+                yield item
+    finally:
+        LLM_REQUEST.observe(time.perf_counter() - started)
 
 
 def model_attempt_traced(*, provider: str, model: str, base_url: str, attempt: int, outcome: str,

@@ -104,6 +104,11 @@ export function apiKeyRevoke({ id }) {
   return jsonRequest("DELETE", `/api/v1/api-keys/${encodeURIComponent(id)}`);
 }
 
+// Every conversation of the caller, deleted (the 「我的数据」 dialog).
+export function myConversationsDelete() {
+  return jsonRequest("DELETE", "/api/v1/me/conversations");
+}
+
 // The JSON error body of a refused request ({code, message}), or {} when there is none.
 export async function errorBody(response) {
   try {

@@ -23,6 +23,7 @@ import { copyWithFeedback } from "./clipboard.js";
 import { Composer } from "./composer.js";
 import { Exchange, exchangeFor } from "./exchange.js";
 import { historyRender } from "./history.js";
+import { myDataPanel } from "./my_data.js";
 import {
   APPROVAL_APPROVE,
   APPROVAL_FAILED,
@@ -635,6 +636,7 @@ agentSelect.addEventListener("change", welcomeShow);
 welcomeShow();
 
 apiKeysPanel();
+myDataPanel();
 
 const exchanges = historyRender(pane, state.messages, { feedback: state.feedback, onError: errorShow });
 pane.scrollTop = pane.scrollHeight;
