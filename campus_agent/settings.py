@@ -233,6 +233,20 @@ LLM_API_KEY = env.str("LLM_API_KEY", default="")
 LLM_MODEL = env.str("LLM_MODEL", default="qwen-plus")
 LLM_TIMEOUT = env.float("LLM_TIMEOUT", default=60.0)
 LLM_MAX_TOKENS = env.int("LLM_MAX_TOKENS", default=2048)
+# The default provider's kind (how thinking is switched in a request): dashscope, vllm, openai,
+# ollama or other (sends nothing). Providers in admin have their own (docs/runtime.md, "Providers").
+LLM_KIND = env.str("LLM_KIND", default="other")
+# Retries of one provider before the first token (429, 5xx, connection, timeout), then the next
+# provider of the agent's chain; the wait doubles from LLM_RETRY_BASE_SEC, or is the answer's
+# Retry-After, and is never longer than LLM_RETRY_MAX_WAIT_SEC nor past the turn's budget.
+LLM_RETRIES = env.int("LLM_RETRIES", default=2)
+LLM_RETRY_BASE_SEC = env.float("LLM_RETRY_BASE_SEC", default=0.5)
+LLM_RETRY_MAX_WAIT_SEC = env.float("LLM_RETRY_MAX_WAIT_SEC", default=10.0)
+# Seconds the admin's 「测试连接」 waits for a provider's GET /models.
+LLM_PROBE_TIMEOUT = env.float("LLM_PROBE_TIMEOUT", default=5.0)
+# The secret the providers' API keys are encrypted with in the database (Fernet, key derived from
+# this text). Empty: derived from SECRET_KEY, so rotating SECRET_KEY means re-entering the keys.
+PROVIDER_KEY_SECRET = env.str("PROVIDER_KEY_SECRET", default="")
 
 # --- app knobs (read here once; tests override with override_settings) ------------------------
 MAX_HISTORY = env.int("MAX_HISTORY", default=20)
