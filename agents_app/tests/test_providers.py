@@ -101,18 +101,19 @@ async def test_every_provider_down_is_answered_by_keyword_routing(llm_settings, 
     assert subagent_server.last_request.body["message"] == "今天中午吃什么"
 
 
-@pytest.mark.parametrize("retry_after", ["99999999", "5"])
+@pytest.mark.parametrize("retry_after", ["99999999", "9"])
 async def test_a_retry_after_past_the_budget_is_not_waited_for(retries, llm_settings, agent, subagent_server,
                                                                retry_after):
-    """The turn has 3 s left: neither a wait far past LLM_RETRY_MAX_WAIT_SEC nor one of 5 s runs."""
+    """The turn has 8 s left: neither a wait far past LLM_RETRY_MAX_WAIT_SEC nor one of 9 s (within LLM_RETRY_MAX_WAIT_SEC, past the budget) runs,
+    nor does the turn sit out its budget (a margin a busy machine cannot eat)."""
     llm_settings.fail(429, headers={"Retry-After": retry_after})
     ctx = RunContext(request_id=CTX.request_id, conversation_id=CTX.conversation_id, campus_token=CTX.campus_token,
-                     deadline=asyncio.get_running_loop().time() + 3)
+                     deadline=asyncio.get_running_loop().time() + 8)
     started = time.monotonic()
 
     events = await collect(agent, "今天中午吃什么", ctx=ctx)
 
-    assert time.monotonic() - started < 2.5
+    assert time.monotonic() - started < 6
     assert len(llm_settings.requests) == 1
     assert events[-1].fallback  # keyword routing answered, at once
 
