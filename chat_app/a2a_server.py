@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 
 from a2a.auth.user import User
 from a2a.server.context import ServerCallContext
+from a2a.server.jsonrpc_models import InvalidRequestError, JSONParseError
 from a2a.server.request_handlers import RequestHandler, validate_request_params
 from a2a.server.request_handlers.response_helpers import agent_card_to_dict, build_error_response
 from a2a.server.routes import DefaultServerCallContextBuilder, create_jsonrpc_routes
@@ -64,8 +65,6 @@ from a2a.utils.errors import (
     ContentTypeNotSupportedError,
     ExtendedAgentCardNotConfiguredError,
     InvalidParamsError,
-    InvalidRequestError,
-    JSONParseError,
     PushNotificationNotSupportedError,
     TaskNotCancelableError,
     TaskNotFoundError,
@@ -594,7 +593,7 @@ class A2aAuth:
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
         declared = _header(scope, b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
-            await _rpc_error(InvalidRequestError(errors.MSG_BODY_TOO_LARGE))(scope, receive, send)
+            await _rpc_error(InvalidRequestError(message=errors.MSG_BODY_TOO_LARGE))(scope, receive, send)
             return
         body = bytearray()
         while True:
@@ -603,14 +602,14 @@ class A2aAuth:
                 return
             body += message.get("body", b"")
             if len(body) > limit:
-                await _rpc_error(InvalidRequestError(errors.MSG_BODY_TOO_LARGE))(scope, receive, send)
+                await _rpc_error(InvalidRequestError(message=errors.MSG_BODY_TOO_LARGE))(scope, receive, send)
                 return
             if not message.get("more_body"):
                 break
         try:
             json_object_decode(bytes(body))
         except JsonBodyRefused as refused:
-            await _rpc_error(JSONParseError(refused.message))(scope, receive, send)
+            await _rpc_error(JSONParseError(message=refused.message))(scope, receive, send)
             return
         scope = {**scope, "campus_caller": caller, "campus_request_id": request_id}
         replayed = False

@@ -199,7 +199,7 @@ def test_get_task_of_a_running_then_a_finished_task(live_asgi, llm_settings, age
     assert started.task.status.state == TaskState.TASK_STATE_WORKING
     try:
         running = _wait_for(lambda: _get(live_asgi, key_headers, task_id),
-                            lambda t: t.artifacts and get_artifact_text(t.artifacts[0]) == "先说一半，")
+                            lambda t: t.artifacts and get_artifact_text(t.artifacts[0]) == "先说一半")
         assert running.status.state == TaskState.TASK_STATE_WORKING
         assert get_message_text(running.history[0]) == "慢慢说"
     finally:
@@ -230,16 +230,18 @@ def _wait_for(read, ok, timeout: float = 10.0):
 def test_cancel_mid_answer_stops_the_run_and_stores_the_reply_interrupted(live_asgi, llm_settings, agent,
                                                                           key_headers):
     release = threading.Event()
-    llm_settings.queue(Reply(text="这个回答会被取消掉的。", hold_after_chunks=2, release=release))
+    llm_settings.queue(Reply(text="这个回答会被取消掉的。", hold_after_chunks=3, release=release))
 
     async def go():
         http, client = await _client(live_asgi, key_headers)
         try:
             events = client.send_message(_question("说点什么"))
-            seen = []
+            seen, text = [], ""
             async for event in events:
                 seen.append(event)
-                if event.HasField("artifact_update") and event.artifact_update.append:
+                if event.HasField("artifact_update"):
+                    text += get_artifact_text(event.artifact_update.artifact)
+                if text == "这个回答会被取消":
                     break  # two chunks in: the model is held
             canceled = await client.cancel_task(CancelTaskRequest(id=seen[0].task.id))
             await events.aclose()
@@ -251,11 +253,11 @@ def test_cancel_mid_answer_stops_the_run_and_stores_the_reply_interrupted(live_a
     seen, canceled = asyncio.run(go())
     assert canceled.status.state == TaskState.TASK_STATE_CANCELED
     assert _status_text(canceled.status) == CANCELED_TEXT
-    assert get_artifact_text(canceled.artifacts[0]) == "这个回答会被"
+    assert get_artifact_text(canceled.artifacts[0]) == "这个回答会被取消"
     run = Run.objects.get(id=canceled.id)
     assert run.status == Run.Status.INTERRUPTED
     reply = Row.objects.get(id=run.message_id)
-    assert reply.content == "这个回答会被" and reply.meta["interrupted"] is True
+    assert reply.content == "这个回答会被取消" and reply.meta["interrupted"] is True
     again = _rpc(live_asgi, key_headers, "CancelTask", {"id": canceled.id}).json()
     assert again["error"]["code"] == -32002  # TaskNotCancelable: it has ended
 
