@@ -376,3 +376,31 @@ def test_a_huge_body_or_message_is_refused(live_asgi, agent, key_headers):
     assert Row.objects.count() == 0
     not_post = httpx.get(f"{live_asgi}/a2a/", headers=key_headers)
     assert not_post.status_code == 405
+
+
+# --- several workers --------------------------------------------------------------------------------
+
+def test_a_task_started_on_worker_a_is_read_and_cancelled_on_worker_b(workers, token, llm_server, worker_database):
+    from chat_app.tests.worker_fixtures import worker_sql
+
+    (a_url, _), (b_url, _) = workers
+    release = threading.Event()
+    llm_server.queue(Reply(text="两个进程共享同一个任务。", hold_after_chunks=2, release=release))
+    try:
+        (started,) = _send(a_url, token, _question("慢慢说"), polling=True)
+        task_id = started.task.id
+        running = _wait_for(lambda: _get(b_url, token, task_id),
+                            lambda t: t.artifacts and get_artifact_text(t.artifacts[0]) == "两个进程")
+        assert running.status.state == TaskState.TASK_STATE_WORKING  # B follows A's run over Redis
+        assert get_message_text(running.history[0]) == "慢慢说"
+
+        canceled = _call(b_url, token, "cancel_task", CancelTaskRequest(id=task_id))
+    finally:
+        release.set()
+    assert canceled.status.state == TaskState.TASK_STATE_CANCELED
+    assert get_artifact_text(canceled.artifacts[0]) == "两个进程"
+    rows = worker_sql(worker_database, "SELECT status FROM chat_app_run WHERE id = {}", (uuid.UUID(task_id),))
+    assert rows == [("interrupted",)]
+    again = _get(a_url, token, task_id)  # A says the same from the rows
+    assert again.status.state == TaskState.TASK_STATE_CANCELED
+    assert get_artifact_text(again.artifacts[0]) == "两个进程"
