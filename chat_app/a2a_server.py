@@ -161,6 +161,9 @@ class TaskFold:
         if kind == "tool_call":
             self.progress = TOOL_STATUS_TEXT.format(label=tool_label(frame.get("tool", ""), self.labels))
             return [self._status_update()]
+        if kind == "tool_result":
+            self.progress = ""
+            return []
         if kind == "error":
             self.errors.append((frame.get("code"), frame.get("message") or ""))
             return []
@@ -179,7 +182,7 @@ class TaskFold:
             self.interrupted = bool(frame.get("interrupted"))
             events.append(self._status_update())
             return events
-        return []  # session, reasoning (apart from the answer), tool_chunk, tool_result
+        return []  # session, reasoning (apart from the answer), tool_chunk
 
     @property
     def state(self) -> int:

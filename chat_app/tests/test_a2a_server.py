@@ -9,7 +9,16 @@ import httpx
 import pytest
 from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from a2a.helpers import get_artifact_text, get_message_text
-from a2a.types import CancelTaskRequest, GetTaskRequest, Message, Part, Role, SendMessageRequest, TaskState
+from a2a.types import (
+    CancelTaskRequest,
+    GetTaskRequest,
+    Message,
+    Part,
+    Role,
+    SendMessageRequest,
+    SubscribeToTaskRequest,
+    TaskState,
+)
 from a2a.utils.constants import TransportProtocol
 from a2a.utils.errors import ContentTypeNotSupportedError, TaskNotFoundError
 
@@ -225,6 +234,32 @@ def _wait_for(read, ok, timeout: float = 10.0):
         if time.monotonic() > deadline:
             raise AssertionError(f"never reached: {value}")
         time.sleep(0.05)
+
+
+def test_subscribe_to_a_running_task_rebuilds_the_answer_then_follows_it_to_the_end(live_asgi, llm_settings, agent,
+                                                                                   key_headers):
+    release = threading.Event()
+    llm_settings.queue(Reply(text="订阅的人也能看到整段回答。", hold_after_chunks=2, release=release))
+    (started,) = _send(live_asgi, key_headers, _question("慢慢说"), polling=True)
+
+    async def go():
+        http, client = await _client(live_asgi, key_headers)
+        try:
+            seen = []
+            async for event in client.subscribe(SubscribeToTaskRequest(id=started.task.id)):
+                seen.append(event)
+                if event.HasField("artifact_update"):
+                    release.set()  # what was said before it subscribed came first
+            return seen
+        finally:
+            release.set()
+            await http.aclose()
+
+    events = asyncio.run(go())
+    assert events[0].task.id == started.task.id
+    text = "".join(get_artifact_text(e.artifact_update.artifact) for e in events if e.HasField("artifact_update"))
+    assert text == "订阅的人也能看到整段回答。"
+    assert events[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
 
 
 def test_cancel_mid_answer_stops_the_run_and_stores_the_reply_interrupted(live_asgi, llm_settings, agent,
