@@ -337,8 +337,7 @@ def test_an_ask_first_tool_makes_the_task_input_required(live_asgi, llm_settings
 
     last = events[-1].status_update.status
     assert last.state == TaskState.TASK_STATE_INPUT_REQUIRED
-    assert _status_text(last).startswith(APPROVAL_TEXT.split("{tools}")[0] or "「食堂助手」")
-    assert "「食堂助手」" in _status_text(last)
+    assert _status_text(last).startswith(APPROVAL_TEXT.split("（")[0].format(tools="「食堂助手」"))
     task = _get(live_asgi, key_headers, events[0].task.id)
     assert task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
     assert Run.objects.get(id=task.id).status == Run.Status.WAITING
