@@ -160,7 +160,7 @@ class TaskFold:
             return [self._artifact_update(content, append=append)]
         if kind == "tool_call":
             self.progress = TOOL_STATUS_TEXT.format(label=tool_label(frame.get("tool", ""), self.labels))
-            return [self._status_update()]
+            return [self.status_update()]
         if kind == "tool_result":
             self.progress = ""
             return []
@@ -180,7 +180,7 @@ class TaskFold:
             self.text = full or self.text
             self.ended = True
             self.interrupted = bool(frame.get("interrupted"))
-            events.append(self._status_update())
+            events.append(self.status_update())
             return events
         return []  # session, reasoning (apart from the answer), tool_chunk
 
@@ -232,7 +232,7 @@ class TaskFold:
                                         parts=[Part(text=self.question)]))
         return task
 
-    def _status_update(self) -> TaskStatusUpdateEvent:
+    def status_update(self) -> TaskStatusUpdateEvent:
         return TaskStatusUpdateEvent(task_id=self.task_id, context_id=self.context_id, status=self.status())
 
     def _artifact_update(self, text: str, *, append: bool, last: bool = False) -> TaskArtifactUpdateEvent:
@@ -240,11 +240,6 @@ class TaskFold:
             task_id=self.task_id, context_id=self.context_id, append=append, last_chunk=last,
             artifact=Artifact(artifact_id=ANSWER_ARTIFACT_ID, name=ANSWER_ARTIFACT_NAME, parts=[Part(text=text)]),
         )
-
-    @property
-    def paused(self) -> bool:
-        """The stream of this task ends here: it waits for a person, or it has ended."""
-        return self.ended or bool(self.waiting)
 
 
 def tool_label(tool: str, labels: dict) -> str:
@@ -297,8 +292,10 @@ def task_read(*, user, task_id: str) -> TaskRecord | None:
     return TaskRecord(run=run, fold=fold)
 
 
-def _run_stored(run_id) -> Run | None:
-    return Run.objects.filter(id=run_id).first()
+def _waiting_read(*, run_id) -> list[dict]:
+    """What a run that has just paused waits for (every call, from its rows); [] when it no longer waits."""
+    run = Run.objects.filter(id=run_id, status=Run.Status.WAITING).first()
+    return waiting_frames(run=run) if run is not None else []
 
 
 def _card_data() -> tuple[str, list[dict]]:
@@ -379,8 +376,10 @@ def _rejected(refusal: errors.ApiError, *, context_id: str) -> Task:
 
 @dataclass
 class _Started:
+    """A turn started (its run and fold), or refused before it ran (`refused`: the rejected task)."""
+
     turn: InboundTurn | None
-    fold: TaskFold
+    fold: TaskFold | None
     refused: Task | None = None
 
 
@@ -412,8 +411,7 @@ class CampusRequestHandler(RequestHandler):
             if refused.status == 400:
                 raise InvalidParamsError(refused.message) from None
             logger.info("A2A turn refused status={} code={}", refused.status, refused.code)
-            return _Started(turn=None, fold=TaskFold(task_id="", context_id=""),
-                            refused=_rejected(refused, context_id=message.context_id))
+            return _Started(turn=None, fold=None, refused=_rejected(refused, context_id=message.context_id))
         labels = await db_call(tool_labels)
         fold = TaskFold(task_id=turn.run_id, context_id=turn.conversation_id, question=chat.message,
                         question_id=message.message_id, labels=labels)
@@ -427,10 +425,8 @@ class CampusRequestHandler(RequestHandler):
                     yield event
                 if fold.waiting and not fold.ended:
                     # Paused (stored before its frames went out): every call it waits on, from its rows.
-                    run = await db_call(_run_stored, turn.run.id)
-                    if run is not None and run.status == Run.Status.WAITING:
-                        fold.waiting = await db_call(waiting_frames, run=run) or fold.waiting
-                    yield fold._status_update()
+                    fold.waiting = await db_call(_waiting_read, run_id=turn.run.id) or fold.waiting
+                    yield fold.status_update()
                     return
                 if fold.ended:
                     return
