@@ -22,6 +22,7 @@ from a2a.types import (
 from a2a.utils.constants import TransportProtocol
 from a2a.utils.errors import ContentTypeNotSupportedError, TaskNotFoundError
 
+from agents_app.models import Agent
 from agents_app.testing.fake_llm import Reply
 from chat_app.a2a_server import (
     APPROVAL_TEXT,
@@ -119,6 +120,9 @@ def test_card_names_the_endpoint_bearer_auth_streaming_and_one_skill_per_enabled
     skills = {s["id"]: s for s in card["skills"]}
     assert list(skills) == ["xiaozhi", "jiaowu"]  # the default first; disabled agents left out
     assert "食堂助手" in skills["xiaozhi"]["description"] and skills["jiaowu"]["name"] == "教务助手"
+    Agent.objects.filter(slug="jiaowu").update(enabled=False)  # staff disable it in admin
+    again = httpx.get(f"{live_asgi}/.well-known/agent-card.json").json()
+    assert [s["id"] for s in again["skills"]] == ["xiaozhi"]
     # The SDK reads it as a card it can call.
     parsed = asyncio.run(A2ACardResolver(httpx.AsyncClient(), live_asgi).get_agent_card())
     assert parsed.supported_interfaces[0].url == f"{live_asgi}/a2a/"
@@ -260,6 +264,27 @@ def test_subscribe_to_a_running_task_rebuilds_the_answer_then_follows_it_to_the_
     text = "".join(get_artifact_text(e.artifact_update.artifact) for e in events if e.HasField("artifact_update"))
     assert text == "订阅的人也能看到整段回答。"
     assert events[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
+
+
+def test_a_streaming_client_that_goes_away_does_not_stop_the_task(live_asgi, llm_settings, agent, key_headers):
+    release = threading.Event()
+    llm_settings.queue(Reply(text="走了也会说完。", hold_after_chunks=2, release=release))
+
+    async def go():
+        http, client = await _client(live_asgi, key_headers)
+        try:
+            events = client.send_message(_question("说完"))
+            first = await anext(events)
+            await events.aclose()  # the client hangs up
+            return first.task.id
+        finally:
+            await http.aclose()
+
+    task_id = asyncio.run(go())
+    release.set()
+    done = _wait_for(lambda: _get(live_asgi, key_headers, task_id),
+                     lambda t: t.status.state == TaskState.TASK_STATE_COMPLETED)
+    assert get_artifact_text(done.artifacts[0]) == "走了也会说完。"
 
 
 def test_cancel_mid_answer_stops_the_run_and_stores_the_reply_interrupted(live_asgi, llm_settings, agent,
