@@ -124,6 +124,7 @@ MSG_TASK_IS_ONE_TURN = "一个任务就是一轮问答，不能再往里发消�
 MSG_APPROVE_ON_PAGE = "这个任务在等你批准工具运行：请在校园小智网页上打开这段对话批准或拒绝，不能用消息回答。"
 MSG_AGENT_FIELD = "metadata.agent 必须是智能体的 slug（字符串）。"
 MSG_TASK_ENDED = "任务已经结束，无法取消。"
+MSG_ENDED_USE_GET = "任务已经结束：用 GetTask 读取结果。"
 MSG_UNREACHABLE = "暂时无法停止这个任务（它在另一个服务进程上运行），请稍后再试。"
 MSG_NOT_SUPPORTED = "不支持这个方法。"
 
@@ -499,7 +500,7 @@ class CampusRequestHandler(RequestHandler):
     async def on_subscribe_to_task(self, params, context: ServerCallContext) -> AsyncIterator:
         record = await self._record(params.id, context)
         if not record.run.active:
-            raise UnsupportedOperationError("任务已经结束：用 GetTask 读取结果。")
+            raise UnsupportedOperationError(MSG_ENDED_USE_GET)
         fold = TaskFold(task_id=record.fold.task_id, context_id=record.fold.context_id,
                         question=record.fold.question, question_id=record.fold.question_id, labels=record.fold.labels)
         yield fold.task()
