@@ -652,7 +652,8 @@ def _origin(request: Request) -> str:
 
 async def _card(request: Request) -> JSONResponse:
     card = await db_call(agent_card_build, origin=_origin(request))
-    return JSONResponse(agent_card_to_dict(card), headers={"Cache-Control": "no-cache"})
+    request_id = request_id_from_header(request.headers.get(REQUEST_ID_HEADER))
+    return JSONResponse(agent_card_to_dict(card), headers={"Cache-Control": "no-cache", REQUEST_ID_HEADER: request_id})
 
 
 def is_a2a_path(path: str) -> bool:

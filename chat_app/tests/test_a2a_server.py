@@ -109,7 +109,7 @@ def test_card_names_the_endpoint_bearer_auth_streaming_and_one_skill_per_enabled
     agent_factory(slug="jiaowu", name="教务助手", is_default=False)
     agent_factory(slug="off", name="停用的", is_default=False, enabled=False)
     answer = httpx.get(f"{live_asgi}/.well-known/agent-card.json")
-    assert answer.status_code == 200
+    assert answer.status_code == 200 and answer.headers["x-request-id"]
     card = answer.json()
     assert card["name"] == "校园小智" and card["description"]
     assert card["supportedInterfaces"][0] == {"url": f"{live_asgi}/a2a/", "protocolBinding": "JSONRPC",
@@ -346,7 +346,7 @@ def test_another_users_task_or_context_is_not_found(live_asgi, llm_settings, age
 def test_no_valid_bearer_is_401(live_asgi, agent, authorization):
     headers = {"Authorization": authorization} if authorization else {}
     answer = _rpc(live_asgi, headers, "GetTask", {"id": str(uuid.uuid4())})
-    assert answer.status_code == 401
+    assert answer.status_code == 401 and answer.headers["x-request-id"]
     assert answer.json()["code"] == 40101 and answer.headers["www-authenticate"] == "Bearer"
 
 
