@@ -310,6 +310,13 @@ JWT_ISSUER = env.str("JWT_ISSUER", default="campus-agent")
 AUTH_SESSION_CACHE_SEC = env.float("AUTH_SESSION_CACHE_SEC", default=5.0)
 # Personal API keys (DESIGN §4b): live keys one user may hold at once.
 API_KEYS_PER_USER_MAX = env.int("API_KEYS_PER_USER_MAX", default=20)
+# The MCP server at /mcp (chat_app/mcp_server.py, docs/clients.md "MCP clients"). Its public URL
+# (the `resource` of its metadata document; empty: the request's scheme and Host), the largest
+# JSON-RPC body it reads (413 past it), and how often a streaming answer reports its progress.
+MCP_RESOURCE_URL = env.str("MCP_RESOURCE_URL", default="")
+MCP_DOCUMENTATION_URL = env.str("MCP_DOCUMENTATION_URL", default="")
+MCP_MAX_BODY_BYTES = env.int("MCP_MAX_BODY_BYTES", default=256 * 1024)
+MCP_PROGRESS_INTERVAL_SEC = env.float("MCP_PROGRESS_INTERVAL_SEC", default=0.5)
 CAMPUS_SSO_USERINFO_URL = env.str("CAMPUS_SSO_USERINFO_URL", default="")
 # Campus login on the page with OpenID Connect (chat_app/oidc.py): off unless OIDC_ISSUER and
 # OIDC_CLIENT_ID are set. Register <site>/login/campus/callback/ as the redirect URI.
