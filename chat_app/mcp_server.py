@@ -26,7 +26,7 @@ import asyncio
 import hashlib
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import anyio
 import mcp_types as types
@@ -60,6 +60,7 @@ CANCEL_KEY_MARGIN_SEC = 60
 MSG_TOOL_UNKNOWN = "Unknown tool: {name}"
 MSG_ARGUMENTS_UNKNOWN = "不支持的参数：{names}（只接受 message 和 conversation_id）。"
 MSG_ASK_FAILED = "校园小智没能回答：{message}"
+MSG_ASK_NOTICE = "提示：{message}"
 MSG_HOST = "Host not allowed"
 MSG_ORIGIN = "Origin not allowed"
 MSG_TOOL_CALL = "调用 {label}…"
@@ -223,9 +224,22 @@ class _Progress:
             await self.say(MSG_WRITING.format(count=length))
 
 
-async def _turn_follow(turn: InboundTurn, progress: _Progress, labels: dict) -> tuple[str, str | None]:
-    """The run's answer and its error message (None when it had none), telling `progress` about it."""
-    text, error, full_text = [], None, None
+@dataclass
+class _Outcome:
+    answer: str = ""
+    errors: list[str] = field(default_factory=list)  # the `error` frames' messages (for the student)
+    interrupted: bool = False
+
+    @property
+    def failed(self) -> bool:
+        """Nothing was answered, or a failure cut the answer. An error the model got past (a
+        sub-agent said 40102 and the model told the student to log in again) is a notice instead."""
+        return bool(self.errors) and (self.interrupted or not self.answer.strip())
+
+
+async def _turn_follow(turn: InboundTurn, progress: _Progress, labels: dict) -> _Outcome:
+    """Follows the run to its `done`, telling `progress` what it does."""
+    outcome, text = _Outcome(), []
     async for frame in turn.frames():
         kind = frame["type"]
         if kind == "chunk":
@@ -245,10 +259,13 @@ async def _turn_follow(turn: InboundTurn, progress: _Progress, labels: dict) -> 
         elif kind == "approval_required":
             await progress.say(MSG_TOOL_APPROVAL.format(label=_tool_label(labels, frame)))
         elif kind == "error":
-            error = frame["message"]
+            outcome.errors.append(frame["message"])
         elif kind == "done":
-            full_text = frame["full_text"]
-    return (full_text if full_text is not None else "".join(text)), error
+            outcome.answer = frame["full_text"]
+            outcome.interrupted = bool(frame.get("interrupted"))
+            return outcome
+    outcome.answer = "".join(text)
+    return outcome
 
 
 async def _call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
@@ -265,7 +282,7 @@ async def _call_tool(ctx, params: types.CallToolRequestParams) -> types.CallTool
     key = _cancel_key(mcp_request.credential, ctx.request_id)
     try:
         await db_call(_cancel_register, key, turn.run_id)
-        answer, error = await _turn_follow(turn, _Progress(ctx), labels)
+        outcome = await _turn_follow(turn, _Progress(ctx), labels)
     except BaseException:
         # Cancelled (notifications/cancelled reached this connection, the response stream closed,
         # the client left): nobody can come back for this answer over MCP, so the run stops.
@@ -275,11 +292,11 @@ async def _call_tool(ctx, params: types.CallToolRequestParams) -> types.CallTool
     finally:
         with anyio.CancelScope(shield=True):
             await db_call(_cancel_forget, key)
-    structured = {"answer": answer, "conversation_id": turn.conversation_id, "run_id": turn.run_id}
-    content = [types.TextContent(text=answer)] if answer else []
-    if error is not None:
-        content.append(types.TextContent(text=MSG_ASK_FAILED.format(message=error)))
-    return types.CallToolResult(content=content, structured_content=structured, is_error=error is not None)
+    structured = {"answer": outcome.answer, "conversation_id": turn.conversation_id, "run_id": turn.run_id}
+    content = [types.TextContent(text=outcome.answer)] if outcome.answer else []
+    template = MSG_ASK_FAILED if outcome.failed else MSG_ASK_NOTICE
+    content += [types.TextContent(text=template.format(message=message)) for message in dict.fromkeys(outcome.errors)]
+    return types.CallToolResult(content=content, structured_content=structured, is_error=outcome.failed)
 
 
 async def _list_tools(ctx, params) -> types.ListToolsResult:

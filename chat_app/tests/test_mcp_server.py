@@ -13,6 +13,7 @@ import httpx2
 import mcp_types as types
 import pytest
 from asgiref.sync import sync_to_async
+from mcp import Client
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
@@ -54,6 +55,15 @@ async def mcp_session(base_url: str, token: str | None):
             async with ClientSession(read, write) as session:
                 await session.initialize()
                 yield session
+
+
+@asynccontextmanager
+async def mcp_client(base_url: str, token: str):
+    """The SDK's high-level `Client` (mode "auto": `server/discover`, then the 2026-07-28 wire)."""
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"},
+                                  timeout=httpx2.Timeout(CALL_TIMEOUT)) as http:
+        async with Client(streamable_http_client(f"{base_url}/mcp", http_client=http)) as client:
+            yield client
 
 
 def _rows(conversation_id: str) -> list[tuple[str, str]]:
@@ -188,6 +198,18 @@ async def test_cancelling_a_call_stops_its_run_and_stores_the_reply_as_interrupt
     assert reply.meta.get("interrupted") is True and reply.content.startswith("第一")
 
 
+async def test_an_answer_cut_by_a_failure_is_a_tool_error_that_still_names_the_conversation(
+    live_asgi, llm_settings, canteen_agent, user_token
+):
+    llm_settings.queue(Reply(text="回答到一半就断了", error_after_chunks=2))
+    async with mcp_session(live_asgi, user_token) as session:
+        result = await session.call_tool("ask_xiaozhi", {"message": "你好"})
+    assert result.is_error is True
+    assert result.content[0].text == "回答到一" and result.content[-1].text.startswith("校园小智没能回答：")
+    conversation_id = result.structured_content["conversation_id"]  # the question is stored: ask again there
+    assert (await sync_to_async(_rows)(conversation_id))[0] == ("user", "你好")
+
+
 async def test_unknown_tool_is_a_protocol_error(live_asgi, canteen_agent, user_token):
     async with mcp_session(live_asgi, user_token) as session:
         with pytest.raises(MCPError) as raised:
@@ -236,6 +258,50 @@ async def test_a_turn_over_the_rate_limit_is_a_tool_error_with_the_chinese_messa
         second = await session.call_tool("ask_xiaozhi", {"message": "二"})
     assert first.is_error is False
     assert second.is_error is True and [c.text for c in second.content] == [errors.MSG_RATE_LIMITED]
+
+
+# --- the 2026-07-28 wire (no handshake; cancelling is closing the response stream) ------------------
+
+async def test_a_2026_client_lists_calls_and_gets_progress(live_asgi, llm_settings, canteen_agent, api_key, settings):
+    settings.MCP_PROGRESS_INTERVAL_SEC = 0.0
+    llm_settings.reply_tool_calls(("call_canteen", {"message": "菜单"}), text="")
+    llm_settings.queue(Reply(text="有面条。", chunk_delay=0.02))
+    progress = []
+
+    async def on_progress(value, total, message) -> None:
+        progress.append(message)
+
+    async with mcp_client(live_asgi, api_key) as client:
+        assert client.protocol_version == "2026-07-28"
+        assert [t.name for t in (await client.list_tools()).tools] == ["ask_xiaozhi"]
+        result = await client.call_tool("ask_xiaozhi", {"message": "吃啥"}, progress_callback=on_progress)
+    assert result.is_error is False and result.structured_content["answer"] == "有面条。"
+    assert "调用 食堂助手…" in progress and any(m.startswith("正在回答") for m in progress)
+
+
+async def test_a_2026_client_closing_the_stream_stops_the_run(live_asgi, llm_settings, canteen_agent, api_key):
+    release = threading.Event()
+    llm_settings.queue(Reply(text="第一句。第二句还没说完", hold_after_chunks=2, release=release))
+    started = asyncio.Event()
+
+    async def on_progress(value, total, message) -> None:
+        if message and message.startswith("正在回答"):
+            started.set()
+
+    try:
+        async with mcp_client(live_asgi, api_key) as client:
+            call = asyncio.create_task(client.call_tool("ask_xiaozhi", {"message": "说"}, progress_callback=on_progress))
+            await asyncio.wait_for(started.wait(), CALL_TIMEOUT)
+            call.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await call
+            run = await sync_to_async(wait_for)(
+                lambda: Run.objects.filter(status=Run.Status.INTERRUPTED).first(), timeout=10
+            )
+    finally:
+        release.set()
+    reply = await sync_to_async(lambda: Message.objects.get(conversation_id=run.conversation_id, role="assistant"))()
+    assert reply.meta.get("interrupted") is True
 
 
 # --- HTTP: auth, metadata, bodies ------------------------------------------------------------------
@@ -292,8 +358,9 @@ def test_a_page_elsewhere_is_refused_by_origin(live_asgi, canteen_agent, user_to
     "\ud800".encode("utf-8", "surrogatepass"),
     b"\xff\xfe",
 ])
-def test_bad_jsonrpc_bodies_get_clean_errors_never_5xx(body, live_asgi, canteen_agent, user_token):
-    headers = {**ACCEPT, "Authorization": f"Bearer {user_token}", "Mcp-Protocol-Version": "2025-11-25"}
+@pytest.mark.parametrize("version", ["2025-11-25", "2026-07-28"])
+def test_bad_jsonrpc_bodies_get_clean_errors_never_5xx(body, version, live_asgi, canteen_agent, user_token):
+    headers = {**ACCEPT, "Authorization": f"Bearer {user_token}", "Mcp-Protocol-Version": version}
     answer = httpx.post(f"{live_asgi}/mcp", content=body, headers=headers)
     assert 200 <= answer.status_code < 500, answer.text
     payload = _jsonrpc_payload(answer)
@@ -313,3 +380,86 @@ def _jsonrpc_payload(answer: httpx.Response) -> dict:
         data = [line[6:] for line in answer.text.splitlines() if line.startswith("data: ")]
         return json.loads(data[-1])
     return answer.json()
+
+
+# --- two workers, one Redis: stateless serving answers on either ------------------------------------
+
+class _Alternating(httpx2.AsyncBaseTransport):
+    """Sends each request to the next worker in turn: initialize on A, the next POST on B …"""
+
+    def __init__(self, bases: list[str]) -> None:
+        self.ports = [httpx2.URL(base).port for base in bases]
+        self.next = 0
+        self.inner = httpx2.AsyncHTTPTransport()
+        self.served: list[int] = []
+
+    async def handle_async_request(self, request):
+        port = self.ports[self.next % len(self.ports)]
+        self.next += 1
+        self.served.append(port)
+        request.url = request.url.copy_with(port=port)
+        return await self.inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+def _worker_rows(database_url: str, conversation_id: str) -> list[tuple]:
+    from chat_app.tests.worker_fixtures import worker_sql
+
+    query = ("SELECT role, content FROM chat_app_message WHERE conversation_id = {} ORDER BY created_at, seq")
+    return worker_sql(database_url, query, (uuid.UUID(conversation_id),))
+
+
+async def test_two_workers_answer_the_same_client_request_by_request(workers, token, llm_server, worker_database):
+    (a_url, _), (b_url, _) = workers
+    llm_server.reply_text("A 或 B 都行。")
+    llm_server.reply_text("还是同一个对话。")
+    transport = _Alternating([a_url, b_url])
+    async with httpx2.AsyncClient(transport=transport, headers=token, timeout=httpx2.Timeout(CALL_TIMEOUT)) as http:
+        async with streamable_http_client(f"{a_url}/mcp", http_client=http) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                assert [t.name for t in (await session.list_tools()).tools] == ["ask_xiaozhi"]
+                first = await session.call_tool("ask_xiaozhi", {"message": "哪个进程？"})
+                conversation_id = first.structured_content["conversation_id"]
+                second = await session.call_tool("ask_xiaozhi", {"message": "再问", "conversation_id": conversation_id})
+    assert set(transport.served) == set(transport.ports)  # both workers answered
+    assert first.structured_content["answer"] == "A 或 B 都行。"
+    assert second.structured_content["conversation_id"] == conversation_id
+    rows = await sync_to_async(_worker_rows)(worker_database, conversation_id)
+    assert [role for role, _ in rows] == ["user", "assistant", "user", "assistant"]
+
+
+async def test_a_cancel_posted_to_the_other_worker_stops_the_run(workers, token, llm_server, worker_database):
+    (a_url, _), (b_url, _) = workers
+    release = threading.Event()
+    llm_server.queue(Reply(text="在 A 上慢慢说，", hold_after_chunks=2, release=release))
+    headers = {**ACCEPT, **token, "Mcp-Protocol-Version": "2025-11-25"}
+    call = {"jsonrpc": "2.0", "id": "call-1", "method": "tools/call", "params": {
+        "name": "ask_xiaozhi", "arguments": {"message": "说"}, "_meta": {"progressToken": "p1"}}}
+    cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "call-1"}}
+    try:
+        async with httpx.AsyncClient(timeout=CALL_TIMEOUT) as http:
+            async with http.stream("POST", f"{a_url}/mcp", json=call, headers=headers) as response:
+                assert response.status_code == 200
+                events = []
+                async for line in response.aiter_lines():
+                    if line.startswith("data: "):
+                        events.append(json.loads(line[6:]))
+                        if events[-1].get("params", {}).get("message", "").startswith("正在回答"):
+                            break
+                answer = await http.post(f"{b_url}/mcp", json=cancel, headers=headers)
+                assert answer.status_code == 202
+                async for line in response.aiter_lines():
+                    if line.startswith("data: "):
+                        events.append(json.loads(line[6:]))
+    finally:
+        release.set()
+    assert "result" not in events[-1]  # the cancelled request got no answer (2025 wire: REQUEST_CANCELLED)
+    from chat_app.tests.worker_fixtures import worker_sql
+
+    rows = await sync_to_async(worker_sql)(
+        worker_database, "SELECT status FROM chat_app_run", ()
+    )
+    assert rows == [("interrupted",)]
