@@ -61,6 +61,7 @@ MSG_TOOL_UNKNOWN = "Unknown tool: {name}"
 MSG_ARGUMENTS_UNKNOWN = "不支持的参数：{names}（只接受 message 和 conversation_id）。"
 MSG_ASK_FAILED = "校园小智没能回答：{message}"
 MSG_ASK_NOTICE = "提示：{message}"
+MSG_INTERRUPTED = "回答被中断了。"
 MSG_HOST = "Host not allowed"
 MSG_ORIGIN = "Origin not allowed"
 MSG_TOOL_CALL = "调用 {label}…"
@@ -232,9 +233,16 @@ class _Outcome:
 
     @property
     def failed(self) -> bool:
-        """Nothing was answered, or a failure cut the answer. An error the model got past (a
-        sub-agent said 40102 and the model told the student to log in again) is a notice instead."""
-        return bool(self.errors) and (self.interrupted or not self.answer.strip())
+        """The answer was cut (a failure, a stop, the turn's time ran out), or nothing was answered
+        for an error. An error the model got past (a sub-agent said 40102 and the model told the
+        student to log in again) is a notice instead."""
+        return self.interrupted or (bool(self.errors) and not self.answer.strip())
+
+    @property
+    def notices(self) -> list[str]:
+        """What the caller is told beside the answer, once each."""
+        messages = list(dict.fromkeys(self.errors))
+        return messages or ([MSG_INTERRUPTED] if self.interrupted else [])
 
 
 async def _turn_follow(turn: InboundTurn, progress: _Progress, labels: dict) -> _Outcome:
@@ -295,7 +303,7 @@ async def _call_tool(ctx, params: types.CallToolRequestParams) -> types.CallTool
     structured = {"answer": outcome.answer, "conversation_id": turn.conversation_id, "run_id": turn.run_id}
     content = [types.TextContent(text=outcome.answer)] if outcome.answer else []
     template = MSG_ASK_FAILED if outcome.failed else MSG_ASK_NOTICE
-    content += [types.TextContent(text=template.format(message=message)) for message in dict.fromkeys(outcome.errors)]
+    content += [types.TextContent(text=template.format(message=message)) for message in outcome.notices]
     return types.CallToolResult(content=content, structured_content=structured, is_error=outcome.failed)
 
 
@@ -434,7 +442,9 @@ async def mcp_app(scope, receive, send) -> None:
 
     async def send_with_id(message) -> None:
         if message["type"] == "http.response.start":
-            message = {**message, "headers": [*message.get("headers", []), (b"x-request-id", request_id.encode())]}
+            # X-Accel-Buffering: nginx passes a call's progress on as it comes (docs/clients.md).
+            extra = [(b"x-request-id", request_id.encode()), (b"x-accel-buffering", b"no")]
+            message = {**message, "headers": [*message.get("headers", []), *extra]}
         await send(message)
 
     if not _host_allowed(_header(scope, b"host")):
