@@ -165,11 +165,15 @@ def _tool_label(labels: dict, frame: dict) -> str:
 
 
 def _cancel_key(credential: str, jsonrpc_id) -> str:
-    return f"{CANCEL_KEY_PREFIX}{credential}:{json.dumps(jsonrpc_id)}"
+    # The id is the client's (any string or number, `1` is not `"1"`): hashed into a key of fixed length.
+    digest = hashlib.sha256(f"{credential}:{json.dumps(jsonrpc_id)}".encode()).hexdigest()
+    return CANCEL_KEY_PREFIX + digest
 
 
 def _cancel_register(key: str, run_id: str) -> None:
-    cache.set(key, run_id, timeout=int(settings.TURN_BUDGET_SEC) + CANCEL_KEY_MARGIN_SEC)
+    # As long as a call can last: its turn's budget, or a wait for a person's approval.
+    ttl = max(settings.TURN_BUDGET_SEC, settings.APPROVAL_TIMEOUT_SEC) + CANCEL_KEY_MARGIN_SEC
+    cache.set(key, run_id, timeout=int(ttl))
 
 
 def _cancel_forget(key: str) -> None:

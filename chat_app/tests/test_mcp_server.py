@@ -26,6 +26,7 @@ from chat_app.mcp_server import (
     MSG_ARGUMENTS_UNKNOWN,
     MSG_TOOL_CALL,
     OUTPUT_SCHEMA,
+    agent_tools_read,
 )
 from chat_app.models import Conversation, Message, Run
 from chat_app.services.api_keys import api_key_create
@@ -81,6 +82,12 @@ async def test_lists_one_tool_per_enabled_agent_with_its_schemas(live_asgi, user
     assert ask.title == "校园小智" and "「校园小智」" in ask.description and "食堂助手" in ask.description
     assert ask.input_schema == INPUT_SCHEMA and ask.output_schema == OUTPUT_SCHEMA
     assert ask.input_schema["required"] == ["message"]
+
+
+def test_two_slugs_that_make_one_tool_name_keep_the_first_agent(agent_factory):
+    agent_factory(slug="course-helper", name="选课助手")
+    agent_factory(slug="course_helper", name="另一个", is_default=False)
+    assert [(t.name, t.title) for t in agent_tools_read()] == [("ask_course_helper", "选课助手")]
 
 
 async def test_an_agent_enabled_or_disabled_in_admin_shows_on_the_next_list(live_asgi, user_token, canteen_agent):
