@@ -64,6 +64,7 @@ MSG_ASK_NOTICE = "提示：{message}"
 MSG_INTERRUPTED = "回答被中断了。"
 MSG_HOST = "Host not allowed"
 MSG_ORIGIN = "Origin not allowed"
+MSG_NO_STREAM = "This server offers no standalone SSE stream (stateless): POST requests only"
 MSG_TOOL_CALL = "调用 {label}…"
 MSG_TOOL_DONE = "{label} 已完成"
 MSG_TOOL_FAILED = "{label} 失败：{error}"
@@ -473,6 +474,12 @@ async def mcp_app(scope, receive, send) -> None:
         caller = await bearer_caller(token)
     except errors.ApiError as exc:
         await _unauthorized(scope, send_with_id, exc, token_sent=bool(token))
+        return
+    if scope["method"] == "GET":
+        # The standalone SSE stream carries server-initiated messages; stateless serving sends none
+        # (no list_changed, no requests), so the spec's other answer: 405. Held open, it would only
+        # tie up a connection per client.
+        await _json(send_with_id, 405, _jsonrpc_error(types.INVALID_REQUEST, MSG_NO_STREAM), [(b"allow", b"POST")])
         return
     credential = hashlib.sha256(token.encode()).hexdigest()
     scope = {**scope, SCOPE_KEY: McpRequest(caller=caller, credential=credential, request_id=request_id)}

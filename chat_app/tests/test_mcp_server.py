@@ -374,6 +374,15 @@ def test_bad_jsonrpc_bodies_get_clean_errors_never_5xx(body, version, live_asgi,
     assert payload["jsonrpc"] == "2.0" and "error" in payload, payload
 
 
+@pytest.mark.parametrize("method", ["GET", "DELETE", "PUT", "PATCH"])
+def test_other_methods_are_refused_cleanly(method, live_asgi, canteen_agent, user_token):
+    answer = httpx.request(method, f"{live_asgi}/mcp", headers={**ACCEPT, "Authorization": f"Bearer {user_token}"},
+                           timeout=10)
+    assert 400 <= answer.status_code < 500, answer.text
+    if method == "GET":  # no standalone stream held open per client: stateless serving has nothing for it
+        assert answer.status_code == 405 and answer.headers["Allow"] == "POST"
+
+
 def test_an_8_mb_body_is_refused_before_it_is_read(live_asgi, canteen_agent, user_token):
     body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                        "params": {"name": "ask_xiaozhi", "arguments": {"message": "x" * (8 * 1024 * 1024)}}})
