@@ -310,13 +310,6 @@ JWT_ISSUER = env.str("JWT_ISSUER", default="campus-agent")
 AUTH_SESSION_CACHE_SEC = env.float("AUTH_SESSION_CACHE_SEC", default=5.0)
 # Personal API keys (DESIGN §4b): live keys one user may hold at once.
 API_KEYS_PER_USER_MAX = env.int("API_KEYS_PER_USER_MAX", default=20)
-# The MCP server at /mcp (chat_app/mcp_server.py, docs/clients.md "MCP clients"). Its public URL
-# (the `resource` of its metadata document; empty: the request's scheme and Host), the largest
-# JSON-RPC body it reads (413 past it), and how often a streaming answer reports its progress.
-MCP_RESOURCE_URL = env.str("MCP_RESOURCE_URL", default="")
-MCP_DOCUMENTATION_URL = env.str("MCP_DOCUMENTATION_URL", default="")
-MCP_MAX_BODY_BYTES = env.int("MCP_MAX_BODY_BYTES", default=256 * 1024)
-MCP_PROGRESS_INTERVAL_SEC = env.float("MCP_PROGRESS_INTERVAL_SEC", default=0.5)
 CAMPUS_SSO_USERINFO_URL = env.str("CAMPUS_SSO_USERINFO_URL", default="")
 # Campus login on the page with OpenID Connect (chat_app/oidc.py): off unless OIDC_ISSUER and
 # OIDC_CLIENT_ID are set. Register <site>/login/campus/callback/ as the redirect URI.
@@ -333,6 +326,15 @@ OIDC_LOGIN_LABEL = env.str("OIDC_LOGIN_LABEL", default="用校园账号登录")
 LOGIN_MAX_FAILURES_PER_USERNAME = env.int("LOGIN_MAX_FAILURES_PER_USERNAME", default=5)
 LOGIN_MAX_FAILURES_PER_IP = env.int("LOGIN_MAX_FAILURES_PER_IP", default=20)
 LOGIN_FAILURE_WINDOW_SEC = env.int("LOGIN_FAILURE_WINDOW_SEC", default=900)
+
+# --- the MCP server ----------------------------------------------------------------------
+# The MCP server at /mcp (chat_app/mcp_server.py, docs/clients.md "MCP clients"). Its public URL
+# (the `resource` of its metadata document; empty: the request's scheme and Host), the largest
+# JSON-RPC body it reads (413 past it), and how often a streaming answer reports its progress.
+MCP_RESOURCE_URL = env.str("MCP_RESOURCE_URL", default="")
+MCP_DOCUMENTATION_URL = env.str("MCP_DOCUMENTATION_URL", default="")
+MCP_MAX_BODY_BYTES = env.int("MCP_MAX_BODY_BYTES", default=256 * 1024)
+MCP_PROGRESS_INTERVAL_SEC = env.float("MCP_PROGRESS_INTERVAL_SEC", default=0.5)
 
 # --- logging (configured by campus_agent.logging at start-up, see apps.py) -------------------
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
