@@ -7,3 +7,6 @@ class AgentsAppConfig(AppConfig):
 
     def ready(self) -> None:
         from agents_app import signals  # noqa: F401 - connects the cache invalidation receivers
+        from agents_app.metrics import metrics_register
+
+        metrics_register()

@@ -5,7 +5,8 @@ handler, so one format and one set of sinks serve the whole process.
 
 One patcher sees every record before any sink, whoever logged it (our code, a bridged stdlib
 logger, a library): it adds the request id and makes the record's text single-line and free of
-control characters (`log_text_flatten`), so no call site can forget and no value from outside —
+control characters (`log_text_flatten`) with personal numbers masked (mobile and resident ID
+numbers: campus_agent.redaction), so no call site can forget and no value from outside —
 a request path, a model's error text, a tool-call id — can forge a log line, move the cursor of
 a terminal (ANSI escapes) or reorder what a reader sees (bidi overrides). A traceback stays
 multi-line, as it always was; its exception messages are flattened like the rest.
@@ -18,6 +19,7 @@ from pathlib import Path
 
 from loguru import logger
 
+from campus_agent.redaction import personal_numbers_mask
 from campus_agent.request_id import request_id_get
 
 LOG_FORMAT = (
@@ -62,8 +64,13 @@ def _escape(match: re.Match) -> str:
 
 
 def log_text_flatten(text: str) -> str:
-    """`text` on one line, every control character shown escaped (`\\n`, `\\x1b`, `\\u202e`)."""
-    return _UNSAFE.sub(_escape, text) if _UNSAFE.search(text) else text
+    """`text` on one line, every control character shown escaped (`\\n`, `\\x1b`, `\\u202e`),
+    mobile and resident ID numbers masked."""
+    return personal_numbers_mask(_UNSAFE.sub(_escape, text) if _UNSAFE.search(text) else text)
+
+
+def _needs_cleaning(text: str) -> bool:
+    return bool(_UNSAFE.search(text)) or personal_numbers_mask(text) is not text
 
 
 def _exception_flatten(exc: BaseException | None, depth: int = 0):
@@ -78,7 +85,7 @@ def _exception_flatten(exc: BaseException | None, depth: int = 0):
         return exc
     cause = _exception_flatten(exc.__cause__, depth + 1)
     context = _exception_flatten(exc.__context__, depth + 1)
-    unsafe = _UNSAFE.search(text) or any(_UNSAFE.search(note) for note in notes)
+    unsafe = _needs_cleaning(text) or any(_needs_cleaning(note) for note in notes)
     if not unsafe and cause is exc.__cause__ and context is exc.__context__:
         return exc
     kind = type(exc)
@@ -101,7 +108,7 @@ def _record_patch(record) -> None:
             extra[key] = log_text_flatten(value)
         elif not isinstance(value, _PLAIN):
             shown = str(value)
-            if _UNSAFE.search(shown):
+            if _needs_cleaning(shown):
                 extra[key] = log_text_flatten(shown)
     exception = record["exception"]
     if exception is not None and exception.value is not None:

@@ -233,6 +233,20 @@ LLM_API_KEY = env.str("LLM_API_KEY", default="")
 LLM_MODEL = env.str("LLM_MODEL", default="qwen-plus")
 LLM_TIMEOUT = env.float("LLM_TIMEOUT", default=60.0)
 LLM_MAX_TOKENS = env.int("LLM_MAX_TOKENS", default=2048)
+# The default provider's kind (how thinking is switched in a request): dashscope, vllm, openai,
+# ollama or other (sends nothing). Providers in admin have their own (docs/runtime.md, "Providers").
+LLM_KIND = env.str("LLM_KIND", default="other")
+# Retries of one provider before the first token (429, 5xx, connection, timeout), then the next
+# provider of the agent's chain; the wait doubles from LLM_RETRY_BASE_SEC, or is the answer's
+# Retry-After, and is never longer than LLM_RETRY_MAX_WAIT_SEC nor past the turn's budget.
+LLM_RETRIES = env.int("LLM_RETRIES", default=2)
+LLM_RETRY_BASE_SEC = env.float("LLM_RETRY_BASE_SEC", default=0.5)
+LLM_RETRY_MAX_WAIT_SEC = env.float("LLM_RETRY_MAX_WAIT_SEC", default=10.0)
+# Seconds the admin's 「测试连接」 waits for a provider's GET /models.
+LLM_PROBE_TIMEOUT = env.float("LLM_PROBE_TIMEOUT", default=5.0)
+# The secret the providers' API keys are encrypted with in the database (Fernet, key derived from
+# this text). Empty: derived from SECRET_KEY, so rotating SECRET_KEY means re-entering the keys.
+PROVIDER_KEY_SECRET = env.str("PROVIDER_KEY_SECRET", default="")
 
 # --- app knobs (read here once; tests override with override_settings) ------------------------
 MAX_HISTORY = env.int("MAX_HISTORY", default=20)
@@ -310,6 +324,11 @@ JWT_ISSUER = env.str("JWT_ISSUER", default="campus-agent")
 AUTH_SESSION_CACHE_SEC = env.float("AUTH_SESSION_CACHE_SEC", default=5.0)
 # Personal API keys (DESIGN §4b): live keys one user may hold at once.
 API_KEYS_PER_USER_MAX = env.int("API_KEYS_PER_USER_MAX", default=20)
+# Days a conversation is kept after its last exchange (manage.py purge_conversations, for cron);
+# 0: kept until its owner deletes it.
+RETENTION_DAYS = env.int("RETENTION_DAYS", default=0)
+# GET /metrics (Prometheus) answers only `Authorization: Bearer <METRICS_TOKEN>`; unset: no endpoint (404).
+METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
 CAMPUS_SSO_USERINFO_URL = env.str("CAMPUS_SSO_USERINFO_URL", default="")
 # Campus login on the page with OpenID Connect (chat_app/oidc.py): off unless OIDC_ISSUER and
 # OIDC_CLIENT_ID are set. Register <site>/login/campus/callback/ as the redirect URI.

@@ -16,6 +16,7 @@ from collections.abc import Mapping, MutableMapping
 
 from opentelemetry import propagate, trace
 
+from campus_agent.redaction import personal_numbers_mask
 from campus_agent.request_id import HEADER, NO_REQUEST_ID, request_id_get
 
 TRACER_NAME = "campus-agent"
@@ -63,6 +64,57 @@ def request_id_span_processor():
     return RequestIdStamp()
 
 
+def _attributes_masked(attributes):
+    """The attributes with personal numbers masked in their text (the same mapping when none has one)."""
+    if not attributes:
+        return attributes
+    masked, changed = {}, False
+    for key, value in attributes.items():
+        if isinstance(value, str):
+            clean = personal_numbers_mask(value)
+        elif isinstance(value, tuple | list) and any(isinstance(v, str) for v in value):
+            clean = tuple(personal_numbers_mask(v) if isinstance(v, str) else v for v in value)
+            clean = clean if any(a is not b for a, b in zip(clean, value, strict=True)) else value
+        else:
+            clean = value
+        changed = changed or clean is not value
+        masked[key] = clean
+    return masked if changed else attributes
+
+
+def masking_exporter(inner):
+    """`inner` (a SpanExporter) behind one that masks mobile and resident ID numbers in every text
+    attribute of a span and of its events (an exception's message, a URL's query) before it leaves
+    the process (DESIGN §7): whatever made the span (the project, Django's or the `mcp` SDK's
+    instrumentation). A span with nothing to mask is passed on as it is."""
+    from opentelemetry.sdk.trace import Event, ReadableSpan
+    from opentelemetry.sdk.trace.export import SpanExporter
+
+    def masked(span: ReadableSpan) -> ReadableSpan:
+        attributes = _attributes_masked(span.attributes)
+        events = [Event(e.name, _attributes_masked(e.attributes), e.timestamp) for e in span.events]
+        if attributes is span.attributes and all(
+                new.attributes is old.attributes for new, old in zip(events, span.events, strict=True)):
+            return span
+        return ReadableSpan(
+            name=personal_numbers_mask(span.name), context=span.context, parent=span.parent, resource=span.resource,
+            attributes=attributes, events=events, links=span.links, kind=span.kind, status=span.status,
+            start_time=span.start_time, end_time=span.end_time, instrumentation_scope=span.instrumentation_scope,
+        )
+
+    class Masking(SpanExporter):
+        def export(self, spans):
+            return inner.export([masked(span) for span in spans])
+
+        def shutdown(self) -> None:
+            inner.shutdown()
+
+        def force_flush(self, timeout_millis: int = 30000) -> bool:
+            return inner.force_flush(timeout_millis)
+
+    return Masking()
+
+
 def tracing_provider_build(exporters: list[str], environ: Mapping[str, str] = os.environ):
     """A TracerProvider exporting to `exporters` in batches (a background thread per process).
 
@@ -91,7 +143,7 @@ def tracing_provider_build(exporters: list[str], environ: Mapping[str, str] = os
             exporter = OTLPSpanExporter()
         else:
             exporter = ConsoleSpanExporter()
-        provider.add_span_processor(BatchSpanProcessor(exporter))
+        provider.add_span_processor(BatchSpanProcessor(masking_exporter(exporter)))
     return provider
 
 

@@ -3,6 +3,7 @@ from django.contrib import admin
 from django.urls import include, path
 
 from campus_agent.health import healthz
+from campus_agent.metrics_view import metrics
 from chat_app.login_forms import AdminLoginForm
 
 admin.site.site_header = "校园小智 管理后台"
@@ -16,6 +17,7 @@ handler404 = "chat_app.api_errors.page_not_found"
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("healthz", healthz, name="healthz"),
+    path("metrics", metrics, name="metrics"),
     path("api/v1/", include("chat_app.api_urls")),
 ]
 if settings.DEMO_ENABLED:

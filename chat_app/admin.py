@@ -1,11 +1,12 @@
 from collections.abc import Callable
 
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
 from campus_agent.admin_records import RecordAdminMixin
-from chat_app.models import AuthSession, CampusIdentity, Conversation, Feedback, Message, ToolApproval
+from chat_app.models import ApiKey, AuthSession, CampusIdentity, Conversation, Feedback, Message, ToolApproval
 
 # Links other apps offer on a stored message (insights_app: "保存为路由用例"): callables
 # `(message) -> (label, url) | None`, appended from their own admin modules, so this module
@@ -63,6 +64,35 @@ class AuthSessionAdmin(RecordAdminMixin, admin.ModelAdmin):
     @admin.display(boolean=True, description="有校园令牌")
     def has_campus_token(self, obj: AuthSession) -> bool:
         return bool(obj.campus_token)
+
+
+@admin.register(ApiKey)
+class ApiKeyAdmin(RecordAdminMixin, admin.ModelAdmin):
+    """Students' personal API keys (DESIGN §4b). Staff see whose key it is, its first characters
+    (to match a leak report) and its dates, and can revoke keys (the action): a revoked key is
+    refused at once on every worker. The secret itself is stored as a digest only, shown nowhere;
+    keys are made by their owners on the chat page, never here."""
+
+    record_deletable = False  # revoked, not deleted: the row says when and which key it was
+    list_display = ("prefix_shown", "name", "user", "created_at", "last_used_at", "expires_at", "revoked_at")
+    list_filter = (("revoked_at", admin.EmptyFieldListFilter),)
+    search_fields = ("user__username", "prefix", "name")
+    list_select_related = ("user",)
+    fields = ("id", "user", "name", "prefix_shown", "created_at", "last_used_at", "expires_at", "revoked_at")
+    readonly_fields = fields
+    actions = ["revoke"]
+
+    @admin.display(description="密钥前缀", ordering="prefix")
+    def prefix_shown(self, obj: ApiKey) -> str:
+        return f"{obj.prefix}…"
+
+    @admin.action(description="吊销所选 API 密钥（立即生效）", permissions=["revoke"])
+    def revoke(self, request, queryset) -> None:
+        count = queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
+        self.message_user(request, f"已吊销 {count} 把 API 密钥。", messages.SUCCESS)
+
+    def has_revoke_permission(self, request) -> bool:
+        return request.user.has_perm("chat_app.change_apikey")
 
 
 @admin.register(CampusIdentity)

@@ -2,7 +2,7 @@
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from chat_app.views import api_keys, auth, rest
+from chat_app.views import api_keys, auth, me, rest
 from chat_app.views.runs import run_approvals, run_events, run_stop_view
 from chat_app.views.stream import chat_stream
 
@@ -17,6 +17,8 @@ urlpatterns = [
     path("auth/logout", auth.LogoutView.as_view(), name="auth-logout"),
     path("api-keys", api_keys.ApiKeyListView.as_view(), name="api-key-list"),
     path("api-keys/<uuid:key_id>", api_keys.ApiKeyDetailView.as_view(), name="api-key-detail"),
+    path("me/export", me.MyDataExportView.as_view(), name="me-export"),
+    path("me/conversations", me.MyConversationsView.as_view(), name="me-conversations"),
     path("agents", rest.AgentListView.as_view(), name="agent-list"),
     path("conversations", rest.ConversationListView.as_view(), name="conversation-list"),
     path("conversations/<uuid:conversation_id>", rest.ConversationDetailView.as_view(), name="conversation-detail"),

@@ -10,3 +10,6 @@ class ChatAppConfig(AppConfig):
             auth_cache,  # noqa: F401  (forgets revoked sessions at once)
             schema,  # noqa: F401  (registers the OpenAPI auth extensions; its hook is in SPECTACULAR_SETTINGS)
         )
+        from chat_app.metrics import metrics_register
+
+        metrics_register()

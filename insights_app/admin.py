@@ -1,10 +1,11 @@
 from urllib.parse import urlencode
 
 from django.contrib import admin, messages
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import OuterRef, Subquery
 from django.http import HttpResponseRedirect
-from django.urls import reverse
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
@@ -14,11 +15,12 @@ from chat_app.models import Message
 from insights_app.admin_catalog import CHECK_DONE_TEXT, catalog_admins_extend
 from insights_app.forms import RoutingCaseForm
 from insights_app.models import RoutingArgExpectation, RoutingCase, RoutingCheck, RoutingOutcome, UsageDaily
+from insights_app.overview import overview_today
 from insights_app.routing.ask import MODEL, RoutingUnavailable
 from insights_app.routing.checks import CheckSettings, routing_check_run
 from insights_app.routing.prefill import routing_case_initial
 from insights_app.routing.replay import passes_needed
-from insights_app.usage import usage_by_agent, usage_by_day, usage_top_users, usage_totals
+from insights_app.usage import usage_by_agent, usage_by_day, usage_by_provider, usage_top_users, usage_totals
 
 SAVE_AS_CASE = "保存为路由用例"
 NOT_CHECKED = "未检查"
@@ -259,9 +261,10 @@ class UsageDailyAdmin(RecordAdminMixin, admin.ModelAdmin):
 
     record_deletable = False
 
-    list_display = ("day", "username", "agent_name", "model", "turns", "fallback_turns", "prompt_tokens",
+    list_display = ("day", "username", "agent_name", "provider", "model", "turns", "fallback_turns", "prompt_tokens",
                     "completion_tokens", "cached_tokens", "total")
-    list_filter = ("day", ("agent_name", admin.AllValuesFieldListFilter), ("model", admin.AllValuesFieldListFilter))
+    list_filter = ("day", ("agent_name", admin.AllValuesFieldListFilter), ("provider", admin.AllValuesFieldListFilter),
+                   ("model", admin.AllValuesFieldListFilter))
     search_fields = ("username",)
     date_hierarchy = "day"
     list_per_page = 100
@@ -272,6 +275,18 @@ class UsageDailyAdmin(RecordAdminMixin, admin.ModelAdmin):
     @admin.display(description="合计 tokens")
     def total(self, obj: UsageDaily) -> int:
         return obj.total_tokens
+
+    def get_urls(self):
+        overview = self.admin_site.admin_view(self.overview_view)
+        return [path("overview/", overview, name="insights_app_overview"), *super().get_urls()]
+
+    def overview_view(self, request):
+        """运营概况: today at a glance (insights_app/overview.py), for staff who may see usage."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        context = {**self.admin_site.each_context(request), "title": "运营概况", "overview": overview_today(),
+                   "opts": self.model._meta}
+        return TemplateResponse(request, "admin/insights_app/overview.html", context)
 
     def changelist_view(self, request, extra_context=None):
         # The date range form sends both fields; an empty one means "no bound", not a bad date.
@@ -290,6 +305,7 @@ class UsageDailyAdmin(RecordAdminMixin, admin.ModelAdmin):
             usage_totals=usage_totals(rows=rows),
             usage_top_users=usage_top_users(rows=rows),
             usage_by_agent=usage_by_agent(rows=rows),
+            usage_by_provider=usage_by_provider(rows=rows),
             usage_by_day=usage_by_day(rows=rows)[:31],
             day_from=request.GET.get(DATE_RANGE[0], ""),
             day_to=request.GET.get(DATE_RANGE[1], ""),

@@ -4,6 +4,7 @@ The tool loop runs each round's calls with it (several at once); keyword routing
 runs its one call with it, so both stream and fail the same way.
 """
 import asyncio
+import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -15,6 +16,7 @@ from agents_app.runtime.context import RunContext
 from agents_app.runtime.events import Error, ToolChunk, ToolResult
 from agents_app.runtime.tool import Tool, ToolOutcome
 from agents_app.runtime.tracing import tool_span
+from campus_agent.metrics import tool_call_counted
 from campus_agent.request_id import request_id_set
 
 UNKNOWN_TOOL_TEXT = "没有名为“{name}”的工具，请只使用提供的工具。"
@@ -22,6 +24,7 @@ TOOL_CRASHED_TEXT = "工具运行出错：{reason}"
 # What the student's notice of a failed tool may hold (it is one sentence; the model's text is capped
 # by MAX_TOOL_RESULT_BYTES).
 MAX_NOTICE_BYTES = 2048
+UNKNOWN_TOOL_LABELS = {"tool": "unknown", "kind": "unknown"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,9 +75,17 @@ async def tool_calls_run(
             await queue.put(ToolChunk(call_id=request.call_id, tool=request.tool, content=text))
 
         tool = tools_by_name.get(request.tool) if request.refused is None else None
-        with tool_span(request=request, tool=tool, ctx=ctx) as span:  # what the tool sends hangs under it
-            outcome = await _outcome(request, tool, ctx, emit)
-            span.outcome(outcome)
+        # Labels from the catalog only: a name the model made up would grow the metrics forever.
+        labels = {"tool": tool.name, "kind": getattr(tool, "trace_kind", "other")} if tool else UNKNOWN_TOOL_LABELS
+        started = time.perf_counter()
+        try:
+            with tool_span(request=request, tool=tool, ctx=ctx) as span:  # what the tool sends hangs under it
+                outcome = await _outcome(request, tool, ctx, emit)
+                span.outcome(outcome)
+        except asyncio.CancelledError:
+            tool_call_counted(**labels, outcome="cancelled")
+            raise
+        tool_call_counted(**labels, outcome="ok" if outcome.ok else "failed", seconds=time.perf_counter() - started)
         if request.note:
             outcome = replace(outcome, text=f"{request.note}\n{outcome.text}")
         await queue.put((request, outcome))

@@ -181,7 +181,7 @@ class _SpanRecorder:
         from opentelemetry.sdk.trace.export import SimpleSpanProcessor
         from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-        from campus_agent.tracing import request_id_span_processor
+        from campus_agent.tracing import masking_exporter, request_id_span_processor
 
         recorder = self
         self._ended = threading.Condition()
@@ -216,7 +216,7 @@ class _SpanRecorder:
         self.exporter = NotifyingExporter()
         sdk_provider = TracerProvider()
         sdk_provider.add_span_processor(request_id_span_processor())  # as tracing_provider_build does
-        sdk_provider.add_span_processor(SimpleSpanProcessor(self.exporter))
+        sdk_provider.add_span_processor(SimpleSpanProcessor(masking_exporter(self.exporter)))  # as there too
         self.provider = SwitchedProvider()
 
     def spans(self) -> list:

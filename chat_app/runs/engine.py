@@ -30,6 +30,7 @@ from agents_app.runtime.events import Chunk, Done, Error, Event, Paused, Reasoni
 from agents_app.runtime.tracing import run_span
 from agents_app.runtime.turn import turn_stream
 from campus_agent.errors import DOWNSTREAM, GENERAL
+from campus_agent.metrics import ACTIVE_RUNS, FIRST_CHUNK, run_counted
 from campus_agent.request_id import request_id_set
 from campus_agent.sse import sse_frame
 from chat_app.asyncdb import db_call, turn_sync_executor
@@ -96,6 +97,7 @@ class RunTask:
         self._held: list[Chunk | Reasoning] = []  # deltas of one kind coalescing into the next frame
         self._flush_timer: asyncio.TimerHandle | None = None
         self._last_chunk_at = float("-inf")
+        self._started = time.perf_counter()
         self.stopping = False
         self._finishing = False
         self._announce: Callable[[], Awaitable[None]] | None = None  # set once the end is stored
@@ -133,13 +135,27 @@ class RunTask:
         if local_runs.get(self.run.id) is self:  # not a later task of the same run (resumed here)
             local_runs.pop(self.run.id, None)
 
+    def _outcome(self) -> str:
+        """How the run ended, for the metrics (campus_agent.metrics.RUN_OUTCOMES)."""
+        if self.paused:
+            return "paused"
+        if self.stopping:
+            return "stopped"
+        if self.recorder.interrupted:
+            return "interrupted"
+        done = self.recorder.done
+        return "fallback" if done is not None and getattr(done, "fallback", False) else "completed"
+
     async def _main(self) -> None:
+        ACTIVE_RUNS.inc()
         try:
             async with ThreadSensitiveContext(executor=turn_sync_executor):
                 with run_span(agent=self.plan.agent, ctx=self.plan.ctx, run_id=self.run.id) as span:
                     await self._run()
                     span.ended(interrupted=self.recorder.interrupted, stopped=self.stopping, paused=self.paused)
         finally:
+            ACTIVE_RUNS.dec()
+            run_counted(agent=self.plan.agent.slug, outcome=self._outcome())
             # The one release of the lease, whatever the ending, before the end is announced:
             # the client may ask again at once.
             await self.lease.release()
@@ -242,6 +258,8 @@ class RunTask:
             self._chunks_flush()
         loop = asyncio.get_running_loop()
         now = loop.time()
+        if self._last_chunk_at == float("-inf"):  # the first text (or reasoning) the student sees
+            FIRST_CHUNK.observe(time.perf_counter() - self._started)
         if not self._held and now - self._last_chunk_at >= CHUNK_COALESCE_SEC:
             self._last_chunk_at = now
             self._emit(chunk)

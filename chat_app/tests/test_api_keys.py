@@ -132,3 +132,20 @@ def test_the_chat_stream_takes_a_key_and_lends_the_users_live_campus_token(live_
     conversation = Conversation.objects.get(id=result.frames[0]["conversation_id"])
     assert conversation.user == user
     assert Message.objects.filter(conversation=conversation, role="user").get().content == "今天吃啥"
+
+
+def test_staff_list_keys_without_their_secret_and_revoke_them(client, staff_user, user):
+    key, secret = api_key_create(user=user, name="手机 App")
+    client.force_login(staff_user)
+    page = client.get("/admin/chat_app/apikey/")
+    html = page.content.decode()
+    assert page.status_code == 200 and f"{key.prefix}…" in html and "手机 App" in html
+    assert secret not in html and key.key_hash not in html
+    detail = client.get(f"/admin/chat_app/apikey/{key.id}/change/").content.decode()
+    assert secret not in detail and key.key_hash not in detail
+    assert client.get("/admin/chat_app/apikey/add/").status_code == 403
+    answer = client.post("/admin/chat_app/apikey/", {"action": "revoke", "_selected_action": [str(key.id)]})
+    assert answer.status_code == 302
+    assert _bearer(secret).get("/api/v1/conversations").status_code == 401
+    key.refresh_from_db()
+    assert key.revoked_at is not None

@@ -4,7 +4,7 @@ this answer only), list them (never a secret), revoke one.
 Managing keys takes a login (the page's session or a JWT), never a key: a leaked key cannot make
 more keys nor hide itself by revoking the others."""
 from drf_spectacular.utils import extend_schema
-from rest_framework import permissions, serializers, status
+from rest_framework import serializers, status
 from rest_framework.response import Response
 
 from chat_app import api_errors as errors
@@ -17,10 +17,9 @@ from chat_app.services.api_keys import (
     api_key_revoke,
     api_keys_of,
 )
-from chat_app.views.base import ApiView
+from chat_app.views.base import LoginOnlyView
 
 MSG_KEY_NOT_FOUND = "API 密钥不存在。"
-MSG_LOGIN_NEEDED = "管理 API 密钥需要登录（页面或 JWT），不能用 API 密钥本身。"
 
 
 class ApiKeySerializer(serializers.ModelSerializer):
@@ -41,26 +40,8 @@ class ApiKeyCreateSerializer(serializers.Serializer):
     expires_at = serializers.DateTimeField(required=False, allow_null=True, help_text="可选，一年之内；留空不过期。")
 
 
-class LoggedIn(permissions.BasePermission):
-    """Authenticated by a login, not by an API key."""
-
-    message = MSG_LOGIN_NEEDED
-
-    def has_permission(self, request, view) -> bool:
-        return bool(request.user and request.user.is_authenticated) and not isinstance(request.auth, ApiKey)
-
-
-class _KeysView(ApiView):
-    permission_classes = [LoggedIn]
-
-    def permission_denied(self, request, message=None, code=None):
-        if request.user and request.user.is_authenticated:  # a key: refused with a clear word
-            raise errors.ApiError(MSG_LOGIN_NEEDED, code=errors.CSRF_FAILED, status=403)
-        super().permission_denied(request, message, code)
-
-
 @extend_schema(tags=["api-keys"])
-class ApiKeyListView(_KeysView):
+class ApiKeyListView(LoginOnlyView):
     @extend_schema(summary="我的 API 密钥（不含密钥本身）", responses={200: ApiKeySerializer(many=True), 401: ErrorSerializer})
     def get(self, request):
         keys = api_keys_of(request.user).filter(revoked_at__isnull=True)
@@ -81,7 +62,7 @@ class ApiKeyListView(_KeysView):
 
 
 @extend_schema(tags=["api-keys"])
-class ApiKeyDetailView(_KeysView):
+class ApiKeyDetailView(LoginOnlyView):
     @extend_schema(summary="吊销 API 密钥（所有 worker 立即生效）", responses={204: None, 404: ErrorSerializer})
     def delete(self, request, key_id):
         if api_key_revoke(user=request.user, key_id=key_id) is None:

@@ -8,6 +8,7 @@ from rest_framework.views import APIView, set_rollback
 from campus_agent.errors import GENERAL, INVALID_BODY, TOKEN_INVALID, ApplicationError
 from chat_app import api_errors as errors
 from chat_app.authentication import JwtAuthentication, SessionAuthentication
+from chat_app.models import ApiKey
 
 
 def _first_message(detail) -> str:
@@ -58,3 +59,26 @@ class ApiView(APIView):
 
     def get_exception_handler(self):
         return api_exception_handler
+
+
+MSG_LOGIN_NEEDED = "这项操作需要登录（页面或 JWT），不能用 API 密钥。"
+
+
+class LoggedIn(permissions.BasePermission):
+    """Authenticated by a login, not by an API key."""
+
+    message = MSG_LOGIN_NEEDED
+
+    def has_permission(self, request, view) -> bool:
+        return bool(request.user and request.user.is_authenticated) and not isinstance(request.auth, ApiKey)
+
+
+class LoginOnlyView(ApiView):
+    """A view a personal API key may not use (it answers 403 with a clear word)."""
+
+    permission_classes = [LoggedIn]
+
+    def permission_denied(self, request, message=None, code=None):
+        if request.user and request.user.is_authenticated:  # a key: refused with a clear word
+            raise errors.ApiError(MSG_LOGIN_NEEDED, code=errors.CSRF_FAILED, status=403)
+        super().permission_denied(request, message, code)

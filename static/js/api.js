@@ -91,6 +91,24 @@ export function feedbackDelete({ messageId }) {
   return jsonRequest("DELETE", `/api/v1/messages/${encodeURIComponent(messageId)}/feedback`);
 }
 
+// Personal API keys (DESIGN §4b): list, create (the secret comes back once), revoke.
+export function apiKeysList() {
+  return jsonRequest("GET", "/api/v1/api-keys");
+}
+
+export function apiKeyCreate({ name, expiresAt }) {
+  return jsonRequest("POST", "/api/v1/api-keys", { name, expires_at: expiresAt || null });
+}
+
+export function apiKeyRevoke({ id }) {
+  return jsonRequest("DELETE", `/api/v1/api-keys/${encodeURIComponent(id)}`);
+}
+
+// Every conversation of the caller, deleted (the 「我的数据」 dialog).
+export function myConversationsDelete() {
+  return jsonRequest("DELETE", "/api/v1/me/conversations");
+}
+
 // The JSON error body of a refused request ({code, message}), or {} when there is none.
 export async function errorBody(response) {
   try {

@@ -18,10 +18,12 @@ import {
   runEvents,
   runStop,
 } from "./api.js";
+import { apiKeysPanel } from "./api_keys.js";
 import { copyWithFeedback } from "./clipboard.js";
 import { Composer } from "./composer.js";
 import { Exchange, exchangeFor } from "./exchange.js";
 import { historyRender } from "./history.js";
+import { myDataPanel } from "./my_data.js";
 import {
   APPROVAL_APPROVE,
   APPROVAL_FAILED,
@@ -632,6 +634,9 @@ function welcomeShow() {
 }
 agentSelect.addEventListener("change", welcomeShow);
 welcomeShow();
+
+apiKeysPanel();
+myDataPanel();
 
 const exchanges = historyRender(pane, state.messages, { feedback: state.feedback, onError: errorShow });
 pane.scrollTop = pane.scrollHeight;

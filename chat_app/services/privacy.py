@@ -1,0 +1,84 @@
+"""A student's data (PIPL; DESIGN §7): everything stored about them as one JSON document, all
+their conversations deleted at their word, and conversations past the retention period purged
+(`manage.py purge_conversations`, for cron).
+
+The export holds what the student wrote and was answered (conversations, messages with their
+tool rows and reasoning, ratings), their API keys and login sessions as metadata — never a
+secret: no password hash, no campus token, no key, no JWT."""
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.db.models import Q
+from django.utils import timezone
+from loguru import logger
+
+from chat_app.models import ApiKey, AuthSession, Conversation, Feedback, Message, Run
+
+EXPORT_FORMAT = "campus-agent-export/1"
+
+
+def _when(value) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def user_data_export(*, user) -> dict:
+    """Everything the project keeps about `user`, as JSON-ready data (the page's 「下载我的数据」)."""
+    conversations = []
+    for conversation in Conversation.objects.filter(user=user).select_related("agent").order_by("created_at"):
+        messages = Message.objects.filter(conversation=conversation).order_by("created_at", "seq")
+        conversations.append({
+            "id": str(conversation.id),
+            "title": conversation.title,
+            "agent": conversation.agent.slug if conversation.agent else None,
+            "created_at": _when(conversation.created_at),
+            "updated_at": _when(conversation.updated_at),
+            "messages": [
+                {"id": str(m.id), "role": m.role, "content": m.content, "meta": m.meta, "chart": m.chart,
+                 "created_at": _when(m.created_at), "superseded": m.superseded,
+                 "tokens": {"prompt": m.prompt_tokens, "completion": m.completion_tokens, "cached": m.cached_tokens}}
+                for m in messages
+            ],
+        })
+    return {
+        "format": EXPORT_FORMAT,
+        "exported_at": _when(timezone.now()),
+        "user": {"username": user.get_username(), "name": user.get_full_name(), "email": user.email,
+                 "date_joined": _when(user.date_joined), "last_login": _when(user.last_login)},
+        "conversations": conversations,
+        "feedback": [
+            {"message_id": str(f.message_id), "rating": f.rating, "comment": f.comment, "updated_at": _when(f.updated_at)}
+            for f in Feedback.objects.filter(user=user).order_by("created_at")
+        ],
+        "api_keys": [
+            {"name": k.name, "prefix": k.prefix, "created_at": _when(k.created_at), "last_used_at": _when(k.last_used_at),
+             "expires_at": _when(k.expires_at), "revoked_at": _when(k.revoked_at)}
+            for k in ApiKey.objects.filter(user=user).order_by("created_at")
+        ],
+        "login_sessions": [
+            {"via": s.via, "created_at": _when(s.created_at), "expires_at": _when(s.expires_at)}
+            for s in AuthSession.objects.filter(user=user).order_by("created_at")
+        ],
+    }
+
+
+def user_conversations_delete(*, user) -> int:
+    """Deletes every conversation of `user` (messages, runs, approvals and ratings with them);
+    returns how many. A run still answering finds its conversation gone and stores nothing."""
+    ids = list(Conversation.objects.filter(user=user).values_list("id", flat=True))
+    Conversation.objects.filter(id__in=ids).delete()
+    logger.info("all conversations deleted user={} count={}", user.pk, len(ids))
+    return len(ids)
+
+
+def conversations_purge(*, older_than_days: int, dry_run: bool = False) -> int:
+    """Deletes the conversations untouched for `older_than_days` days (their last exchange older
+    than that), except one with a run still going; returns how many (or would, with `dry_run`)."""
+    cutoff = timezone.now() - timedelta(days=older_than_days)
+    active = Run.objects.filter(status__in=Run.ACTIVE).values("conversation_id")
+    stale = Conversation.objects.filter(updated_at__lt=cutoff).exclude(Q(id__in=active))
+    ids = list(stale.values_list("id", flat=True))
+    if not dry_run:
+        Conversation.objects.filter(id__in=ids).delete()
+        logger.info("conversations purged older_than_days={} count={}", older_than_days, len(ids))
+    return len(ids)

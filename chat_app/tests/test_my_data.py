@@ -1,0 +1,97 @@
+"""A student's own data (issue 25 point 4, DESIGN §7): all of it as one JSON download with no
+secret in it, all their conversations deleted at their word, and conversations past the retention
+period purged by `manage.py purge_conversations`."""
+import json
+from datetime import timedelta
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from chat_app.models import AuthSession, Conversation, Feedback, Message, Run
+from chat_app.services.api_keys import api_key_create
+
+pytestmark = pytest.mark.django_db
+
+
+def _client(token: str) -> APIClient:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    return client
+
+
+@pytest.fixture
+def history(user, other_user):
+    mine = Conversation.objects.create(user=user, title="食堂")
+    Message.objects.create(conversation=mine, role="user", content="今天吃什么", seq=1)
+    answer = Message.objects.create(conversation=mine, role="assistant", content="红烧肉", seq=2,
+                                    meta={"reasoning": "想一想"})
+    Feedback.objects.create(user=user, message=answer, rating="up", comment="好")
+    theirs = Conversation.objects.create(user=other_user, title="别人的")
+    Message.objects.create(conversation=theirs, role="user", content="别人的问题", seq=1)
+    return mine, theirs
+
+
+def test_the_export_holds_everything_of_the_user_and_no_secret(user, token_for, history):
+    jwt = token_for(user, campus_token="campus-secret-token")
+    _, key = api_key_create(user=user, name="app")
+    answer = _client(jwt).get("/api/v1/me/export")
+    assert answer.status_code == 200 and answer["Content-Disposition"].startswith("attachment;")
+    assert answer["Cache-Control"] == "no-store"
+    raw = answer.content.decode()
+    data = json.loads(raw)
+    assert data["format"] == "campus-agent-export/1" and data["user"]["username"] == user.username
+    (conversation,) = data["conversations"]
+    assert [m["content"] for m in conversation["messages"]] == ["今天吃什么", "红烧肉"]
+    assert conversation["messages"][1]["meta"]["reasoning"] == "想一想"
+    assert data["feedback"][0]["comment"] == "好" and data["api_keys"][0]["name"] == "app"
+    assert data["login_sessions"][0]["via"] == AuthSession.Via.SSO
+    for secret in ("campus-secret-token", key, jwt, user.password, "别人的"):
+        assert secret not in raw
+
+
+def test_a_key_can_neither_export_nor_delete(user, history):
+    _, key = api_key_create(user=user, name="app")
+    assert _client(key).get("/api/v1/me/export").status_code == 403
+    assert _client(key).delete("/api/v1/me/conversations").status_code == 403
+    assert Conversation.objects.filter(user=user).count() == 1
+    assert APIClient().get("/api/v1/me/export").status_code == 401
+
+
+def test_deleting_all_takes_only_the_callers_conversations(user, other_user, token_for, history):
+    answer = _client(token_for(user)).delete("/api/v1/me/conversations")
+    assert answer.status_code == 200 and answer.json() == {"deleted": 1}
+    assert not Conversation.objects.filter(user=user).exists()
+    assert not Message.objects.filter(conversation__user=user).exists() and not Feedback.objects.exists()
+    assert Conversation.objects.filter(user=other_user).count() == 1
+
+
+def _aged(conversation, days: int) -> None:
+    Conversation.objects.filter(id=conversation.id).update(updated_at=timezone.now() - timedelta(days=days))
+
+
+def test_purge_deletes_conversations_past_the_retention_but_not_a_running_one(user, history, settings):
+    mine, theirs = history
+    _aged(mine, 40)
+    _aged(theirs, 10)
+    running = Conversation.objects.create(user=user, title="还在答")
+    Run.objects.create(conversation=running, user=user, request_id="r1", status=Run.Status.RUNNING,
+                       heartbeat_at=timezone.now())
+    _aged(running, 40)
+    out = StringIO()
+    call_command("purge_conversations", "--older-than", "30", "--dry-run", stdout=out)
+    assert "将删除 1 个" in out.getvalue() and Conversation.objects.count() == 3
+    settings.RETENTION_DAYS = 30
+    call_command("purge_conversations", stdout=out)
+    assert set(Conversation.objects.values_list("title", flat=True)) == {"别人的", "还在答"}
+    assert not Message.objects.filter(conversation_id=mine.id).exists()
+
+
+def test_purge_needs_a_period(settings):
+    settings.RETENTION_DAYS = 0
+    with pytest.raises(CommandError):
+        call_command("purge_conversations")
+    with pytest.raises(CommandError):
+        call_command("purge_conversations", "--older-than", "0")

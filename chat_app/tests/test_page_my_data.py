@@ -1,0 +1,42 @@
+"""The 「我的数据」 dialog (issue 25 point 4) in headless Chromium: the download is the caller's
+JSON export; deleting all conversations empties the list."""
+import json
+
+import pytest
+
+from chat_app.models import Conversation
+from chat_app.tests.page_helpers import VIEWPORT_IDS, VIEWPORTS, no_sideways_scroll, sidebar_open, sized
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def chat(browser_page, user, password, agent, llm_settings):
+    Conversation.objects.create(user=user, title="食堂的对话")
+    browser_page.login(username=user.username, password=password)
+    return browser_page
+
+
+@pytest.mark.parametrize("viewport", VIEWPORTS, ids=VIEWPORT_IDS)
+def test_download_and_delete_everything(chat, user, viewport):
+    page = sized(chat, viewport)
+    sidebar_open(page)
+    assert no_sideways_scroll(page)
+    page.click("#my-data-open")
+    page.wait_for_selector("#my-data[open]")
+    link = page.evaluate("() => { const a = document.getElementById('my-data-download'); return [a.href, a.hasAttribute('download')]; }")
+    assert link[0].endswith("/api/v1/me/export") and link[1]
+    # What the link downloads, fetched as the page would (its session): the browser wrapper
+    # of these tests cannot hold Playwright's download context open.
+    data = json.loads(page.evaluate("async () => (await fetch('/api/v1/me/export')).text()"))
+    assert data["user"]["username"] == user.username
+    assert [c["title"] for c in data["conversations"]] == ["食堂的对话"]
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.click("#my-data-delete")
+    page.wait_for_function("() => document.getElementById('my-data-status').textContent === '已删除 1 个对话。'")
+    assert not Conversation.objects.filter(user=user).exists()
+    page.click("#my-data-close")
+    page.wait_for_url("**/")
+    chat.chat_ready()
+    sidebar_open(page)
+    assert page.query_selector_all(".conversation-item") == []
