@@ -346,6 +346,15 @@ LOGIN_MAX_FAILURES_PER_USERNAME = env.int("LOGIN_MAX_FAILURES_PER_USERNAME", def
 LOGIN_MAX_FAILURES_PER_IP = env.int("LOGIN_MAX_FAILURES_PER_IP", default=20)
 LOGIN_FAILURE_WINDOW_SEC = env.int("LOGIN_FAILURE_WINDOW_SEC", default=900)
 
+# --- the MCP server ----------------------------------------------------------------------
+# The MCP server at /mcp (chat_app/mcp_server.py, docs/clients.md "MCP clients"). Its public URL
+# (the `resource` of its metadata document; empty: the request's scheme and Host), the largest
+# JSON-RPC body it reads (413 past it), and how often a streaming answer reports its progress.
+MCP_RESOURCE_URL = env.str("MCP_RESOURCE_URL", default="")
+MCP_DOCUMENTATION_URL = env.str("MCP_DOCUMENTATION_URL", default="")
+MCP_MAX_BODY_BYTES = env.int("MCP_MAX_BODY_BYTES", default=256 * 1024)
+MCP_PROGRESS_INTERVAL_SEC = env.float("MCP_PROGRESS_INTERVAL_SEC", default=0.5)
+
 # --- logging (configured by campus_agent.logging at start-up, see apps.py) -------------------
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
 LOG_DIR = BASE_DIR / env.str("LOG_DIR", default="logs")  # a relative LOG_DIR is inside the project
