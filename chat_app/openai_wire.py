@@ -166,7 +166,7 @@ def completion_request_parse(*, body: dict, conversation_header: str | None = No
     """The body of `POST /v1/chat/completions`. Raises OpenAiError 400. What is honoured and
     what is ignored: docs/clients.md."""
     model = body.get("model")
-    if not isinstance(model, str) or not model.strip() or len(model) > 256 or "\x00" in model:
+    if not isinstance(model, str) or not model.strip() or "\x00" in model:
         raise invalid(MSG_MODEL_MISSING, param="model")
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
