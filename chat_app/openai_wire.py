@@ -239,7 +239,9 @@ class Translation:
     (the run's `done`, or an approval the client cannot give: the run waits on the page)."""
 
     page_url: str  # the conversation's page, for an approval: "https://…/c/<id>/"
-    labels: dict = field(default_factory=dict)  # tool name → the name staff gave it
+    # The names staff gave the tools (chat_app.page_catalog.tool_labels: sub-agents by tool name,
+    # MCP services by their tools' `<service>__` prefix).
+    labels: dict = field(default_factory=dict)
     finish_reason: str = "stop"
     usage: dict | None = None
     ended: bool = False
@@ -247,7 +249,12 @@ class Translation:
 
     def _label(self, frame: dict) -> str:
         tool = frame.get("tool", "")
-        return self.labels.get(tool) or frame.get("label") or tool
+        if name := self.labels.get("names", {}).get(tool):
+            return name
+        for prefix, label in self.labels.get("prefixes", ()):
+            if tool.startswith(prefix) and label:
+                return label
+        return frame.get("label") or tool
 
     def _tool_line(self, line: str) -> tuple[str, str]:
         if self._in_tool_text:  # a sub-agent's streamed text came before: the line starts anew

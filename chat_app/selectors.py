@@ -1,5 +1,6 @@
 """Reads of chat_app: sessions, agents, conversations, messages, and the model's history."""
 import uuid
+from dataclasses import dataclass
 
 from django.db.models import Exists, OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
@@ -136,11 +137,20 @@ def _turn_texts(rows) -> tuple[list[str], list[str]]:
     return questions, answers
 
 
-def conversation_find_by_history(*, user, questions: list[str], answers: list[str]) -> uuid.UUID | None:
+@dataclass(frozen=True)
+class HistoryMatch:
+    conversation_id: uuid.UUID
+    asked_again: bool  # its last question is the one asked now, and the client lacks its answer
+
+
+def conversation_find_by_history(*, user, questions: list[str], answers: list[str], question: str
+                                 ) -> HistoryMatch | None:
     """The user's conversation that a client's history continues (the OpenAI-compatible API,
     docs/clients.md): its live questions are exactly the client's earlier user messages, in
-    order. Of several such, the one whose answers the client shows (its assistant text starts
-    with ours, after trimming), then the most recently updated. Its id; None: a new one."""
+    order — or those and then `question` (`asked_again`: the client regenerates the last answer,
+    or asks its last question again). Of several such, the one whose answers the client shows
+    (its assistant text starts with ours, after trimming), then the one continued rather than
+    asked again, then the most recently updated. None: a new conversation."""
     if not questions:
         return None
     live_questions = Message.objects.filter(conversation=OuterRef("pk"), role=Message.Role.USER, superseded=False)
@@ -160,13 +170,18 @@ def conversation_find_by_history(*, user, questions: list[str], answers: list[st
         .values_list("conversation_id", "role", "content")
     ):
         rows[cid].append((role, content))
-    best, best_score = None, -1
+    best, best_score = None, None
     for cid in candidates:  # newest first: a tie keeps the newest
         stored_questions, stored_answers = _turn_texts(rows[cid])
-        if stored_questions != list(questions):
+        if stored_questions == list(questions):
+            asked_again = False
+        elif stored_questions == [*questions, question]:
+            asked_again = True
+        else:
             continue
-        score = sum(1 for ours, theirs in zip(stored_answers, answers, strict=False)
+        shown = sum(1 for ours, theirs in zip(stored_answers, answers, strict=False)
                     if ours.strip() and theirs.strip().startswith(ours.strip()))
-        if score > best_score:
-            best, best_score = cid, score
+        score = (shown, not asked_again)
+        if best_score is None or score > best_score:
+            best, best_score = HistoryMatch(conversation_id=cid, asked_again=asked_again), score
     return best

@@ -388,8 +388,42 @@ def test_a_failure_mid_answer_is_told_in_the_text_and_the_sdk_goes_on(client, ll
     llm_settings.queue(Reply(text="我先说一半然后", error_after_chunks=3))
     chunks = list(client.chat.completions.create(**_ask("说吧"), stream=True))
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
-    assert "\n\n⚠️ " in text
-    assert chunks[-1].choices[0].finish_reason in ("stop", "length")
+    assert text.startswith("我先说一半") and "\n\n⚠️ " in text
+    assert chunks[-1].choices[0].finish_reason == "length"  # the answer was cut
+    reply = Message.objects.get(role="assistant")
+    assert reply.meta["interrupted"] is True and "⚠️" not in reply.content
+
+
+def test_a_regenerated_last_answer_sets_the_turn_aside_and_answers_it_afresh(client, llm_settings, agent):
+    llm_settings.reply_text("一食堂。")
+    first = client.chat.completions.with_raw_response.create(**_ask("食堂"))
+    conversation_id = first.headers["x-conversation-id"]
+    llm_settings.reply_text("红烧肉。")
+    client.chat.completions.create(model="xiaozhi", messages=[
+        {"role": "user", "content": "食堂"}, {"role": "assistant", "content": "一食堂。"},
+        {"role": "user", "content": "吃什么"}])
+    llm_settings.reply_text("糖醋排骨。")
+    again = client.chat.completions.with_raw_response.create(model="xiaozhi", messages=[  # "regenerate"
+        {"role": "user", "content": "食堂"}, {"role": "assistant", "content": "一食堂。"},
+        {"role": "user", "content": "吃什么"}])
+    assert again.headers["x-conversation-id"] == conversation_id
+    assert llm_settings.last_request.messages[1:] == [
+        {"role": "user", "content": "食堂"}, {"role": "assistant", "content": "一食堂。"},
+        {"role": "user", "content": "吃什么"}]
+    rows = _rows(conversation_id)
+    assert [(r.content, r.superseded) for r in rows] == [
+        ("食堂", False), ("一食堂。", False), ("吃什么", True), ("红烧肉。", True), ("吃什么", False),
+        ("糖醋排骨。", False)]
+
+
+def test_a_quiet_stream_gets_keep_alive_comments(live_asgi, api_key, llm_settings, agent, settings):
+    settings.SSE_PING_SEC = 0.2
+    llm_settings.queue(Reply(text="终于来了。", stall_sec=1.0))
+    with openai.OpenAI(base_url=f"{live_asgi}/v1", api_key=api_key, max_retries=0) as sdk:
+        raw = sdk.chat.completions.with_raw_response.create(**_ask("等等"), stream=True)
+        body = raw.http_response.read().decode()
+    assert ": ping\n\n" in body and body.endswith("data: [DONE]\n\n")
+    assert "\"终于来了\"" in body  # the model's first piece of 4 characters
 
 
 @pytest.fixture
@@ -417,3 +451,30 @@ def test_an_approval_is_sent_to_the_page_and_the_run_waits(client, llm_settings,
     time.sleep(0.3)  # the client has left: the run goes on waiting for the page
     run.refresh_from_db()
     assert run.status == Run.Status.WAITING
+
+
+def test_two_workers_serve_the_api_and_a_key_revoked_on_a_is_refused_by_b_at_once(workers, token, llm_server):
+    (a_url, _), (b_url, _) = workers
+    made = httpx.post(f"{a_url}/api/v1/api-keys", json={"name": "Open WebUI"}, headers=token, timeout=10)
+    assert made.status_code == 201, made.text
+    key, key_id = made.json()["key"], made.json()["id"]
+    llm_server.reply_text("A 回答。")
+    llm_server.reply_text("B 接着回答。")
+    with openai.OpenAI(base_url=f"{a_url}/v1", api_key=key, max_retries=0, timeout=20) as on_a, \
+            openai.OpenAI(base_url=f"{b_url}/v1", api_key=key, max_retries=0, timeout=20) as on_b:
+        assert [m.id for m in on_b.models.list().data] == ["xiaozhi"]
+        first = on_a.chat.completions.with_raw_response.create(**_ask("你好"))
+        answer = first.parse().choices[0].message.content
+        stream = on_b.chat.completions.with_raw_response.create(model="xiaozhi", stream=True, messages=[
+            {"role": "user", "content": "你好"}, {"role": "assistant", "content": answer},
+            {"role": "user", "content": "然后呢"}])
+        text = "".join(c.choices[0].delta.content or "" for c in stream.parse() if c.choices)
+        assert answer == "A 回答。" and text == "B 接着回答。"
+        assert stream.headers["x-conversation-id"] == first.headers["x-conversation-id"]  # found on B
+        assert [m["role"] for m in llm_server.last_request.messages] == ["system", "user", "assistant", "user"]
+
+        assert httpx.delete(f"{a_url}/api/v1/api-keys/{key_id}", headers=token, timeout=10).status_code == 204
+        with pytest.raises(openai.AuthenticationError):
+            on_b.models.list()
+        with pytest.raises(openai.AuthenticationError):
+            on_b.chat.completions.create(**_ask("还在吗"))

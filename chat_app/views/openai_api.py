@@ -30,7 +30,8 @@ from chat_app.authentication import Caller, bearer_token
 from chat_app.chat_input import ChatInput
 from chat_app.inbound import PING, InboundTurn, bearer_caller, inbound_turn_start
 from chat_app.page_catalog import tool_labels
-from chat_app.selectors import agent_get_enabled, agent_list, conversation_find_by_history
+from chat_app.selectors import agent_get_enabled, agent_list
+from chat_app.services.conversations import conversation_for_client_history
 
 _background_tasks: set = set()
 
@@ -142,7 +143,7 @@ class _Answer:
                     continue
                 if frame["type"] == "tool_call" and not self._labels_loaded:
                     self._labels_loaded = True  # the names staff gave the tools, read once per answer
-                    self.translation.labels = (await db_call(tool_labels))["names"]
+                    self.translation.labels = await db_call(tool_labels)
                 for piece in self.translation.feed(frame):
                     yield piece
                 if self.translation.ended:
@@ -197,8 +198,8 @@ async def chat_completions(request):
         conversation_id = asked.conversation_id
         if conversation_id is None and asked.earlier_questions:
             conversation_id = await db_call(
-                conversation_find_by_history, user=caller.user, questions=list(asked.earlier_questions),
-                answers=list(asked.earlier_answers),
+                conversation_for_client_history, user=caller.user, questions=list(asked.earlier_questions),
+                answers=list(asked.earlier_answers), question=asked.question,
             )
         chat = ChatInput(message=asked.question, conversation_id=conversation_id, agent=asked.model, hint_domain=None)
         turn = await _start(caller, chat, request.request_id)
