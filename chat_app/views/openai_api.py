@@ -123,15 +123,26 @@ async def _start(caller: Caller, chat: ChatInput, request_id: str) -> InboundTur
 
 
 class _Answer:
-    """One completion being written: the run's frames through a wire.Translation."""
+    """One completion being written: the run's frames through a wire.Translation. Whoever sees
+    the client go before the answer is complete calls `abandon()` (once is enough)."""
 
     def __init__(self, *, request, turn: InboundTurn, asked: wire.CompletionRequest, created: int):
         self.turn = turn
+        self.complete = False
+        self._abandoned = False
+        self._loop = asyncio.get_running_loop()
         self.completion_id = f"chatcmpl-{turn.run.id.hex}"
         self.created, self.model = created, asked.model
         page = reverse("chat-conversation", kwargs={"conversation_id": turn.conversation_id})
         self.translation = wire.Translation(page_url=request.build_absolute_uri(page))
         self._labels_loaded = False
+
+    def abandon(self) -> None:
+        """Nobody will read the rest: the run is stopped (in the background; from any thread)."""
+        if self.complete or self._abandoned:
+            return
+        self._abandoned = True
+        self._loop.call_soon_threadsafe(_background, _stop(self.turn, "hung up"))
 
     async def pieces(self, *, pings: bool):
         """(kind, text) pieces of the answer until it is complete; with `pings`, None for a
@@ -150,22 +161,35 @@ class _Answer:
                     return
 
 
+class _CompletionStream(StreamingHttpResponse):
+    """The stream's response. Django closes every response it sent, also when the client went
+    before the body's first chunk (its generator then never started, so the generator's own
+    `finally` never ran): an answer not complete by then is abandoned."""
+
+    def __init__(self, answer: _Answer, *, include_usage: bool):
+        super().__init__(_stream(answer, include_usage=include_usage), content_type="text/event-stream; charset=utf-8")
+        self.answer = answer
+        self["Cache-Control"] = "no-cache"
+        self["X-Accel-Buffering"] = "no"
+
+    def close(self) -> None:
+        super().close()
+        self.answer.abandon()
+
+
 async def _stream(answer: _Answer, *, include_usage: bool):
     encoder = wire.ChunkEncoder(completion_id=answer.completion_id, created=answer.created, model=answer.model)
-    finished = False
     try:
         yield encoder.role()
         async for piece in answer.pieces(pings=True):
             yield PING_FRAME if piece is None else encoder.piece(*piece)
+        answer.complete = True
         yield encoder.finish(answer.translation.finish_reason)
         if include_usage:
             yield encoder.usage(answer.translation.usage)
         yield wire.DONE_FRAME
-        finished = True
     finally:
-        # Cancelled (the client hung up) or closed before the end: nobody reads this run any more.
-        if not finished:
-            _background(_stop(answer.turn, "hung up"))
+        answer.abandon()  # cancelled (the client hung up) or closed before the end; else nothing
 
 
 async def _complete(answer: _Answer) -> JsonResponse:
@@ -173,9 +197,9 @@ async def _complete(answer: _Answer) -> JsonResponse:
     try:
         async for kind, text in answer.pieces(pings=False):
             (content if kind == "content" else reasoning).append(text)
-    except asyncio.CancelledError:
-        _background(_stop(answer.turn, "hung up"))
-        raise
+        answer.complete = True
+    finally:
+        answer.abandon()  # cancelled: the client hung up
     body = wire.completion_body(
         completion_id=answer.completion_id, created=answer.created, model=answer.model, content="".join(content),
         reasoning="".join(reasoning), finish_reason=answer.translation.finish_reason,
@@ -209,10 +233,7 @@ async def chat_completions(request):
         return wire.error_response(exc)
     answer = _Answer(request=request, turn=turn, asked=asked, created=created)
     if asked.stream:
-        response = StreamingHttpResponse(_stream(answer, include_usage=asked.include_usage),
-                                         content_type="text/event-stream; charset=utf-8")
-        response["Cache-Control"] = "no-cache"
-        response["X-Accel-Buffering"] = "no"
+        response = _CompletionStream(answer, include_usage=asked.include_usage)
     else:
         response = await _complete(answer)
     response[wire.CONVERSATION_HEADER] = turn.conversation_id
