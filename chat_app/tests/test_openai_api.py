@@ -10,6 +10,7 @@ import pytest
 from django.utils import timezone
 
 from agents_app.testing.fake_llm import Reply
+from campus_agent.tests.processes import asgi_processes
 from chat_app import openai_wire as wire
 from chat_app.models import ApiKey, Conversation, Message, Run
 from chat_app.services.api_keys import api_key_create
@@ -274,6 +275,18 @@ def test_the_message_rate_is_a_rate_limit_error_the_sdk_does_not_retry(live_asgi
     assert len(llm_settings.requests) == 1
 
 
+def test_the_daily_quota_is_a_rate_limit_error_until_midnight(client, llm_settings, agent, settings):
+    settings.USER_DAILY_TOKEN_QUOTA = 20
+    llm_settings.reply_text("很长的回答。", usage={"prompt_tokens": 15, "completion_tokens": 10, "total_tokens": 25})
+    client.chat.completions.create(**_ask("一"))
+    with pytest.raises(openai.RateLimitError) as raised:
+        client.chat.completions.create(**_ask("二"))
+    assert raised.value.body["type"] == raised.value.body["code"] == "insufficient_quota"
+    assert "额度" in raised.value.body["message"]
+    headers = raised.value.response.headers
+    assert int(headers["retry-after"]) > 0 and headers["x-should-retry"] == "false"
+
+
 def test_reasoning_and_tool_activity_arrive_as_reasoning_content(client, llm_settings, agent, subagent_server):
     llm_settings.reply_tool_calls(("call_canteen", {"message": "今天中午吃啥"}), text="我帮你查一下。",
                                   reasoning="先想想去哪个食堂。")
@@ -453,8 +466,20 @@ def test_an_approval_is_sent_to_the_page_and_the_run_waits(client, llm_settings,
     assert run.status == Run.Status.WAITING
 
 
-def test_two_workers_serve_the_api_and_a_key_revoked_on_a_is_refused_by_b_at_once(workers, token, llm_server):
-    (a_url, _), (b_url, _) = workers
+@pytest.fixture
+def patient_workers(worker_env):
+    """worker_fixtures.workers, allowed longer to start: on the shared 2-core machine a worker's
+    Django import alone has taken over 30 s."""
+    with asgi_processes("uvicorn", env=worker_env, count=2, start_timeout=180) as (a, b):
+        yield a, b
+
+
+def test_two_workers_serve_the_api_and_a_key_revoked_on_a_is_refused_by_b_at_once(patient_workers, llm_server):
+    (a_url, _), (b_url, _) = patient_workers
+    login = httpx.post(f"{a_url}/api/v1/auth/token", json={"username": "20230001", "password": "s3cret-Pass!"},
+                       timeout=20)
+    assert login.status_code == 200, login.text
+    token = {"Authorization": f"Bearer {login.json()['access_token']}"}
     made = httpx.post(f"{a_url}/api/v1/api-keys", json={"name": "Open WebUI"}, headers=token, timeout=10)
     assert made.status_code == 201, made.text
     key, key_id = made.json()["key"], made.json()["id"]
