@@ -26,7 +26,7 @@ from campus_agent.sse import PING_FRAME
 from chat_app import api_errors as errors
 from chat_app import openai_wire as wire
 from chat_app.asyncdb import db_call
-from chat_app.authentication import Caller, bearer_token
+from chat_app.authentication import Caller, bearer_token, chat_caller_cached
 from chat_app.chat_input import ChatInput
 from chat_app.inbound import PING, InboundTurn, bearer_caller, inbound_turn_start
 from chat_app.page_catalog import tool_labels
@@ -54,7 +54,10 @@ def _method_not_allowed(allowed: str) -> JsonResponse:
 
 
 async def _caller(request) -> Caller:
-    return await bearer_caller(bearer_token(request))
+    """The Bearer's caller: a JWT checked a moment ago is trusted without I/O, as by the chat
+    stream (chat_app.auth_cache); an API key is checked on its row every time (revoked: refused
+    at once)."""
+    return chat_caller_cached(request) or await bearer_caller(bearer_token(request))
 
 
 def _model(agent) -> dict:
