@@ -184,8 +184,9 @@ async def _stream(answer: _Answer, *, include_usage: bool):
     encoder = wire.ChunkEncoder(completion_id=answer.completion_id, created=answer.created, model=answer.model)
     try:
         yield encoder.role()
-        async for piece in answer.pieces(pings=True):
-            yield PING_FRAME if piece is None else encoder.piece(*piece)
+        async with aclosing(answer.pieces(pings=True)) as pieces:
+            async for piece in pieces:
+                yield PING_FRAME if piece is None else encoder.piece(*piece)
         answer.complete = True
         yield encoder.finish(answer.translation.finish_reason)
         if include_usage:
@@ -198,8 +199,9 @@ async def _stream(answer: _Answer, *, include_usage: bool):
 async def _complete(answer: _Answer) -> JsonResponse:
     content, reasoning = [], []
     try:
-        async for kind, text in answer.pieces(pings=False):
-            (content if kind == "content" else reasoning).append(text)
+        async with aclosing(answer.pieces(pings=False)) as pieces:
+            async for kind, text in pieces:
+                (content if kind == "content" else reasoning).append(text)
         answer.complete = True
     finally:
         answer.abandon()  # cancelled: the client hung up
