@@ -223,8 +223,8 @@ def completion_request_parse(*, body: dict, conversation_header: str | None = No
 
 
 # --- the answer --------------------------------------------------------------------------------
-NOTICE_ERROR = "\n\n⚠️ {message}"
-NOTICE_APPROVAL = ("\n\n🔒「{tool}」需要你批准后才能运行。请在网页上打开 {url} 批准或拒绝"
+NOTICE_ERROR = "⚠️ {message}"
+NOTICE_APPROVAL = ("🔒「{tool}」需要你批准后才能运行。请在网页上打开 {url} 批准或拒绝"
                    "（{expires} 前有效），回答会在那里继续。")
 TOOL_STARTS = "🔧 调用 {tool}…\n"
 TOOL_OK = "✅ {tool} 完成\n"
@@ -246,6 +246,8 @@ class Translation:
     usage: dict | None = None
     ended: bool = False
     _in_tool_text: bool = False
+    _content_said: bool = False  # some content went out: a notice starts a paragraph of its own
+    _after_notice: bool = False  # the last content was a notice: the answer goes on in a new one
 
     def _label(self, frame: dict) -> str:
         tool = frame.get("tool", "")
@@ -262,10 +264,23 @@ class Translation:
             line = "\n" + line
         return ("reasoning", line)
 
+    def _notice(self, text: str) -> tuple[str, str]:
+        if self._content_said:
+            text = "\n\n" + text
+        self._content_said = self._after_notice = True
+        return ("content", text)
+
     def feed(self, frame: dict) -> list[tuple[str, str]]:
         kind = frame.get("type")
         if kind == "chunk":
-            return [("content", frame["content"])] if frame["content"] else []
+            if not frame["content"]:
+                return []
+            text = frame["content"]
+            if self._after_notice:
+                self._after_notice = False
+                text = "\n\n" + text.lstrip("\n")
+            self._content_said = True
+            return [("content", text)]
         if kind == "reasoning":
             return [("reasoning", frame["content"])] if frame["content"] else []
         if kind == "tool_call":
@@ -281,14 +296,15 @@ class Translation:
             elif frame.get("ok"):
                 line = TOOL_OK.format(tool=self._label(frame))
             else:
-                line = TOOL_FAILED.format(tool=self._label(frame), error=frame.get("error") or "失败")
+                label, error = self._label(frame), frame.get("error") or "失败"
+                line = f"⚠️ {error}\n" if label in error else TOOL_FAILED.format(tool=label, error=error)
             return [self._tool_line(line)]
         if kind == "error":
-            return [("content", NOTICE_ERROR.format(message=frame["message"]))]
+            return [self._notice(NOTICE_ERROR.format(message=frame["message"]))]
         if kind == "approval_required":
             self.ended = True
             expires = (frame.get("expires_at") or "")[:19].replace("T", " ") + " UTC"
-            return [("content", NOTICE_APPROVAL.format(tool=self._label(frame), url=self.page_url, expires=expires))]
+            return [self._notice(NOTICE_APPROVAL.format(tool=self._label(frame), url=self.page_url, expires=expires))]
         if kind == "done":
             self.ended = True
             self.usage = frame.get("usage") or None

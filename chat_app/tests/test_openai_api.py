@@ -315,6 +315,21 @@ def test_reasoning_and_tool_activity_arrive_as_reasoning_content(client, llm_set
     assert message.content == "还是一食堂。" and message.model_extra["reasoning_content"] == "再想想。"
 
 
+def test_a_failed_tool_is_told_in_the_reasoning_with_its_student_facing_reason(client, llm_settings, agent,
+                                                                             subagent_server):
+    llm_settings.reply_tool_calls(("call_canteen", {"message": "[[mode:http500]] 菜单"}))
+    llm_settings.reply_text("食堂助手暂时不可用。")
+    completion = client.chat.completions.create(**_ask("菜单"))
+    message = completion.choices[0].message
+    label = agent.sub_agents.get().label
+    lines = message.model_extra["reasoning_content"].splitlines()
+    assert lines[0] == f"🔧 调用 {label}…"
+    assert lines[1] == f"⚠️ 「{label}」服务暂时出错，请稍后再试。"  # the sentence the page shows; it names the tool
+    # The failure is also an `error` frame (the page's red box): a paragraph of its own in the text.
+    assert message.content == f"⚠️ 「{label}」服务暂时出错，请稍后再试。\n\n食堂助手暂时不可用。"
+    assert completion.choices[0].finish_reason == "stop"
+
+
 def test_the_next_request_continues_the_conversation_with_the_stored_history(client, llm_settings, agent):
     llm_settings.reply_text("一食堂有面。")
     first = client.chat.completions.with_raw_response.create(**_ask("食堂有什么"))
