@@ -3,6 +3,7 @@ docs/clients.md) against the chat stream (`POST /api/v1/chat`), in one run.
 
     .venv/bin/python bench/openai_overhead.py                  # 6 rounds of 20 turns per side
     .venv/bin/python bench/openai_overhead.py --rounds 10 --turns 30
+    .venv/bin/python bench/openai_overhead.py --api-key            # the OpenAI side with an API key
 
 The same stack as bench/stream_overhead.py (the scripted model in its own process, one uvicorn
 gateway worker on a throw-away SQLite file, this script the clients). Each side asks `--turns`
@@ -48,22 +49,27 @@ async def openai_stream(http, token: str, question: str) -> tuple[float, float]:
     raise RuntimeError("stream ended without [DONE]")
 
 
-async def run(stack: Stack, *, rounds: int, turns: int) -> dict:
+async def run(stack: Stack, *, rounds: int, turns: int, api_key: bool) -> dict:
     import httpx
 
     sides = {"chat": gateway_stream, "openai": openai_stream}
     cpu = {side: [] for side in sides}
     times = {side: [] for side in sides}
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{stack.gw_port}", timeout=60) as http:
-        for stream in sides.values():  # warm-up: code paths, pools, database pages
+        tokens = {"chat": stack.token, "openai": stack.token}
+        if api_key:  # as a real OpenAI client authenticates: checked on its row every request
+            made = await http.post("/api/v1/api-keys", json={"name": "bench"},
+                                   headers={"Authorization": f"Bearer {stack.token}"})
+            tokens["openai"] = made.json()["key"]
+        for side, stream in sides.items():  # warm-up: code paths, pools, database pages
             for _ in range(5):
-                await stream(http, stack.token, "热身")
+                await stream(http, tokens[side], "热身")
         for r in range(rounds):
             order = list(sides) if r % 2 == 0 else list(reversed(sides))
             for side in order:
                 before = stack.cpu_sec()
                 for i in range(turns):
-                    times[side].append(await sides[side](http, stack.token, f"问题{r}-{i}"))
+                    times[side].append(await sides[side](http, tokens[side], f"问题{r}-{i}"))
                 cpu[side].append((stack.cpu_sec() - before) * 1000 / turns)
     return {"cpu": cpu, "times": times}
 
@@ -74,14 +80,17 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=20)
     parser.add_argument("--pace", type=float, default=0.005, help="seconds between the model's chunks")
     parser.add_argument("--chunks", type=int, default=20)
+    parser.add_argument("--api-key", action="store_true",
+                        help="the OpenAI side with a personal API key (the chat side keeps the JWT)")
     args = parser.parse_args()
     stack = Stack(pace=args.pace, chunks=args.chunks).start()
     try:
-        result = asyncio.run(run(stack, rounds=args.rounds, turns=args.turns))
+        result = asyncio.run(run(stack, rounds=args.rounds, turns=args.turns, api_key=args.api_key))
     finally:
         stack.stop()
     cpu, times = result["cpu"], result["times"]
-    print(f"{args.rounds} rounds × {args.turns} turns per side, {args.chunks} chunks per answer")
+    print(f"{args.rounds} rounds × {args.turns} turns per side, {args.chunks} chunks per answer, "
+          f"the OpenAI side with {'an API key' if args.api_key else 'the JWT'}")
     for side in cpu:
         ttfc = statistics.median(t[0] for t in times[side])
         total = statistics.median(t[1] for t in times[side])
