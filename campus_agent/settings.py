@@ -256,6 +256,10 @@ SSE_PING_SEC = env.float("SSE_PING_SEC", default=15.0)
 CHAT_MAX_CONCURRENT_STREAMS = env.int("CHAT_MAX_CONCURRENT_STREAMS", default=3)
 CHAT_RATE_PER_MINUTE = env.int("CHAT_RATE_PER_MINUTE", default=20)
 KEYWORD_FALLBACK_ENABLED = env.bool("KEYWORD_FALLBACK_ENABLED", default=True)
+# The OpenAI-compatible API (docs/clients.md): a client sends its whole history with each question,
+# so its body may be larger than the 64 KB of the other endpoints; and no more messages than this.
+OPENAI_API_BODY_MAX_BYTES = env.int("OPENAI_API_BODY_MAX_BYTES", default=1024 * 1024)
+OPENAI_API_MESSAGES_MAX = env.int("OPENAI_API_MESSAGES_MAX", default=1000)
 # --- caps on what the model and tools send (issue 20, docs/runtime.md "Caps") -----------------
 # Tool calls run per model round; further calls are not run and the model is told.
 MAX_TOOL_CALLS_PER_ROUND = env.int("MAX_TOOL_CALLS_PER_ROUND", default=16)
