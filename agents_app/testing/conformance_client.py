@@ -1,0 +1,165 @@
+"""The client the official MCP conformance suite (`@modelcontextprotocol/conformance`) runs:
+`scripts/mcp-conformance-client URL` (scripts/mcp-conformance.sh drives the whole suite).
+
+The suite starts a scripted server for one scenario, then this command with the server's URL
+as its last argument, the scenario's name in `MCP_CONFORMANCE_SCENARIO`, scenario data (OAuth
+settings, the tool calls to make) as JSON in `MCP_CONFORMANCE_CONTEXT` and the wire revision of
+its leg in `MCP_CONFORMANCE_PROTOCOL_VERSION`; it judges what the client sent.
+
+This is not a second client: it does what a turn does, through the project's own code — an
+McpService row (built in memory, never saved), the tool list through the per-service cache
+and the pooled session (`mcp_service_tool_infos`), each call through the runtime's MCP tool
+(`McpTool.run`: the circuit breaker, `mcp_tool_call`, the result conversion), with a request
+id as a turn has one. Nothing here picks the protocol revision per leg: the project connects
+with the SDK's `mode="auto"` whatever the server, as in production (the SDK's own reference
+client, `.github/actions/conformance/client.py` in python-sdk, pins `mode="legacy"` on the
+handshake-era leg instead).
+
+What each scenario calls is the reference client's script: list the tools, then call the tools
+the scenario's server judges (`SCENARIO_CALLS`); scenarios not named there (`initialize`,
+`json-schema-ref-no-deref`, the `auth/*` ones) only list. Progress text a tool streams goes to
+stderr, as the page would show it in the tool's chip.
+
+Exit status: 0 when the listing (and the calls a scenario makes) went through the project's
+path, whatever the tool results said (the suite judges the wire, not our verdict); 1 when the
+service could not be reached, 2 on a usage error.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import uuid
+from collections.abc import Callable
+
+
+def _calls_add_numbers(infos, context) -> list[tuple[str, dict]]:
+    return [("add_numbers", {"a": 5, "b": 3})]
+
+
+def _calls_every_tool(infos, context) -> list[tuple[str, dict]]:
+    # http-invalid-tool-headers: every tool the client kept (the SDK drops those whose
+    # x-mcp-header annotations are malformed), each with the least its schema requires.
+    return [(info.name, stub_arguments(info.input_schema or {})) for info in infos]
+
+
+def _calls_from_context(infos, context) -> list[tuple[str, dict]]:
+    # http-custom-headers: the suite names the exact arguments (edge cases of the header mirror).
+    return [(call["name"], call.get("arguments") or {}) for call in context.get("toolCalls", [])]
+
+
+def _calls_schema_echo(infos, context) -> list[tuple[str, dict]]:
+    # json-schema-2020-12-preservation: send back the focal tool's inputSchema as the project
+    # kept it from tools/list; the server diffs it against what it listed.
+    focal = next(info for info in infos if info.name == "json_schema_2020_12_tool")
+    return [("json_schema_echo", {"schema": focal.input_schema})]
+
+
+def _calls_mrtr(infos, context) -> list[tuple[str, dict]]:
+    return [(name, {}) for name in ("test_mrtr_echo_state", "test_mrtr_unrelated", "test_mrtr_no_state",
+                                    "test_mrtr_no_result_type")]
+
+
+SCENARIO_CALLS: dict[str, Callable] = {
+    "tools_call": _calls_add_numbers,
+    "request-metadata": _calls_add_numbers,
+    "http-standard-headers": _calls_add_numbers,
+    "sse-retry": lambda infos, context: [("test_reconnection", {})],
+    "http-invalid-tool-headers": _calls_every_tool,
+    "http-custom-headers": _calls_from_context,
+    "json-schema-2020-12-preservation": _calls_schema_echo,
+    "elicitation-sep1034-client-defaults": lambda infos, context: [("test_client_elicitation_defaults", {})],
+    "sep-2322-client-request-state": _calls_mrtr,
+}
+_STUB_VALUES = {"string": "x", "integer": 0, "number": 0, "boolean": False, "object": {}, "array": [], "null": None}
+
+
+def stub_arguments(schema: dict) -> dict:
+    """The least arguments that satisfy a schema's `required` list."""
+    properties = schema.get("properties") or {}
+    return {name: _STUB_VALUES.get((properties.get(name) or {}).get("type"), "x") for name in schema.get("required", [])}
+
+
+def conformance_service(url: str):
+    """A streamable-HTTP McpService for the suite's server, in memory only (no database)."""
+    from django.utils import timezone
+
+    from agents_app.models import McpService
+
+    now = timezone.now()
+    return McpService(pk=1, name="conformance", protocol=McpService.Protocol.STREAMABLE_HTTP,
+                      config={"url": url}, timeout_sec=30, created_at=now, updated_at=now)
+
+
+async def scenario_run(*, scenario: str, url: str, context: dict) -> int:
+    """Lists the tools and makes the scenario's calls the way a turn does (module docstring)."""
+    from loguru import logger
+
+    from agents_app.mcp.pool import McpUnavailable, mcp_pool_close
+    from agents_app.mcp.tools import mcp_service_tool_infos
+    from agents_app.runtime.context import RunContext
+    from agents_app.runtime.mcp_tool import McpTool
+    from campus_agent.request_id import request_id_set
+
+    ctx = RunContext(request_id=uuid.uuid4().hex[:16], conversation_id="mcp-conformance")
+    request_id_set(ctx.request_id)
+    service = conformance_service(url)
+
+    async def emit(text: str) -> None:
+        sys.stderr.write(f"[tool_chunk] {text}")
+
+    try:
+        try:
+            infos = await mcp_service_tool_infos(service=service)
+        except McpUnavailable as exc:
+            logger.error("conformance: the tools could not be listed: {}", exc)
+            return 1
+        logger.info("conformance: scenario={} tools={}", scenario, [info.name for info in infos])
+        tools = {info.name: McpTool(service=service, info=info) for info in infos}
+        plan = SCENARIO_CALLS.get(scenario)
+        for name, args in plan(infos, context) if plan else []:
+            tool = tools.get(name)
+            if tool is None:  # not listed, or dropped by the SDK (a malformed x-mcp-header)
+                logger.info("conformance: {} is not offered, not called", name)
+                continue
+            outcome = await tool.run(args, ctx, emit)
+            logger.info("conformance: {} ok={} text={}", name, outcome.ok, outcome.text[:200])
+        return 0
+    finally:
+        await mcp_pool_close()
+
+
+def _django_setup() -> None:
+    # Nothing of a deployment's .env may steer this throwaway process: no Redis (the breaker keeps
+    # its state in the process's memory), no database (nothing is saved), no tracing, no log file.
+    os.environ.update({"REDIS_URL": "", "DATABASE_URL": "sqlite:///:memory:", "OTEL_SDK_DISABLED": "true"})
+    os.environ["DJANGO_SETTINGS_MODULE"] = "agents_app.testing.conformance_settings"
+    import django
+    from loguru import logger
+
+    django.setup()
+    from campus_agent.logging import LOG_FORMAT
+
+    logger.remove()  # stdout is the suite's record of the client; the log goes to stderr
+    logger.add(sys.stderr, level=os.environ.get("LOG_LEVEL", "DEBUG"), format=LOG_FORMAT, backtrace=False,
+               diagnose=False)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv:
+        print("usage: scripts/mcp-conformance-client URL  (scenario in MCP_CONFORMANCE_SCENARIO)", file=sys.stderr)
+        return 2
+    scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "initialize")
+    try:
+        context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
+    except ValueError:
+        print("MCP_CONFORMANCE_CONTEXT is not JSON", file=sys.stderr)
+        return 2
+    _django_setup()
+    return asyncio.run(scenario_run(scenario=scenario, url=argv[-1], context=context))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# The official MCP conformance suite (@modelcontextprotocol/conformance, pinned below) against the
+# project's MCP client: every client scenario, driven through scripts/mcp-conformance-client
+# (the pool, the breaker, McpTool.run: agents_app/testing/conformance_client.py). Set-up included:
+# a Node ≥ 22 (scripts/node.sh) and the pinned suite are fetched into .cache/ on the first run.
+#
+#   scripts/mcp-conformance.sh                 # the three legs below
+#   scripts/mcp-conformance.sh 2026-07-28      # only the legs named
+#   MCP_CONFORMANCE_PKG_VERSION=0.2.0-alpha.12 scripts/mcp-conformance.sh   # try another release
+#
+# Legs (as the mcp SDK's own CI runs them):
+#   all         --suite all: every scenario at the suite's default wire for it; the only leg that
+#               reaches the extension scenarios (auth/client-credentials-*, auth/dpop* …)
+#   2025-11-25  --suite all --spec-version 2025-11-25: every scenario of that revision, over the
+#               initialize handshake
+#   2026-07-28  --suite all --spec-version 2026-07-28: every scenario of that revision, stateless
+#               with per-request _meta
+# Each leg reads scripts/mcp-conformance/expected-failures.<leg>.yml: only what is out of scope
+# now, each entry with its reason. Exit status 1 when any leg has an unexpected failure or an
+# expected failure that passes (a stale entry: remove it); the pass counts per leg and per
+# requirement set are printed at the end. Results: test-artifacts/mcp-conformance/<leg>/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root="$PWD"
+
+SUITE_VERSION="${MCP_CONFORMANCE_PKG_VERSION:-0.2.0-alpha.11}"
+# Scenarios of a leg run all at once, one client process each: on a busy 2-core machine a client
+# start (Python, Django, the mcp SDK) alone takes many seconds, so the suite's 30 s default is short.
+TIMEOUT_MS="${MCP_CONFORMANCE_TIMEOUT_MS:-180000}"
+legs=("$@")
+[ "${#legs[@]}" -gt 0 ] || legs=(all 2025-11-25 2026-07-28)
+
+if [ ! -x .venv/bin/python ]; then  # a fresh clone: the virtualenv scripts/run.sh uses
+  bash scripts/_venv.sh requirements.txt
+fi
+source scripts/node.sh
+suite_dir="$root/.cache/conformance/$SUITE_VERSION"
+if [ ! -x "$suite_dir/node_modules/.bin/conformance" ]; then
+  echo "Installing @modelcontextprotocol/conformance@$SUITE_VERSION into .cache/conformance/…" >&2
+  npm install --prefix "$suite_dir" --no-audit --no-fund --no-save --loglevel=error \
+    "@modelcontextprotocol/conformance@$SUITE_VERSION" >&2
+fi
+conformance="$suite_dir/node_modules/.bin/conformance"
+requirements="$suite_dir/node_modules/@modelcontextprotocol/conformance/requirements"
+out="$root/test-artifacts/mcp-conformance"
+
+status=0
+summary_args=()
+started=$SECONDS
+for leg in "${legs[@]}"; do
+  case "$leg" in
+    all) selection=(--suite all) ;;
+    2025-11-25 | 2026-07-28) selection=(--suite all --spec-version "$leg") ;;
+    *) echo "unknown leg: $leg (all, 2025-11-25, 2026-07-28)" >&2; exit 2 ;;
+  esac
+  rm -rf "${out:?}/$leg" && mkdir -p "$out/$leg"
+  echo "== MCP conformance $SUITE_VERSION, leg $leg =="
+  leg_started=$SECONDS
+  # The suite writes its default results/ into the working directory: run it from the leg's own.
+  rc=0
+  (cd "$out/$leg" && "$conformance" client --command "$root/scripts/mcp-conformance-client" \
+      "${selection[@]}" --timeout "$TIMEOUT_MS" \
+      --expected-failures "$root/scripts/mcp-conformance/expected-failures.$leg.yml" \
+      --output-dir "$out/$leg") >"$out/$leg.log" 2>&1 || rc=$?
+  # The suite's summary (the per-check lines of every scenario are in the log).
+  sed 's/\x1b\[[0-9;]*m//g' "$out/$leg.log" | sed -n '/^=== SUITE SUMMARY ===/,$p' | grep -v '^\s*$' || true
+  if [ "$rc" -eq 0 ]; then
+    echo "leg $leg: as expected ($((SECONDS - leg_started)) s)"
+  else
+    echo "leg $leg: UNEXPECTED results (exit $rc), see test-artifacts/mcp-conformance/$leg.log ($((SECONDS - leg_started)) s)"
+    status=1
+  fi
+  summary_args+=("$leg=$out/$leg")
+done
+
+echo "== pass counts (suite $SUITE_VERSION, $((SECONDS - started)) s) =="
+.venv/bin/python -m agents_app.testing.conformance_summary "$requirements" "${summary_args[@]}"
+exit "$status"
