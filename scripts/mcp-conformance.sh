@@ -24,9 +24,14 @@ cd "$(dirname "$0")/.."
 root="$PWD"
 
 SUITE_VERSION="${MCP_CONFORMANCE_PKG_VERSION:-0.2.0-alpha.11}"
-# Scenarios of a leg run all at once, one client process each: on a busy 2-core machine a client
-# start (Python, Django, the mcp SDK) alone takes many seconds, so the suite's 30 s default is short.
-TIMEOUT_MS="${MCP_CONFORMANCE_TIMEOUT_MS:-180000}"
+# The suite starts every scenario of a leg at once, one client process each; the clients take
+# turns, MCP_CONFORMANCE_SLOTS at a time (conformance_client._slot_take), so a scenario's clock
+# runs while its client waits: hence a timeout far above the suite's 30 s default.
+TIMEOUT_MS="${MCP_CONFORMANCE_TIMEOUT_MS:-600000}"
+export MCP_CONFORMANCE_SLOTS="${MCP_CONFORMANCE_SLOTS:-2}"
+MCP_CONFORMANCE_SLOTS_DIR="$(mktemp -d)"
+export MCP_CONFORMANCE_SLOTS_DIR
+trap 'rm -rf "$MCP_CONFORMANCE_SLOTS_DIR"' EXIT
 legs=("$@")
 [ "${#legs[@]}" -gt 0 ] || legs=(all 2025-11-25 2026-07-28)
 

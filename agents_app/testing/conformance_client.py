@@ -130,10 +130,35 @@ async def scenario_run(*, scenario: str, url: str, context: dict) -> int:
         await mcp_pool_close()
 
 
+def _slot_take():
+    """Waits for one of `MCP_CONFORMANCE_SLOTS` (default 2) slots, lock files in
+    `MCP_CONFORMANCE_SLOTS_DIR`, when that is set (scripts/mcp-conformance.sh sets it), and holds
+    it until the process ends. The suite starts every scenario's client at once; forty Pythons
+    importing Django and the SDK on two cores take minutes, and every scenario then fails on a
+    timeout, not on what the client did."""
+    slots_dir = os.environ.get("MCP_CONFORMANCE_SLOTS_DIR")
+    if not slots_dir:
+        return None
+    import fcntl
+    import time
+
+    slots = max(1, int(os.environ.get("MCP_CONFORMANCE_SLOTS") or 2))
+    while True:
+        for slot in range(slots):
+            handle = open(os.path.join(slots_dir, f"slot-{slot}"), "w")  # noqa: SIM115 - held until exit
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return handle
+            except BlockingIOError:
+                handle.close()
+        time.sleep(0.05)
+
+
 def _django_setup() -> None:
     # Nothing of a deployment's .env may steer this throwaway process: no Redis (the breaker keeps
     # its state in the process's memory), no database (nothing is saved), no tracing, no log file.
     os.environ.update({"REDIS_URL": "", "DATABASE_URL": "sqlite:///:memory:", "OTEL_SDK_DISABLED": "true"})
+    os.environ.setdefault("LOG_LEVEL", "DEBUG")  # the SDK's own lines too: the results keep stderr
     os.environ["DJANGO_SETTINGS_MODULE"] = "agents_app.testing.conformance_settings"
     import django
     from loguru import logger
@@ -157,6 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError:
         print("MCP_CONFORMANCE_CONTEXT is not JSON", file=sys.stderr)
         return 2
+    slot = _slot_take()  # noqa: F841 - held while the process runs
     _django_setup()
     return asyncio.run(scenario_run(scenario=scenario, url=argv[-1], context=context))
 
