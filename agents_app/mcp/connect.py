@@ -137,11 +137,12 @@ def mcp_http_client(headers: dict | None = None, timeout: httpx2.Timeout | None 
 
 
 async def mcp_client_enter(*, service: McpService, stack: AsyncExitStack, errlog=None, logging_callback=None,
-                           message_handler=None) -> Client:
+                           message_handler=None, elicitation_callback=None) -> Client:
     """Enters a connected, initialised `mcp.Client` on `stack` (exit it in the same task), which
     introduces itself as CLIENT_INFO and asks 2026-07-28 servers for their log from
     `MCP_SERVER_LOG_LEVEL` up. `errlog`: a file for a stdio server's stderr (default: this
-    process's); `logging_callback`, `message_handler`: the session's (notifications.py)."""
+    process's); `logging_callback`, `message_handler`, `elicitation_callback`: the session's
+    (notifications.py)."""
     config = service.config or {}
     timeout = float(service.timeout_sec)
     if service.protocol == McpService.Protocol.STDIO:
@@ -161,7 +162,7 @@ async def mcp_client_enter(*, service: McpService, stack: AsyncExitStack, errlog
         raise ValueError(f"unknown MCP protocol {service.protocol!r}")
     client = Client(
         transport, read_timeout_seconds=timeout, client_info=CLIENT_INFO, log_level=settings.MCP_SERVER_LOG_LEVEL or None,
-        logging_callback=logging_callback, message_handler=message_handler,
+        logging_callback=logging_callback, message_handler=message_handler, elicitation_callback=elicitation_callback,
     )
     return await stack.enter_async_context(client)
 

@@ -1,5 +1,5 @@
-"""What an MCP server tells a session besides its answers (docs/runtime.md, "MCP: progress and
-notifications"):
+"""What an MCP server tells (or asks) a session besides its answers (docs/runtime.md, "MCP:
+progress and notifications"):
 
 - `notifications/progress` during a call: handled per call (tools.py, `progress_text`), shown
   live on the tool's chip as `tool_chunk` lines.
@@ -8,6 +8,11 @@ notifications"):
 - `notifications/tools/list_changed`: the service's cached tool list is dropped, so the next turn
   lists again (`server_message_handler` on a handshake-era session; on a 2026-07-28 session
   changes come only on a `subscriptions/listen` stream, which `tool_list_watch` keeps open).
+
+- an elicitation (the server asks the user for input, in the call or as a 2026-07-28
+  `InputRequiredResult`): declined for now (`elicitation_decline`), since no person can answer
+  it yet (issue 23, point 3); the server gets a clear answer, and its retry carries the
+  `requestState` it sent, as SEP-2322 asks, instead of the call failing.
 
 The pool (pool.py) makes one set of these per session; tools.py marks each call in flight
 (`mcp_call_in_flight`) so a log line can be given to the call it belongs to.
@@ -129,6 +134,13 @@ def server_message_handler(service: McpService):
             logger.debug("MCP transport fault service={} error={}", service.name, type(message).__name__)
 
     return handle
+
+
+async def elicitation_decline(context, params: types.ElicitRequestParams) -> types.ElicitResult:
+    """The session's `elicitation_callback` until a person can be asked (issue 23, point 3)."""
+    logger.info("MCP elicitation declined (not supported yet) mode={} message={}", getattr(params, "mode", None),
+                clip_text(getattr(params, "message", ""), 100))
+    return types.ElicitResult(action="decline")
 
 
 async def tool_list_watch(*, client, service: McpService) -> None:

@@ -24,7 +24,12 @@ from agents_app.mcp.connect import (
     mcp_http_status_watch,
     mcp_service_fingerprint,
 )
-from agents_app.mcp.notifications import server_log_callback, server_message_handler, tool_list_watch
+from agents_app.mcp.notifications import (
+    elicitation_decline,
+    server_log_callback,
+    server_message_handler,
+    tool_list_watch,
+)
 from agents_app.models import McpService
 
 # After a failed open, the service is left out at once for this long instead of making every
@@ -62,7 +67,8 @@ class PooledSession:
                 async with AsyncExitStack() as stack:
                     client = await mcp_client_enter(service=service, stack=stack,
                                                     logging_callback=server_log_callback(service),
-                                                    message_handler=server_message_handler(service))
+                                                    message_handler=server_message_handler(service),
+                                                    elicitation_callback=elicitation_decline)
                     self._ready.set_result(client)
                     logger.info("MCP session opened service={} protocol={} revision={}", service.name,
                                 service.protocol, client.protocol_version)

@@ -19,7 +19,8 @@ tracing: its `_meta` and, over HTTP, its `X-Request-Id` and `traceparent` header
 `server_log` (sends its `text` as a log message, `notifications/message`, at `level`),
 `tools_change` (adds the tool ADDED_TOOL and announces the change: `notifications/tools/list_changed`
 on a handshake-era session, a `subscriptions/listen` event on a 2026-07-28 one), `client_info`
-(the client's `clientInfo` as the server saw it, as JSON).
+(the client's `clientInfo` as the server saw it, as JSON), `confirm` (asks the user to confirm,
+an elicitation, and says what the client answered).
 """
 from __future__ import annotations
 
@@ -32,7 +33,18 @@ import warnings
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import CallToolResult, ImageContent, ResourceLink, TextContent, ToolAnnotations
+from mcp_types import (
+    CallToolResult,
+    ElicitRequest,
+    ElicitRequestFormParams,
+    ImageContent,
+    InputRequiredResult,
+    ResourceLink,
+    TextContent,
+    ToolAnnotations,
+)
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import BaseModel
 from typing_extensions import TypedDict
 
 from campus_agent.testing.servers import ServedApp
@@ -46,7 +58,12 @@ HANDBOOK_URL = "https://jwc.example.edu.cn/handbook.pdf"
 HANDBOOK_NAME = "学生手册"
 TIMETABLE_TITLE = "课表查询"
 PROGRESS_MESSAGE = "正在查询第 {step} 项"
+CONFIRM_MESSAGE = "确定要退选这门课吗？"
 ADDED_TOOL = "added_later"
+
+
+class Confirmation(BaseModel):
+    confirmed: bool
 
 
 class Forecast(TypedDict):
@@ -152,6 +169,21 @@ def build_server(name: str = "campus-test", *, slow_cancelled: threading.Event |
         await ctx.notify_tools_changed()  # 2026-07-28: the subscriptions/listen streams
         await ctx.request_context.session.send_tool_list_changed()  # handshake era (dropped on 2026-07-28)
         return "changed"
+
+    @server.tool(description="请用户确认后再继续（elicitation）。")
+    async def confirm(ctx: Context) -> str | InputRequiredResult:
+        if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:  # the handshake era asks within the call
+            answer = await ctx.elicit(CONFIRM_MESSAGE, Confirmation)
+            return f"answer={answer.action}"
+        # 2026-07-28: no request to the client; the question is the result, the answer comes with
+        # the client's retry, beside the state this round handed out (SEP-2322).
+        if not ctx.input_responses:
+            params = ElicitRequestFormParams(message=CONFIRM_MESSAGE,
+                                             requested_schema=Confirmation.model_json_schema())
+            return InputRequiredResult(input_requests={"confirm": ElicitRequest(params=params)},
+                                       request_state="round-1")
+        answer = ctx.input_responses["confirm"]
+        return f"answer={answer.action} state={ctx.request_state}"
 
     @server.tool(description="客户端报上的名字和版本。")
     def client_info(ctx: Context) -> str:

@@ -173,6 +173,18 @@ async def test_the_handshake_names_the_project_too(mcp_service_http, make_agent,
     assert json.loads(result.content) == {"name": PRODUCT_NAME, "version": VERSION}
 
 
+@pytest.mark.parametrize("era", ["default", "handshake"])
+async def test_an_elicitation_is_declined_for_now(mcp_service_http, make_agent, llm_settings, monkeypatch, era):
+    """No person can answer one yet (issue 23, point 3): the server hears a decline, the call goes on."""
+    if era == "handshake":
+        _handshake_era(monkeypatch)
+    agent = await make_agent(mcp_service_http)
+    [result] = [e for e in await turn(agent, llm_settings, ("http-tools__confirm", {})) if isinstance(e, ToolResult)]
+    # On 2026-07-28 the answer comes with the retry, beside the state the server handed out.
+    expected = "answer=decline" if era == "handshake" else "answer=decline state=round-1"
+    assert (result.ok, result.content) == (True, expected)
+
+
 def test_the_conformance_client_lists_through_the_project(mcp_http_server):
     """scripts/mcp-conformance-client as the suite runs it (one scenario, a tiny local server);
     the whole suite runs in scripts/mcp-conformance.sh, not here."""
