@@ -147,18 +147,22 @@ async def tool_list_watch(*, client, service: McpService) -> None:
     """On a 2026-07-28 session whose server announces tool list changes, keeps a
     `subscriptions/listen` stream open and drops the cached list on each change (handshake-era
     sessions get `notifications/tools/list_changed` through server_message_handler instead).
-    Runs until cancelled (the session closing); a stream that ends is opened again, after
-    dropping the list, since changes may have been missed meanwhile."""
+    Runs until cancelled (the session closing). A stream that ends is opened again; once it is,
+    the list is dropped, since changes may have come meanwhile (not before: while the server is
+    down the cached list keeps its tools offered, their calls failing readably)."""
     if client.protocol_version not in MODERN_PROTOCOL_VERSIONS:
         return
     tools = client.server_capabilities.tools
     if not (tools and tools.list_changed):
         return
     refusals = 0
+    lost = False
     while refusals < LISTEN_REFUSALS_MAX:
         try:
             async with client.listen(tools_list_changed=True) as subscription:
                 refusals = -1  # acknowledged: counted afresh once it ends
+                if lost:  # changes may have come while there was no stream
+                    mcp_tools_cache_drop(service_id=service.pk)
                 logger.debug("MCP listening for tool list changes service={}", service.name)
                 async for _event in subscription:
                     mcp_tools_cache_drop(service_id=service.pk)
@@ -168,7 +172,7 @@ async def tool_list_watch(*, client, service: McpService) -> None:
         except Exception as exc:  # noqa: BLE001 - the session's owner decides whether it is broken
             logger.info("MCP tool list stream ended service={} reason={}", service.name, type(exc).__name__)
         refusals += 1
-        mcp_tools_cache_drop(service_id=service.pk)
+        lost = True
         await asyncio.sleep(RELISTEN_SEC)
     logger.warning("MCP service={} refused {} tool list streams: changes are seen at its next save only",
                    service.name, LISTEN_REFUSALS_MAX)
