@@ -24,14 +24,13 @@ cd "$(dirname "$0")/.."
 root="$PWD"
 
 SUITE_VERSION="${MCP_CONFORMANCE_PKG_VERSION:-0.2.0-alpha.11}"
-# The suite starts every scenario of a leg at once, one client process each; the clients take
-# turns, MCP_CONFORMANCE_SLOTS at a time (conformance_client._slot_take), so a scenario's clock
-# runs while its client waits: hence a timeout far above the suite's 30 s default.
+# The suite starts every scenario of a leg at once, one client process each. Started cold, the
+# clients take turns, MCP_CONFORMANCE_SLOTS at a time (conformance_client._slot_take), and a
+# scenario's clock runs while its client waits: hence a timeout far above the suite's 30 s default.
 TIMEOUT_MS="${MCP_CONFORMANCE_TIMEOUT_MS:-600000}"
 export MCP_CONFORMANCE_SLOTS="${MCP_CONFORMANCE_SLOTS:-2}"
 MCP_CONFORMANCE_SLOTS_DIR="$(mktemp -d)"
 export MCP_CONFORMANCE_SLOTS_DIR
-trap 'rm -rf "$MCP_CONFORMANCE_SLOTS_DIR"' EXIT
 legs=("$@")
 [ "${#legs[@]}" -gt 0 ] || legs=(all 2025-11-25 2026-07-28)
 
@@ -48,6 +47,28 @@ fi
 conformance="$suite_dir/node_modules/.bin/conformance"
 requirements="$suite_dir/node_modules/@modelcontextprotocol/conformance/requirements"
 out="$root/test-artifacts/mcp-conformance"
+
+# One warm client process (Django, the project and the SDK imported once) forks a child for each
+# client the suite spawns (conformance_client.zygote_serve); MCP_CONFORMANCE_WARM=0 starts every
+# client cold instead, taking turns for the MCP_CONFORMANCE_SLOTS.
+zygote_pid=""
+cleanup() {
+  [ -z "$zygote_pid" ] || kill "$zygote_pid" 2>/dev/null || true
+  rm -rf "$MCP_CONFORMANCE_SLOTS_DIR"
+}
+trap cleanup EXIT
+if [ "${MCP_CONFORMANCE_WARM:-1}" != 0 ]; then
+  export MCP_CONFORMANCE_ZYGOTE="$MCP_CONFORMANCE_SLOTS_DIR/client.sock"
+  .venv/bin/python -m agents_app.testing.conformance_client --serve "$MCP_CONFORMANCE_ZYGOTE" \
+    2>"$MCP_CONFORMANCE_SLOTS_DIR/client.log" &
+  zygote_pid=$!
+  for _ in $(seq 1 600); do [ -S "$MCP_CONFORMANCE_ZYGOTE" ] && break; sleep 0.1; done
+  if [ ! -S "$MCP_CONFORMANCE_ZYGOTE" ]; then
+    cat "$MCP_CONFORMANCE_SLOTS_DIR/client.log" >&2
+    echo "the warm conformance client did not start" >&2
+    exit 1
+  fi
+fi
 
 status=0
 summary_args=()

@@ -18,6 +18,7 @@ import httpx2
 from loguru import logger
 from mcp import MCPError
 from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, PARSE_ERROR
+from pydantic import ValidationError
 
 from agents_app.mcp.connect import (
     exception_text,
@@ -106,6 +107,8 @@ def mcp_source_failed(exc: BaseException, status: int | None = None) -> bool:
         return not _client_error(status if status is not None else exc.status)
     if status is not None:
         return not _client_error(status)
+    if isinstance(exc, ValidationError):  # the server answered, with a result the SDK refuses
+        return False
     return not (isinstance(exc, MCPError) and exc.code != CONNECTION_CLOSED)
 
 
@@ -124,6 +127,10 @@ def mcp_failure_reason(exc: BaseException, status: int | None = None) -> str:
         if status >= 500:
             return HTTP_SERVER_ERROR_REASON.format(status=status)
         return HTTP_CLIENT_ERROR_REASON.format(status=status)
+    if isinstance(exc, ValidationError):
+        # The SDK parses a result against the negotiated revision's schema and raises this for one
+        # that breaks it (mcp 2.3 on 2026-07-28: a result without `resultType`, SEP-2322).
+        return BAD_ANSWER_REASON
     if isinstance(exc, MCPError):
         if exc.code == CONNECTION_CLOSED:
             return CLOSED_REASON

@@ -29,6 +29,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
+import socket
+import struct
 import sys
 import uuid
 from collections.abc import Callable
@@ -171,20 +174,117 @@ def _django_setup() -> None:
                diagnose=False)
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if not argv:
-        print("usage: scripts/mcp-conformance-client URL  (scenario in MCP_CONFORMANCE_SCENARIO)", file=sys.stderr)
-        return 2
+def _scenario_main(argv: list[str]) -> int:
+    """One scenario in this (already set-up) process: argv's last item is the URL."""
     scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "initialize")
     try:
         context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
     except ValueError:
         print("MCP_CONFORMANCE_CONTEXT is not JSON", file=sys.stderr)
         return 2
+    return asyncio.run(scenario_run(scenario=scenario, url=argv[-1], context=context))
+
+
+# --- the warm start (scripts/mcp-conformance.sh) --------------------------------------------------
+#
+# Each client start imports Django, the project and the mcp SDK: about 2.5 s of CPU, and the suite
+# starts one per scenario, over a hundred a run. So the script starts one process that has done all
+# that (`--serve SOCKET`), and each client it spawns hands it its stdin, stdout and stderr over a
+# Unix socket (SCM_RIGHTS) with its argv and MCP_CONFORMANCE_* variables; the warm process forks a
+# child that takes those as its own and runs the scenario, as a fresh process would, and sends back
+# its exit status. Same code, same per-scenario process; only the imports are shared.
+
+ZYGOTE_ENV = "MCP_CONFORMANCE_ZYGOTE"
+_LENGTH = struct.Struct("!I")
+
+
+def _zygote_child(conn: socket.socket, fds: list[int], payload: bytes) -> None:
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    for number, fd in enumerate(fds):  # the spawned client's stdin, stdout, stderr become ours
+        os.dup2(fd, number)
+        os.close(fd)
+    request = json.loads(payload)
+    os.environ.update(request["env"])
+    try:
+        status = _scenario_main(request["argv"])
+    except BaseException:  # noqa: BLE001 - reported as the exit status, like a crash of a fresh process
+        import traceback
+
+        traceback.print_exc()
+        status = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    conn.sendall(_LENGTH.pack(status))
+    os._exit(status)
+
+
+def zygote_serve(path: str) -> None:
+    """Sets up once, then forks a child per client that connects to `path` (see above)."""
+    _django_setup()
+    import mcp.client.streamable_http  # noqa: F401
+
+    import agents_app.mcp.tools  # noqa: F401 - the imports every child needs, made once
+    import agents_app.runtime.mcp_tool  # noqa: F401
+
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(path)
+    server.listen(128)
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
+    print(f"conformance client ready at {path}", file=sys.stderr, flush=True)
+    while True:
+        conn, _ = server.accept()
+        try:
+            header, fds, _, _ = socket.recv_fds(conn, _LENGTH.size, 3)
+            (size,) = _LENGTH.unpack(header)
+            payload = b""
+            while len(payload) < size:
+                chunk = conn.recv(size - len(payload))
+                if not chunk:
+                    break
+                payload += chunk
+        except (OSError, struct.error):
+            conn.close()
+            continue
+        sys.stdout.flush()
+        sys.stderr.flush()
+        if os.fork() == 0:
+            server.close()
+            _zygote_child(conn, fds, payload)
+        conn.close()
+        for fd in fds:
+            os.close(fd)
+
+
+def _zygote_run(path: str, argv: list[str]) -> int:
+    """This client's run in a child of the warm process at `path`; its exit status."""
+    env = {name: value for name, value in os.environ.items() if name.startswith("MCP_CONFORMANCE_")}
+    payload = json.dumps({"argv": argv, "env": env}).encode()
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.connect(path)
+        socket.send_fds(conn, [_LENGTH.pack(len(payload))], [0, 1, 2])
+        conn.sendall(payload)
+        answer = b""
+        while len(answer) < _LENGTH.size:
+            chunk = conn.recv(_LENGTH.size - len(answer))
+            if not chunk:
+                return 1  # the child died before it could say
+            answer += chunk
+    return _LENGTH.unpack(answer)[0]
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--serve"] and len(argv) == 2:
+        zygote_serve(argv[1])
+        return 0
+    if not argv:
+        print("usage: scripts/mcp-conformance-client URL  (scenario in MCP_CONFORMANCE_SCENARIO)", file=sys.stderr)
+        return 2
+    if os.environ.get(ZYGOTE_ENV):
+        return _zygote_run(os.environ[ZYGOTE_ENV], argv)
     slot = _slot_take()  # noqa: F841 - held while the process runs
     _django_setup()
-    return asyncio.run(scenario_run(scenario=scenario, url=argv[-1], context=context))
+    return _scenario_main(argv)
 
 
 if __name__ == "__main__":
