@@ -24,9 +24,9 @@ cd "$(dirname "$0")/.."
 root="$PWD"
 
 SUITE_VERSION="${MCP_CONFORMANCE_PKG_VERSION:-0.2.0-alpha.11}"
-# The suite starts every scenario of a leg at once, one client process each. Started cold, the
-# clients take turns, MCP_CONFORMANCE_SLOTS at a time (conformance_client._slot_take), and a
-# scenario's clock runs while its client waits: hence a timeout far above the suite's 30 s default.
+# The suite starts every scenario of a leg at once, one client process each. The clients take
+# turns, MCP_CONFORMANCE_SLOTS at a time (conformance_client._slot_take), and a scenario's clock
+# runs while its client waits: hence a timeout far above the suite's 30 s default.
 TIMEOUT_MS="${MCP_CONFORMANCE_TIMEOUT_MS:-600000}"
 export MCP_CONFORMANCE_SLOTS="${MCP_CONFORMANCE_SLOTS:-2}"
 MCP_CONFORMANCE_SLOTS_DIR="$(mktemp -d)"
@@ -49,8 +49,8 @@ requirements="$suite_dir/node_modules/@modelcontextprotocol/conformance/requirem
 out="$root/test-artifacts/mcp-conformance"
 
 # One warm client process (Django, the project and the SDK imported once) forks a child for each
-# client the suite spawns (conformance_client.zygote_serve); MCP_CONFORMANCE_WARM=0 starts every
-# client cold instead, taking turns for the MCP_CONFORMANCE_SLOTS.
+# client the suite spawns (conformance_client.zygote_serve): the three legs take about 75 s on a
+# shared 2-core machine. MCP_CONFORMANCE_WARM=0 starts every client cold instead (16 min there).
 zygote_pid=""
 cleanup() {
   [ -z "$zygote_pid" ] || kill "$zygote_pid" 2>/dev/null || true

@@ -136,9 +136,10 @@ async def scenario_run(*, scenario: str, url: str, context: dict) -> int:
 def _slot_take():
     """Waits for one of `MCP_CONFORMANCE_SLOTS` (default 2) slots, lock files in
     `MCP_CONFORMANCE_SLOTS_DIR`, when that is set (scripts/mcp-conformance.sh sets it), and holds
-    it until the process ends. The suite starts every scenario's client at once; forty Pythons
-    importing Django and the SDK on two cores take minutes, and every scenario then fails on a
-    timeout, not on what the client did."""
+    it until the process ends. The suite starts every scenario's client at once; forty clients
+    on two cores (cold: each importing Django and the SDK; warm: each still making its HTTP client,
+    TLS context included) starve each other and the suite's servers until the scenarios fail on
+    a timeout, not on what the client did."""
     slots_dir = os.environ.get("MCP_CONFORMANCE_SLOTS_DIR")
     if not slots_dir:
         return None
@@ -205,6 +206,7 @@ def _zygote_child(conn: socket.socket, fds: list[int], payload: bytes) -> None:
         os.close(fd)
     request = json.loads(payload)
     os.environ.update(request["env"])
+    slot = _slot_take()  # noqa: F841 - a forked child is cheap, forty at once on two cores are not
     try:
         status = _scenario_main(request["argv"])
     except BaseException:  # noqa: BLE001 - reported as the exit status, like a crash of a fresh process
