@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from collections import Counter
 from contextlib import contextmanager
 
@@ -46,20 +47,24 @@ RELISTEN_SEC = 5.0
 LISTEN_REFUSALS_MAX = 3
 
 # service id -> request ids of the calls in flight on it (a Counter: two calls may share an id).
+# Per process, whatever the event loop (each loop has its own pool, and may run in its own thread).
 _in_flight: dict[int, Counter[str]] = {}
+_in_flight_lock = threading.Lock()
 
 
 @contextmanager
 def mcp_call_in_flight(*, service_id: int, request_id: str):
     """Marks a call on the service in flight for the block (see server_log_callback)."""
-    calls = _in_flight.setdefault(service_id, Counter())
-    calls[request_id] += 1
+    with _in_flight_lock:
+        _in_flight.setdefault(service_id, Counter())[request_id] += 1
     try:
         yield
     finally:
-        calls[request_id] -= 1
-        if calls[request_id] <= 0:
-            del calls[request_id]
+        with _in_flight_lock:
+            calls = _in_flight[service_id]
+            calls[request_id] -= 1
+            if calls[request_id] <= 0:
+                del calls[request_id]
 
 
 def _call_request_id(service: McpService) -> str:
@@ -70,12 +75,13 @@ def _call_request_id(service: McpService) -> str:
     notification on the session's standalone stream carries the opener's instead, which is why it
     must also be a call in flight). A stdio pipe is read by the session's owner task for every
     call alike: there, only a sole call in flight tells whose it is."""
-    calls = _in_flight.get(service.pk) or {}
+    with _in_flight_lock:
+        calls = list(_in_flight.get(service.pk) or ())
     current = request_id_get()
     if service.protocol != McpService.Protocol.STDIO and current in calls:
         return current
     if len(calls) == 1:
-        return next(iter(calls))
+        return calls[0]
     return NO_REQUEST_ID
 
 

@@ -199,3 +199,29 @@ def test_the_conformance_client_lists_through_the_project(mcp_http_server):
     refused = subprocess.run([str(script), "http://127.0.0.1:9/mcp"], env=env, capture_output=True, text=True,
                              timeout=120)
     assert refused.returncode == 1, refused.stderr[-2000:]
+
+
+def test_whose_log_line_it_is_when_the_transport_cannot_say():
+    """A stdio pipe carries every call's notifications alike: only a sole call in flight is named."""
+    import contextvars
+
+    contextvars.copy_context().run(_whose_log_line)  # the request ids set here stay here
+
+
+def _whose_log_line():
+    from agents_app.models import McpService
+    from campus_agent.request_id import NO_REQUEST_ID, request_id_set
+
+    stdio = McpService(pk=9001, name="pipe", protocol=McpService.Protocol.STDIO)
+    http = McpService(pk=9002, name="web", protocol=McpService.Protocol.STREAMABLE_HTTP)
+    request_id_set("opener-of-the-session")
+    with notifications.mcp_call_in_flight(service_id=stdio.pk, request_id="first-call-000001"):
+        assert notifications._call_request_id(stdio) == "first-call-000001"
+        with notifications.mcp_call_in_flight(service_id=stdio.pk, request_id="second-call-00002"):
+            assert notifications._call_request_id(stdio) == NO_REQUEST_ID
+    assert notifications._call_request_id(stdio) == NO_REQUEST_ID
+    with notifications.mcp_call_in_flight(service_id=http.pk, request_id="first-call-000001"), \
+            notifications.mcp_call_in_flight(service_id=http.pk, request_id="second-call-00002"):
+        assert notifications._call_request_id(http) == NO_REQUEST_ID  # the opener's id: not a call
+        request_id_set("second-call-00002")  # what the SDK's reader of that call's stream sees
+        assert notifications._call_request_id(http) == "second-call-00002"
