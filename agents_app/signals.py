@@ -1,6 +1,6 @@
 """A save in admin applies to the next turn: drop what this process cached for the service.
 
-Only MCP tool lists are cached (per service, in agents_app.mcp.tools); agents, their tool
+Only MCP tool lists are cached (per service, in agents_app.mcp.tool_cache); agents, their tool
 selections and sub-agents are read from the database every turn, so an Agent save has nothing
 to invalidate. Other worker processes do not get this signal: they notice the new
 `updated_at` in the service's fingerprint instead (agents_app.mcp.connect).
@@ -14,6 +14,6 @@ from agents_app.models import McpService
 @receiver(post_save, sender=McpService, dispatch_uid="mcp_service_saved")
 @receiver(post_delete, sender=McpService, dispatch_uid="mcp_service_deleted")
 def mcp_service_changed(sender, instance: McpService, **kwargs) -> None:
-    from agents_app.mcp.tools import mcp_tools_cache_drop
+    from agents_app.mcp.tool_cache import mcp_tools_cache_drop
 
     mcp_tools_cache_drop(service_id=instance.pk)

@@ -11,6 +11,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from campus_agent.hosts import hosts_local_only
 from campus_agent.tracing import tracing_exporters
+from campus_agent.version import VERSION
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -210,7 +211,7 @@ REST_FRAMEWORK = {
 SPECTACULAR_SETTINGS = {
     "TITLE": "Campus Agent API",
     "DESCRIPTION": "校园小智 chat gateway: streaming chat, conversations, agents, auth.",
-    "VERSION": "1.0.0",
+    "VERSION": VERSION,
     "SERVE_INCLUDE_SCHEMA": False,
     # Not the jsDelivr CDN: campus networks and offline demos cannot always reach it.
     "SWAGGER_UI_DIST": "SIDECAR",
@@ -361,6 +362,13 @@ MCP_PROGRESS_INTERVAL_SEC = env.float("MCP_PROGRESS_INTERVAL_SEC", default=0.5)
 
 # --- logging (configured by campus_agent.logging at start-up, see apps.py) -------------------
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
+# The level from which 2026-07-28 MCP servers send their log (`notifications/message`) with each
+# call, into ours (agents_app/mcp/notifications.py); empty: they send none. Handshake-era servers
+# send what they choose.
+MCP_SERVER_LOG_LEVEL = env.str("MCP_SERVER_LOG_LEVEL", default="info").strip().lower()
+if MCP_SERVER_LOG_LEVEL not in ("", "debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"):
+    raise ImproperlyConfigured(f"MCP_SERVER_LOG_LEVEL={MCP_SERVER_LOG_LEVEL!r}: debug, info, notice, warning, error, "
+                               "critical, alert, emergency or empty")
 LOG_DIR = BASE_DIR / env.str("LOG_DIR", default="logs")  # a relative LOG_DIR is inside the project
 LOGGING_CONFIG = None  # loguru owns logging; stdlib loggers are bridged into it
 

@@ -14,14 +14,17 @@ from contextlib import AsyncExitStack, contextmanager
 from dataclasses import dataclass
 
 import httpx2
+from django.conf import settings
 from mcp import Client, StdioServerParameters
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp_types import Implementation
 
 from agents_app.models import McpService
 from campus_agent.request_id import NO_REQUEST_ID, request_id_get
 from campus_agent.tracing import trace_headers_add
+from campus_agent.version import PRODUCT_NAME, PRODUCT_TITLE, VERSION
 
 # A pooled HTTP session idles between turns; the stream may stay quiet that long.
 IDLE_READ_TIMEOUT = 3600.0
@@ -29,6 +32,9 @@ IDLE_READ_TIMEOUT = 3600.0
 # prefixed key in reverse-DNS form, as the spec asks of keys that are not MCP's own.
 REQUEST_ID_META_KEY = "cn.edu.campus-agent/request-id"
 STDIO_WORKDIR_PREFIX = "campus-agent-mcp-"
+# Who the servers see calling: `clientInfo` (the handshake's, and on 2026-07-28 each request's
+# `_meta`), instead of the SDK's default "mcp 0.1.0".
+CLIENT_INFO = Implementation(name=PRODUCT_NAME, title=PRODUCT_TITLE, version=VERSION)
 
 _stdio_workdir: str | None = None
 _stdio_workdir_lock = threading.Lock()
@@ -130,9 +136,13 @@ def mcp_http_client(headers: dict | None = None, timeout: httpx2.Timeout | None 
     return client
 
 
-async def mcp_client_enter(*, service: McpService, stack: AsyncExitStack, errlog=None) -> Client:
-    """Enters a connected, initialised `mcp.Client` on `stack` (exit it in the same task).
-    `errlog`: a file for a stdio server's stderr (default: this process's)."""
+async def mcp_client_enter(*, service: McpService, stack: AsyncExitStack, errlog=None, logging_callback=None,
+                           message_handler=None, elicitation_callback=None) -> Client:
+    """Enters a connected, initialised `mcp.Client` on `stack` (exit it in the same task), which
+    introduces itself as CLIENT_INFO and asks 2026-07-28 servers for their log from
+    `MCP_SERVER_LOG_LEVEL` up. `errlog`: a file for a stdio server's stderr (default: this
+    process's); `logging_callback`, `message_handler`, `elicitation_callback`: the session's
+    (notifications.py)."""
     config = service.config or {}
     timeout = float(service.timeout_sec)
     if service.protocol == McpService.Protocol.STDIO:
@@ -150,7 +160,11 @@ async def mcp_client_enter(*, service: McpService, stack: AsyncExitStack, errlog
         transport = streamable_http_client(config["url"], http_client=http)
     else:
         raise ValueError(f"unknown MCP protocol {service.protocol!r}")
-    return await stack.enter_async_context(Client(transport, read_timeout_seconds=timeout))
+    client = Client(
+        transport, read_timeout_seconds=timeout, client_info=CLIENT_INFO, log_level=settings.MCP_SERVER_LOG_LEVEL or None,
+        logging_callback=logging_callback, message_handler=message_handler, elicitation_callback=elicitation_callback,
+    )
+    return await stack.enter_async_context(client)
 
 
 def stdio_client_transport(config: dict, *, errlog=None):

@@ -24,6 +24,12 @@ from agents_app.mcp.connect import (
     mcp_http_status_watch,
     mcp_service_fingerprint,
 )
+from agents_app.mcp.notifications import (
+    elicitation_decline,
+    server_log_callback,
+    server_message_handler,
+    tool_list_watch,
+)
 from agents_app.models import McpService
 
 # After a failed open, the service is left out at once for this long instead of making every
@@ -59,10 +65,20 @@ class PooledSession:
         with mcp_http_status_watch() as seen:  # the HTTP answers to the opening (this task's context)
             try:
                 async with AsyncExitStack() as stack:
-                    client = await mcp_client_enter(service=service, stack=stack)
+                    client = await mcp_client_enter(service=service, stack=stack,
+                                                    logging_callback=server_log_callback(service),
+                                                    message_handler=server_message_handler(service),
+                                                    elicitation_callback=elicitation_decline)
                     self._ready.set_result(client)
-                    logger.info("MCP session opened service={} protocol={}", service.name, service.protocol)
-                    await self._close.wait()
+                    logger.info("MCP session opened service={} protocol={} revision={}", service.name,
+                                service.protocol, client.protocol_version)
+                    watch = asyncio.create_task(tool_list_watch(client=client, service=service),
+                                                name=f"mcp-tool-list-{service.name}")
+                    try:
+                        await self._close.wait()
+                    finally:
+                        watch.cancel()  # before the client exits: its stream belongs to the session
+                        await asyncio.gather(watch, return_exceptions=True)
             except asyncio.CancelledError:
                 if not self._ready.done():
                     self._ready.cancel()

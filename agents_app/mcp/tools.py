@@ -1,5 +1,5 @@
-"""MCP tools: the per-process cache of each service's tool list, and one tool call with its
-failure texts. The runtime offers them to the model through its adapter (runtime/mcp_tool.py).
+"""MCP tools: each service's tool list (cached in tool_cache.py), and one tool call with its
+failure texts and the server's progress. The runtime offers them to the model through its adapter (runtime/mcp_tool.py).
 
 Each service has a circuit breaker (campus_agent/circuit.py): the pooled listing and the runtime's
 calls go through it, so a service that keeps failing is refused at once for a cool-down instead
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import tempfile
-import threading
+from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 
@@ -18,19 +18,22 @@ import httpx2
 from loguru import logger
 from mcp import MCPError
 from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, PARSE_ERROR
+from pydantic import ValidationError
 
 from agents_app.mcp.connect import (
     exception_text,
     mcp_client_enter,
     mcp_http_status_watch,
     mcp_request_meta,
-    mcp_service_fingerprint,
     stderr_tail,
 )
+from agents_app.mcp.notifications import mcp_call_in_flight
 from agents_app.mcp.pool import McpUnavailable, mcp_pool
 from agents_app.mcp.results import OUTPUT_INVALID_TEXT, mcp_result_parts, output_invalid_reason
+from agents_app.mcp.tool_cache import McpToolInfo, mcp_tools_cached, mcp_tools_generation, mcp_tools_remember
 from agents_app.models import McpService
 from campus_agent.circuit import acircuit_enter, acircuit_failure, acircuit_success, circuit_release
+from campus_agent.request_id import request_id_get
 
 # For the model (the tool message) — a reason it can act on; the SDK's own words stay in the log.
 UNAVAILABLE_TEXT = "MCP 服务“{service}”暂时不可用：{reason}"
@@ -55,24 +58,14 @@ REFUSED_NOTICE = "MCP 服务“{service}”拒绝了访问，请联系管理员�
 CALL_FAILED_NOTICE = "MCP 工具“{tool}”调用失败，请稍后再试。"
 OUTPUT_INVALID_NOTICE = "MCP 工具“{tool}”返回的结果格式不正确。"
 MAX_SERVER_MESSAGE = 300  # characters of a server's JSON-RPC error message the model reads
+# A server's `notifications/progress` during a call, one `tool_chunk` line each on the tool's chip.
+PROGRESS_TEXT = "{message}（{done}）\n"
+PROGRESS_COUNT_TEXT = "进度 {done}\n"
+MAX_PROGRESS_MESSAGE = 200  # characters of a progress message
+MAX_PROGRESS_LINES = 100  # per call: a server cannot flood the run's event log
 MAX_LIST_PAGES = 20
 # A probe may take the whole timeout; past it plus this margin another worker may probe.
 PROBE_LEASE_MARGIN_SEC = 5
-
-
-@dataclass(frozen=True, slots=True)
-class McpToolInfo:
-    """A tool as the server lists it. `title`: its human-readable name (`title`, else the
-    annotations' `title`), the display name when staff gave the service none."""
-
-    name: str
-    description: str
-    input_schema: dict | None
-    title: str | None = None
-    # The tool's own hints (annotations readOnlyHint / destructiveHint); only a trusted service's
-    # decide its approval policy (McpService.tool_approval).
-    read_only: bool | None = None
-    destructive: bool | None = None
 
 
 def mcp_circuit_key(service: McpService) -> str:
@@ -114,6 +107,8 @@ def mcp_source_failed(exc: BaseException, status: int | None = None) -> bool:
         return not _client_error(status if status is not None else exc.status)
     if status is not None:
         return not _client_error(status)
+    if isinstance(exc, ValidationError):  # the server answered, with a result the SDK refuses
+        return False
     return not (isinstance(exc, MCPError) and exc.code != CONNECTION_CLOSED)
 
 
@@ -132,6 +127,10 @@ def mcp_failure_reason(exc: BaseException, status: int | None = None) -> str:
         if status >= 500:
             return HTTP_SERVER_ERROR_REASON.format(status=status)
         return HTTP_CLIENT_ERROR_REASON.format(status=status)
+    if isinstance(exc, ValidationError):
+        # The SDK parses a result against the negotiated revision's schema and raises this for one
+        # that breaks it (mcp 2.3 on 2026-07-28: a result without `resultType`, SEP-2322).
+        return BAD_ANSWER_REASON
     if isinstance(exc, MCPError):
         if exc.code == CONNECTION_CLOSED:
             return CLOSED_REASON
@@ -150,27 +149,6 @@ def mcp_failure_notice(*, service: McpService, exc: BaseException, status: int |
     if isinstance(exc, McpUnavailable) and status is None:
         status = exc.status
     return (REFUSED_NOTICE if _client_error(status) else DOWN_NOTICE).format(service=service.label)
-
-
-# service id -> (fingerprint, tools). Plain data, so any loop or thread may read it.
-_tool_lists: dict[int, tuple[str, list[McpToolInfo]]] = {}
-_tool_lists_lock = threading.Lock()
-
-
-def mcp_tools_cache_drop(*, service_id: int | None = None) -> None:
-    """Forgets the cached tool list of a service (all services when None)."""
-    with _tool_lists_lock:
-        if service_id is None:
-            _tool_lists.clear()
-        else:
-            _tool_lists.pop(service_id, None)
-
-
-def _cached(service: McpService) -> list[McpToolInfo] | None:
-    entry = _tool_lists.get(service.pk)
-    if entry and entry[0] == mcp_service_fingerprint(service):
-        return entry[1]
-    return None
 
 
 async def _list_all(client) -> list[McpToolInfo]:
@@ -206,6 +184,7 @@ async def mcp_service_probe(*, service: McpService) -> list[McpToolInfo]:
 
     Raises McpUnavailable with a readable reason: for a stdio server, with the tail of what it
     wrote to stderr (a traceback, "No module named mcp" …), which "Connection closed" alone hides."""
+    generation = mcp_tools_generation(service.pk)
     with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as errlog:
         try:
             async with asyncio.timeout(service.timeout_sec):
@@ -216,7 +195,7 @@ async def mcp_service_probe(*, service: McpService) -> list[McpToolInfo]:
             raise McpUnavailable(_with_stderr(f"连接超时（{service.timeout_sec} 秒）", errlog)) from None
         except Exception as exc:
             raise McpUnavailable(_with_stderr(exception_text(exc), errlog)) from exc
-    _remember(service, infos)
+    mcp_tools_remember(service, infos, generation=generation)
     return infos
 
 
@@ -225,14 +204,9 @@ def _with_stderr(reason: str, errlog) -> str:
     return f"{reason}；服务进程的错误输出：{tail}" if tail else reason
 
 
-def _remember(service: McpService, infos: list[McpToolInfo]) -> None:
-    with _tool_lists_lock:
-        _tool_lists[service.pk] = (mcp_service_fingerprint(service), infos)
-
-
 async def mcp_service_tool_infos(*, service: McpService, pooled: bool = True) -> list[McpToolInfo]:
     """The service's tools: cached until the service is saved, else listed (pooled session)."""
-    cached = _cached(service)
+    cached = mcp_tools_cached(service)
     if cached is not None:
         return cached
     if not pooled:
@@ -242,6 +216,7 @@ async def mcp_service_tool_infos(*, service: McpService, pooled: bool = True) ->
     if ticket is None:
         raise McpUnavailable(CIRCUIT_OPEN_TEXT.format(service=service.label))
     pool = mcp_pool()
+    generation = mcp_tools_generation(service.pk)
     try:
         client = await pool.client(service)
         async with asyncio.timeout(service.timeout_sec):
@@ -257,7 +232,7 @@ async def mcp_service_tool_infos(*, service: McpService, pooled: bool = True) ->
         await _circuit_settle(ticket, exc)
         raise McpUnavailable(exception_text(exc)) from exc
     await acircuit_success(ticket)
-    _remember(service, infos)
+    mcp_tools_remember(service, infos, generation=generation)
     logger.info("MCP tools listed service={} count={}", service.name, len(infos))
     return infos
 
@@ -286,19 +261,46 @@ def _failed(text: str, *, source_failed: bool, notice: str | None = None) -> Mcp
     return McpCallResult(text=text, ok=False, error=notice or text, source_failed=source_failed)
 
 
-async def mcp_tool_call(*, service: McpService, tool: str, args: dict, shown_as: str) -> McpCallResult:
+def progress_text(progress: float, total: float | None, message: str | None) -> str:
+    """A progress notification as one line for the chip: `正在查询图书馆（3/10）`, `进度 3`…"""
+    done = f"{progress:g}/{total:g}" if total else f"{progress:g}"
+    message = " ".join((message or "").split())[:MAX_PROGRESS_MESSAGE]
+    return PROGRESS_TEXT.format(message=message, done=done) if message else PROGRESS_COUNT_TEXT.format(done=done)
+
+
+def _progress_relay(emit: Callable[[str], Awaitable[None]] | None):
+    """The call's `progress_callback`: each new line to `emit`, at most MAX_PROGRESS_LINES."""
+    if emit is None:
+        return None
+    sent = {"lines": 0, "last": None}
+
+    async def relay(progress: float, total: float | None, message: str | None) -> None:
+        text = progress_text(progress, total, message)
+        if text == sent["last"] or sent["lines"] >= MAX_PROGRESS_LINES:
+            return
+        sent["lines"] += 1
+        sent["last"] = text
+        await emit(text)
+
+    return relay
+
+
+async def mcp_tool_call(*, service: McpService, tool: str, args: dict, shown_as: str,
+                        emit: Callable[[str], Awaitable[None]] | None = None) -> McpCallResult:
     """Calls `tool` on the service's pooled session within its `timeout_sec`. Never raises for a
     failure the model should read: an unreachable service, a timeout, a broken connection,
     structured content that breaks the tool's `outputSchema` and `isError` all come back as a
     failed result (the texts name the tool `shown_as`, the name the model called it by).
 
-    No circuit breaker here: the runtime's tool (runtime/mcp_tool.py) wraps the call in it."""
+    `emit`: gets the server's `notifications/progress` for this call as lines (`progress_text`),
+    live, while it runs. No circuit breaker here: the runtime's tool (runtime/mcp_tool.py) wraps
+    the call in it."""
     timeout = service.timeout_sec
     pool = mcp_pool()
     with mcp_http_status_watch() as seen:  # the HTTP status below the SDK (connect.py)
         try:
             async with asyncio.timeout(timeout):
-                result = await _call(pool, service, tool, args)
+                result = await _call(pool, service, tool, args, progress=_progress_relay(emit))
         except McpUnavailable as exc:
             logger.warning("MCP service unavailable service={} tool={} reason={} http_status={}", service.name,
                            tool, exc, exc.status)
@@ -334,17 +336,18 @@ async def mcp_tool_call(*, service: McpService, tool: str, args: dict, shown_as:
     return McpCallResult(text=parts.text, links=parts.links, images=parts.images)
 
 
-async def _call(pool, service: McpService, tool: str, args: dict):
+async def _call(pool, service: McpService, tool: str, args: dict, *, progress=None):
     """One call; if the pooled connection turns out closed (the server process died or the
     HTTP stream ended while idle), reopen the session and send the call once more."""
     meta = mcp_request_meta()  # the turn's request id, per call: the session is shared
-    client = await pool.client(service)
-    try:
-        return await client.call_tool(tool, args, meta=meta)
-    except MCPError as exc:
-        if exc.code != CONNECTION_CLOSED:
-            raise
-    logger.info("MCP session of {} was closed; reopening", service.name)
-    pool.discard(service.pk)
-    client = await pool.client(service)
-    return await client.call_tool(tool, args, meta=meta)
+    with mcp_call_in_flight(service_id=service.pk, request_id=request_id_get()):  # whose log it is
+        client = await pool.client(service)
+        try:
+            return await client.call_tool(tool, args, progress_callback=progress, meta=meta)
+        except MCPError as exc:
+            if exc.code != CONNECTION_CLOSED:
+                raise
+        logger.info("MCP session of {} was closed; reopening", service.name)
+        pool.discard(service.pk)
+        client = await pool.client(service)
+        return await client.call_tool(tool, args, progress_callback=progress, meta=meta)

@@ -77,7 +77,9 @@ class McpTool:
             text = CIRCUIT_OPEN_TEXT.format(service=self.service.label)
             return ToolOutcome(text=text, ok=False, error=text, label=self.label)
         try:
-            result = await mcp_tool_call(service=self.service, tool=self.remote_name, args=args, shown_as=self.name)
+            # The server's progress notifications stream to the chip as tool_chunk lines.
+            result = await mcp_tool_call(service=self.service, tool=self.remote_name, args=args, shown_as=self.name,
+                                         emit=emit)
         except BaseException:
             # Cancelled (a stop, the turn's budget): nothing learnt about the service. A plain
             # cache call, not awaited: an await here could be cancelled again.

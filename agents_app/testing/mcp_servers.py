@@ -14,7 +14,13 @@ structuredContent that fits it), `forecast_broken` (the same `outputSchema`, a s
 that breaks it), `handbook` (resource links: one https, one `javascript:`), `timetable` (its
 annotations carry a `title`, TIMETABLE_TITLE, and readOnlyHint), `register_course` (annotations:
 destructiveHint, title 选课: the approval tests), `request_info` (what the request carried for
-tracing: its `_meta` and, over HTTP, its `X-Request-Id` and `traceparent` headers, as JSON).
+tracing: its `_meta` and, over HTTP, its `X-Request-Id` and `traceparent` headers, as JSON),
+`progress` (reports `steps` progress notifications, PROGRESS_MESSAGE, before it answers),
+`server_log` (sends its `text` as a log message, `notifications/message`, at `level`),
+`tools_change` (adds the tool ADDED_TOOL and announces the change: `notifications/tools/list_changed`
+on a handshake-era session, a `subscriptions/listen` event on a 2026-07-28 one), `client_info`
+(the client's `clientInfo` as the server saw it, as JSON), `confirm` (asks the user to confirm,
+an elicitation, and says what the client answered).
 """
 from __future__ import annotations
 
@@ -23,10 +29,22 @@ import json
 import os
 import sys
 import threading
+import warnings
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import CallToolResult, ImageContent, ResourceLink, TextContent, ToolAnnotations
+from mcp_types import (
+    CallToolResult,
+    ElicitRequest,
+    ElicitRequestFormParams,
+    ImageContent,
+    InputRequiredResult,
+    ResourceLink,
+    TextContent,
+    ToolAnnotations,
+)
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import BaseModel
 from typing_extensions import TypedDict
 
 from campus_agent.testing.servers import ServedApp
@@ -39,6 +57,13 @@ BROKEN_FORECAST = {"city": "北京", "high": "很热"}  # `high` not an integer,
 HANDBOOK_URL = "https://jwc.example.edu.cn/handbook.pdf"
 HANDBOOK_NAME = "学生手册"
 TIMETABLE_TITLE = "课表查询"
+PROGRESS_MESSAGE = "正在查询第 {step} 项"
+CONFIRM_MESSAGE = "确定要退选这门课吗？"
+ADDED_TOOL = "added_later"
+
+
+class Confirmation(BaseModel):
+    confirmed: bool
 
 
 class Forecast(TypedDict):
@@ -122,6 +147,49 @@ def build_server(name: str = "campus-test", *, slow_cancelled: threading.Event |
             "protocol_version": request.protocol_version,
             "headers": {name: headers.get(name) for name in ("x-request-id", "traceparent")} if http else None,
         })
+
+    @server.tool(description="分几步完成，每步报告进度。")
+    async def progress(ctx: Context, steps: int = 3) -> str:
+        for step in range(1, steps + 1):
+            await ctx.report_progress(step, steps, PROGRESS_MESSAGE.format(step=step))
+            await asyncio.sleep(0.05)
+        return f"完成 {steps} 项"
+
+    @server.tool(description="把一段文字写进服务器日志（发给客户端）。")
+    async def server_log(ctx: Context, text: str, level: str = "info") -> str:
+        with warnings.catch_warnings():  # the logging capability is deprecated as of 2026-07-28, not gone
+            warnings.simplefilter("ignore")
+            await ctx.log(level, text, logger_name="campus-test")
+        return "logged"
+
+    @server.tool(description="新增一个工具并通知客户端工具列表变了。")
+    async def tools_change(ctx: Context) -> str:
+        if server._tool_manager.get_tool(ADDED_TOOL) is None:
+            server.add_tool(lambda: "我是后来加的", name=ADDED_TOOL, description="后来加上的工具。")
+        await ctx.notify_tools_changed()  # 2026-07-28: the subscriptions/listen streams
+        await ctx.request_context.session.send_tool_list_changed()  # handshake era (dropped on 2026-07-28)
+        return "changed"
+
+    @server.tool(description="请用户确认后再继续（elicitation）。")
+    async def confirm(ctx: Context) -> str | InputRequiredResult:
+        if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:  # the handshake era asks within the call
+            answer = await ctx.elicit(CONFIRM_MESSAGE, Confirmation)
+            return f"answer={answer.action}"
+        # 2026-07-28: no request to the client; the question is the result, the answer comes with
+        # the client's retry, beside the state this round handed out (SEP-2322).
+        if not ctx.input_responses:
+            params = ElicitRequestFormParams(message=CONFIRM_MESSAGE,
+                                             requested_schema=Confirmation.model_json_schema())
+            return InputRequiredResult(input_requests={"confirm": ElicitRequest(params=params)},
+                                       request_state="round-1")
+        answer = ctx.input_responses["confirm"]
+        return f"answer={answer.action} state={ctx.request_state}"
+
+    @server.tool(description="客户端报上的名字和版本。")
+    def client_info(ctx: Context) -> str:
+        params = ctx.request_context.session.client_params
+        info = params.client_info if params else None
+        return json.dumps({"name": info.name, "version": info.version} if info else None)
 
     @server.tool(description="列出服务器进程能看到的环境变量名。")
     def env_keys() -> str:

@@ -101,3 +101,17 @@ async def test_a_frame_without_extras_is_unchanged(mcp_service_http, make_agent,
     result = await turn(await make_agent(mcp_service_http), llm_settings, ("http-tools__add", {"a": 2, "b": 3}))
     assert result.frame() == {"type": "tool_result", "call_id": result.call_id, "tool": "http-tools__add", "ok": True}
     assert result.content == "5"  # the SDK's wrapped primitive keeps its plain text
+
+
+def test_a_result_the_sdk_refuses_is_a_bad_answer_not_an_outage():
+    """mcp 2.3 parses a result against the negotiated revision and raises pydantic's
+    ValidationError for one that breaks it: the server answered, wrongly."""
+    from mcp_types import CallToolResult
+    from pydantic import ValidationError
+
+    from agents_app.mcp.tools import BAD_ANSWER_REASON, mcp_failure_reason, mcp_source_failed
+
+    with pytest.raises(ValidationError) as refused:
+        CallToolResult.model_validate({"content": "not a list"})
+    assert mcp_failure_reason(refused.value) == BAD_ANSWER_REASON
+    assert mcp_source_failed(refused.value) is False

@@ -1,7 +1,7 @@
 """Tool naming and schemas per DESIGN §6, and the cache invalidation signal."""
 import pytest
 
-from agents_app.mcp import tools as mcp_tools
+from agents_app.mcp import tool_cache
 from agents_app.runtime.mcp_tool import EMPTY_PARAMETERS, parameters_normalise
 from agents_app.runtime.tool_names import tool_name_normalise, tool_name_unique
 
@@ -32,12 +32,12 @@ def test_object_schema_is_kept_and_gets_properties():
 
 @pytest.mark.django_db
 def test_saving_or_deleting_a_service_drops_its_cached_tool_list(mcp_service_stdio):
-    info = mcp_tools.McpToolInfo(name="add", description="d", input_schema=None)
-    mcp_tools._remember(mcp_service_stdio, [info])
-    assert mcp_tools._cached(mcp_service_stdio) == [info]
+    info = tool_cache.McpToolInfo(name="add", description="d", input_schema=None)
+    tool_cache.mcp_tools_remember(mcp_service_stdio, [info])
+    assert tool_cache.mcp_tools_cached(mcp_service_stdio) == [info]
     mcp_service_stdio.save()
-    assert mcp_service_stdio.pk not in mcp_tools._tool_lists
-    mcp_tools._remember(mcp_service_stdio, [info])
+    assert mcp_service_stdio.pk not in tool_cache._tool_lists
+    tool_cache.mcp_tools_remember(mcp_service_stdio, [info])
     pk = mcp_service_stdio.pk
     mcp_service_stdio.delete()
-    assert pk not in mcp_tools._tool_lists
+    assert pk not in tool_cache._tool_lists

@@ -1,0 +1,184 @@
+"""What an MCP server tells (or asks) a session besides its answers (docs/runtime.md, "MCP:
+progress and notifications"):
+
+- `notifications/progress` during a call: handled per call (tools.py, `progress_text`), shown
+  live on the tool's chip as `tool_chunk` lines.
+- `notifications/message` (the server's log): into our log, at most INFO… WARNING, its text
+  flattened and capped, with the request id of the call it came with (`server_log_callback`).
+- `notifications/tools/list_changed`: the service's cached tool list is dropped, so the next turn
+  lists again (`server_message_handler` on a handshake-era session; on a 2026-07-28 session
+  changes come only on a `subscriptions/listen` stream, which `tool_list_watch` keeps open).
+
+- an elicitation (the server asks the user for input, in the call or as a 2026-07-28
+  `InputRequiredResult`): declined for now (`elicitation_decline`), since no person can answer
+  it yet (issue 23, point 3); the server gets a clear answer, and its retry carries the
+  `requestState` it sent, as SEP-2322 asks, instead of the call failing.
+
+The pool (pool.py) makes one set of these per session; tools.py marks each call in flight
+(`mcp_call_in_flight`) so a log line can be given to the call it belongs to.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections import Counter
+from contextlib import contextmanager
+
+import mcp_types as types
+from loguru import logger
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from agents_app.mcp.tool_cache import mcp_tools_cache_drop
+from agents_app.models import McpService
+from campus_agent.redaction import clip_text
+from campus_agent.request_id import NO_REQUEST_ID, request_id_get
+
+# A server's log is its own view: its "error" is not ours, and a server must not be able to raise
+# our alerts or flood them, so its levels map at most to WARNING.
+LOG_LEVELS = {"debug": "DEBUG", "info": "INFO", "notice": "INFO", "warning": "WARNING", "error": "WARNING",
+              "critical": "WARNING", "alert": "WARNING", "emergency": "WARNING"}
+MAX_SERVER_LOG_CHARS = 500
+# Lines per service per minute; past it the rest of the minute is dropped, and that is logged once.
+MAX_SERVER_LOGS_PER_MINUTE = 120
+# After a listen stream ended (the server closed it, the connection broke), listen again after this;
+# a server that refuses the stream this many times in a row is not asked again by this session.
+RELISTEN_SEC = 5.0
+LISTEN_REFUSALS_MAX = 3
+
+# service id -> request ids of the calls in flight on it (a Counter: two calls may share an id).
+# Per process, whatever the event loop (each loop has its own pool, and may run in its own thread).
+_in_flight: dict[int, Counter[str]] = {}
+_in_flight_lock = threading.Lock()
+
+
+@contextmanager
+def mcp_call_in_flight(*, service_id: int, request_id: str):
+    """Marks a call on the service in flight for the block (see server_log_callback)."""
+    with _in_flight_lock:
+        _in_flight.setdefault(service_id, Counter())[request_id] += 1
+    try:
+        yield
+    finally:
+        with _in_flight_lock:
+            calls = _in_flight[service_id]
+            calls[request_id] -= 1
+            if calls[request_id] <= 0:
+                del calls[request_id]
+
+
+def _call_request_id(service: McpService) -> str:
+    """The request id of the call a server notification belongs to, or NO_REQUEST_ID.
+
+    Over HTTP a notification about a request comes on that request's own response stream, which
+    the SDK reads in a copy of the calling turn's context: the ContextVar is that turn's id (a
+    notification on the session's standalone stream carries the opener's instead, which is why it
+    must also be a call in flight). A stdio pipe is read by the session's owner task for every
+    call alike: there, only a sole call in flight tells whose it is."""
+    with _in_flight_lock:
+        calls = list(_in_flight.get(service.pk) or ())
+    current = request_id_get()
+    if service.protocol != McpService.Protocol.STDIO and current in calls:
+        return current
+    if len(calls) == 1:
+        return calls[0]
+    return NO_REQUEST_ID
+
+
+def _log_text(data) -> str:
+    text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False, default=str)
+    return clip_text(text, MAX_SERVER_LOG_CHARS)
+
+
+class _Budget:
+    """At most MAX_SERVER_LOGS_PER_MINUTE lines a minute."""
+
+    def __init__(self):
+        self.minute = -1
+        self.used = 0
+
+    def take(self) -> bool | None:
+        """True: log it; None: the first one over the budget (say so once); False: drop it."""
+        minute = int(asyncio.get_running_loop().time() // 60)
+        if minute != self.minute:
+            self.minute, self.used = minute, 0
+        self.used += 1
+        if self.used <= MAX_SERVER_LOGS_PER_MINUTE:
+            return True
+        return None if self.used == MAX_SERVER_LOGS_PER_MINUTE + 1 else False
+
+
+def server_log_callback(service: McpService):
+    """The session's `logging_callback`: a server's `notifications/message` into our log."""
+    budget = _Budget()
+
+    async def log(params: types.LoggingMessageNotificationParams) -> None:
+        request_id = _call_request_id(service)
+        allowed = budget.take()
+        if allowed is None:
+            logger.bind(request_id=request_id).warning(
+                "MCP server log service={}: more than {} lines this minute, the rest of it dropped", service.name,
+                MAX_SERVER_LOGS_PER_MINUTE)
+        if not allowed:
+            return
+        level = LOG_LEVELS.get(str(params.level), "INFO")
+        logger.bind(request_id=request_id).log(
+            level, "MCP server log service={} level={} logger={} - {}", service.name, params.level,
+            clip_text(params.logger or "-", 64), _log_text(params.data))
+
+    return log
+
+
+def server_message_handler(service: McpService):
+    """The session's `message_handler`: the server's other notifications (and transport faults)."""
+
+    async def handle(message) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            mcp_tools_cache_drop(service_id=service.pk)
+            logger.info("MCP tools changed service={}: cached list dropped", service.name)
+        elif isinstance(message, Exception):
+            logger.debug("MCP transport fault service={} error={}", service.name, type(message).__name__)
+
+    return handle
+
+
+async def elicitation_decline(context, params: types.ElicitRequestParams) -> types.ElicitResult:
+    """The session's `elicitation_callback` until a person can be asked (issue 23, point 3)."""
+    logger.info("MCP elicitation declined (not supported yet) mode={} message={}", getattr(params, "mode", None),
+                clip_text(getattr(params, "message", ""), 100))
+    return types.ElicitResult(action="decline")
+
+
+async def tool_list_watch(*, client, service: McpService) -> None:
+    """On a 2026-07-28 session whose server announces tool list changes, keeps a
+    `subscriptions/listen` stream open and drops the cached list on each change (handshake-era
+    sessions get `notifications/tools/list_changed` through server_message_handler instead).
+    Runs until cancelled (the session closing). A stream that ends is opened again; once it is,
+    the list is dropped, since changes may have come meanwhile (not before: while the server is
+    down the cached list keeps its tools offered, their calls failing readably)."""
+    if client.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+        return
+    tools = client.server_capabilities.tools
+    if not (tools and tools.list_changed):
+        return
+    refusals = 0
+    lost = False
+    while refusals < LISTEN_REFUSALS_MAX:
+        try:
+            async with client.listen(tools_list_changed=True) as subscription:
+                refusals = -1  # acknowledged: counted afresh once it ends
+                if lost:  # changes may have come while there was no stream
+                    mcp_tools_cache_drop(service_id=service.pk)
+                logger.debug("MCP listening for tool list changes service={}", service.name)
+                async for _event in subscription:
+                    mcp_tools_cache_drop(service_id=service.pk)
+                    logger.info("MCP tools changed service={}: cached list dropped", service.name)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the session's owner decides whether it is broken
+            logger.info("MCP tool list stream ended service={} reason={}", service.name, type(exc).__name__)
+        refusals += 1
+        lost = True
+        await asyncio.sleep(RELISTEN_SEC)
+    logger.warning("MCP service={} refused {} tool list streams: changes are seen at its next save only",
+                   service.name, LISTEN_REFUSALS_MAX)

@@ -1,0 +1,13 @@
+"""Settings of the conformance client's process (agents_app/testing/conformance_client.py): the
+project's own, with only the apps an MCP call needs installed. The admin of every app (and what
+it imports: the runtime's model client, openai's types) costs several seconds of CPU per start,
+and the suite starts one client per scenario, all at once."""
+from campus_agent.settings import *  # noqa: F403
+
+INSTALLED_APPS = [
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "campus_agent",
+    "subagents_app",
+    "agents_app",
+]
