@@ -1,15 +1,7 @@
-"""The whole catalog as one YAML file (`manage.py export_catalog` / `import_catalog`)."""
-from insights_app.catalog.fileformat import MAX_FILE_BYTES, CatalogError
-from insights_app.catalog.service import (
-    CATALOG_VERSION,
-    NOTHING_TO_CHANGE,
-    CatalogExport,
-    ImportReport,
-    catalog_export,
-    catalog_import,
-)
+"""The whole catalog as one YAML file (`manage.py export_catalog` / `import_catalog`; docs/staff.md).
 
-__all__ = [
-    "CATALOG_VERSION", "MAX_FILE_BYTES", "NOTHING_TO_CHANGE", "CatalogError", "CatalogExport", "ImportReport",
-    "catalog_export", "catalog_import",
-]
+- `fileformat`: reading YAML safely (size cap, no aliases, nesting cap) and writing it.
+- `secrets`: `${ENV:NAME}` references in MCP configs, and what looks like a secret.
+- `sections`: what each section of the file holds and how it maps onto its model.
+- `service`: `catalog_export()` and `catalog_import()`.
+"""

@@ -63,7 +63,7 @@ def catalog_yaml_load(text: str):
     if len(text.encode("utf-8")) > MAX_FILE_BYTES:
         raise CatalogError([f"文件超过 {MAX_FILE_BYTES // 1024} KB 的上限"])
     try:
-        return yaml.load(text, Loader=_GuardedLoader)  # noqa: S506 — a SafeLoader subclass
+        return yaml.load(text, Loader=_GuardedLoader)  # a SafeLoader subclass: no Python objects
     except yaml.MarkedYAMLError as exc:
         raise CatalogError([f"YAML 错误（{_where(exc.problem_mark)}）：{exc.problem}"]) from exc
     except yaml.YAMLError as exc:

@@ -75,13 +75,24 @@ def _label(section: Section, index: int, key) -> str:
     return f"{section.key} 第 {index} 条（{key}）"
 
 
+def _raw_name(section: Section, raw: dict) -> str:
+    parts = tuple(raw.get(name) for name in section.natural_key)
+    if all(isinstance(part, str) and part for part in parts):
+        return section.describe(parts)
+    return parts[0] if isinstance(parts[0], str) and parts[0] else "?"
+
+
+# A problem is (section's place in SECTIONS, entry index, line): the report lists them in file
+# order, whichever step found them. The top level comes first.
+Problem = tuple[int, int, str]
+
+
 def _entry_read(section: Section, index: int, raw) -> tuple[dict | None, list[str]]:
     """The entry's values (defaults filled in, text stripped), or its problems."""
     if not isinstance(raw, dict):
         return None, [f"{_label(section, index, '?')}: 条目须是映射，而不是 {type(raw).__name__}"]
     names = [f.name for f in section.fields]
-    first = raw.get(section.natural_key[0])
-    label = _label(section, index, first if isinstance(first, str) and first else "?")
+    label = _label(section, index, _raw_name(section, raw))
     problems = [f"{label}: {key}: 未知字段，可用字段：{', '.join(names)}" for key in raw if key not in names]
     values = {}
     for f in section.fields:
@@ -99,39 +110,40 @@ def _entry_read(section: Section, index: int, raw) -> tuple[dict | None, list[st
     return (None if problems else values), problems
 
 
-def _catalog_read(data) -> tuple[dict[str, list[tuple[int, dict]]], dict[str, set], list[str]]:
+def _catalog_read(data) -> tuple[dict[str, list[tuple[int, dict]]], dict[str, set], list[Problem]]:
     """Entries per section as (index, values), the natural keys each section names, problems."""
     if not isinstance(data, dict):
         raise CatalogError([f"顶层: 文件须是一个映射：{VERSION_KEY}: {CATALOG_VERSION}，以及 "
                             + "、".join(s.key for s in SECTIONS) + " 列表"])
-    problems = []
+    problems: list[Problem] = []
     if data.get(VERSION_KEY) != CATALOG_VERSION or isinstance(data.get(VERSION_KEY), bool):
-        problems.append(f"顶层: {VERSION_KEY}: 须是 {CATALOG_VERSION}（文件格式版本），实际是 {data.get(VERSION_KEY)!r}")
+        problems.append((-1, 0, f"顶层: {VERSION_KEY}: 须是 {CATALOG_VERSION}（文件格式版本），"
+                                f"实际是 {data.get(VERSION_KEY)!r}"))
     if unknown := sorted(str(k) for k in data if k != VERSION_KEY and k not in SECTION_BY_KEY):
-        problems.append(f"顶层: 未知的顶层键：{', '.join(unknown)}（可用：{VERSION_KEY}、"
-                        + "、".join(s.key for s in SECTIONS) + "）")
+        problems.append((-1, 0, f"顶层: 未知的顶层键：{', '.join(unknown)}（可用：{VERSION_KEY}、"
+                         + "、".join(s.key for s in SECTIONS) + "）"))
     entries: dict[str, list[tuple[int, dict]]] = {}
     named: dict[str, set] = {}
-    for section in SECTIONS:
+    for place, section in enumerate(SECTIONS):
         raw_list = data.get(section.key)
         entries[section.key], named[section.key] = [], set()
         if raw_list is None:
             continue
         if not isinstance(raw_list, list):
-            problems.append(f"顶层: {section.key}: 须是列表，而不是 {type(raw_list).__name__}")
+            problems.append((-1, 0, f"顶层: {section.key}: 须是列表，而不是 {type(raw_list).__name__}"))
             continue
         seen: dict[tuple, int] = {}
         for index, raw in enumerate(raw_list, start=1):
             if isinstance(raw, dict) and len(section.natural_key) == 1:
                 named[section.key].add(raw.get(section.natural_key[0]))
             values, errors = _entry_read(section, index, raw)
-            problems += errors
+            problems += [(place, index, line) for line in errors]
             if values is None:
                 continue
             key = section.key_of(values)
             if key in seen:
-                problems.append(f"{_label(section, index, section.describe(key))}: "
-                                f"{'/'.join(section.natural_key)}: 与第 {seen[key]} 条重复")
+                problems.append((place, index, f"{_label(section, index, section.describe(key))}: "
+                                 f"{'/'.join(section.natural_key)}: 与第 {seen[key]} 条重复"))
                 continue
             seen[key] = index
             if len(section.natural_key) == 1:
@@ -204,15 +216,16 @@ def catalog_import(*, text: str, dry_run: bool = False, environ=None) -> ImportR
     ctx = Context(environ=environ, named=named, lookup=lookup)
     try:
         with transaction.atomic():
-            for section in SECTIONS:
+            for place, section in enumerate(SECTIONS):
                 existing[section.key] = section.existing()
                 for index, values in section.write_order(entries[section.key]):
-                    problems += _entry_apply(section, index, values, existing[section.key], ctx, report)
+                    lines = _entry_apply(section, index, values, existing[section.key], ctx, report)
+                    problems += [(place, index, line) for line in lines]
             if problems or dry_run:
                 raise _Rollback
     except _Rollback:
         if problems:
-            raise CatalogError(problems) from None
+            raise CatalogError([line for *_, line in sorted(problems, key=lambda p: p[:2])]) from None
     return report
 
 

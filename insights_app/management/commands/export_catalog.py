@@ -3,7 +3,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand
 
-from insights_app.catalog import catalog_export
+from insights_app.catalog.service import catalog_export
 
 
 class Command(BaseCommand):

@@ -7,7 +7,8 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from insights_app.catalog import MAX_FILE_BYTES, CatalogError, catalog_import
+from insights_app.catalog.fileformat import MAX_FILE_BYTES, CatalogError
+from insights_app.catalog.service import catalog_import
 
 
 class Command(BaseCommand):
