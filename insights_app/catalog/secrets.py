@@ -1,13 +1,18 @@
 """Secrets of MCP service configs in the catalog file: environment-variable references.
 
 A file never holds a secret's value. It holds `${ENV:NAME}` (NAME: letters, digits and "_", not
-starting with a digit), alone or inside a string (`"Bearer ${ENV:CANVAS_TOKEN}"`), anywhere in a
-service's `config`. `import_catalog` replaces each reference with the variable's value from its
-own environment when it runs, and stores the value, as admin stores a value typed into the form;
-a variable that is not set is an error and nothing is imported. References are not kept for the
-running server to resolve: a stored reference resolved at connect time would let whoever can edit
-a config read any variable of the server's environment (the secret key, the database password)
-by sending it in a header to a host of their choice.
+starting with a digit), alone or inside a string (`"Bearer ${ENV:CANVAS_TOKEN}"`), in a header
+value, an env value or the url of a service's `config` (anywhere else it is an error: `command`,
+`args` and `cwd` are shown in a dry run's diff). `import_catalog` replaces each reference with the
+variable's value from its own environment when it runs, and stores the value, as admin stores a
+value typed into the form; a variable that is not set is an error and nothing is imported.
+
+References are not kept for the running server to resolve at connect time: that would let
+whoever can edit a config read any variable of the server's environment (the secret key, the
+database password) by naming it in a header sent to a host of their choice, and a missing
+variable would surface as a failed tool call in a student's turn instead of an import error. The
+price: a stored value does not remember that it came from a reference, so export finds the
+secrets by their names again; import warns of a reference in a place export would write in clear.
 
 Export turns every secret-looking value into a reference to a suggested variable name,
 `MCP_<SERVICE>_<KEY>`, and warns: headers named Authorization, X-Api-Key or anything with
@@ -22,6 +27,7 @@ from collections.abc import Mapping
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 REFERENCE = re.compile(r"\$\{ENV:([A-Za-z_][A-Za-z0-9_]*)\}")
+REFERENCE_SYNTAX = "${ENV:变量名}"
 SECRET_WORDS = ("authorization", "auth", "token", "secret", "key", "password", "passwd", "cookie", "credential")
 AUTH_SCHEMES = ("Bearer ", "Basic ", "Token ")
 SECRET_MASK = "（密钥，值不显示）"
@@ -89,29 +95,74 @@ def config_for_file(*, service: str, config, warn) -> object:
     return result
 
 
-def references_resolve(value, *, where: str, environ: Mapping[str, str] | None = None):
-    """`value` (a config) with each `${ENV:NAME}` in its strings replaced from the environment;
-    returns (value, problems), each problem naming the path and the variable."""
+def _url_unmasked_part(url: str) -> str:
+    """The URL without the places export turns into references (password, secret-looking query
+    values): what an export writes in clear."""
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, host = netloc.rsplit("@", 1)
+        netloc = userinfo.split(":", 1)[0] + "@" + host
+    query = "&".join(
+        name + sep + ("" if secret_looking(unquote(name)) else value)
+        for name, sep, value in (piece.partition("=") for piece in parts.query.split("&") if piece)
+    )
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def _resolve(text: str, *, path: str, environ: Mapping[str, str], problems: list[str]) -> str:
+    def substitute(match: re.Match) -> str:
+        name = match.group(1)
+        if name not in environ:
+            problems.append(f"{path}: 环境变量 {name} 未设置（文件里写的是 {match.group(0)}）")
+            return match.group(0)
+        return environ[name]
+
+    return REFERENCE.sub(substitute, text)
+
+
+def _references_elsewhere(item, path: str) -> list[str]:
+    if isinstance(item, str):
+        return [f"{path}: 只有 headers、env 的值和 url 里可以写 {REFERENCE_SYNTAX}"] if REFERENCE.search(item) else []
+    if isinstance(item, dict):
+        return [p for key, inner in item.items() for p in _references_elsewhere(inner, f"{path}.{key}")]
+    if isinstance(item, list):
+        return [p for i, inner in enumerate(item) for p in _references_elsewhere(inner, f"{path}[{i}]")]
+    return []
+
+
+def config_resolve(config, *, service: str, environ: Mapping[str, str] | None = None):
+    """The file's config with each `${ENV:NAME}` replaced from the environment, as
+    (config, problems, warnings). References are resolved in header values, env values and the
+    url only (elsewhere: a problem, as is an unset variable). Warned of: a secret written in clear
+    in the file, and a reference in a place export does not turn back into one (its value would
+    be exported in clear)."""
     environ = os.environ if environ is None else environ
+    if not isinstance(config, dict):
+        return config, [], []
     problems: list[str] = []
-
-    def walk(item, path: str):
-        if isinstance(item, str):
-            def substitute(match: re.Match) -> str:
-                name = match.group(1)
-                if name not in environ:
-                    problems.append(f"{path}: 环境变量 {name} 未设置（文件里写的是 {match.group(0)}）")
-                    return match.group(0)
-                return environ[name]
-
-            return REFERENCE.sub(substitute, item)
-        if isinstance(item, dict):
-            return {key: walk(inner, f"{path}.{key}") for key, inner in item.items()}
-        if isinstance(item, list):
-            return [walk(inner, f"{path}[{i}]") for i, inner in enumerate(item)]
-        return item
-
-    return walk(value, where), problems
+    warnings: list[str] = []
+    config_for_file(service=service, config=config,
+                    warn=lambda text: warnings.append(f"config.{text.split(' ', 1)[0]}: 文件里写的是明文，"
+                                                      f"请改为 {REFERENCE_SYNTAX} 引用"))
+    result = dict(config)
+    for key, value in config.items():
+        if key in ("headers", "env") and isinstance(value, dict):
+            resolved = {}
+            for name, text in value.items():
+                if isinstance(text, str) and REFERENCE.search(text):
+                    if not secret_looking(str(name)):
+                        warnings.append(f"config.{key}.{name}: 名称不像密钥，导出时这个值会以明文写出")
+                    text = _resolve(text, path=f"config.{key}.{name}", environ=environ, problems=problems)
+                resolved[name] = text
+            result[key] = resolved
+        elif key == "url" and isinstance(value, str):
+            if REFERENCE.search(_url_unmasked_part(value)):
+                warnings.append("config.url: 引用不在密码或像密钥的参数里，导出时它的值会以明文写出")
+            result[key] = _resolve(value, path="config.url", environ=environ, problems=problems)
+        else:
+            problems += _references_elsewhere(value, f"config.{key}")
+    return result, problems, warnings
 
 
 def config_changes(old, new, *, service: str) -> list[str]:

@@ -8,6 +8,7 @@ SECTIONS before the sections that point to it, and a `Ref` / `Refs` field on tho
 Fields compare in "file space": a link is the linked object's natural key, a config is the
 stored config with its references resolved. Text is stripped as admin's forms strip it.
 """
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -15,7 +16,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 
 from agents_app.models import Agent, McpService
-from insights_app.catalog.secrets import config_changes, config_for_file, references_resolve
+from insights_app.catalog.secrets import config_changes, config_for_file, config_resolve
 from insights_app.forms import TOOL_NAME
 from insights_app.models import ANY_TOOL, RoutingArgExpectation, RoutingCase
 from subagents_app.models import SubAgent
@@ -44,6 +45,24 @@ def _type_ok(value, expected: tuple[type, ...]) -> bool:
     return isinstance(value, expected)
 
 
+def _json_problem(value) -> str | None:
+    """What no stored value may hold: a non-string key, a value JSON has no type for (YAML's
+    dates, binary), a NUL (PostgreSQL refuses it), a float that is not finite."""
+    if isinstance(value, str):
+        return "文字里不能有 NUL 字符" if "\x00" in value else None
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"数字须是有限值，实际是 {value!r}"
+    if value is None or isinstance(value, bool | int | float):
+        return None
+    if isinstance(value, list):
+        return next((p for item in value if (p := _json_problem(item))), None)
+    if isinstance(value, dict):
+        if not all(isinstance(key, str) for key in value):
+            return "映射的键须是字符串"
+        return next((p for item in [*value, *value.values()] if (p := _json_problem(item))), None)
+    return f"不支持的值 {_short(value)}（{type(value).__name__}）"
+
+
 def _short(value) -> str:
     text = repr(value)
     return text if len(text) <= PREVIEW else text[:PREVIEW] + "…"
@@ -64,7 +83,8 @@ class Field:
         if not _type_ok(value, self.types):
             words = " 或 ".join(_TYPE_WORDS[t] for t in self.types)
             return [f"类型错误，应为{words}，实际是 {_short(value)}"]
-        return []
+        problem = _json_problem(value)
+        return [problem] if problem else []
 
     def clean(self, value):
         if isinstance(value, str):
@@ -76,7 +96,8 @@ class Field:
     def current(self, row):
         return getattr(row, self.name)
 
-    def wanted(self, value, ctx: Context, *, where: str) -> tuple[object, list[str]]:
+    def wanted(self, value, ctx: Context, *, name: str, label: str) -> tuple[object, list[str]]:
+        """The value to compare and store (references and links checked), and its problems."""
         return value, []
 
     def same(self, old, new) -> bool:
@@ -154,12 +175,14 @@ class McpConfig(Field):
     def clean(self, value):
         return value
 
-    def wanted(self, value, ctx, *, where):
-        return references_resolve(value, where=where, environ=ctx.environ)
+    def wanted(self, value, ctx, *, name, label):
+        resolved, problems, warnings = config_resolve(value, service=name, environ=ctx.environ)
+        ctx.warnings += [f"警告：{label}: {line}" for line in warnings]
+        return resolved, problems
 
     def export(self, row, ctx, *, label):
         return config_for_file(service=row.name, config=row.config,
-                               warn=lambda text: ctx.warnings.append(f"{label}: config.{text}"))
+                               warn=lambda text: ctx.warnings.append(f"{label}: config.{text}；导入前请设置该环境变量"))
 
     def changes(self, old, new, *, label):
         return config_changes(old, new, service=label)
@@ -186,7 +209,7 @@ class Ref(Field):
             return f"{self.noun}“{key}”在文件里有错（见它自己的条目），无法关联"
         return f"{self.noun}“{key}”既不在文件里，也不在数据库里"
 
-    def wanted(self, value, ctx, *, where):
+    def wanted(self, value, ctx, *, name, label):
         problem = self._missing(value, ctx)
         return value, [problem] if problem else []
 
@@ -220,7 +243,7 @@ class Refs(Ref):
             return []
         return sorted(SECTION_BY_KEY[self.section].key_of_row(t)[0] for t in getattr(row, self.name).all())
 
-    def wanted(self, value, ctx, *, where):
+    def wanted(self, value, ctx, *, name, label):
         return value, [problem for key in value if (problem := self._missing(key, ctx))]
 
     def assign(self, row, value, ctx):

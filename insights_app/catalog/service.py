@@ -170,7 +170,7 @@ def _entry_apply(section: Section, index: int, values: dict, existing: dict, ctx
         row = section.model()
     wanted, problems = {}, []
     for f in section.fields:
-        wanted[f.name], errors = f.wanted(values[f.name], ctx, where=f.name)
+        wanted[f.name], errors = f.wanted(values[f.name], ctx, name=name, label=label)
         problems += [f"{label}: {error}" if error.startswith(f.name) else f"{label}: {f.name}: {error}"
                      for error in errors]
         problems += [f"{label}: {f.name}: {error}" for error in f.child_problems(wanted[f.name])]
@@ -196,8 +196,9 @@ def _entry_apply(section: Section, index: int, values: dict, existing: dict, ctx
         existing[key] = row
     change = ObjectChange(noun=section.noun, name=name, lines=lines)
     (report.created if created else report.updated if changed else report.unchanged).append(change)
-    if (created or changed) and getattr(row, "protocol", None) == "stdio" and section.key == "mcp_services":
-        command = " ".join([str(row.config.get("command", "")), *map(str, row.config.get("args", []))])
+    if (created or changed) and section.key == "mcp_services" and row.protocol == "stdio":
+        config = values["config"]  # as the file has it (no reference resolves in command or args)
+        command = " ".join([str(config.get("command", "")), *map(str, config.get("args", []))])
         report.warnings.append(STDIO_WARNING.format(name=row.name, command=command))
     return []
 
@@ -213,7 +214,7 @@ def catalog_import(*, text: str, dry_run: bool = False, environ=None) -> ImportR
     def lookup(section_key: str, natural_key):
         return existing[section_key].get((natural_key,))
 
-    ctx = Context(environ=environ, named=named, lookup=lookup)
+    ctx = Context(environ=environ, warnings=report.warnings, named=named, lookup=lookup)
     try:
         with transaction.atomic():
             for place, section in enumerate(SECTIONS):
@@ -235,9 +236,12 @@ def catalog_export() -> CatalogExport:
     ctx = Context()
     data: dict = {VERSION_KEY: CATALOG_VERSION}
     for section in SECTIONS:
-        data[section.key] = [
-            {f.name: f.export(row, ctx, label=f"{section.noun} {section.describe(section.key_of_row(row))}")
-             for f in section.fields}
-            for row in section.rows()
-        ]
+        data[section.key], seen = [], set()
+        for row in section.rows():
+            key = section.key_of_row(row)
+            label = f"{section.noun} {section.describe(key)}"
+            if key in seen:  # possible where the natural key is no unique constraint (routing cases)
+                ctx.warnings.append(f"{label} 出现了不止一次：导入时会因重复被拒绝，请在后台合并或改写问题")
+            seen.add(key)
+            data[section.key].append({f.name: f.export(row, ctx, label=label) for f in section.fields})
     return CatalogExport(text=catalog_yaml_dump(data), warnings=ctx.warnings)

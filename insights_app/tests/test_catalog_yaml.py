@@ -427,3 +427,61 @@ routing_cases:
     assert lines[1] == "routing_cases 第 2 条（xiaozhi · 食堂）: must_not_call: 这些工具同时出现在“必须调用”里：call_canteen"
     assert lines[2].startswith("routing_cases 第 3 条（xiaozhi · 课程）: history: 第 1 条须是")
     assert lines[3].startswith("routing_cases 第 3 条（xiaozhi · 课程）: must_call: 工具名 'Call Course' 不对")
+
+
+@pytest.mark.django_db
+def test_references_only_where_secrets_belong_and_warnings_where_export_would_write_clear_text(tmp_path, monkeypatch):
+    monkeypatch.setenv("GRADES_FLAG", "--token=" + SECRET)
+    lines = refused(tmp_path, """catalog: 1
+mcp_services:
+  - {name: grades, protocol: stdio, config: {command: /usr/bin/grades-mcp, args: ["${ENV:GRADES_FLAG}"]}}
+""")
+    assert lines == ["mcp_services 第 1 条（grades）: config.args[0]: 只有 headers、env 的值和 url 里可以写 ${ENV:变量名}"]
+
+    monkeypatch.setenv("CANVAS_TENANT", "campus")
+    _, err = run("import_catalog", write(tmp_path, f"""catalog: 1
+mcp_services:
+  - name: canvas
+    protocol: sse
+    config:
+      url: "https://mcp.example.edu.cn/sse?tenant=${{ENV:CANVAS_TENANT}}"
+      headers: {{X-Tenant: "${{ENV:CANVAS_TENANT}}", X-Api-Key: {SECRET}}}
+"""))
+    assert err.splitlines() == [
+        "警告：mcp_services 第 1 条（canvas）: config.headers.X-Api-Key: 文件里写的是明文，请改为 ${ENV:变量名} 引用",
+        "警告：mcp_services 第 1 条（canvas）: config.url: 引用不在密码或像密钥的参数里，导出时它的值会以明文写出",
+        "警告：mcp_services 第 1 条（canvas）: config.headers.X-Tenant: 名称不像密钥，导出时这个值会以明文写出",
+    ]
+    assert McpService.objects.get(name="canvas").config["url"].endswith("?tenant=campus")
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("entry", "expected"), [
+    ("{slug: x, name: x, temperature: .nan}", "agents 第 1 条（x）: temperature: 数字须是有限值，实际是 nan"),
+    ('{slug: "x\\0y", name: x}', "agents 第 1 条（x\x00y）: slug: 文字里不能有 NUL 字符"),
+])
+def test_values_no_column_can_hold_are_refused(tmp_path, entry, expected):
+    assert refused(tmp_path, f"catalog: 1\nagents:\n  - {entry}\n") == [expected]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("value", "expected"), [
+    ("{1: ask}", "tool_approvals: 映射的键须是字符串"),
+    ("{drop: 2024-01-01}", "tool_approvals: 不支持的值 datetime.date(2024, 1, 1)（date）"),
+    ("{drop: !!binary aGk=}", "tool_approvals: 不支持的值 b'hi'（bytes）"),
+])
+def test_yaml_values_json_cannot_store_are_refused(tmp_path, value, expected):
+    lines = refused(tmp_path, f"""catalog: 1
+mcp_services:
+  - {{name: x, protocol: sse, config: {{url: "https://x.example.edu.cn/sse"}}, tool_approvals: {value}}}
+""")
+    assert lines == [f"mcp_services 第 1 条（x）: {expected}"]
+
+
+def test_a_routing_case_written_twice_in_the_database_is_warned_of_on_export(demo_catalog):
+    case = RoutingCase.objects.get(question="你好")
+    RoutingCase.objects.create(agent=case.agent, question=case.question, must_not_call=["*"])
+    out, err = run("export_catalog")
+    assert err.splitlines() == [
+        "警告：路由用例 xiaozhi · 你好 出现了不止一次：导入时会因重复被拒绝，请在后台合并或改写问题"
+    ]

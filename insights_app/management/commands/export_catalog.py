@@ -18,7 +18,7 @@ class Command(BaseCommand):
     def handle(self, *args, file: Path | None, **options):
         export = catalog_export()
         for line in export.warnings:
-            self.stderr.write(self.style.WARNING(f"警告：{line}；导入前请设置该环境变量"))
+            self.stderr.write(self.style.WARNING(f"警告：{line}"))
         if file is None:
             self.stdout.write(export.text, ending="")
             return
