@@ -485,3 +485,18 @@ def test_a_routing_case_written_twice_in_the_database_is_warned_of_on_export(dem
     assert err.splitlines() == [
         "警告：路由用例 xiaozhi · 你好 出现了不止一次：导入时会因重复被拒绝，请在后台合并或改写问题"
     ]
+
+
+def test_the_example_in_the_staff_docs_imports(db, tmp_path, monkeypatch):
+    from django.conf import settings
+
+    staff = (settings.BASE_DIR / "docs" / "staff.md").read_text(encoding="utf-8")
+    section = staff.split("## Moving a catalog between instances", 1)[1]
+    example = section.split("```yaml\n", 1)[1].split("```", 1)[0]
+    monkeypatch.setenv("MCP_CANVAS_AUTHORIZATION", SECRET)
+
+    out, _ = run("import_catalog", write(tmp_path, example))
+
+    assert out.strip().endswith("新建 4 个，更新 0 个，未变 0 个（导入从不删除：文件里没有的对象保持原样）")
+    assert McpService.objects.get(name="canvas").config["headers"]["Authorization"] == f"Bearer {SECRET}"
+    assert list(Agent.objects.get(slug="xiaozhi").sub_agents.values_list("name", flat=True)) == ["canteen"]
