@@ -3,7 +3,18 @@
 A section is one small class: its key in the file, its model, its natural key and its fields.
 `SECTIONS` lists them in the order an import writes them, each after the sections it refers to.
 A new kind of catalog object (say, LLM providers) is one more Section, one more entry in
-SECTIONS before the sections that point to it, and a `Ref` / `Refs` field on those.
+SECTIONS before the sections that point to it, and a `Ref` / `Refs` field on those:
+
+    class ProviderSection(Section):
+        key, noun, model, natural_key = "providers", "模型服务", Provider, ("name",)
+        fields = (Field("name", required=True), Field("base_url"), ...)
+
+    SECTIONS = (ProviderSection(), McpServiceSection(), ...)
+    # AgentSection.fields += Ref("provider", section="providers", noun="模型服务")
+
+(`Refs` compares as a set, sorted by name: an ordered list such as fallbacks needs a variant that
+keeps the order. A secret such as an API key needs a Field that resolves `${ENV:…}` like
+McpConfig does, and exports a reference.)
 
 Fields compare in "file space": a link is the linked object's natural key, a config is the
 stored config with its references resolved. Text is stripped as admin's forms strip it.
@@ -23,6 +34,7 @@ from subagents_app.models import SubAgent
 
 _TYPE_WORDS = {str: "字符串", int: "整数", float: "数字", bool: "true 或 false", list: "列表", dict: "映射"}
 PREVIEW = 40
+STDIO_WARNING = "警告：stdio MCP 服务 {name} 将在本服务器上运行 {command}（以服务器的用户身份）"
 
 
 @dataclass
@@ -338,6 +350,10 @@ class Section:
     def write_order(self, entries: list) -> list:
         return entries
 
+    def written_warnings(self, row, values: dict) -> list[str]:
+        """Lines to warn of when an import creates or changes `row` (dry run included)."""
+        return []
+
 
 class McpServiceSection(Section):
     key = "mcp_services"
@@ -355,6 +371,15 @@ class McpServiceSection(Section):
         Field("approval_default"),
         Field("tool_approvals", (dict,)),
     )
+
+    def written_warnings(self, row, values):
+        # import_catalog is an operator's command and refuses no stdio service; it says what
+        # this server will run, as the file has it (no reference resolves in command or args).
+        if row.protocol != McpService.Protocol.STDIO:
+            return []
+        config = values["config"]
+        command = " ".join([str(config.get("command", "")), *map(str, config.get("args", []))])
+        return [STDIO_WARNING.format(name=row.name, command=command)]
 
 
 class SubAgentSection(Section):

@@ -24,7 +24,6 @@ CATALOG_VERSION = 1
 VERSION_KEY = "catalog"
 NOTHING_TO_CHANGE = "没有需要修改的内容"
 NEVER_DELETES = "导入从不删除：文件里没有的对象保持原样"
-STDIO_WARNING = "警告：stdio MCP 服务 {name} 将在本服务器上运行 {command}（以服务器的用户身份）"
 
 
 class _Rollback(Exception):
@@ -196,10 +195,8 @@ def _entry_apply(section: Section, index: int, values: dict, existing: dict, ctx
         existing[key] = row
     change = ObjectChange(noun=section.noun, name=name, lines=lines)
     (report.created if created else report.updated if changed else report.unchanged).append(change)
-    if (created or changed) and section.key == "mcp_services" and row.protocol == "stdio":
-        config = values["config"]  # as the file has it (no reference resolves in command or args)
-        command = " ".join([str(config.get("command", "")), *map(str, config.get("args", []))])
-        report.warnings.append(STDIO_WARNING.format(name=row.name, command=command))
+    if created or changed:
+        report.warnings += section.written_warnings(row, values)
     return []
 
 
