@@ -115,7 +115,7 @@ def _catalog_read(data) -> tuple[dict[str, list[tuple[int, dict]]], dict[str, se
         raise CatalogError([f"顶层: 文件须是一个映射：{VERSION_KEY}: {CATALOG_VERSION}，以及 "
                             + "、".join(s.key for s in SECTIONS) + " 列表"])
     problems: list[Problem] = []
-    if data.get(VERSION_KEY) != CATALOG_VERSION or isinstance(data.get(VERSION_KEY), bool):
+    if type(data.get(VERSION_KEY)) is not int or data[VERSION_KEY] != CATALOG_VERSION:  # not true, not 1.0
         problems.append((-1, 0, f"顶层: {VERSION_KEY}: 须是 {CATALOG_VERSION}（文件格式版本），"
                                 f"实际是 {data.get(VERSION_KEY)!r}"))
     if unknown := sorted(str(k) for k in data if k != VERSION_KEY and k not in SECTION_BY_KEY):

@@ -272,6 +272,8 @@ def test_a_yaml_syntax_error_is_named_with_its_line(tmp_path):
     ("agents: []\n", "顶层: catalog: 须是 1（文件格式版本），实际是 None"),
     ("catalog: 2\n", "顶层: catalog: 须是 1（文件格式版本），实际是 2"),
     ("catalog: true\n", "顶层: catalog: 须是 1（文件格式版本），实际是 True"),
+    ("catalog: 1.0\n", "顶层: catalog: 须是 1（文件格式版本），实际是 1.0"),
+    ("", "顶层: 文件须是一个映射"),
     ("catalog: 1\nproviders: []\n", "顶层: 未知的顶层键：providers"),
     ("catalog: 1\nagents: {slug: x}\n", "顶层: agents: 须是列表，而不是 dict"),
     ("catalog: 1\nagents: [xiaozhi]\n", "agents 第 1 条（?）: 条目须是映射，而不是 str"),
