@@ -1,14 +1,18 @@
+import os
 import sys
 
 from asgiref.sync import async_to_sync
 from django import forms
+from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
 from django.core.exceptions import NON_FIELD_ERRORS, PermissionDenied, ValidationError
 from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect
 from django.urls import path, reverse
+from django.utils.decorators import method_decorator
+from django.views.decorators.debug import sensitive_post_parameters
 
-from agents_app.models import Agent, McpService
+from agents_app.models import Agent, AgentFallback, McpService, Provider
 from campus_agent.approval import ApprovalPolicy
 from campus_agent.circuit import circuit_close, circuit_status, circuit_status_text
 
@@ -32,6 +36,17 @@ OFFERED_TOOLS_NONE = "“{agent}”没有可用工具（未选择已启用的 MC
 ASKS_FIRST = "；运行前先经学生确认"
 OFFERED_TOOLS_PROBLEM = "MCP 服务连接失败，本轮不会提供它的工具：{problem}"
 CIRCUIT_CLOSED_TEXT = "“{name}”已连通，熔断已解除。"
+# Where a provider's requests go and which server variable is sent as its key are superuser
+# rights (another staff member could point a stored key, or the server's SECRET_KEY, elsewhere).
+PROVIDER_SUPERUSER_ONLY_FIELDS = ("base_url", "api_key_env")
+API_KEY_SET_TEXT = "已设置"
+API_KEY_UNSET_TEXT = "未设置"
+API_KEY_UNREADABLE_TEXT = "已设置，但无法解密（SECRET_KEY 或 PROVIDER_KEY_SECRET 已更换），请重新输入"
+API_KEY_ENV_TEXT = "读取环境变量 {name}（{state}）"
+API_KEY_HELP = "当前：{state}。只写不读：已保存的密钥不会显示；留空则保持不变。加密后保存在数据库中。"
+API_KEY_BOTH_ERROR = "填写新密钥时不要勾选“清除已保存的密钥”。"
+PROBE_OK_TEXT = "“{name}”已连通，共 {count} 个模型：{models}"
+PROBE_NONE_TEXT = "“{name}”已连通，但没有列出任何模型。"
 
 
 def _preview(text: str) -> str:
@@ -39,11 +54,47 @@ def _preview(text: str) -> str:
     return flat if len(flat) <= TOOL_DESCRIPTION_PREVIEW else flat[:TOOL_DESCRIPTION_PREVIEW] + "…"
 
 
-class ToolsButtonMixin:
-    """A change page's "列出工具" button (templates/admin/includes/tools_button.html): a POST to
-    `<id>/tools/` (URL name `<app>_<model>_tools`), never a GET, since it connects — a stdio
-    service is a process started on this server. It reports through messages (`tools_report`)
+class PostButtonMixin:
+    """A change page's button that does something now — connects, lists, tests — as a POST to
+    `<id>/<button_action>/` (URL name `<app>_<model>_<button_action>`), never a GET (a stdio
+    service is a process started on this server; a provider test sends its key). The template
+    is templates/admin/includes/post_button.html. It reports through messages (`button_report`)
     and comes back to the change page. (The admin's `Media` adds agents_app/admin.css, its look.)"""
+
+    button_action: str
+
+    def button_report(self, request, obj) -> None:
+        raise NotImplementedError
+
+    def button_permitted(self, request, obj) -> bool:
+        return self.has_change_permission(request, obj)
+
+    def get_urls(self):
+        opts = self.opts
+        own = [
+            path(f"<path:object_id>/{self.button_action}/", self.admin_site.admin_view(self.button_view),
+                 name=f"{opts.app_label}_{opts.model_name}_{self.button_action}"),
+        ]
+        return own + super().get_urls()  # before the change view's catch-all
+
+    def button_view(self, request, object_id):
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        obj = self.get_object(request, unquote(object_id))
+        if obj is None:
+            raise Http404
+        if not self.button_permitted(request, obj):
+            raise PermissionDenied
+        self.button_report(request, obj)
+        opts = self.opts
+        return HttpResponseRedirect(reverse(f"admin:{opts.app_label}_{opts.model_name}_change", args=[obj.pk]))
+
+
+class ToolsButtonMixin(PostButtonMixin):
+    """The "列出工具" button (templates/admin/includes/tools_button.html): `tools_report` says
+    what it found; `tools_permitted` who may press it."""
+
+    button_action = "tools"
 
     def tools_report(self, request, obj) -> None:
         raise NotImplementedError
@@ -51,25 +102,20 @@ class ToolsButtonMixin:
     def tools_permitted(self, request, obj) -> bool:
         return self.has_change_permission(request, obj)
 
-    def get_urls(self):
-        opts = self.opts
-        own = [
-            path("<path:object_id>/tools/", self.admin_site.admin_view(self.tools_view),
-                 name=f"{opts.app_label}_{opts.model_name}_tools"),
-        ]
-        return own + super().get_urls()  # before the change view's catch-all
-
-    def tools_view(self, request, object_id):
-        if request.method != "POST":
-            return HttpResponseNotAllowed(["POST"])
-        obj = self.get_object(request, unquote(object_id))
-        if obj is None:
-            raise Http404
-        if not self.tools_permitted(request, obj):
-            raise PermissionDenied
+    def button_report(self, request, obj) -> None:
         self.tools_report(request, obj)
-        opts = self.opts
-        return HttpResponseRedirect(reverse(f"admin:{opts.app_label}_{opts.model_name}_change", args=[obj.pk]))
+
+    def button_permitted(self, request, obj) -> bool:
+        return self.tools_permitted(request, obj)
+
+
+class AgentFallbackInline(admin.TabularInline):
+    """The agent's fallback providers; staff order them by 顺序 (smallest first)."""
+
+    model = AgentFallback
+    fields = ("position", "provider", "model")
+    extra = 0
+    ordering = ("position", "id")
 
 
 class AgentForm(forms.ModelForm):
@@ -85,19 +131,22 @@ class AgentForm(forms.ModelForm):
 @admin.register(Agent)
 class AgentAdmin(ToolsButtonMixin, admin.ModelAdmin):
     form = AgentForm
-    list_display = ("name", "slug", "effective_model", "is_default", "enabled", "max_tool_rounds", "updated_at")
+    list_display = ("name", "slug", "provider", "effective_model", "is_default", "enabled", "max_tool_rounds",
+                    "updated_at")
+    list_select_related = ("provider",)
     list_filter = ("enabled", "is_default")
     search_fields = ("name", "slug", "system_prompt")
     prepopulated_fields = {"slug": ("name",)}
     filter_horizontal = ("mcp_services", "sub_agents")
     readonly_fields = ("offered_tools", "created_at", "updated_at")
     actions = ("offered_tools_list",)
+    inlines = (AgentFallbackInline,)
 
     class Media:
         css = {"all": ["agents_app/admin.css"]}  # the "列出工具" button (ToolsButtonMixin)
     fieldsets = (
         (None, {"fields": ("name", "slug", "enabled", "is_default")}),
-        ("模型", {"fields": ("system_prompt", "model", "temperature", "max_tool_rounds")}),
+        ("模型", {"fields": ("system_prompt", "provider", "model", "thinking", "temperature", "max_tool_rounds")}),
         ("工具", {"fields": ("mcp_services", "sub_agents", "offered_tools")}),
         ("时间", {"fields": ("created_at", "updated_at"), "classes": ("collapse",)}),
     )
@@ -231,3 +280,112 @@ class McpServiceAdmin(ToolsButtonMixin, admin.ModelAdmin):
         messages.success(request, f"“{service.name}” 共 {len(infos)} 个工具：{names or '（无）'}")
         if circuit_close(source=mcp_circuit_key(service), name=f"MCP service {service.name}"):
             messages.info(request, CIRCUIT_CLOSED_TEXT.format(name=service.name))
+
+
+def _api_key_state(provider: Provider) -> str:
+    if provider.api_key_env:
+        state = API_KEY_SET_TEXT if os.environ.get(provider.api_key_env) else "服务器上未设置该变量"
+        return API_KEY_ENV_TEXT.format(name=provider.api_key_env, state=state)
+    if provider.api_key_unreadable:
+        return API_KEY_UNREADABLE_TEXT
+    return API_KEY_SET_TEXT if provider.api_key_set else API_KEY_UNSET_TEXT
+
+
+class ProviderForm(forms.ModelForm):
+    """The key is write-only: a password input that never shows what is stored (render_value off,
+    so not after a failed save either); blank keeps it, 清除 removes it."""
+
+    api_key = forms.CharField(
+        label="API 密钥", required=False, max_length=1000,
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
+    )
+    api_key_clear = forms.BooleanField(label="清除已保存的密钥", required=False)
+
+    class Meta:
+        model = Provider
+        fields = ("name", "kind", "base_url", "api_key", "api_key_clear", "api_key_env", "default_model",
+                  "timeout_sec", "accepts_images", "enabled")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["api_key"].help_text = API_KEY_HELP.format(state=_api_key_state(self.instance))
+
+    def clean(self):
+        data = super().clean()
+        if data.get("api_key") and data.get("api_key_clear"):
+            self.add_error("api_key_clear", API_KEY_BOTH_ERROR)
+        return data
+
+    def save(self, commit=True):
+        provider = super().save(commit=False)
+        if self.cleaned_data.get("api_key"):
+            provider.api_key_store(self.cleaned_data["api_key"])
+        elif self.cleaned_data.get("api_key_clear"):
+            provider.api_key_store(None)
+        if commit:
+            provider.save()
+            self._save_m2m()
+        return provider
+
+
+@admin.register(Provider)
+class ProviderAdmin(PostButtonMixin, admin.ModelAdmin):
+    """Model providers. 「测试连接」 (a POST, change permission) lists the provider's models."""
+
+    form = ProviderForm
+    button_action = "test"
+    list_display = ("name", "kind", "base_url", "default_model", "api_key_status", "accepts_images", "enabled",
+                    "updated_at")
+    list_filter = ("kind", "enabled", "accepts_images")
+    search_fields = ("name", "base_url", "default_model")
+    readonly_fields = ("created_at", "updated_at")
+    fieldsets = (
+        (None, {"fields": ("name", "kind", "enabled")}),
+        ("连接", {"fields": ("base_url", "api_key", "api_key_clear", "api_key_env", "timeout_sec")}),
+        ("模型", {"fields": ("default_model", "accepts_images")}),
+        ("时间", {"fields": ("created_at", "updated_at"), "classes": ("collapse",)}),
+    )
+
+    class Media:
+        css = {"all": ["agents_app/admin.css"]}  # the 「测试连接」 button (PostButtonMixin)
+
+    @method_decorator(sensitive_post_parameters("api_key"))  # never in an error report or debug page
+    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
+        return super().changeform_view(request, object_id, form_url, extra_context)
+
+    @admin.display(description="API 密钥")
+    def api_key_status(self, obj: Provider) -> str:
+        return _api_key_state(obj)
+
+    def get_fieldsets(self, request, obj=None):
+        if obj is None or self.has_change_permission(request, obj):
+            return super().get_fieldsets(request, obj)
+        # Read-only: the key's state, never a field that could look the key up.
+        return tuple((title, {**options, "fields": tuple(
+            "api_key_status" if name == "api_key" else name
+            for name in options["fields"] if name != "api_key_clear")}) for title, options in self.fieldsets)
+
+    def get_readonly_fields(self, request, obj=None):
+        fields = super().get_readonly_fields(request, obj)
+        if obj is not None and not self.has_change_permission(request, obj):
+            fields = (*fields, "api_key_status")
+        if request.user.is_superuser:
+            return fields
+        return (*fields, *PROVIDER_SUPERUSER_ONLY_FIELDS)  # left out of the form: a POST of them changes nothing
+
+    def has_add_permission(self, request) -> bool:
+        return request.user.is_superuser and super().has_add_permission(request)  # a new one needs a base URL
+
+    def button_report(self, request, provider: Provider) -> None:
+        from agents_app.runtime.providers import ProbeFailed, provider_llm, provider_models_probe
+
+        try:
+            models = async_to_sync(provider_models_probe)(provider=provider_llm(provider),
+                                                          timeout=settings.LLM_PROBE_TIMEOUT)
+        except ProbeFailed as exc:
+            messages.error(request, str(exc))
+            return
+        if not models:
+            messages.warning(request, PROBE_NONE_TEXT.format(name=provider.name))
+            return
+        messages.success(request, PROBE_OK_TEXT.format(name=provider.name, count=len(models), models="、".join(models)))

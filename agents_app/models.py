@@ -1,10 +1,15 @@
+import os
+import re
+from urllib.parse import urlsplit
+
 from django.conf import settings
-from django.core.exceptions import ValidationError
+from django.core.exceptions import SynchronousOnlyOperation, ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 
 from campus_agent.approval import POLICY_HELP, ApprovalPolicy
+from campus_agent.crypto import secret_decrypt, secret_encrypt
 from campus_agent.models import TimeStampedModel
 from subagents_app.models import SubAgent
 
@@ -125,6 +130,104 @@ class McpService(TimeStampedModel):
         return self.approval_default
 
 
+BASE_URL_ERROR = "请填写 http:// 或 https:// 开头的地址，如 https://dashscope.aliyuncs.com/compatible-mode/v1。"
+ENV_NAME_ERROR = "环境变量名只能包含大写字母、数字和下划线，且不能以数字开头。"
+_ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]{0,99}")
+
+
+def base_url_validate(value: str) -> None:
+    """An http(s) URL with a host and nothing a URL cannot hold (spaces, control characters)."""
+    parts = urlsplit(value or "")
+    if (parts.scheme.lower() not in ("http", "https") or not parts.hostname
+            or any(ch.isspace() or ord(ch) < 32 or ord(ch) == 127 for ch in value)):
+        raise ValidationError(BASE_URL_ERROR)
+
+
+def env_name_validate(value: str) -> None:
+    if value and not _ENV_NAME.fullmatch(value):
+        raise ValidationError(ENV_NAME_ERROR)
+
+
+class Provider(TimeStampedModel):
+    """An OpenAI-compatible model endpoint (DashScope, vLLM, OpenAI, Ollama …) agents may use.
+
+    The API key is never stored in clear: `api_key_encrypted` holds its Fernet token
+    (campus_agent.crypto), or `api_key_env` names the environment variable that holds it."""
+
+    class Kind(models.TextChoices):
+        DASHSCOPE = "dashscope", "DashScope（阿里云百炼）"
+        VLLM = "vllm", "vLLM"
+        OPENAI = "openai", "OpenAI"
+        OLLAMA = "ollama", "Ollama"
+        OTHER = "other", "其他（OpenAI 兼容）"
+
+    name = models.CharField("名称", max_length=64, unique=True, help_text="管理员看到的名字，也记在回答消息上（按提供方统计用量）。")
+    kind = models.CharField(
+        "类型", max_length=16, choices=Kind.choices, default=Kind.OTHER,
+        help_text="决定请求中如何开关“思考”：DashScope 用 enable_thinking，vLLM 用 chat_template_kwargs.enable_thinking，"
+        "OpenAI 和 Ollama 用 reasoning_effort；“其他”不发送任何思考参数。",
+    )
+    base_url = models.CharField(
+        "接口地址", max_length=500, validators=[base_url_validate],
+        help_text="OpenAI 兼容接口的地址，如 https://dashscope.aliyuncs.com/compatible-mode/v1、http://10.0.0.5:8001/v1"
+        "（vLLM）、http://127.0.0.1:11434/v1（Ollama）；末尾没有 /v1 时自动补上。",
+    )
+    api_key_encrypted = models.TextField("API 密钥（加密）", blank=True, default="", editable=False)
+    api_key_env = models.CharField(
+        "密钥环境变量", max_length=100, blank=True, validators=[env_name_validate],
+        help_text="不在后台保存密钥时，填服务器上保存密钥的环境变量名（如 DASHSCOPE_API_KEY）；填了它就不用上面的密钥。",
+    )
+    default_model = models.CharField(
+        "默认模型", max_length=100, help_text="智能体没有指定模型、或把本提供方用作备用时请求的模型，如 qwen-plus。"
+    )
+    timeout_sec = models.PositiveSmallIntegerField(
+        "超时（秒）", default=60, validators=[MinValueValidator(1), MaxValueValidator(600)],
+        help_text="一次模型请求中两次收到数据之间最长等待的秒数（1–600）；超时会重试或换用备用提供方。",
+    )
+    accepts_images = models.BooleanField(
+        "模型接受图片", default=False, help_text="该提供方的模型能否读图片（image_url）；目前只记录，以后的附件功能会用到。"
+    )
+    enabled = models.BooleanField("启用", default=True, help_text="停用后，用它的智能体跳过它（改用备用提供方或关键词路由）。")
+
+    class Meta:
+        verbose_name = "模型提供方"
+        verbose_name_plural = "模型提供方"
+        ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(timeout_sec__gte=1, timeout_sec__lte=600), name="provider_timeout_range"
+            ),
+            models.CheckConstraint(
+                condition=Q(kind__in=["dashscope", "vllm", "openai", "ollama", "other"]), name="provider_kind_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def api_key_set(self) -> bool:
+        return bool(self.api_key_encrypted)
+
+    def api_key_store(self, key: str | None) -> None:
+        """Keeps `key` encrypted (None or "" removes it); saved with the row."""
+        self.api_key_encrypted = secret_encrypt(key) if key else ""
+
+    def api_key_plain(self) -> str:
+        """The key to send: the environment variable's value when `api_key_env` is set, else the
+        stored key decrypted ("" when there is none or it cannot be decrypted). Not named like the
+        admin form's `api_key` field: a read-only admin page looks a field's name up on the object
+        and calls what it finds."""
+        if self.api_key_env:
+            return os.environ.get(self.api_key_env, "")
+        return secret_decrypt(self.api_key_encrypted) or ""
+
+    @property
+    def api_key_unreadable(self) -> bool:
+        """A key is stored but cannot be decrypted (PROVIDER_KEY_SECRET or SECRET_KEY changed)."""
+        return bool(self.api_key_encrypted) and secret_decrypt(self.api_key_encrypted) is None
+
+
 class Agent(TimeStampedModel):
     """A main agent: the prompt, model and tools one chat turn runs with."""
 
@@ -135,8 +238,24 @@ class Agent(TimeStampedModel):
     system_prompt = models.TextField(
         "系统提示词", blank=True, help_text="每轮对话最先发给模型的说明：身份、语气、何时使用哪些工具。"
     )
+    class Thinking(models.TextChoices):
+        DEFAULT = "", "默认（不发送思考参数）"
+        ON = "on", "开"
+        OFF = "off", "关"
+
+    provider = models.ForeignKey(
+        # PROTECT: deleting a provider an agent uses is refused (admin names the agents), rather
+        # than moving them to the default provider without a word.
+        Provider, on_delete=models.PROTECT, null=True, blank=True, related_name="agents", verbose_name="模型提供方",
+        help_text="留空则用环境变量 LLM_BASE_URL / LLM_API_KEY / LLM_MODEL 配置的默认提供方。",
+    )
     model = models.CharField(
-        "模型", max_length=100, blank=True, help_text="留空则用环境变量 LLM_MODEL 的默认模型（如 qwen-plus）。"
+        "模型", max_length=100, blank=True,
+        help_text="留空则用所选提供方的默认模型（未选提供方时用环境变量 LLM_MODEL，如 qwen-plus）。只用于上面的提供方，备用提供方用它们自己的模型。",
+    )
+    thinking = models.CharField(
+        "思考", max_length=4, choices=Thinking.choices, blank=True, default=Thinking.DEFAULT,
+        help_text="思考模型（如 Qwen3）是否先思考再回答。“默认”不发送参数，由模型服务自己决定；开/关按提供方的类型发送对应参数。",
     )
     temperature = models.FloatField(
         "温度",
@@ -178,7 +297,17 @@ class Agent(TimeStampedModel):
 
     @property
     def effective_model(self) -> str:
-        return self.model or settings.LLM_MODEL
+        """The model the agent's own provider is asked for: its model field, else its provider's
+        default model, else LLM_MODEL (no provider: the default provider from LLM_*)."""
+        if self.model:
+            return self.model
+        if self.provider_id is None:
+            return settings.LLM_MODEL
+        try:
+            provider = self.provider  # loaded with the turn (selectors.agent_catalog_load)
+        except SynchronousOnlyOperation:  # not loaded, and this is async code: no query here
+            return ""
+        return provider.default_model if provider is not None else settings.LLM_MODEL
 
     def clean(self) -> None:
         if self.is_default:
@@ -187,3 +316,30 @@ class Agent(TimeStampedModel):
                 raise ValidationError({"is_default": f"已有默认智能体“{others.first().name}”，请先取消它的默认。"})
         if self.is_default and not self.enabled:
             raise ValidationError({"enabled": "默认智能体必须启用。"})
+
+
+class AgentFallback(models.Model):
+    """One provider of an agent's fallback list, in order (`position`, lowest first)."""
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="fallbacks", verbose_name="智能体")
+    provider = models.ForeignKey(
+        Provider, on_delete=models.CASCADE, related_name="fallback_for", verbose_name="备用提供方"
+    )
+    position = models.PositiveSmallIntegerField(
+        "顺序", default=0,
+        help_text="数字小的先试：智能体自己的提供方重试后仍失败时，按顺序逐个尝试备用提供方（停用的跳过），都失败时由关键词路由回答。",
+    )
+    model = models.CharField(
+        "模型", max_length=100, blank=True, help_text="留空则用该提供方的默认模型。"
+    )
+
+    class Meta:
+        verbose_name = "备用提供方"
+        verbose_name_plural = "备用提供方"
+        ordering = ["position", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["agent", "provider"], name="agentfallback_unique_provider"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.position}. {self.provider}"

@@ -2,7 +2,7 @@
 sub-agents) is here; chat_app and the runtime ask through these functions."""
 from django.db.models import Prefetch, QuerySet, prefetch_related_objects
 
-from agents_app.models import Agent, McpService
+from agents_app.models import Agent, AgentFallback, McpService
 from subagents_app.models import SubAgent
 
 
@@ -44,8 +44,18 @@ def agent_catalog_load(*, agent: Agent) -> Agent:
     """Loads the agent's enabled MCP services and sub-agents onto it (`enabled_mcp_services`,
     `enabled_sub_agents`), so the turn's tool list needs no query of its own. The chat stream
     calls this in the same database call that admits the turn: the catalog is still read per turn."""
-    prefetch_related_objects([agent], *_catalog_prefetches())
+    prefetch_related_objects([agent], *_catalog_prefetches(), *_provider_prefetches())
     return agent
+
+
+def _provider_prefetches() -> tuple[str, Prefetch]:
+    """The agent's provider and its fallbacks in order (`fallback_links`), for
+    runtime.providers.provider_chain: the turn's chain needs no query of its own."""
+    return (
+        "provider",
+        Prefetch("fallbacks", queryset=AgentFallback.objects.select_related("provider").order_by("position", "id"),
+                 to_attr="fallback_links"),
+    )
 
 
 def agent_catalog_loaded(*, agent: Agent) -> bool:

@@ -12,6 +12,8 @@ from django.conf import settings  # noqa: E402
 from django.urls import get_resolver  # noqa: E402
 
 from campus_agent.stream_handler import StreamHandler, is_stream_path  # noqa: E402
+from chat_app.a2a_server import a2a_app, is_a2a_path  # noqa: E402
+from chat_app.mcp_server import is_mcp_path, mcp_app  # noqa: E402
 from chat_app.runs.supervisor import supervisor_ensure  # noqa: E402
 from subagents_app.demo.library_a2a import LIBRARY_PATH, library_app  # noqa: E402
 
@@ -47,6 +49,14 @@ async def http_app(scope, receive, send):
         # The demo A2A agent is an a2a-sdk (Starlette) app, served beside Django as the demo
         # seed-contract sub-agents are under the same /demo/subagents/ prefix.
         await library_app()(scope, receive, send)
+        return
+    if is_a2a_path(scope["path"]):
+        # The campus agent as an A2A agent (card + JSON-RPC, chat_app/a2a_server.py): an a2a-sdk app.
+        await a2a_app()(scope, receive, send)
+        return
+    if is_mcp_path(scope["path"]):
+        # The MCP server (DESIGN §4b) is the official SDK's streamable-HTTP app, not a Django view.
+        await mcp_app(scope, receive, send)
         return
     app = stream_app if is_stream_path(scope["path"]) else django_asgi_app
     await app(scope, receive, send)

@@ -35,6 +35,7 @@ JSON_MEDIA_TYPE = "application/json"
 _UTF8_CHARSETS = ("utf-8", "utf8")
 
 MSG_BODY_TOO_LARGE = "请求体过大（上限 64 KB）。"
+MSG_BODY_TOO_LARGE_OF = "请求体过大（上限 {limit} KB）。"
 MSG_BODY_NOT_JSON = "请求体必须是 JSON 对象。"
 MSG_CONTENT_TYPE = "请求体必须是 JSON，请使用 Content-Type: application/json（UTF-8）。"
 MSG_NOT_UTF8 = "请求体必须是 UTF-8 编码的 JSON。"
@@ -52,8 +53,9 @@ def _refused(message: str, *, code: int = INVALID_BODY, status: int = 400) -> Js
     return JsonBodyRefused(message, code=code, status=status)
 
 
-def too_large() -> JsonBodyRefused:
-    return _refused(MSG_BODY_TOO_LARGE, code=BODY_TOO_LARGE, status=413)
+def too_large(max_bytes: int | None = None) -> JsonBodyRefused:
+    message = MSG_BODY_TOO_LARGE if max_bytes is None else MSG_BODY_TOO_LARGE_OF.format(limit=max_bytes // 1024)
+    return _refused(message, code=BODY_TOO_LARGE, status=413)
 
 
 def unsupported_media_type() -> JsonBodyRefused:
@@ -136,9 +138,13 @@ def _holds_lone_surrogate(value) -> bool:
     return False
 
 
-def json_object_decode(raw: bytes) -> dict:
-    """The JSON object in `raw`. Raises JsonBodyRefused (400 / 413) with a message for people."""
-    if len(raw) > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
+def json_object_decode(raw: bytes, *, max_bytes: int | None = None) -> dict:
+    """The JSON object in `raw`. Raises JsonBodyRefused (400 / 413) with a message for people.
+    `max_bytes`: a cap of the endpoint's own instead of DATA_UPLOAD_MAX_MEMORY_SIZE."""
+    if max_bytes is not None:
+        if len(raw) > max_bytes:
+            raise too_large(max_bytes)
+    elif len(raw) > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
         raise too_large()
     try:
         text = raw.decode("utf-8")  # strict: also refuses UTF-8-encoded surrogates
@@ -168,10 +174,22 @@ def json_object_decode(raw: bytes) -> dict:
     return body
 
 
-def json_object_read(request) -> dict:
+def json_object_read(request, *, max_bytes: int | None = None) -> dict:
     """The JSON object a Django request carries: Content-Type first (no body read for a 415),
-    then size, then `json_object_decode`. Raises JsonBodyRefused."""
+    then size, then `json_object_decode`. Raises JsonBodyRefused.
+
+    `max_bytes`: an endpoint whose bodies are larger by nature (the OpenAI-compatible API takes
+    the client's whole history) gets a cap of its own; its body is read past Django's
+    DATA_UPLOAD_MAX_MEMORY_SIZE check, up to that cap and no further."""
     json_content_type_check(request.META.get("CONTENT_TYPE"))
+    if max_bytes is not None:
+        try:
+            declared = int(request.META.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            declared = 0
+        if declared > max_bytes:
+            raise too_large(max_bytes)
+        return json_object_decode(request.read(max_bytes + 1), max_bytes=max_bytes)
     try:
         raw = request.body  # Django refuses past DATA_UPLOAD_MAX_MEMORY_SIZE (length or actual size)
     except RequestDataTooBig:

@@ -233,6 +233,20 @@ LLM_API_KEY = env.str("LLM_API_KEY", default="")
 LLM_MODEL = env.str("LLM_MODEL", default="qwen-plus")
 LLM_TIMEOUT = env.float("LLM_TIMEOUT", default=60.0)
 LLM_MAX_TOKENS = env.int("LLM_MAX_TOKENS", default=2048)
+# The default provider's kind (how thinking is switched in a request): dashscope, vllm, openai,
+# ollama or other (sends nothing). Providers in admin have their own (docs/runtime.md, "Providers").
+LLM_KIND = env.str("LLM_KIND", default="other")
+# Retries of one provider before the first token (429, 5xx, connection, timeout), then the next
+# provider of the agent's chain; the wait doubles from LLM_RETRY_BASE_SEC, or is the answer's
+# Retry-After, and is never longer than LLM_RETRY_MAX_WAIT_SEC nor past the turn's budget.
+LLM_RETRIES = env.int("LLM_RETRIES", default=2)
+LLM_RETRY_BASE_SEC = env.float("LLM_RETRY_BASE_SEC", default=0.5)
+LLM_RETRY_MAX_WAIT_SEC = env.float("LLM_RETRY_MAX_WAIT_SEC", default=10.0)
+# Seconds the admin's 「测试连接」 waits for a provider's GET /models.
+LLM_PROBE_TIMEOUT = env.float("LLM_PROBE_TIMEOUT", default=5.0)
+# The secret the providers' API keys are encrypted with in the database (Fernet, key derived from
+# this text). Empty: derived from SECRET_KEY, so rotating SECRET_KEY means re-entering the keys.
+PROVIDER_KEY_SECRET = env.str("PROVIDER_KEY_SECRET", default="")
 
 # --- app knobs (read here once; tests override with override_settings) ------------------------
 MAX_HISTORY = env.int("MAX_HISTORY", default=20)
@@ -242,6 +256,10 @@ SSE_PING_SEC = env.float("SSE_PING_SEC", default=15.0)
 CHAT_MAX_CONCURRENT_STREAMS = env.int("CHAT_MAX_CONCURRENT_STREAMS", default=3)
 CHAT_RATE_PER_MINUTE = env.int("CHAT_RATE_PER_MINUTE", default=20)
 KEYWORD_FALLBACK_ENABLED = env.bool("KEYWORD_FALLBACK_ENABLED", default=True)
+# The OpenAI-compatible API (docs/clients.md): a client sends its whole history with each question,
+# so its body may be larger than the 64 KB of the other endpoints; and no more messages than this.
+OPENAI_API_BODY_MAX_BYTES = env.int("OPENAI_API_BODY_MAX_BYTES", default=1024 * 1024)
+OPENAI_API_MESSAGES_MAX = env.int("OPENAI_API_MESSAGES_MAX", default=1000)
 # --- caps on what the model and tools send (issue 20, docs/runtime.md "Caps") -----------------
 # Tool calls run per model round; further calls are not run and the model is told.
 MAX_TOOL_CALLS_PER_ROUND = env.int("MAX_TOOL_CALLS_PER_ROUND", default=16)
@@ -331,6 +349,15 @@ OIDC_LOGIN_LABEL = env.str("OIDC_LOGIN_LABEL", default="用校园账号登录")
 LOGIN_MAX_FAILURES_PER_USERNAME = env.int("LOGIN_MAX_FAILURES_PER_USERNAME", default=5)
 LOGIN_MAX_FAILURES_PER_IP = env.int("LOGIN_MAX_FAILURES_PER_IP", default=20)
 LOGIN_FAILURE_WINDOW_SEC = env.int("LOGIN_FAILURE_WINDOW_SEC", default=900)
+
+# --- the MCP server ----------------------------------------------------------------------
+# The MCP server at /mcp (chat_app/mcp_server.py, docs/clients.md "MCP clients"). Its public URL
+# (the `resource` of its metadata document; empty: the request's scheme and Host), the largest
+# JSON-RPC body it reads (413 past it), and how often a streaming answer reports its progress.
+MCP_RESOURCE_URL = env.str("MCP_RESOURCE_URL", default="")
+MCP_DOCUMENTATION_URL = env.str("MCP_DOCUMENTATION_URL", default="")
+MCP_MAX_BODY_BYTES = env.int("MCP_MAX_BODY_BYTES", default=256 * 1024)
+MCP_PROGRESS_INTERVAL_SEC = env.float("MCP_PROGRESS_INTERVAL_SEC", default=0.5)
 
 # --- logging (configured by campus_agent.logging at start-up, see apps.py) -------------------
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")

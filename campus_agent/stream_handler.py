@@ -17,8 +17,9 @@ from concurrent.futures import ThreadPoolExecutor
 from asgiref.sync import ThreadSensitiveContext
 from django.core.handlers.asgi import ASGIHandler
 
-# POST /api/v1/chat and GET /api/v1/runs/<id>/events (under any script prefix).
-STREAM_PATH = re.compile(r"(?:^|/)api/v1/(?:chat|runs/[^/]+/events)$")
+# POST /api/v1/chat, GET /api/v1/runs/<id>/events and the OpenAI-compatible POST
+# /v1/chat/completions (under any script prefix).
+STREAM_PATH = re.compile(r"(?:^|/)(?:api/v1/(?:chat|runs/[^/]+/events)|v1/chat/completions)$")
 
 _signals_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="stream-signals")
 

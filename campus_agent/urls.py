@@ -19,6 +19,7 @@ urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("metrics", metrics, name="metrics"),
     path("api/v1/", include("chat_app.api_urls")),
+    path("v1/", include("chat_app.openai_urls")),  # the OpenAI-compatible API (docs/clients.md)
 ]
 if settings.DEMO_ENABLED:
     # Issue #6's demo sub-agents answer anyone, unauthenticated: mounted only where asked for

@@ -34,13 +34,19 @@ async def bearer_caller(token: str | None) -> Caller:
     return await db_call(bearer_caller_resolve, token=token)
 
 
-def frames_decoded(block: bytes | str) -> list[dict]:
-    """The JSON payloads of SSE text (one or several `data:` frames; `: ping` comments skipped)."""
+PING = {"type": "ping"}  # a keep-alive, for `frames(pings=True)`: the run is silent, not gone
+
+
+def frames_decoded(block: bytes | str, *, pings: bool = False) -> list[dict]:
+    """The JSON payloads of SSE text (one or several `data:` frames; `: ping` comments skipped,
+    or, with `pings`, given as PING)."""
     text = block.decode() if isinstance(block, bytes) else block
     payloads = []
     for line in text.split("\n"):
         if line.startswith("data: "):
             payloads.append(json.loads(line[6:]))
+        elif pings and line == ": ping":
+            payloads.append(PING)
     return payloads
 
 
@@ -60,10 +66,12 @@ class InboundTurn:
     def message_id(self) -> str:
         return str(self.run.message_id)
 
-    async def frames(self, *, after: int = 0) -> AsyncIterator[dict]:
-        """The run's frames, live, from `session` to `done` (keep-alive pings left out)."""
+    async def frames(self, *, after: int = 0, pings: bool = False) -> AsyncIterator[dict]:
+        """The run's frames, live, from `session` to `done` (keep-alive pings left out, or, with
+        `pings`, given as PING every SSE_PING_SEC of silence: a protocol with its own keep-alive
+        sends it then)."""
         async for block in run_frames(run=self.run, after=after):
-            for payload in frames_decoded(block):
+            for payload in frames_decoded(block, pings=pings):
                 yield payload
 
     async def stop(self) -> StopOutcome:

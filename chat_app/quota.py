@@ -48,6 +48,7 @@ class TurnUsage:
     cached_tokens: int
     fallback: bool  # answered by keyword routing
     interrupted: bool
+    provider: str = ""  # the model provider that answered ("" for keyword routing)
 
     @property
     def tokens(self) -> int:
@@ -113,6 +114,10 @@ def _tokens_count(usage: TurnUsage) -> None:
         _counter_seed(usage.user_id, usage.day)
 
 
+def _meta_text(value, limit: int = 64) -> str:
+    return value[:limit] if isinstance(value, str) else ""
+
+
 def turn_usage_record(*, conversation: Conversation, final: Message) -> None:
     """Called by turn_store inside its transaction, before the final row is written: sets the
     row's model (the agent's, when the turn reported usage; "" for keyword routing) and counts
@@ -120,7 +125,8 @@ def turn_usage_record(*, conversation: Conversation, final: Message) -> None:
     fallback = bool(final.meta.get("fallback"))
     spent = final.prompt_tokens or final.completion_tokens
     if spent and not fallback and conversation.agent is not None:
-        final.model = conversation.agent.effective_model
+        # The model that answered (a fallback provider's, when the agent's own was down).
+        final.model = final.meta.get("model") or conversation.agent.effective_model
     usage = TurnUsage(
         user_id=conversation.user_id,
         agent_name=final.agent_name,
@@ -131,6 +137,7 @@ def turn_usage_record(*, conversation: Conversation, final: Message) -> None:
         cached_tokens=final.cached_tokens,
         fallback=fallback,
         interrupted=bool(final.meta.get("interrupted")),
+        provider=_meta_text(final.meta.get("provider")) if spent and not fallback else "",
     )
 
     def committed() -> None:

@@ -1,5 +1,6 @@
 """Reads of chat_app: sessions, agents, conversations, messages, and the model's history."""
 import uuid
+from dataclasses import dataclass
 
 from django.db.models import Exists, OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
@@ -118,3 +119,69 @@ def feedback_by_answer(*, user, conversation: Conversation) -> dict[str, dict]:
         "message_id", "rating", "comment"
     )
     return {str(row["message_id"]): {"rating": row["rating"], "comment": row["comment"]} for row in rows}
+
+
+CONVERSATION_CANDIDATES_MAX = 10
+
+
+def _turn_texts(rows) -> tuple[list[str], list[str]]:
+    """(questions, answers) of a conversation's live user and assistant rows in order: a turn's
+    answer is all its assistant text (the text said before tool calls too), as the client got it."""
+    questions, answers = [], []
+    for role, content in rows:
+        if role == Message.Role.USER:
+            questions.append(content)
+            answers.append("")
+        elif answers:
+            answers[-1] += content
+    return questions, answers
+
+
+@dataclass(frozen=True)
+class HistoryMatch:
+    conversation_id: uuid.UUID
+    asked_again: bool  # its last question is the one asked now, and the client lacks its answer
+
+
+def conversation_find_by_history(*, user, questions: list[str], answers: list[str], question: str
+                                 ) -> HistoryMatch | None:
+    """The user's conversation that a client's history continues (the OpenAI-compatible API,
+    docs/clients.md): its live questions are exactly the client's earlier user messages, in
+    order — or those and then `question` (`asked_again`: the client regenerates the last answer,
+    or asks its last question again). Of several such, the one whose answers the client shows
+    (its assistant text starts with ours, after trimming), then the one continued rather than
+    asked again, then the most recently updated. None: a new conversation."""
+    if not questions:
+        return None
+    live_questions = Message.objects.filter(conversation=OuterRef("pk"), role=Message.Role.USER, superseded=False)
+    candidates = list(
+        Conversation.objects.filter(user=user)
+        .filter(Exists(live_questions.filter(content=questions[0])), Exists(live_questions.filter(content=questions[-1])))
+        .order_by("-updated_at")
+        .values_list("id", flat=True)[:CONVERSATION_CANDIDATES_MAX]
+    )
+    if not candidates:
+        return None
+    rows: dict = {cid: [] for cid in candidates}
+    for cid, role, content in (
+        Message.objects.filter(conversation_id__in=candidates, superseded=False,
+                               role__in=[Message.Role.USER, Message.Role.ASSISTANT])
+        .order_by("created_at", "seq")
+        .values_list("conversation_id", "role", "content")
+    ):
+        rows[cid].append((role, content))
+    best, best_score = None, None
+    for cid in candidates:  # newest first: a tie keeps the newest
+        stored_questions, stored_answers = _turn_texts(rows[cid])
+        if stored_questions == list(questions):
+            asked_again = False
+        elif stored_questions == [*questions, question]:
+            asked_again = True
+        else:
+            continue
+        shown = sum(1 for ours, theirs in zip(stored_answers, answers, strict=False)
+                    if ours.strip() and theirs.strip().startswith(ours.strip()))
+        score = (shown, not asked_again)
+        if best_score is None or score > best_score:
+            best, best_score = HistoryMatch(conversation_id=cid, asked_again=asked_again), score
+    return best

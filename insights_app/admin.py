@@ -20,7 +20,7 @@ from insights_app.routing.ask import MODEL, RoutingUnavailable
 from insights_app.routing.checks import CheckSettings, routing_check_run
 from insights_app.routing.prefill import routing_case_initial
 from insights_app.routing.replay import passes_needed
-from insights_app.usage import usage_by_agent, usage_by_day, usage_top_users, usage_totals
+from insights_app.usage import usage_by_agent, usage_by_day, usage_by_provider, usage_top_users, usage_totals
 
 SAVE_AS_CASE = "保存为路由用例"
 NOT_CHECKED = "未检查"
@@ -261,9 +261,10 @@ class UsageDailyAdmin(RecordAdminMixin, admin.ModelAdmin):
 
     record_deletable = False
 
-    list_display = ("day", "username", "agent_name", "model", "turns", "fallback_turns", "prompt_tokens",
+    list_display = ("day", "username", "agent_name", "provider", "model", "turns", "fallback_turns", "prompt_tokens",
                     "completion_tokens", "cached_tokens", "total")
-    list_filter = ("day", ("agent_name", admin.AllValuesFieldListFilter), ("model", admin.AllValuesFieldListFilter))
+    list_filter = ("day", ("agent_name", admin.AllValuesFieldListFilter), ("provider", admin.AllValuesFieldListFilter),
+                   ("model", admin.AllValuesFieldListFilter))
     search_fields = ("username",)
     date_hierarchy = "day"
     list_per_page = 100
@@ -304,6 +305,7 @@ class UsageDailyAdmin(RecordAdminMixin, admin.ModelAdmin):
             usage_totals=usage_totals(rows=rows),
             usage_top_users=usage_top_users(rows=rows),
             usage_by_agent=usage_by_agent(rows=rows),
+            usage_by_provider=usage_by_provider(rows=rows),
             usage_by_day=usage_by_day(rows=rows)[:31],
             day_from=request.GET.get(DATE_RANGE[0], ""),
             day_to=request.GET.get(DATE_RANGE[1], ""),

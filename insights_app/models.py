@@ -172,6 +172,9 @@ class UsageDaily(models.Model):
     username = models.CharField("用户名", max_length=150, blank=True)  # kept when the user is deleted
     agent_name = models.CharField("智能体", max_length=100, blank=True)
     model = models.CharField("模型", max_length=100, blank=True)
+    provider = models.CharField(
+        "模型提供方", max_length=64, blank=True, help_text="回答的模型提供方（后台的名称；default 为环境变量 LLM_* 配置的）；关键词路由为空。"
+    )
     turns = models.PositiveIntegerField("轮数", default=0)
     fallback_turns = models.PositiveIntegerField("关键词路由轮数", default=0, help_text="模型不可用时关键词路由回答的轮数（不计 tokens）。")
     prompt_tokens = models.PositiveBigIntegerField("输入 tokens", default=0)
@@ -183,7 +186,8 @@ class UsageDaily(models.Model):
         verbose_name_plural = "每日用量"
         ordering = ["-day", "-prompt_tokens"]
         constraints = [
-            models.UniqueConstraint(fields=["day", "user", "agent_name", "model"], name="usagedaily_one_row_per_key"),
+            models.UniqueConstraint(fields=["day", "user", "agent_name", "provider", "model"],
+                                    name="usagedaily_one_row_per_key"),
         ]
 
     def __str__(self) -> str:

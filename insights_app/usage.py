@@ -2,7 +2,7 @@
 
 Decision: a rollup table, kept as turns are stored, rather than a query over the messages. The
 messages are deleted with their conversation (students may delete theirs), and what a day cost
-must not change afterwards; the table is also small (one row per day, user, agent and model),
+must not change afterwards; the table is also small (one row per day, user, agent, provider and model),
 so the report stays cheap whatever the message count. `usage_rollup_rebuild` recomputes it from
 the messages (for turns stored before this existed, or after restoring a backup).
 """
@@ -26,7 +26,8 @@ TOP_USERS = 10
 def usage_turn_add(*, usage: TurnUsage) -> None:
     """Adds one stored turn to its day's row (created at the first turn of the key)."""
     users = get_user_model()
-    key = {"day": usage.day, "user_id": usage.user_id, "agent_name": usage.agent_name, "model": usage.model}
+    key = {"day": usage.day, "user_id": usage.user_id, "agent_name": usage.agent_name, "provider": usage.provider,
+           "model": usage.model}
     increments = {
         "turns": F("turns") + 1,
         "fallback_turns": F("fallback_turns") + int(usage.fallback),
@@ -63,7 +64,8 @@ def usage_rollup_rebuild(*, since: date | None = None) -> int:
         finals = finals.filter(created_at__date__gte=since)
     grouped = (
         finals.annotate(day=TruncDate("created_at", tzinfo=timezone.get_current_timezone()))
-        .values("day", "conversation__user_id", "conversation__user__username", "agent_name", "model")
+        .values("day", "conversation__user_id", "conversation__user__username", "agent_name", "meta__provider",
+                "model")
         .annotate(
             turns=Count("id"),
             fallback_turns=Count("id", filter=Q(meta__has_key="fallback")),
@@ -79,6 +81,7 @@ def usage_rollup_rebuild(*, since: date | None = None) -> int:
             username=g["conversation__user__username"] or "",
             agent_name=g["agent_name"],
             model=g["model"],
+            provider=g["meta__provider"][:64] if isinstance(g["meta__provider"], str) else "",
             turns=g["turns"],
             fallback_turns=g["fallback_turns"],
             prompt_tokens=g["prompt"] or 0,
@@ -129,6 +132,11 @@ def usage_top_users(*, rows: QuerySet[UsageDaily], limit: int = TOP_USERS) -> li
 
 def usage_by_agent(*, rows: QuerySet[UsageDaily]) -> list[dict]:
     return _grouped(rows, "agent_name")
+
+
+def usage_by_provider(*, rows: QuerySet[UsageDaily]) -> list[dict]:
+    """Tokens per model provider (and model): a fallback provider's share shows here."""
+    return _grouped(rows, "provider", "model")
 
 
 def usage_by_day(*, rows: QuerySet[UsageDaily]) -> list[dict]:

@@ -243,6 +243,8 @@ class Done:
     usage: dict[str, Any] = field(default_factory=dict)
     interrupted: bool = False
     fallback: bool = False  # the turn was answered by keyword routing (issue #6)
+    provider: str | None = None  # the provider whose model answered (its admin name, or "default")
+    model: str | None = None  # the model it was asked for
 
     FRAME_SCHEMA: ClassVar[dict] = frame_schema(
         "done", "最后一帧；message_id 是保存的回答消息的 ID；interrupted: 回答被中断（失败、超时、停止）",
@@ -256,11 +258,14 @@ class Done:
             "interrupted": _FLAG,
             "usage": {"type": "object", "description": "模型报告的 token 用量（prompt_tokens、completion_tokens、"
                       "total_tokens、prompt_tokens_details.cached_tokens）；关键词路由的回答没有"},
+            "provider": {"type": "string", "description": "回答的模型提供方（后台的名称；default 为环境变量 LLM_* 配置的）；"
+                         "关键词路由的回答没有"},
+            "model": {"type": "string", "description": "回答所用的模型；关键词路由的回答没有"},
         },
     )
 
     def __post_init__(self) -> None:
-        _clean_fields(self, "full_text", "chart", "usage")
+        _clean_fields(self, "full_text", "chart", "usage", "provider", "model")
 
     def frame(self, *, message_id: str) -> dict:
         payload = {"type": "done", "full_text": self.full_text, "message_id": message_id, "chart": self.chart}
@@ -270,6 +275,10 @@ class Done:
             payload["interrupted"] = True
         if self.usage:  # what the turn cost, as the model reported it (summed over its rounds)
             payload["usage"] = self.usage
+        if self.provider:  # who answered (a fallback provider, when the agent's own was down)
+            payload["provider"] = self.provider
+        if self.model:
+            payload["model"] = self.model
         return payload
 
 

@@ -23,7 +23,7 @@ from agents_app.models import Agent
 from agents_app.runtime.budget import BudgetSpent, turn_deadline
 from agents_app.runtime.context import RunContext
 from agents_app.runtime.events import Chunk, Done, Error, Event, ToolCall, ToolChunk, ToolResult
-from agents_app.runtime.loop import TURN_TIMEOUT_TEXT
+from agents_app.runtime.loop import NOT_CONFIGURED_REASON, TURN_TIMEOUT_TEXT
 from agents_app.runtime.tool import Tool
 from agents_app.runtime.tool_runs import ToolRequest, tool_calls_run
 from agents_app.runtime.tools import tools_for_agent
@@ -40,9 +40,12 @@ UNCONFIGURED_NOTICE = "（未配置 AI 模型，以下内容由关键词匹配�
 UNCONFIGURED_NO_MATCH_NOTICE = "（未配置 AI 模型，关键词匹配没有找到能回答这个问题的服务。）\n\n"
 
 
-def fallback_notices() -> tuple[str, str]:
-    """(notice before a routed answer, notice when nothing matched): by whether a model is configured."""
-    if settings.LLM_BASE_URL:
+def fallback_notices(*, reason: str | None = None) -> tuple[str, str]:
+    """(notice before a routed answer, notice when nothing matched): by whether a model is
+    configured — the agent has no enabled provider (`reason` NOT_CONFIGURED_REASON), or, with no
+    reason, LLM_BASE_URL is empty."""
+    configured = reason != NOT_CONFIGURED_REASON if reason is not None else bool(settings.LLM_BASE_URL)
+    if configured:
         return NOTICE, NO_MATCH_NOTICE
     return UNCONFIGURED_NOTICE, UNCONFIGURED_NO_MATCH_NOTICE
 CAPABILITIES_HEADER = "我目前可以帮你：\n"
@@ -250,7 +253,7 @@ async def fallback_turn(*, agent: Agent, history: list[dict], ctx: RunContext, r
         ",".join(match.keywords) if match else "",
         clip_text(question),
     )
-    routed_notice, no_match_notice = fallback_notices()
+    routed_notice, no_match_notice = fallback_notices(reason=reason)
     if match is None:
         text = no_match_notice + capabilities_text(tools=tools)
         yield Chunk(text, fallback=True)

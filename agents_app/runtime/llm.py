@@ -1,8 +1,10 @@
-"""The main agent's model: one reused AsyncOpenAI client per endpoint, one streamed request.
+"""The main agent's model: one reused AsyncOpenAI client per provider, one streamed request.
 
 A new client per call costs a TLS handshake and a connection pool each time (seconds under
-load), so clients are kept per (endpoint, key, timeout) and per event loop (an httpx pool
-belongs to the loop that opened its connections).
+load), so clients are kept per provider and per event loop (an httpx pool belongs to the loop
+that opened its connections); a provider's client is rebuilt when its endpoint, key, timeout or
+row (`version`: its `updated_at`) changed, so an admin edit applies to the next request.
+Which provider, retries and fallbacks: providers.py.
 """
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import ssl
 import weakref
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
 
 import anyio
 import httpx
@@ -46,25 +49,52 @@ def llm_base_url_normalise(url: str) -> str:
     return base if base.lower().endswith("/v1") else f"{base}/v1"
 
 
-_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple, openai.AsyncOpenAI]] = (
-    weakref.WeakKeyDictionary()
-)
+@dataclass(frozen=True, slots=True)
+class LlmProvider:
+    """Where a model is asked: what a client is built from. The default provider (settings.LLM_*)
+    is one of these too, not a row (`llm_default_provider`). The key is left out of its repr."""
+
+    name: str
+    base_url: str
+    api_key: str = field(repr=False)
+    timeout: float
+    slot: str = "default"  # one cached client per slot ("default", "provider:<id>")
+    version: str = ""  # the row's updated_at
 
 
-def llm_client() -> openai.AsyncOpenAI:
-    """The client for the configured endpoint (settings.LLM_*), created once and reused."""
-    key = (llm_base_url_normalise(settings.LLM_BASE_URL), settings.LLM_API_KEY, float(settings.LLM_TIMEOUT))
+DEFAULT_PROVIDER_NAME = "default"
+
+
+def llm_default_provider() -> LlmProvider:
+    """The provider configured by settings.LLM_* (an agent without a provider uses it)."""
+    return LlmProvider(name=DEFAULT_PROVIDER_NAME, base_url=settings.LLM_BASE_URL, api_key=settings.LLM_API_KEY,
+                       timeout=float(settings.LLM_TIMEOUT))
+
+
+_clients: weakref.WeakKeyDictionary[
+    asyncio.AbstractEventLoop, dict[str, tuple[tuple, openai.AsyncOpenAI]]
+] = weakref.WeakKeyDictionary()
+
+
+def llm_client(provider: LlmProvider | None = None) -> openai.AsyncOpenAI:
+    """The client for `provider` (default: settings.LLM_*), created once and reused."""
+    provider = provider or llm_default_provider()
+    key = (llm_base_url_normalise(provider.base_url), provider.api_key, float(provider.timeout), provider.version)
     per_loop = _clients.setdefault(asyncio.get_running_loop(), {})
-    client = per_loop.get(key)
-    if client is None:
-        client = per_loop[key] = openai.AsyncOpenAI(
-            base_url=key[0],
-            api_key=key[1] or "not-set",
-            timeout=key[2],
-            # No SDK retries: a failing model is answered by the fallback at once, and a retried
-            # stream could repeat text the user already saw.
-            max_retries=0,
-        )
+    cached = per_loop.get(provider.slot)
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    # A changed provider gets a new client; the old one is dropped, not closed: a stream still
+    # reading through it keeps it alive until it ends.
+    client = openai.AsyncOpenAI(
+        base_url=key[0],
+        api_key=key[1] or "not-set",
+        timeout=key[2],
+        # No SDK retries: providers.py retries before the first token only (a retried stream
+        # could repeat text the user already saw), within the turn's budget.
+        max_retries=0,
+    )
+    per_loop[provider.slot] = (key, client)
     return client
 
 
@@ -207,15 +237,18 @@ async def _drain(events: AsyncIterator) -> None:
 
 
 async def llm_stream(*, model: str, messages: list[dict], tools: list[dict] | None, temperature: float,
-                     request_id: str, max_bytes: int | None = None) -> LlmStream:
-    """Opens one streamed chat completion (raises the SDK's errors, e.g. `openai.APIStatusError`)."""
-    kwargs = {}
+                     request_id: str, max_bytes: int | None = None, provider: LlmProvider | None = None,
+                     options: dict | None = None) -> LlmStream:
+    """Opens one streamed chat completion with `provider` (default: settings.LLM_*); `options`
+    are further request fields (the thinking switch: `extra_body`, `reasoning_effort`). Raises
+    the SDK's errors, e.g. `openai.APIStatusError`."""
+    kwargs = dict(options or {})
     if tools:
-        kwargs = {"tools": tools, "tool_choice": "auto"}
+        kwargs.update(tools=tools, tool_choice="auto")
     exits = AsyncExitStack()
     # with_streaming_response: the SDK sends the request and checks the status, but hands back
     # the raw response instead of parsing it into models.
-    response = await exits.enter_async_context(llm_client().chat.completions.with_streaming_response.create(
+    response = await exits.enter_async_context(llm_client(provider).chat.completions.with_streaming_response.create(
         model=model,
         messages=messages,
         temperature=temperature,

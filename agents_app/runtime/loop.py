@@ -32,8 +32,9 @@ from agents_app.runtime.events import (
     ToolCall,
     ToolResult,
 )
-from agents_app.runtime.llm import ReplyTooLong, llm_stream
+from agents_app.runtime.llm import ReplyTooLong
 from agents_app.runtime.model_calls import ModelCall, ModelCalls
+from agents_app.runtime.providers import provider_chain, provider_stream_open
 from agents_app.runtime.reasoning import REASONING, ThinkSplitter, delta_reasoning, think_stripped
 from agents_app.runtime.tool import Tool, tool_spec
 from agents_app.runtime.tool_runs import ToolRequest, tool_calls_run
@@ -210,6 +211,7 @@ class _Turn:
     yielded: bool = False  # an event went out: a failing model can no longer be stood in for
     reply_bytes: int = 0  # UTF-8 bytes of the model's text this turn (LLM_MAX_REPLY_BYTES)
     wire_bytes: int = 0  # what the model sent this turn, on the wire (WIRE_BYTES_PER_REPLY_BYTE × that)
+    answered_by: tuple[str, str] | None = None  # (provider, model) of the last round that answered
 
     def state(self) -> dict:
         """What a paused turn needs to go on (stored on the run as JSON)."""
@@ -230,13 +232,15 @@ class _Turn:
             self.agent.slug, len(self.tools_by_name), interrupted, self.usage,
             (time.perf_counter() - self.started) * 1000,
         )
-        return Done(full_text="".join(self.text_parts), chart=self.chart, usage=self.usage, interrupted=interrupted)
+        provider, model = self.answered_by or (None, None)
+        return Done(full_text="".join(self.text_parts), chart=self.chart, usage=self.usage, interrupted=interrupted,
+                    provider=provider, model=model)
 
 
 async def run_turn(*, agent: Agent, history: list[dict], ctx: RunContext) -> AsyncIterator[Event]:
     """Runs the tool loop of one turn and yields its events; the last one is always `Done`.
 
-    1. Refuse at once (LlmUnavailable) when no model is configured.
+    1. Refuse at once (LlmUnavailable) when the agent has no enabled model provider.
     2. Read the agent's enabled tools from the catalog (MCP lists cached, see tools_for_agent).
     3. messages = [system prompt] + history. The first step is AskModel.
     4. AskModel (`_model_round`): stream one model request (tools offered, tool_choice="auto"):
@@ -258,11 +262,12 @@ async def run_turn(*, agent: Agent, history: list[dict], ctx: RunContext) -> Asy
        a "not approved" result (RunDecided) → AskModel, and the loop continues as above.
 
     Failures: if the first model request fails (connection, 5xx, 429, timeout) before anything
-    was yielded → LlmUnavailable (the caller falls back). A 4xx other than 429 (a configuration
+    was yielded, after its retries and the agent's fallback providers (providers.py) →
+    LlmUnavailable (the caller falls back). A 4xx other than 429 (a configuration
     error), any later model failure, or the turn budget (TURN_BUDGET_SEC) running out →
     Interrupted: `Error(50003)` + `Done(interrupted=True)`.
     """
-    if not settings.LLM_BASE_URL:
+    if not await provider_chain(agent):
         raise LlmUnavailable(NOT_CONFIGURED_REASON)
     request_id_set(ctx.request_id)
     turn = await _turn_start(agent=agent, history=history, ctx=ctx)
@@ -348,11 +353,13 @@ async def _model_round(turn: _Turn) -> AsyncIterator[Event | NextStep]:
     max_text = cap("LLM_MAX_REPLY_BYTES")
     try:
         stream = await within(
-            llm_stream(model=agent.effective_model, messages=turn.messages, tools=offered,
-                       temperature=agent.temperature, request_id=turn.ctx.request_id,
-                       max_bytes=max(max_text * WIRE_BYTES_PER_REPLY_BYTE - turn.wire_bytes, 0)),
+            provider_stream_open(agent=agent, messages=turn.messages, tools=offered,
+                                 temperature=agent.temperature, request_id=turn.ctx.request_id,
+                                 max_bytes=max(max_text * WIRE_BYTES_PER_REPLY_BYTE - turn.wire_bytes, 0),
+                                 deadline=turn.deadline),
             turn.deadline,
         )
+        turn.answered_by = stream.answered_by
         chunks = stream.__aiter__()
         paused_at = loop.time()
         while True:
@@ -433,7 +440,8 @@ def _model_failed(turn: _Turn, exc: Exception) -> Interrupted:
     # newline, a control or a bidi character in it cannot start a line of its own in the log.
     logger.warning("model request failed round={} reason={!r}", turn.tool_rounds + 1, reason)
     if not _model_down(exc):
-        logger.error("model refused the request: {!r} (check LLM_* settings and the agent's model)", reason)
+        logger.error("model refused the request: {!r} (check the agent's providers in admin, or LLM_*, and its model)",
+                     reason)
         return Interrupted(Error(DOWNSTREAM, MODEL_REFUSED_TEXT.format(status=exc.status_code)))
     if not turn.yielded:
         raise LlmUnavailable(reason) from exc

@@ -22,6 +22,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import aclosing, contextmanager, nullcontext
+from contextvars import ContextVar
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
@@ -41,6 +42,10 @@ if TYPE_CHECKING:
 PROVIDER = "openai"  # the API the model is spoken to with (any OpenAI-compatible endpoint)
 TOOL_TYPE = "function"  # every tool reaches the model as a function tool
 CANCELLED_ATTRIBUTE = "campus.cancelled"
+ATTEMPT_EVENT = "campus.model.attempt"
+# The model round's span while its stream is being opened (providers.py records each attempt on
+# it). Set in the round's own context: the round runs in its caller's context (an async generator).
+_ROUND_SPAN: ContextVar[trace.Span | None] = ContextVar("campus_model_round_span", default=None)
 
 
 class _Off:
@@ -156,6 +161,24 @@ async def _model_round_timed(events: AsyncIterator) -> AsyncIterator:
         LLM_REQUEST.observe(time.perf_counter() - started)
 
 
+def model_attempt_traced(*, provider: str, model: str, base_url: str, attempt: int, outcome: str,
+                         wait: float | None = None, answered: bool = False) -> None:
+    """One attempt to open a model stream (providers.py), as an event of the round's span; the
+    attempt that answered also names its provider, model and server on the span. Nothing while
+    tracing is off. Never the key: it is not among the arguments."""
+    span = _ROUND_SPAN.get()
+    if span is None or not span.is_recording():
+        return
+    attributes = {"campus.model.provider": provider, "campus.model.name": model, "campus.model.attempt": attempt,
+                  "campus.model.outcome": outcome[:300]}
+    if wait is not None:
+        attributes["campus.model.retry_in_sec"] = wait
+    span.add_event(ATTEMPT_EVENT, attributes)
+    if answered:
+        span.set_attributes({"campus.model.provider": provider, "gen_ai.response.model": model,
+                             "campus.model.attempts": attempt, **_server(base_url)})
+
+
 _USAGE_ATTRIBUTES = (("prompt_tokens", "gen_ai.usage.input_tokens"), ("completion_tokens", "gen_ai.usage.output_tokens"))
 
 
@@ -178,6 +201,7 @@ async def _model_round_traced(active: trace.Tracer, turn, events: AsyncIterator)
     span = active.start_span(f"chat {model}", kind=SpanKind.CLIENT, attributes=attributes)
     # The turn sums usage over its rounds (loop._usage_add); this round's share is the difference.
     before = {key: turn.usage.get(key) for key, _ in _USAGE_ATTRIBUTES}
+    _ROUND_SPAN.set(span)
     try:
         async with aclosing(events):
             async for item in events:
@@ -203,3 +227,4 @@ async def _model_round_traced(active: trace.Tracer, turn, events: AsyncIterator)
             if isinstance(after, int) and after != before[key]:  # the model reported usage
                 span.set_attribute(name, after - (before[key] or 0))
         span.end()
+        _ROUND_SPAN.set(None)

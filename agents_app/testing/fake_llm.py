@@ -65,6 +65,7 @@ class Reply:
     - `tool_calls`: streamed as fragments by index, `interleave=True` mixes the fragments of
       several calls the way some providers do;
     - `status` ≠ 200: an HTTP error with an OpenAI-style JSON body (500, 429 …);
+    - `headers`: extra response headers (`{"Retry-After": "1"}` with a 429);
     - `stall_sec`: wait that long before answering (headers included): a hung upstream;
     - `chunk_delay`: pause between chunks (slow pacing), and between the pieces of a `body`;
     - `hang_after_chunks`: send that many chunks, then stop sending (stream stalls mid-way);
@@ -111,6 +112,7 @@ class Reply:
     deltas: list | None = None
     raw_chunks: list | None = None
     body: Callable[[], Iterable[bytes]] | None = None
+    headers: dict[str, str] | None = None
 
 
 @dataclass
@@ -118,6 +120,7 @@ class RecordedRequest:
     body: dict
     headers: dict[str, str]  # lower-case names
     peer: tuple[str, int] | None = None  # the client's address: the same port means a reused connection
+    at: float = field(default_factory=time.monotonic)  # when it arrived (the retry tests measure waits)
 
     @property
     def messages(self) -> list[dict]:
@@ -151,6 +154,7 @@ class FakeLlm(ServedApp):
 
     def _state_init(self) -> None:
         self.requests: list[RecordedRequest] = []
+        self.model_requests: list[RecordedRequest] = []  # GET /v1/models (the admin's 测试连接)
         self.responder: Responder | None = None
         self._script: deque[Reply] = deque()
 
@@ -168,8 +172,8 @@ class FakeLlm(ServedApp):
         scripted = [c if isinstance(c, ScriptedCall) else ScriptedCall(*c) for c in calls]
         return self.queue(Reply(text=text, tool_calls=scripted, **options))
 
-    def fail(self, status: int = 500, *, times: int = 1) -> FakeLlm:
-        return self.queue(*[Reply(status=status) for _ in range(times)])
+    def fail(self, status: int = 500, *, times: int = 1, headers: dict[str, str] | None = None) -> FakeLlm:
+        return self.queue(*[Reply(status=status, headers=headers) for _ in range(times)])
 
     def stall(self, seconds: float = 30.0) -> FakeLlm:
         return self.queue(Reply(text="（迟到的回答）", stall_sec=seconds))
@@ -205,6 +209,7 @@ class FakeLlm(ServedApp):
         return None
 
     async def _models(self, request: Request) -> JSONResponse:
+        self.model_requests.append(RecordedRequest(body={}, headers={k.lower(): v for k, v in request.headers.items()}))
         return JSONResponse({"object": "list", "data": [{"id": self.model, "object": "model"}]})
 
     async def _chat(self, request: Request):
@@ -218,7 +223,7 @@ class FakeLlm(ServedApp):
         if reply.stall_sec:
             await asyncio.sleep(reply.stall_sec)
         if reply.status != 200:
-            return _error_response(reply.status, f"fake LLM scripted status {reply.status}")
+            return _error_response(reply.status, f"fake LLM scripted status {reply.status}", headers=reply.headers)
         if reply.error_as_json:
             return JSONResponse({"error": {"message": STREAM_ERROR_MESSAGE, "type": "server_error"}})
         model = body.get("model") or self.model
@@ -287,9 +292,10 @@ def _as_reply(value: Reply | str) -> Reply:
     return value if isinstance(value, Reply) else Reply(text=value)
 
 
-def _error_response(status: int, message: str) -> JSONResponse:
+def _error_response(status: int, message: str, *, headers: dict[str, str] | None = None) -> JSONResponse:
     kind = "rate_limit_error" if status == 429 else "server_error"
-    return JSONResponse({"error": {"message": message, "type": kind, "code": str(status)}}, status_code=status)
+    return JSONResponse({"error": {"message": message, "type": kind, "code": str(status)}}, status_code=status,
+                        headers=headers)
 
 
 def _usage(reply: Reply) -> dict:

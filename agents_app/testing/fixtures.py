@@ -7,7 +7,7 @@ import sys
 import pytest
 from django.conf import settings as django_settings
 
-from agents_app.models import Agent, McpService
+from agents_app.models import Agent, AgentFallback, McpService, Provider
 from agents_app.testing.fake_llm import FakeLlm
 from agents_app.testing.mcp_servers import SPAWN_LOG_ENV, HttpMcpServer
 
@@ -35,7 +35,51 @@ def llm_settings(settings, llm_server):
     settings.LLM_API_KEY = "sk-test-0123456789abcdef"
     settings.LLM_MODEL = "fake-model"
     settings.LLM_TIMEOUT = 5.0
+    # One attempt per request, as before retries existed: a fault test sees its one failure at
+    # once. The retry tests (agents_app/tests/test_providers.py) turn them on.
+    settings.LLM_RETRIES = 0
     return llm_server
+
+
+@pytest.fixture(scope="session")
+def llm_server_second_session():
+    """A second scripted model, for a second provider (started once, reset per test)."""
+    with FakeLlm(model="backup-model") as server:
+        yield server
+
+
+@pytest.fixture
+def llm_server_second(llm_server_second_session):
+    """The second scripted model, reset for this test (a fallback provider's endpoint)."""
+    llm_server_second_session.reset()
+    yield llm_server_second_session
+    llm_server_second_session.requests_cancel()
+
+
+@pytest.fixture
+def provider_factory(db):
+    """`provider_factory(name=, base_url=, key=, **fields)` → a saved Provider (`key` stored encrypted)."""
+    def make(*, name: str, base_url: str, key: str | None = None, **fields) -> Provider:
+        provider = Provider(name=name, base_url=base_url, default_model=fields.pop("default_model", "fake-model"),
+                            timeout_sec=fields.pop("timeout_sec", 5), **fields)
+        provider.api_key_store(key)
+        provider.full_clean()
+        provider.save()
+        return provider
+
+    return make
+
+
+@pytest.fixture
+def agent_fallbacks_set(db):
+    """`agent_fallbacks_set(agent, [provider, (provider, model), …])`: the agent's fallback list, in order."""
+    def make(agent: Agent, providers: list) -> None:
+        AgentFallback.objects.filter(agent=agent).delete()
+        for position, item in enumerate(providers):
+            provider, model = item if isinstance(item, tuple) else (item, "")
+            AgentFallback.objects.create(agent=agent, provider=provider, position=position, model=model)
+
+    return make
 
 
 @pytest.fixture

@@ -113,7 +113,7 @@ async def test_a_malformed_call_is_told_to_the_model_as_a_bad_call(fragment, llm
     assert re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", call.tool)  # nothing of the model's junk in the frame
     assert not result.ok and result.content.startswith(BAD_CALL_START) and result.error == BAD_CALL_NOTICE
     assert subagent_server.requests == []  # not run
-    assert events[-1] == Done(full_text="好的", usage=events[-1].usage)
+    assert events[-1] == Done(full_text="好的", usage=events[-1].usage, provider="default", model="fake-model")
     # The model reads the bad call and its result, paired by one id.
     second = llm_settings.requests[1].messages
     [assistant] = [m for m in second if m.get("tool_calls")]

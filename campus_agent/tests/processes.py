@@ -43,7 +43,7 @@ def manage(*args: str, env: dict, timeout: float = 120) -> subprocess.CompletedP
 
 
 @contextmanager
-def asgi_process(kind: str, *, env: dict, start_timeout: float = 30) -> Iterator[tuple[str, subprocess.Popen]]:
+def asgi_process(kind: str, *, env: dict, start_timeout: float = 60) -> Iterator[tuple[str, subprocess.Popen]]:
     """Starts `uvicorn`/`daphne campus_agent.asgi:application`; yields its base URL and process
     (a test may kill it)."""
     with asgi_processes(kind, env=env, count=1, start_timeout=start_timeout) as [served]:
@@ -52,7 +52,7 @@ def asgi_process(kind: str, *, env: dict, start_timeout: float = 30) -> Iterator
 
 @contextmanager
 def asgi_processes(
-    kind: str, *, env: dict, count: int, start_timeout: float = 30
+    kind: str, *, env: dict, count: int, start_timeout: float = 60
 ) -> Iterator[list[tuple[str, subprocess.Popen]]]:
     """Starts `count` servers at once (each imports Django for a few seconds: side by side, not
     one after the other); yields their (base URL, process) once all answer."""
@@ -97,7 +97,7 @@ def _spawn(kind: str, env: dict) -> tuple[str, subprocess.Popen]:
 
 
 @contextmanager
-def asgi_server(kind: str, *, env: dict, start_timeout: float = 30) -> Iterator[str]:
+def asgi_server(kind: str, *, env: dict, start_timeout: float = 60) -> Iterator[str]:
     """Starts `uvicorn`/`daphne campus_agent.asgi:application`; yields its base URL."""
     with asgi_process(kind, env=env, start_timeout=start_timeout) as (url, _):
         yield url

@@ -4,6 +4,7 @@ from django.db.models import Q
 from loguru import logger
 
 from chat_app.models import Conversation, Message, Run
+from chat_app.selectors import conversation_find_by_history
 
 
 class TurnBusy(Exception):
@@ -53,3 +54,19 @@ def last_turn_supersede(*, conversation: Conversation) -> Message:
     logger.info("last turn superseded conversation={} question={}", conversation.id, question.id)
     question.superseded = True
     return question
+
+
+def conversation_for_client_history(*, user, questions: list[str], answers: list[str], question: str):
+    """The id of the conversation a client's own history continues (the OpenAI-compatible API,
+    docs/clients.md; None: a new one). When the client asks that conversation's last question
+    again (its "regenerate"), the last turn is set aside first, as the page's regenerate does, so
+    that the model answers it afresh."""
+    match = conversation_find_by_history(user=user, questions=questions, answers=answers, question=question)
+    if match is None:
+        return None
+    if match.asked_again:
+        try:
+            last_turn_supersede(conversation=Conversation(id=match.conversation_id))
+        except (TurnBusy, NoTurn):
+            pass  # its answer is still being written: the question is asked after it
+    return match.conversation_id

@@ -216,6 +216,9 @@ class TurnRecorder:
             final_meta["interrupted"] = True
         if self.done is not None and getattr(self.done, "fallback", False):
             final_meta["fallback"] = True  # answered by keyword routing, not by the model
+        if self.done is not None and self.done.provider:  # per-provider usage: docs/runtime.md, "Providers"
+            final_meta["provider"] = self.done.provider
+            final_meta["model"] = self.done.model or ""
         if self.errors:
             final_meta["errors"] = [{"code": e.code, "message": e.message} for e in self.errors]
         if self._reasoning:

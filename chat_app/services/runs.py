@@ -95,6 +95,9 @@ def run_stored_end(*, run: Run) -> dict:
         payload["interrupted"] = True
     if row is not None and row.meta.get("usage"):
         payload["usage"] = row.meta["usage"]
+    for name in ("provider", "model"):  # who answered (Done.provider / Done.model)
+        if row is not None and isinstance(row.meta.get(name), str) and row.meta[name]:
+            payload[name] = row.meta[name]
     return payload
 
 

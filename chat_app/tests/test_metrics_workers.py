@@ -33,5 +33,5 @@ def test_a_scrape_of_either_worker_sums_both(metric_workers, llm_server):
         llm_server.reply_text("好的。")
         with httpx.Client(timeout=20) as client:
             body = client.post(f"{url}/api/v1/chat", json={"message": "你好"}, headers=token).text
-        assert '"type": "done"' in body
+        assert '"type":"done"' in body
     assert _runs(a_url) == _runs(b_url) == 2

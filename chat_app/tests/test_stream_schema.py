@@ -44,7 +44,8 @@ SAMPLES = [
     ApprovalRequired(call_id="call_3", tool="call_course_select", args='{"message": "选 CS101"}',
                      expires_at="2026-12-01T08:10:00+00:00"),
     Error(CAMPUS_TOKEN_EXPIRED, "登录已过期"),
-    Done(full_text="今天一食堂有红烧肉", usage={"prompt_tokens": 3, "completion_tokens": 5, "total_tokens": 8}, chart={"type": "bar", "labels": ["a"], "datasets": [{"data": [1]}]}),
+    Done(full_text="今天一食堂有红烧肉", usage={"prompt_tokens": 3, "completion_tokens": 5, "total_tokens": 8}, chart={"type": "bar", "labels": ["a"], "datasets": [{"data": [1]}]},
+         provider="百炼", model="qwen-plus"),
     Done(full_text="", interrupted=True, fallback=True),
 ]
 

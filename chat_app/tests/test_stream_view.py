@@ -45,7 +45,8 @@ def test_text_answer_frames_headers_and_rows(live_asgi, llm_settings, agent, aut
     assert str(reply.id) == session["message_id"]
     assert (reply.role, reply.content, reply.agent_name, reply.request_id) == (
         "assistant", done["full_text"], agent.name, request_id)
-    assert reply.meta == {"usage": usage}
+    assert reply.meta == {"usage": usage, "provider": "default", "model": "fake-model"}
+    assert reply.model == "fake-model" and (done["provider"], done["model"]) == ("default", "fake-model")
     assert (reply.prompt_tokens, reply.completion_tokens, reply.cached_tokens) == (12, 9, 8)
 
     sent = llm_settings.last_request

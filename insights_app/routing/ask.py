@@ -18,6 +18,7 @@ from agents_app.models import Agent
 from agents_app.runtime.fallback import tool_fallback_args, tool_match
 from agents_app.runtime.llm import llm_stream
 from agents_app.runtime.model_calls import ModelCall, model_call_merge, model_calls_finish
+from agents_app.runtime.providers import ChainLink, provider_chain
 from agents_app.runtime.tool import Tool, tool_spec
 from agents_app.runtime.tools import tools_for_agent
 from insights_app.models import RoutingCheck
@@ -56,6 +57,7 @@ class Catalog:
     specs: list[dict]
     problems: list[str]
     fingerprint: str
+    link: ChainLink | None = None  # the agent's own provider and model (model mode)
 
     @property
     def tool_names(self) -> list[str]:
@@ -77,9 +79,11 @@ async def routing_catalog(*, agent: Agent, mode: str) -> Catalog:
     problems: list[str] = []
     tools = await tools_for_agent(agent, pooled=False, problems=problems)
     specs = [tool_spec(tool) for tool in tools]
-    model = agent.effective_model if mode == MODEL else ""
+    chain = await provider_chain(agent) if mode == MODEL else []
+    link = chain[0] if chain else None
+    model = (link.model if link else agent.effective_model) if mode == MODEL else ""
     return Catalog(agent=agent, mode=mode, model=model, tools=tools, specs=specs, problems=problems,
-                   fingerprint=_fingerprint(mode=mode, agent=agent, model=model, specs=specs))
+                   fingerprint=_fingerprint(mode=mode, agent=agent, model=model, specs=specs), link=link)
 
 
 async def first_choice_model(*, catalog: Catalog, case: CaseSpec) -> list[ToolChoice]:
@@ -88,7 +92,8 @@ async def first_choice_model(*, catalog: Catalog, case: CaseSpec) -> list[ToolCh
     messages = [{"role": "system", "content": agent.system_prompt}] if agent.system_prompt else []
     messages += case.messages()
     stream = await llm_stream(model=catalog.model, messages=messages, tools=catalog.specs or None,
-                              temperature=agent.temperature, request_id=uuid.uuid4().hex[:16])
+                              temperature=agent.temperature, request_id=uuid.uuid4().hex[:16],
+                              provider=catalog.link.provider if catalog.link else None)
     fragments: dict[int, ModelCall] = {}
     try:
         async for chunk in stream:  # plain dicts, any field may be missing (see LlmStream)

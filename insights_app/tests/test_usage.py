@@ -11,7 +11,14 @@ from django.utils import timezone
 from chat_app.models import Message
 from chat_app.tests.sse import chat
 from insights_app.models import UsageDaily
-from insights_app.usage import usage_by_agent, usage_by_day, usage_rollup_rebuild, usage_top_users, usage_totals
+from insights_app.usage import (
+    usage_by_agent,
+    usage_by_day,
+    usage_by_provider,
+    usage_rollup_rebuild,
+    usage_top_users,
+    usage_totals,
+)
 
 USAGE_1 = {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110}
 USAGE_2 = {"prompt_tokens": 150, "completion_tokens": 20, "total_tokens": 170}
@@ -42,9 +49,12 @@ def test_turn_usage_is_stored_in_columns_and_rolled_up(live_asgi, llm_settings, 
     chat(live_asgi, {"message": "谢谢", "conversation_id": first.frames[0]["conversation_id"]}, headers=headers)
     assert _rollup() == [(today, user.username, agent.name, "fake-model", 2, 0, 262, 39)]
 
+    assert UsageDaily.objects.get().provider == "default"  # the LLM_* provider answered
+
     # The rebuild from the stored messages agrees with what the turns added up.
     assert usage_rollup_rebuild() == 1
     assert _rollup() == [(today, user.username, agent.name, "fake-model", 2, 0, 262, 39)]
+    assert UsageDaily.objects.get().provider == "default"
 
     # A student deleting the conversation removes the messages, not what the day cost.
     with httpx.Client(base_url=live_asgi, headers=headers) as client:
@@ -151,3 +161,29 @@ def test_usage_admin_page_ignores_an_empty_bound(usage_rows, staff_client):
     response = staff_client.get("/admin/insights_app/usagedaily/", {"day__gte": today.isoformat(), "day__lte": ""})
     assert response.status_code == 302 and response.url == f"/admin/insights_app/usagedaily/?day__gte={today}"
     assert staff_client.get(response.url).context["usage_totals"].total_tokens == 3850
+
+
+@pytest.mark.django_db(transaction=True)
+def test_usage_per_provider(live_asgi, llm_settings, llm_server_second, agent, user, headers_for, staff_client,
+                            provider_factory, agent_fallbacks_set):
+    """A turn the fallback provider answered is counted under it (and its model), live and rebuilt."""
+    headers = headers_for(user)
+    agent.provider = provider_factory(name="主", base_url=llm_settings.url)
+    agent.save()
+    agent_fallbacks_set(agent, [provider_factory(name="备用", base_url=llm_server_second.url,
+                                                 default_model="backup-model")])
+    llm_settings.reply_text("主回答。", usage={"prompt_tokens": 10, "completion_tokens": 1, "total_tokens": 11})
+    chat(live_asgi, {"message": "一"}, headers=headers)
+    llm_settings.fail(503)
+    llm_server_second.reply_text("备用回答。", usage={"prompt_tokens": 20, "completion_tokens": 2, "total_tokens": 22})
+    chat(live_asgi, {"message": "二"}, headers=headers)
+
+    expected = [("备用", "backup-model", 1, 22), ("主", "fake-model", 1, 11)]
+    by_provider = usage_by_provider(rows=UsageDaily.objects.all())
+    assert [(g["provider"], g["model"], g["turns"], g["total_tokens"]) for g in by_provider] == expected
+    usage_rollup_rebuild()
+    by_provider = usage_by_provider(rows=UsageDaily.objects.all())
+    assert [(g["provider"], g["model"], g["turns"], g["total_tokens"]) for g in by_provider] == expected
+    page = staff_client.get("/admin/insights_app/usagedaily/", {"provider": "备用"})
+    assert page.status_code == 200 and "按模型提供方" in page.content.decode()
+    assert page.context["usage_totals"].total_tokens == 22
