@@ -354,6 +354,10 @@ class Section:
         """Lines to warn of when an import creates or changes `row` (dry run included)."""
         return []
 
+    def exported_warnings(self, row) -> list[str]:
+        """Lines to warn of when `row` is exported."""
+        return []
+
 
 class McpServiceSection(Section):
     key = "mcp_services"
@@ -413,6 +417,7 @@ class AgentSection(Section):
         Field("name", required=True),
         Field("system_prompt"),
         Field("model"),
+        Field("thinking"),
         Field("temperature", (float,)),
         Field("max_tool_rounds", (int,)),
         Field("enabled", (bool,)),
@@ -420,6 +425,13 @@ class AgentSection(Section):
         Refs("mcp_services", section="mcp_services", noun="MCP 服务"),
         Refs("sub_agents", section="sub_agents", noun="子 Agent"),
     )
+
+    def exported_warnings(self, row):
+        # Model providers are not a section yet: say what the file leaves out (import leaves an
+        # existing agent's provider and fallbacks as they are; a new agent uses the default).
+        if row.provider_id is None and not row.fallbacks.exists():
+            return []
+        return [f"智能体 {row.slug} 的模型提供方和备用提供方不在目录文件里（尚不支持导出），请在目标实例的后台设置"]
 
     def write_order(self, entries):
         # The default agent last: an agent giving the default up is saved before the one taking

@@ -240,5 +240,6 @@ def catalog_export() -> CatalogExport:
             if key in seen:  # possible where the natural key is no unique constraint (routing cases)
                 ctx.warnings.append(f"{label} 出现了不止一次：导入时会因重复被拒绝，请在后台合并或改写问题")
             seen.add(key)
+            ctx.warnings += section.exported_warnings(row)
             data[section.key].append({f.name: f.export(row, ctx, label=label) for f in section.fields})
     return CatalogExport(text=catalog_yaml_dump(data), warnings=ctx.warnings)

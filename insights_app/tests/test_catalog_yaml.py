@@ -502,3 +502,18 @@ def test_the_example_in_the_staff_docs_imports(db, tmp_path, monkeypatch):
     assert out.strip().endswith("新建 4 个，更新 0 个，未变 0 个（导入从不删除：文件里没有的对象保持原样）")
     assert McpService.objects.get(name="canvas").config["headers"]["Authorization"] == f"Bearer {SECRET}"
     assert list(Agent.objects.get(slug="xiaozhi").sub_agents.values_list("name", flat=True)) == ["canteen"]
+
+
+def test_an_agent_with_a_model_provider_is_exported_with_a_warning_and_its_provider_kept_on_import(demo_file):
+    from agents_app.models import Provider
+
+    provider = Provider.objects.create(name="qwen", base_url="https://dashscope.example.cn/v1",
+                                       default_model="qwen-plus")
+    Agent.objects.filter(slug="xiaozhi").update(provider=provider, thinking="off")
+    _, err = run("export_catalog")
+    assert err.splitlines() == [
+        "警告：智能体 xiaozhi 的模型提供方和备用提供方不在目录文件里（尚不支持导出），请在目标实例的后台设置"
+    ]
+    out, _ = run("import_catalog", demo_file)  # the file from before: thinking was the default
+    assert "  thinking: 'off' → ''" in out.splitlines()
+    assert Agent.objects.get(slug="xiaozhi").provider == provider  # not in the file: left as it is
