@@ -7,6 +7,7 @@ from django.core.exceptions import SynchronousOnlyOperation, ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
+from simple_history.models import HistoricalRecords
 
 from campus_agent.approval import POLICY_HELP, ApprovalPolicy
 from campus_agent.crypto import secret_decrypt, secret_encrypt
@@ -82,6 +83,10 @@ class McpService(TimeStampedModel):
         help_text='按 MCP 工具名（不带服务名前缀）设置，优先于默认，如 {"register_course": "ask", "drop_all": "never"}；'
         "取值 auto / ask / never。",
     )
+    # Every save keeps the old values (campus_agent.history: diff and rollback in admin). The
+    # config's headers and env may be credentials: the live row holds them in clear already, so
+    # the historical row may too, but the diff page never shows their values.
+    history = HistoricalRecords()
 
     class Meta:
         verbose_name = "MCP 服务"
@@ -188,6 +193,8 @@ class Provider(TimeStampedModel):
         "模型接受图片", default=False, help_text="该提供方的模型能否读图片（image_url）；目前只记录，以后的附件功能会用到。"
     )
     enabled = models.BooleanField("启用", default=True, help_text="停用后，用它的智能体跳过它（改用备用提供方或关键词路由）。")
+    # No secret in a history row: the key's token is left out (a rollback keeps the current key).
+    history = HistoricalRecords(excluded_fields=["api_key_encrypted"])
 
     class Meta:
         verbose_name = "模型提供方"
@@ -279,6 +286,8 @@ class Agent(TimeStampedModel):
     sub_agents = models.ManyToManyField(
         SubAgent, blank=True, related_name="agents", verbose_name="子 Agent", help_text="该智能体可调用的子 Agent。"
     )
+    # The tool links are tracked too, so a rollback restores the prompt with the tools it was written for.
+    history = HistoricalRecords(m2m_fields=["mcp_services", "sub_agents"])
 
     class Meta:
         verbose_name = "智能体"

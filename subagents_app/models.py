@@ -3,6 +3,7 @@ import re
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator, URLValidator
 from django.db import models
+from simple_history.models import HistoricalRecords
 
 from campus_agent.approval import POLICY_HELP, ApprovalPolicy
 from campus_agent.models import TimeStampedModel
@@ -106,6 +107,7 @@ class SubAgent(TimeStampedModel):
         blank=True,
         help_text="每行一个问题，如“二食堂中午吃什么？”。新对话的欢迎页把它们显示为按钮，学生点一下就能提问。",
     )
+    history = HistoricalRecords()  # old values for the admin's diff and rollback (campus_agent.history)
 
     class Meta:
         verbose_name = "子 Agent"
