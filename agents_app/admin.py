@@ -13,6 +13,7 @@ from django.utils.decorators import method_decorator
 from django.views.decorators.debug import sensitive_post_parameters
 
 from agents_app.models import Agent, AgentFallback, McpService, Provider
+from campus_agent.admin_history import CatalogHistoryAdmin
 from campus_agent.approval import ApprovalPolicy
 from campus_agent.circuit import circuit_close, circuit_status, circuit_status_text
 
@@ -129,7 +130,7 @@ class AgentForm(forms.ModelForm):
 
 
 @admin.register(Agent)
-class AgentAdmin(ToolsButtonMixin, admin.ModelAdmin):
+class AgentAdmin(ToolsButtonMixin, CatalogHistoryAdmin):
     form = AgentForm
     list_display = ("name", "slug", "provider", "effective_model", "is_default", "enabled", "max_tool_rounds",
                     "updated_at")
@@ -221,8 +222,10 @@ def _policy_label(service: McpService, info) -> str:
 
 
 @admin.register(McpService)
-class McpServiceAdmin(ToolsButtonMixin, admin.ModelAdmin):
+class McpServiceAdmin(ToolsButtonMixin, CatalogHistoryAdmin):
     form = McpServiceForm
+    # Header and env values may be credentials: the diff page says only that they changed.
+    history_masked = {"config": ("headers", "env")}
     list_display = (
         "name", "display_name", "protocol", "enabled", "trusted", "approval_default", "timeout_sec", "circuit", "updated_at",
     )
@@ -329,7 +332,7 @@ class ProviderForm(forms.ModelForm):
 
 
 @admin.register(Provider)
-class ProviderAdmin(PostButtonMixin, admin.ModelAdmin):
+class ProviderAdmin(PostButtonMixin, CatalogHistoryAdmin):
     """Model providers. 「测试连接」 (a POST, change permission) lists the provider's models."""
 
     form = ProviderForm
