@@ -7,13 +7,15 @@ adds the views, and whose change form template extends the one the page had.
 """
 from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
-from django.core.exceptions import PermissionDenied
+from django.core import signing
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect
 from django.template.loader import select_template
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 
 from agents_app.models import Agent, McpService
+from campus_agent.history import history_date_text, history_restored
 from insights_app.models import RoutingCheck
 from insights_app.routing.ask import RoutingUnavailable
 from insights_app.routing.checks import CheckSettings, routing_check_run
@@ -30,6 +32,15 @@ PREVIEW_INVALID = "表单有错误，无法检查：请回到编辑页改正后�
 NO_CASES_TEXT = "没有受影响的路由用例：这次修改涉及的智能体还没有启用的用例。"
 CHECK_DONE_TEXT = "“{agent}”路由检查完成：{passed}/{total} 个用例通过，新失败 {regressed} 个，新通过 {fixed} 个。"
 CHECK_NO_CASES = "“{agent}”没有启用的路由用例。"
+ROLLBACK_TITLE = "回滚“{agent}”到 {date} 的版本：先检查路由"
+ROLLBACK_NO_CASES = "该智能体没有启用的路由用例，无法事先检查；确认后回滚。"
+ROLLBACK_BREAKS = "回滚后有 {count} 个路由用例会失败。仍要回滚，请勾选下面的确认框。"
+ROLLBACK_UNCHECKED = "无法检查路由（{error}）。仍要回滚，请勾选下面的确认框。"
+ROLLBACK_ACCEPT_MISSING = "请勾选确认框：回滚后有用例会失败（或无法检查）。"
+# The confirm page's token: the preview ran for this version against the agent as it is (its
+# latest history entry), by this staff member; older than this, the preview is run again.
+ROLLBACK_PREVIEW_SALT = "insights_app.history_rollback"
+ROLLBACK_PREVIEW_MAX_AGE = 3600
 
 
 class RoutingPreviewMixin:
@@ -119,6 +130,64 @@ class AgentRoutingMixin(RoutingPreviewMixin):
         if change and obj is not None and self.has_change_permission(request, obj):
             context["routing_check_url"] = reverse("admin:agents_app_agent_routing_check", args=[obj.pk])
         return super().render_change_form(request, context, add=add, change=change, form_url=form_url, obj=obj)
+
+    # --- rollback from the history (campus_agent.admin_history): the cases first
+
+    def _rollback_state(self, request, agent: Agent, record) -> str:
+        latest = agent.history.order_by("-history_date", "-history_id").values_list("history_id", flat=True).first()
+        return f"{request.user.pk}:{record.history_id}:{latest}"
+
+    def history_rollback_confirm(self, request, obj, record, fields):
+        """An agent's rollback shows its routing cases against the rolled-back version first (the
+        "用本次修改检查路由" preview, nothing saved); the POST of that page rolls back. When cases would
+        fail, or routing cannot be checked, it needs the box "仍要回滚" ticked too."""
+        restored = history_restored(record=record, obj=obj, fields=fields)
+        try:
+            restored.instance.full_clean()
+        except ValidationError:
+            return None  # the rollback itself says why it cannot be done
+        token = request.POST.get("preview_token")
+        if token:
+            try:
+                seen = signing.loads(token, salt=ROLLBACK_PREVIEW_SALT, max_age=ROLLBACK_PREVIEW_MAX_AGE)
+            except signing.BadSignature:
+                seen = None
+            if seen and seen.get("state") == self._rollback_state(request, obj, record):
+                if not seen.get("risky") or request.POST.get("accept_regressions"):
+                    return None
+                messages.error(request, ROLLBACK_ACCEPT_MISSING)
+        return self._rollback_preview_page(request, obj, record, restored)
+
+    def _rollback_preview_page(self, request, agent: Agent, record, restored):
+        links = restored.links
+        context = {
+            **self.admin_site.each_context(request),
+            "title": ROLLBACK_TITLE.format(agent=agent.name, date=history_date_text(record)),
+            "opts": self.opts, "original": agent, "record": record,
+            "change_url": reverse("admin:agents_app_agent_change", args=[agent.pk]),
+            "diff_url": reverse("admin:agents_app_agent_simple_history", args=[agent.pk, record.history_id]),
+            "rollback_url": reverse("admin:agents_app_agent_history_rollback", args=[agent.pk, record.history_id]),
+            "missing": restored.missing,
+        }
+        risky = False
+        try:
+            knobs = CheckSettings.resolve()
+            pairs = preview_pairs_agent(
+                edited=restored.instance,
+                mcp_services=McpService.objects.filter(pk__in=links["mcp_services"]) if "mcp_services" in links else None,
+                sub_agents=SubAgent.objects.filter(pk__in=links["sub_agents"]) if "sub_agents" in links else None,
+            )
+            previews = routing_preview(pairs=pairs, knobs=knobs)
+            breaks = sum(len(preview.breaks) for preview in previews)
+            risky = breaks > 0
+            context.update(previews=previews, knobs=knobs, no_cases=ROLLBACK_NO_CASES,
+                           warning=ROLLBACK_BREAKS.format(count=breaks) if risky else "")
+        except RoutingUnavailable as exc:
+            risky = True
+            context.update(invalid=str(exc), warning=ROLLBACK_UNCHECKED.format(error=exc))
+        context.update(risky=risky, preview_token=signing.dumps(
+            {"state": self._rollback_state(request, agent, record), "risky": risky}, salt=ROLLBACK_PREVIEW_SALT))
+        return TemplateResponse(request, "admin/insights_app/history_rollback_confirm.html", context)
 
     def _routing_check(self, request, agent: Agent) -> RoutingCheck | None:
         try:
