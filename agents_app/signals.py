@@ -3,7 +3,8 @@
 Only MCP tool lists are cached (per service, in agents_app.mcp.tool_cache); agents, their tool
 selections and sub-agents are read from the database every turn, so an Agent save has nothing
 to invalidate. Other worker processes do not get this signal: they notice the new
-`updated_at` in the service's fingerprint instead (agents_app.mcp.connect).
+`updated_at` in the service's fingerprint instead (agents_app.mcp.connect). A rollback from the
+admin history (campus_agent.history) is a plain save too: it goes through these receivers.
 """
 from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver

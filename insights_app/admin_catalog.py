@@ -39,6 +39,7 @@ ROLLBACK_UNCHECKED = "无法检查路由（{error}）。仍要回滚，请勾选
 ROLLBACK_ACCEPT_MISSING = "请勾选确认框：回滚后有用例会失败（或无法检查）。"
 # The confirm page's token: the preview ran for this version against the agent as it is (its
 # latest history entry), by this staff member; older than this, the preview is run again.
+ROLLBACK_HELP = "先用该版本重放本智能体的路由用例并显示结果，确认后才回滚；回滚本身也记入历史。"
 ROLLBACK_PREVIEW_SALT = "insights_app.history_rollback"
 ROLLBACK_PREVIEW_MAX_AGE = 3600
 
@@ -136,6 +137,10 @@ class AgentRoutingMixin(RoutingPreviewMixin):
     def _rollback_state(self, request, agent: Agent, record) -> str:
         latest = agent.history.order_by("-history_date", "-history_id").values_list("history_id", flat=True).first()
         return f"{request.user.pk}:{record.history_id}:{latest}"
+
+    def history_form_view(self, request, object_id, version_id, extra_context=None):
+        return super().history_form_view(request, object_id, version_id,
+                                         extra_context={"rollback_help": ROLLBACK_HELP, **(extra_context or {})})
 
     def history_rollback_confirm(self, request, obj, record, fields):
         """An agent's rollback shows its routing cases against the rolled-back version first (the

@@ -60,6 +60,7 @@ def test_the_diff_page_shows_the_old_and_new_prompt_lines_escaped(staff_client, 
     assert "history-line-same" in html and "不知道就说不知道。" in html
     assert "<script>alert(1)</script>" not in html and "&lt;script&gt;" in html
     assert reverse("admin:agents_app_agent_history_rollback", args=[agent.pk, version.history_id]) in html
+    assert "先用该版本重放本智能体的路由用例" in html  # the agent's rollback checks routing first
 
 
 def test_rollback_restores_the_prompt_and_the_tool_links_as_a_new_entry(staff_client, agent, sub_agent,
@@ -190,3 +191,20 @@ def test_a_sub_agent_rollback_restores_its_description(staff_client, sub_agent):
                                          args=[sub_agent.pk, version.history_id]), {"confirm": "1"})
     assert response.status_code == 302
     assert SubAgent.objects.get(pk=sub_agent.pk).description == old
+
+
+def test_a_mcp_service_rollback_drops_its_cached_tool_list(staff_client, mcp_service_http):
+    """The next turn lists the rolled-back service's tools again, without a restart."""
+    from agents_app.mcp.tool_cache import McpToolInfo, mcp_tools_cached, mcp_tools_remember
+
+    mcp_service_http.timeout_sec = 7
+    mcp_service_http.save()
+    version = mcp_service_http.history.earliest()
+    mcp_tools_remember(mcp_service_http, [McpToolInfo(name="add", description="", input_schema=None)])
+    assert mcp_tools_cached(mcp_service_http) is not None
+
+    staff_client.post(reverse("admin:agents_app_mcpservice_history_rollback", args=[mcp_service_http.pk,
+                                                                                    version.history_id]))
+    mcp_service_http.refresh_from_db()
+    assert mcp_service_http.timeout_sec != 7
+    assert mcp_tools_cached(mcp_service_http) is None
