@@ -54,6 +54,8 @@ class CatalogHistoryAdmin(SimpleHistoryAdmin):
     # --- one version
 
     def _history_record(self, obj, version_id):
+        if not str(version_id).isdigit():  # simple_history's URL takes any text there
+            raise Http404
         return get_object_or_404(get_history_model_for_model(self.model), id=obj.pk, history_id=version_id)
 
     def history_locked_fields(self, request, obj) -> set[str]:

@@ -106,7 +106,7 @@ def _lines(old: str, new: str) -> list[tuple[str, str]]:
     for line in difflib.unified_diff(old.splitlines(), new.splitlines(), lineterm="", n=3):
         if line.startswith(("---", "+++")):
             continue
-        marks.append(("@" if line.startswith("@@") else line[0], line[1:] if not line.startswith("@@") else "…"))
+        marks.append(("@", "") if line.startswith("@@") else (line[0], line[1:]))  # "@": lines left out
     return marks
 
 

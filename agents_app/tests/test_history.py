@@ -208,3 +208,21 @@ def test_a_mcp_service_rollback_drops_its_cached_tool_list(staff_client, mcp_ser
     mcp_service_http.refresh_from_db()
     assert mcp_service_http.timeout_sec != 7
     assert mcp_tools_cached(mcp_service_http) is None
+
+
+def test_every_catalog_page_has_its_history_and_diff(staff_client, sub_agent, provider_factory):
+    provider = provider_factory(name="vllm", base_url="http://10.0.0.5:8001/v1", key="sk-secret-1")
+    for obj, field, value in ((sub_agent, "timeout_sec", 9), (provider, "default_model", "qwen3")):
+        setattr(obj, field, value)
+        obj.save()
+        opts = obj._meta
+        history = staff_client.get(reverse(f"admin:{opts.app_label}_{opts.model_name}_history", args=[obj.pk]))
+        assert history.status_code == 200
+        assert str(opts.get_field(field).verbose_name) in history.content.decode()
+        version = obj.history.earliest()
+        diff = staff_client.get(reverse(f"admin:{opts.app_label}_{opts.model_name}_simple_history",
+                                        args=[obj.pk, version.history_id]))
+        assert diff.status_code == 200 and str(value) in diff.content.decode()
+        assert "sk-secret" not in diff.content.decode() + history.content.decode()
+    missing = staff_client.get(reverse("admin:agents_app_provider_simple_history", args=[provider.pk, "x"]))
+    assert missing.status_code == 404
