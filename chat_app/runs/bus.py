@@ -64,6 +64,9 @@ class RunWriter:
         """Every frame appended has reached the bus (bounded)."""
 
 
+FORGOTTEN_KEPT = 10_000
+
+
 class MemoryBus:
     """Logs in this process; followers and stops of this process only."""
 
@@ -73,11 +76,15 @@ class MemoryBus:
         self._logs: dict = {}  # run id → FrameLog
         self._forget_at: dict = {}  # run id → TimerHandle
         self._appeared: dict = {}  # run id → futures of followers waiting for its first log
+        # Runs whose log this process held and has forgotten (bounded): a follower that comes
+        # after is told at once that there is no log, instead of waiting for one to appear.
+        self._forgotten: dict = {}
 
     def local_log(self, run_id) -> FrameLog | None:
         return self._logs.get(run_id)
 
     def _log_open(self, run_id, base: int) -> FrameLog:
+        self._forgotten.pop(run_id, None)
         handle = self._forget_at.pop(run_id, None)
         if handle is not None:
             handle.cancel()
@@ -104,11 +111,14 @@ class MemoryBus:
     def forget(self, run_id) -> None:
         """Drops the run's log from this process (its retention ran out)."""
         self._forget_at.pop(run_id, None)
-        self._logs.pop(run_id, None)
+        if self._logs.pop(run_id, None) is not None:
+            self._forgotten[run_id] = None
+            if len(self._forgotten) > FORGOTTEN_KEPT:
+                del self._forgotten[next(iter(self._forgotten))]
 
     async def _appearance(self, run_id, timeout: float) -> FrameLog | None:
         log = self._logs.get(run_id)
-        if log is not None or timeout <= 0:
+        if log is not None or timeout <= 0 or run_id in self._forgotten:
             return log
         waiter = asyncio.get_running_loop().create_future()
         self._appeared.setdefault(run_id, []).append(waiter)
