@@ -337,6 +337,10 @@ API_KEYS_PER_USER_MAX = env.int("API_KEYS_PER_USER_MAX", default=20)
 RETENTION_DAYS = env.int("RETENTION_DAYS", default=0)
 # GET /metrics (Prometheus) answers only `Authorization: Bearer <METRICS_TOKEN>`; unset: no endpoint (404).
 METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
+# An empty PROMETHEUS_MULTIPROC_DIR means "one process" (campus_agent.metrics); prometheus_client
+# would take it as the current directory and write its files there. Settings load before it.
+if "PROMETHEUS_MULTIPROC_DIR" in os.environ and not os.environ["PROMETHEUS_MULTIPROC_DIR"].strip():
+    del os.environ["PROMETHEUS_MULTIPROC_DIR"]
 CAMPUS_SSO_USERINFO_URL = env.str("CAMPUS_SSO_USERINFO_URL", default="")
 # Campus login on the page with OpenID Connect (chat_app/oidc.py): off unless OIDC_ISSUER and
 # OIDC_CLIENT_ID are set. Register <site>/login/campus/callback/ as the redirect URI.

@@ -101,3 +101,24 @@ def test_the_grafana_dashboard_reads_only_metrics_that_exist():
              "campus_agent_breaker_state", "campus_agent_approvals_waiting"}
     named = {name for expr in exprs for name in re.findall(r"campus_agent_[a-z_]+", expr)}
     assert named and named <= known
+
+
+@pytest.mark.no_database
+def test_an_empty_multiprocess_dir_writes_no_files_into_the_working_directory(tmp_path):
+    """`PROMETHEUS_MULTIPROC_DIR=` (empty, as an .env line left blank) means one process: the
+    client is not left to take it as the current directory and write its files there."""
+    import os
+    import subprocess
+    import sys
+
+    from django.conf import settings
+
+    code = ("import django; django.setup(); from campus_agent.metrics import RUNS, MULTIPROCESS; "
+            "RUNS.labels(agent='a', outcome='completed').inc(); print(MULTIPROCESS)")
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": "", "DJANGO_SETTINGS_MODULE": "campus_agent.settings",
+           "PYTHONPATH": str(settings.BASE_DIR), "LOG_DIR": str(tmp_path / "logs")}
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"
+    assert not list(tmp_path.glob("*.db"))
