@@ -61,14 +61,14 @@ def _timing_tests_alone(request, tmp_path_factory):
 @pytest.fixture(scope="session", autouse=True)
 def _stream_db_connections_closed(django_db_setup, django_db_blocker):
     """Threads that outlive a test keep a database connection: the stream path's database
-    threads (chat_app.asyncdb) and asgiref's one thread for thread-sensitive calls made outside
+    threads (campus_agent.asyncdb) and asgiref's one thread for thread-sensitive calls made outside
     a request (runtime tests). Close them before pytest-django drops the test database, which
     PostgreSQL refuses while they are open."""
     yield
     from asgiref.sync import SyncToAsync
     from django.db import connections
 
-    from chat_app.asyncdb import db_connections_close
+    from campus_agent.asyncdb import db_connections_close
 
     with django_db_blocker.unblock():
         db_connections_close()

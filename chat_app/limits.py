@@ -155,7 +155,7 @@ class _CacheSlots:
         if self._in_loop:
             cache.delete(key)
             return
-        from chat_app.asyncdb import db_call
+        from campus_agent.asyncdb import db_call
 
         await db_call(cache.delete, key)
 

@@ -78,7 +78,7 @@ def project_server_reset(server) -> None:
     are waited for, and their connections closed, too: a write still going on when the test's
     tables are flushed deadlocked with the flush on PostgreSQL, and the thread's connection
     was left in its transaction, so every later flush of the test database waited for it."""
-    from chat_app.asyncdb import db_connections_close
+    from campus_agent.asyncdb import db_connections_close
 
     server.tasks_cancel(everything=True)
     db_connections_close()

@@ -22,7 +22,7 @@ from django.conf import settings
 from django.utils import timezone
 from loguru import logger
 
-from chat_app.asyncdb import db_call
+from campus_agent.asyncdb import db_call
 from chat_app.models import Run
 from chat_app.runs.bus import run_bus
 from chat_app.runs.engine import checkpoint_lock

@@ -10,7 +10,7 @@
 Every move is a conditional UPDATE from the states it may leave (`_move`), checked against
 RUN_MOVES first: an illegal move raises `IllegalMove`, and a move whose run has left its state
 meanwhile (another worker got there first) changes nothing and says so (0 rows). Sync; the
-event loop's side is chat_app.runs.lifecycle, which calls these through chat_app.asyncdb.
+event loop's side is chat_app.runs.lifecycle, which calls these through campus_agent.asyncdb.
 """
 import os
 import socket

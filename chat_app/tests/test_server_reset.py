@@ -8,7 +8,7 @@ import time
 import pytest
 
 from campus_agent.testing.fixtures import project_server_reset
-from chat_app.asyncdb import db_call
+from campus_agent.asyncdb import db_call
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -25,7 +25,7 @@ from campus_agent.json_body import JsonBodyRefused, json_object_read
 from campus_agent.sse import PING_FRAME
 from chat_app import api_errors as errors
 from chat_app import openai_wire as wire
-from chat_app.asyncdb import db_call
+from campus_agent.asyncdb import db_call
 from chat_app.authentication import Caller, bearer_token, chat_caller_cached
 from chat_app.chat_input import ChatInput
 from chat_app.inbound import PING, InboundTurn, bearer_caller, inbound_turn_start
