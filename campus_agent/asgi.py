@@ -11,6 +11,7 @@ from channels.routing import ProtocolTypeRouter  # noqa: E402  (needs Django set
 from django.conf import settings  # noqa: E402
 from django.urls import get_resolver  # noqa: E402
 
+from campus_agent.health import healthz_asgi, is_healthz_path  # noqa: E402
 from campus_agent.stream_handler import StreamHandler, is_stream_path  # noqa: E402
 from chat_app.a2a_server import a2a_app, is_a2a_path  # noqa: E402
 from chat_app.mcp_server import is_mcp_path, mcp_app  # noqa: E402
@@ -45,6 +46,10 @@ async def http_app(scope, receive, send):
     # The composition root starts each worker's run supervisor with its first request, so a
     # restarted worker finishes the runs its predecessor left (DESIGN §4a). A dict lookup after that.
     supervisor_ensure()
+    if is_healthz_path(scope):
+        # Probes skip Django's middleware: one thread hop instead of a dozen (campus_agent/health.py).
+        await healthz_asgi(scope, receive, send)
+        return
     if settings.DEMO_ENABLED and scope["path"].startswith(LIBRARY_PATH + "/"):
         # The demo A2A agent is an a2a-sdk (Starlette) app, served beside Django as the demo
         # seed-contract sub-agents are under the same /demo/subagents/ prefix.

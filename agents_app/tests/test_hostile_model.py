@@ -521,9 +521,6 @@ def _warm_up(live_asgi, llm, user) -> None:
     assert _chat(live_asgi, user)[-1]["full_text"] == "你好"
 
 
-HEALTHZ_BOUND_20K_CALLS_SEC = 0.25
-
-
 def _hostile_turn(live_asgi, llm, user, reply: Reply) -> tuple[list[dict], list[float]]:
     prober = _Prober(live_asgi)
     llm.queue(reply)
@@ -543,12 +540,7 @@ def test_twenty_thousand_calls_do_not_stall_the_server(live_asgi, llm_settings, 
                                       Reply(body=many_tool_calls_body(20_000, name="no_such_tool")))
     assert frames[-1]["type"] == "done" and frames[-1]["full_text"] == "好的"
     assert len([f for f in frames if f["type"] == "tool_call"]) == 16  # MAX_TOOL_CALLS_PER_ROUND
-    # 100 ms until the provider chain (issue 21) landed; since then this worker's /healthz answered
-    # in up to 140 ms while it read 20,000 calls (under 100 ms on the commit before, measured
-    # side by side on a quiet machine). A regression of the hot path, left for issue 24 (the
-    # closing note of that session says so); the bound still catches the stall this test is
-    # about (over 30 s), not that regression.
-    assert len(latencies) >= 3 and max(latencies) < HEALTHZ_BOUND_20K_CALLS_SEC, sorted(latencies)[-5:]
+    assert len(latencies) >= 3 and max(latencies) < 0.1, sorted(latencies)[-5:]
 
 
 @pytest.mark.timing  # under pytest-xdist: alone (the root conftest)

@@ -33,3 +33,17 @@ def test_healthz_answers_503_when_the_database_does_not(tmp_path, database_url):
     assert response.json() == {"status": "degraded", "db": "unavailable"}
     assert len(response.headers["X-Request-Id"]) == 16
     assert again.status_code == 503  # the failure does not poison the process
+
+
+@pytest.mark.django_db(transaction=True)
+def test_workers_answer_probes_without_the_middleware(live_asgi):
+    """A worker answers /healthz from its ASGI entry point (campus_agent/health.py): a probe's
+    Host is an address, not one of ALLOWED_HOSTS (Django's middleware would answer 400), and its
+    request id comes back as on every other path."""
+    probe = httpx.get(f"{live_asgi}/healthz", headers={"Host": "10.0.0.7:8000", "X-Request-Id": "lb-probe-0001"})
+    assert probe.status_code == 200 and probe.json() == {"status": "ok", "db": "ok"}
+    assert probe.headers["X-Request-Id"] == "lb-probe-0001" and probe.headers["Cache-Control"] == "no-store"
+    head = httpx.head(f"{live_asgi}/healthz")
+    assert head.status_code == 200 and head.content == b"" and len(head.headers["X-Request-Id"]) == 16
+    # Only the probe's own path skips the middleware: anything else with that Host is refused.
+    assert httpx.get(f"{live_asgi}/healthz/x", headers={"Host": "10.0.0.7:8000"}).status_code == 400
