@@ -19,7 +19,7 @@ from django.http import JsonResponse
 from loguru import logger
 
 from campus_agent.asyncdb import db_call
-from campus_agent.request_id import HEADER, request_id_from_header
+from campus_agent.request_id import HEADER, request_begun, request_ended, request_id_from_header
 
 HEALTHY = (200, {"status": "ok", "db": "ok"})
 DEGRADED = (503, {"status": "degraded", "db": "unavailable"})
@@ -52,13 +52,16 @@ async def healthz(request):
 
 
 async def healthz_asgi(scope, receive, send) -> None:
-    """The same answer as `healthz`, with the request's id echoed as the middleware does."""
+    """The same answer as `healthz`; its request id is read, logged and echoed as the middleware does."""
     headers = dict(scope.get("headers") or ())
     request_id = request_id_from_header(headers.get(b"x-request-id", b"").decode("latin-1"))
+    method, path = scope.get("method", "GET"), scope["path"]
+    started = request_begun(request_id, method, path)
     status, body = await health_status()
     payload = json.dumps(body).encode()
     await send({"type": "http.response.start", "status": status, "headers": [
         (b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode()),
         (b"cache-control", b"no-store"), (HEADER.lower().encode(), request_id.encode()),
     ]})
-    await send({"type": "http.response.body", "body": b"" if scope.get("method") == "HEAD" else payload})
+    await send({"type": "http.response.body", "body": b"" if method == "HEAD" else payload})
+    request_ended(method, path, status, started)

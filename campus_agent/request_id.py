@@ -39,6 +39,18 @@ def request_id_from_header(raw: str | None) -> str:
     return value if _CLIENT_ID.fullmatch(value) else request_id_new()
 
 
+def request_begun(rid: str, method: str, path: str) -> float:
+    """Sets the request's id and logs its start; returns its start time (for `request_ended`)."""
+    request_id_set(rid)
+    logger.info("→ {} {}", method, path)
+    return time.perf_counter()
+
+
+def request_ended(method: str, path: str, status: int, started: float) -> None:
+    cost_ms = (time.perf_counter() - started) * 1000
+    logger.info("← {} {} status={} cost_ms={:.1f}", method, path, status, cost_ms)
+
+
 class RequestIdMiddleware:
     """Reads or makes the request id, logs the request's start and end, echoes the header.
 
@@ -54,16 +66,12 @@ class RequestIdMiddleware:
             markcoroutinefunction(self)
 
     def _start(self, request) -> float:
-        rid = request_id_from_header(request.META.get(_META_KEY))
-        request.request_id = rid
-        request_id_set(rid)
-        logger.info("→ {} {}", request.method, request.path)
-        return time.perf_counter()
+        request.request_id = request_id_from_header(request.META.get(_META_KEY))
+        return request_begun(request.request_id, request.method, request.path)
 
     def _finish(self, request, response, started: float):
         response[HEADER] = request.request_id
-        cost_ms = (time.perf_counter() - started) * 1000
-        logger.info("← {} {} status={} cost_ms={:.1f}", request.method, request.path, response.status_code, cost_ms)
+        request_ended(request.method, request.path, response.status_code, started)
         return response
 
     def __call__(self, request):
