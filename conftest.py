@@ -58,6 +58,18 @@ def _timing_tests_alone(request, tmp_path_factory):
         yield
 
 
+@pytest.fixture(autouse=True)
+def _fresh_cache():
+    """Circuit breakers, rate windows, stream slots and token counters live in the suite's
+    (process-local) cache: no test inherits another's. (A breaker opened by one test's failing
+    sub-agent once made a later test's keyword routing skip that sub-agent.)"""
+    from django.core.cache import cache
+
+    cache.clear()
+    yield
+    cache.clear()
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _stream_db_connections_closed(django_db_setup, django_db_blocker):
     """Threads that outlive a test keep a database connection: the stream path's database

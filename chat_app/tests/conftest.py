@@ -1,18 +1,9 @@
 """Fixtures of chat_app's API tests (the page's are in browser_fixtures.py)."""
 import pytest
 from django.contrib.auth import get_user_model
-from django.core.cache import cache
 
 from chat_app.models import AuthSession
 from chat_app.services.auth import auth_session_create
-
-
-@pytest.fixture(autouse=True)
-def _fresh_cache():
-    """Rate windows and stream slots live in the (process-local) cache: no test inherits another's."""
-    cache.clear()
-    yield
-    cache.clear()
 
 
 @pytest.fixture

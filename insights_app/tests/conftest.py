@@ -41,16 +41,6 @@ def canteen_case(case_factory) -> RoutingCase:
                         contains=[("call_canteen", "message", "二食堂")])
 
 
-@pytest.fixture(autouse=True)
-def _fresh_cache():
-    """Token counters live in the (process-local) cache: no test inherits another's."""
-    from django.core.cache import cache
-
-    cache.clear()
-    yield
-    cache.clear()
-
-
 @pytest.fixture
 def headers_for(db):
     """`headers_for(user)` → the Authorization header of a fresh API login of `user`."""
