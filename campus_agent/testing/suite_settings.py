@@ -23,6 +23,9 @@ def pytest_configure(config) -> None:
         database.setdefault("TEST", {})["NAME"] = name
     if database["ENGINE"] == "django.db.backends.postgresql":
         _postgres_flush_by_delete()
+    if database["ENGINE"] == "django.db.backends.sqlite3":
+        _sqlite_flush_keeps()
+    _loopback_clients_share_one_tls_context()
 
 
 # What migrate made and no test changes: kept by the flush on PostgreSQL, so the post_migrate
@@ -50,3 +53,41 @@ def _postgres_flush_by_delete() -> None:
         return [style.SQL_KEYWORD("SET CONSTRAINTS ALL DEFERRED;"), *deletes]
 
     DatabaseOperations.sql_flush = sql_flush
+
+
+def _sqlite_flush_keeps() -> None:
+    """SQLite's flush deletes every table's rows, FLUSH_KEEPS too, which the post_migrate handlers
+    then insert again (content types, every permission: 6 % of a transactional test's CPU). Kept,
+    as on PostgreSQL, the handlers find them and make none."""
+    from django.db.backends.sqlite3.operations import DatabaseOperations
+
+    flush = DatabaseOperations.sql_flush
+
+    def sql_flush(self, style, tables, *, reset_sequences=False, allow_cascade=False):
+        kept = tables if reset_sequences else [table for table in tables if table not in FLUSH_KEEPS]
+        return flush(self, style, kept, reset_sequences=reset_sequences, allow_cascade=allow_cascade)
+
+    DatabaseOperations.sql_flush = sql_flush
+
+
+def _loopback_clients_share_one_tls_context() -> None:
+    """httpx builds a TLS context for every client, loading the whole CA bundle (about 20 ms
+    here) even for a plain-HTTP request to loopback, and the tests make a client per request or
+    two: a tenth of the suite's CPU. The default context (verify=True, no client certificate)
+    is made once and shared, as one long-lived client would share it; nothing in the suite
+    speaks TLS, and an explicit `verify=` or `cert=` still gets its own."""
+    import functools
+
+    import httpx._config
+    import httpx._transports.default
+
+    make = httpx._config.create_ssl_context
+    shared = functools.lru_cache(maxsize=2)(lambda trust_env: make(verify=True, cert=None, trust_env=trust_env))
+
+    def create_ssl_context(verify=True, cert=None, trust_env=True):
+        if verify is True and cert is None:
+            return shared(bool(trust_env))
+        return make(verify=verify, cert=cert, trust_env=trust_env)
+
+    httpx._config.create_ssl_context = create_ssl_context
+    httpx._transports.default.create_ssl_context = create_ssl_context
