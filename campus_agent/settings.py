@@ -78,17 +78,21 @@ INSTALLED_APPS = [
 ]
 
 # Every middleware here is async-capable, so async views run without a thread hop.
+# campus_agent.middleware's classes are Django's (and django-csp's), with their hooks run in the
+# event loop under ASGI instead of a thread hop per hook. Security, sessions, CSRF and X-Frame-Options
+# stay Django's own: `check --deploy` looks for them by these names (and skips the HSTS, cookie
+# and CSRF checks when it does not find them).
 MIDDLEWARE = [
     "campus_agent.request_id.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
-    "csp.middleware.CSPMiddleware",  # django-csp: MiddlewareMixin, async-capable like Django's own
+    "campus_agent.middleware.CSPMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
-    "django.middleware.common.CommonMiddleware",
+    "campus_agent.middleware.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
-    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "campus_agent.middleware.AuthenticationMiddleware",
     # sync and async: records the staff member as the history user of a catalog save
     "simple_history.middleware.HistoryRequestMiddleware",
-    "django.contrib.messages.middleware.MessageMiddleware",
+    "campus_agent.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 

@@ -1,0 +1,53 @@
+"""Django's own middleware, run in the event loop instead of on a thread per hook.
+
+Under ASGI, a `MiddlewareMixin` middleware (all of Django's, and django-csp's) runs each of its
+hooks through `sync_to_async(thread_sensitive=True)`: for the stack in settings.MIDDLEWARE a
+dozen hops to a thread and back on every request, each of which waits for the GIL and a turn of
+the event loop, and on the stream paths (campus_agent/stream_handler.py) all of them share one
+thread, so under a burst every stream's hooks queue there one after another.
+
+The hooks of the classes here do no I/O: they set headers, resolve a URL, make lazy objects
+(`request.user` is fetched when a view asks for it: `request.auser()` in async views), keep the
+messages in the session object. They run inline. Should one ever touch the database from the
+event loop, Django raises SynchronousOnlyOperation: a loud error, not a silent stall.
+
+Each is a subclass of Django's, so the admin's checks (E408, E409: by subclass) still find them,
+and the sync path (Django's test client, WSGI) is Django's own. SecurityMiddleware,
+SessionMiddleware (its `process_response` saves the session), CsrfViewMiddleware and
+XFrameOptionsMiddleware stay Django's in settings.MIDDLEWARE: `check --deploy` looks for them by
+their dotted names, and without them skips the checks that depend on them.
+"""
+from csp.middleware import CSPMiddleware as _CSPMiddleware
+from django.contrib.auth.middleware import AuthenticationMiddleware as _AuthenticationMiddleware
+from django.contrib.messages.middleware import MessageMiddleware as _MessageMiddleware
+from django.middleware.common import CommonMiddleware as _CommonMiddleware
+
+
+class InlineHooks:
+    """`MiddlewareMixin.__acall__`, with the hooks called in the event loop (the classes below
+    have only process_request and process_response)."""
+
+    async def __acall__(self, request):
+        response = None
+        if hasattr(self, "process_request"):
+            response = self.process_request(request)
+        response = response or await self.get_response(request)
+        if hasattr(self, "process_response"):
+            response = self.process_response(request, response)
+        return response
+
+
+class CSPMiddleware(InlineHooks, _CSPMiddleware):
+    pass
+
+
+class CommonMiddleware(InlineHooks, _CommonMiddleware):
+    pass
+
+
+class AuthenticationMiddleware(InlineHooks, _AuthenticationMiddleware):
+    pass
+
+
+class MessageMiddleware(InlineHooks, _MessageMiddleware):
+    pass
