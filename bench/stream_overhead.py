@@ -580,7 +580,8 @@ def main() -> None:
                         help="postgres://…/<name>: a throw-away PostgreSQL database (dropped and made again); "
                              "default a temporary SQLite file")
     parser.add_argument("--trees", default="",
-                        help="with --backends: name=path,… source trees to run the gateway from, side by side")
+                        help="name=path,… source trees to run the gateway from, side by side (each with every --backends; "
+                             "without --backends: embedded)")
     parser.add_argument("--profile", default="",
                         help="py-spy the first gateway worker into this file (.svg: flame graph, else raw "
                              "collapsed stacks); '{label}' is replaced by the variant's name")
@@ -594,6 +595,8 @@ def main() -> None:
     if args.serve_llm:
         serve_llm(args.serve_llm, args.pace, args.chunks)
         return
+    if args.trees and not args.backends:
+        args.backends = "embedded"  # trees are compared side by side, which runs through --backends
     if args.backends:
         compare_backends(args)
         return
