@@ -77,12 +77,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from campus_agent.asyncdb import db_call
 from campus_agent.errors import CAMPUS_TOKEN_EXPIRED
 from campus_agent.json_body import JsonBodyRefused, json_object_decode
 from campus_agent.request_id import HEADER as REQUEST_ID_HEADER
 from campus_agent.request_id import request_id_from_header, request_id_set
 from chat_app import api_errors as errors
-from campus_agent.asyncdb import db_call
 from chat_app.authentication import Caller
 from chat_app.chat_input import chat_input_parse
 from chat_app.inbound import InboundTurn, bearer_caller, frames_decoded, inbound_turn_start

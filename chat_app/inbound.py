@@ -16,8 +16,8 @@ import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-from chat_app import api_errors as errors
 from campus_agent.asyncdb import db_call
+from chat_app import api_errors as errors
 from chat_app.authentication import Caller, bearer_caller_resolve
 from chat_app.chat_input import ChatInput
 from chat_app.models import Run

@@ -38,9 +38,9 @@ from mcp.server.lowlevel.server import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.exceptions import MCPError
 
+from campus_agent.asyncdb import db_call
 from campus_agent.request_id import request_id_from_header, request_id_set
 from chat_app import api_errors as errors
-from campus_agent.asyncdb import db_call
 from chat_app.authentication import Caller
 from chat_app.chat_input import MESSAGE_MAX, chat_input_parse
 from chat_app.inbound import InboundTurn, bearer_caller, inbound_turn_start

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from campus_agent.testing.fixtures import project_server_reset
 from campus_agent.asyncdb import db_call
+from campus_agent.testing.fixtures import project_server_reset
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

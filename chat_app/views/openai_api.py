@@ -21,11 +21,11 @@ from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
 from loguru import logger
 
+from campus_agent.asyncdb import db_call
 from campus_agent.json_body import JsonBodyRefused, json_object_read
 from campus_agent.sse import PING_FRAME
 from chat_app import api_errors as errors
 from chat_app import openai_wire as wire
-from campus_agent.asyncdb import db_call
 from chat_app.authentication import Caller, bearer_token, chat_caller_cached
 from chat_app.chat_input import ChatInput
 from chat_app.inbound import PING, InboundTurn, bearer_caller, inbound_turn_start

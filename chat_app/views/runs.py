@@ -10,10 +10,10 @@ from django.conf import settings
 from django.http import JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
+from campus_agent.asyncdb import db_call
 from campus_agent.json_body import JsonBodyRefused, json_object_read
 from campus_agent.sse import sse_response
 from chat_app import api_errors as errors
-from campus_agent.asyncdb import db_call
 from chat_app.authentication import Caller, chat_caller_resolve
 from chat_app.limits import SlotLease, follower_lease_take
 from chat_app.models import Run, ToolApproval
