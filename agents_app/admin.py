@@ -12,7 +12,7 @@ from django.urls import path, reverse
 from django.utils.decorators import method_decorator
 from django.views.decorators.debug import sensitive_post_parameters
 
-from agents_app.models import Agent, AgentFallback, McpService, Provider
+from agents_app.models import Agent, AgentFallback, McpOAuthGrant, McpService, Provider
 from campus_agent.admin_history import CatalogHistoryAdmin
 from campus_agent.approval import ApprovalPolicy
 from campus_agent.circuit import circuit_close, circuit_status, circuit_status_text
@@ -225,7 +225,7 @@ def _policy_label(service: McpService, info) -> str:
 class McpServiceAdmin(ToolsButtonMixin, CatalogHistoryAdmin):
     form = McpServiceForm
     # Header and env values may be credentials: the diff page says only that they changed.
-    history_masked = {"config": ("headers", "env")}
+    history_masked = {"config": ("headers", "env", "oauth")}
     list_display = (
         "name", "display_name", "protocol", "enabled", "trusted", "approval_default", "timeout_sec", "circuit", "updated_at",
     )
@@ -392,3 +392,21 @@ class ProviderAdmin(PostButtonMixin, CatalogHistoryAdmin):
             messages.warning(request, PROBE_NONE_TEXT.format(name=provider.name))
             return
         messages.success(request, PROBE_OK_TEXT.format(name=provider.name, count=len(models), models="、".join(models)))
+
+
+@admin.register(McpOAuthGrant)
+class McpOAuthGrantAdmin(admin.ModelAdmin):
+    """Which students connected their own account to which per-student MCP service (agents_app/
+    mcp/oauth.py). Read-only: the tokens are never shown; deleting a row disconnects the account
+    (the next use asks the student to authorize again)."""
+
+    list_display = ("user", "service", "scope", "expires_at", "updated_at")
+    list_filter = ("service",)
+    search_fields = ("user__username", "service__name")
+    readonly_fields = ("user", "service", "scope", "expires_at", "created_at", "updated_at")
+
+    def has_add_permission(self, request) -> bool:
+        return False  # only a student's own authorization makes one
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False

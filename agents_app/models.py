@@ -50,7 +50,9 @@ class McpService(TimeStampedModel):
             'stdio：{"command": "/srv/campus-agent/.venv/bin/python", "args": ["-m", "my_server"], "env": {"KEY": "v"},'
             ' "cwd": "/srv"}，command 写装有 mcp 的 Python 的完整路径（只写 python 时常常运行的是没有 mcp 的系统 Python），'
             "不经过 shell，只传入 env 中列出的变量；不填 cwd 时在一个空的专用目录中启动。"
-            'sse / streamable-http：{"url": "https://mcp.example.edu.cn/mcp", "headers": {"X-Api-Key": "…"}}。'
+            'sse / streamable-http：{"url": "https://mcp.example.edu.cn/mcp", "headers": {"X-Api-Key": "…"}}；'
+            '服务要每位学生用自己的账号授权（OAuth）时加上 "oauth": {}（网关自动注册），'
+            '或 "oauth": {"client_id": "…", "client_secret": "…", "scope": "…"}（在对方登记好的客户端）。'
             "只有超级管理员可以修改：command 是服务器要运行的程序，url 和 headers 决定服务器连到哪里、带上什么凭据。"
         ),
     )
@@ -352,3 +354,49 @@ class AgentFallback(models.Model):
 
     def __str__(self) -> str:
         return f"{self.position}. {self.provider}"
+
+
+class McpOAuthClient(models.Model):
+    """How the gateway is known to the authorization server of an MCP service that needs each
+    student's authorization (`config.oauth`, agents_app/mcp/oauth.py): the client record its
+    dynamic registration returned, or the client ID metadata document's URL it used, one per
+    service, shared by every student. Encrypted (campus_agent.crypto): a registration may carry
+    a client secret. A client that staff pre-registered is in the service's config instead."""
+
+    service = models.OneToOneField(McpService, on_delete=models.CASCADE, related_name="oauth_client",
+                                   verbose_name="MCP 服务")
+    client_info_encrypted = models.TextField("客户端信息（加密）", editable=False)
+    updated_at = models.DateTimeField("更新时间", auto_now=True)
+
+    class Meta:
+        verbose_name = "MCP 授权客户端"
+        verbose_name_plural = "MCP 授权客户端"
+
+    def __str__(self) -> str:
+        return str(self.service)
+
+
+class McpOAuthGrant(models.Model):
+    """One student's authorization of one MCP service: the tokens its authorization server
+    issued, encrypted (campus_agent.crypto); removed when the student or staff disconnect it."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="mcp_oauth_grants",
+                             verbose_name="学生")
+    service = models.ForeignKey(McpService, on_delete=models.CASCADE, related_name="oauth_grants",
+                                verbose_name="MCP 服务")
+    tokens_encrypted = models.TextField("令牌（加密）", editable=False)
+    scope = models.CharField("授权范围", max_length=1000, blank=True, default="")
+    expires_at = models.DateTimeField("访问令牌到期", null=True, blank=True)
+    created_at = models.DateTimeField("首次授权", auto_now_add=True)
+    updated_at = models.DateTimeField("更新时间", auto_now=True)
+
+    class Meta:
+        verbose_name = "学生的 MCP 授权"
+        verbose_name_plural = "学生的 MCP 授权"
+        ordering = ["-updated_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["user", "service"], name="mcpoauthgrant_one_per_user_service"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} · {self.service}"

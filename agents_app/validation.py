@@ -2,7 +2,9 @@
 from urllib.parse import urlparse
 
 STDIO_KEYS = {"command", "args", "env", "cwd"}
-HTTP_KEYS = {"url", "headers"}
+HTTP_KEYS = {"url", "headers", "oauth"}
+# `oauth`: each student authorizes the service with their own account (agents_app/mcp/oauth.py).
+OAUTH_KEYS = {"client_id", "client_secret", "scope"}
 
 
 def _string_map_errors(value, field: str) -> list[str]:
@@ -35,11 +37,25 @@ def mcp_config_errors(*, protocol: str, config) -> list[str]:
             errors.append(f"{protocol} 需要 “url”：http:// 或 https:// 开头的地址。")
         if "headers" in config:
             errors += _string_map_errors(config["headers"], "headers")
+        if "oauth" in config:
+            errors += _oauth_errors(config["oauth"])
         unknown = set(config) - HTTP_KEYS
     else:
         return [f"未知协议 “{protocol}”。"]
     if unknown:
         errors.append(f"不认识的键：{', '.join(sorted(unknown))}。")
+    return errors
+
+
+def _oauth_errors(oauth) -> list[str]:
+    if not isinstance(oauth, dict):
+        return ['“oauth” 必须是 JSON 对象：{} 表示自动注册，或 {"client_id": "…", "client_secret": "…", "scope": "…"}。']
+    errors = [f"“oauth.{key}” 必须是不超过 1000 个字符的字符串。" for key in sorted(OAUTH_KEYS & set(oauth))
+              if not isinstance(oauth[key], str) or len(oauth[key]) > 1000]
+    if unknown := set(oauth) - OAUTH_KEYS:
+        errors.append(f"“oauth” 中不认识的键：{', '.join(sorted(unknown))}（可用 client_id、client_secret、scope）。")
+    if "client_secret" in oauth and not oauth.get("client_id"):
+        errors.append("填了 “oauth.client_secret” 就要填 “oauth.client_id”。")
     return errors
 
 

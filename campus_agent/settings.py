@@ -376,6 +376,12 @@ LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
 # The level from which 2026-07-28 MCP servers send their log (`notifications/message`) with each
 # call, into ours (agents_app/mcp/notifications.py); empty: they send none. Handshake-era servers
 # send what they choose.
+# MCP services each student authorizes with their own account (config `oauth`, agents_app/mcp/oauth.py):
+# where the authorization server sends the student back (register it with pre-registered clients),
+# and the gateway's client ID metadata document (an https URL serving it; empty: the gateway
+# registers itself dynamically where the server allows, else staff pre-register a client).
+MCP_OAUTH_REDIRECT_URL = env.str("MCP_OAUTH_REDIRECT_URL", default="http://127.0.0.1:8000/mcp/oauth/callback/")
+MCP_OAUTH_CLIENT_METADATA_URL = env.str("MCP_OAUTH_CLIENT_METADATA_URL", default="")
 MCP_SERVER_LOG_LEVEL = env.str("MCP_SERVER_LOG_LEVEL", default="info").strip().lower()
 if MCP_SERVER_LOG_LEVEL not in ("", "debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"):
     raise ImproperlyConfigured(f"MCP_SERVER_LOG_LEVEL={MCP_SERVER_LOG_LEVEL!r}: debug, info, notice, warning, error, "

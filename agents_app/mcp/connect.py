@@ -137,12 +137,12 @@ def mcp_http_client(headers: dict | None = None, timeout: httpx2.Timeout | None 
 
 
 async def mcp_client_enter(*, service: McpService, stack: AsyncExitStack, errlog=None, logging_callback=None,
-                           message_handler=None, elicitation_callback=None) -> Client:
+                           message_handler=None, elicitation_callback=None, auth: httpx2.Auth | None = None) -> Client:
     """Enters a connected, initialised `mcp.Client` on `stack` (exit it in the same task), which
     introduces itself as CLIENT_INFO and asks 2026-07-28 servers for their log from
     `MCP_SERVER_LOG_LEVEL` up. `errlog`: a file for a stdio server's stderr (default: this
     process's); `logging_callback`, `message_handler`, `elicitation_callback`: the session's
-    (notifications.py)."""
+    (notifications.py); `auth`: the HTTP transports' authentication (a student's OAuth, oauth.py)."""
     config = service.config or {}
     timeout = float(service.timeout_sec)
     if service.protocol == McpService.Protocol.STDIO:
@@ -150,11 +150,11 @@ async def mcp_client_enter(*, service: McpService, stack: AsyncExitStack, errlog
     elif service.protocol == McpService.Protocol.SSE:
         transport = sse_client(
             config["url"], headers=config.get("headers") or None, timeout=timeout, sse_read_timeout=IDLE_READ_TIMEOUT,
-            httpx_client_factory=mcp_http_client,
+            httpx_client_factory=mcp_http_client, auth=auth,
         )
     elif service.protocol == McpService.Protocol.STREAMABLE_HTTP:
         http = mcp_http_client(
-            headers=config.get("headers") or None, timeout=httpx2.Timeout(timeout, read=IDLE_READ_TIMEOUT)
+            headers=config.get("headers") or None, timeout=httpx2.Timeout(timeout, read=IDLE_READ_TIMEOUT), auth=auth
         )
         await stack.enter_async_context(http)
         transport = streamable_http_client(config["url"], http_client=http)

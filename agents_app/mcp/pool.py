@@ -1,4 +1,6 @@
-"""MCP sessions kept open and reused across turns: one per service per process (event loop).
+"""MCP sessions kept open and reused across turns: one per service per process (event loop), and
+for a service each student authorizes with their own account (oauth.py), one per service and
+student.
 
 The SDK's transports are anyio context managers that must be entered and exited in the same
 task, so each session has an owner task that enters the client, parks until told to close,
@@ -30,6 +32,7 @@ from agents_app.mcp.notifications import (
     server_message_handler,
     tool_list_watch,
 )
+from agents_app.mcp.oauth import CampusOAuthProvider, authorization_required_in, oauth_required
 from agents_app.models import McpService
 
 # After a failed open, the service is left out at once for this long instead of making every
@@ -40,32 +43,50 @@ OPEN_RETRY_SEC = 15.0
 IDLE_CLOSE_SEC = 600.0
 
 
+# The opening of a per-student service for a student who has not authorized it yet.
+AUTHORIZATION_REASON = "需要学生先授权（连接自己的账号）"
+NO_STUDENT_REASON = "需要登录的学生授权，这次对话没有学生账号"
+
+
 class McpUnavailable(Exception):
     """The service could not be reached (open failed or timed out). `str()` is the reason for
     staff and the log (it may hold the SDK's text); `status` the HTTP error status the server
-    answered the opening with, when it did (a 401 is the server answering, not an outage)."""
+    answered the opening with, when it did (a 401 is the server answering, not an outage);
+    `authorization_url`: not None when what is missing is a student's authorization of a
+    per-student service (oauth.py): the page where the student gives it, empty when there is no
+    student to ask."""
 
-    def __init__(self, reason: str, *, status: int | None = None):
+    def __init__(self, reason: str, *, status: int | None = None, authorization_url: str | None = None):
         super().__init__(reason)
         self.status = status
+        self.authorization_url = authorization_url
+
+
+SessionKey = tuple[int, int | None]
+
+
+def session_key(service: McpService, user_id: int | None) -> SessionKey:
+    """Whose session it is: the service's, or for a per-student service the student's."""
+    return service.pk, (user_id if oauth_required(service) else None)
 
 
 class PooledSession:
-    def __init__(self, service: McpService):
-        self.service_id = service.pk
+    def __init__(self, service: McpService, user_id: int | None = None):
+        self.key = session_key(service, user_id)
         self.name = service.name
         self.fingerprint = mcp_service_fingerprint(service)
         self.broken = False
         self.last_used = asyncio.get_running_loop().time()
         self._ready: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
         self._close = asyncio.Event()
-        self._task = asyncio.create_task(self._own(service), name=f"mcp-session-{service.name}")
+        self._task = asyncio.create_task(self._own(service, self.key[1]), name=f"mcp-session-{service.name}")
 
-    async def _own(self, service: McpService) -> None:
+    async def _own(self, service: McpService, user_id: int | None) -> None:
         with mcp_http_status_watch() as seen:  # the HTTP answers to the opening (this task's context)
             try:
                 async with AsyncExitStack() as stack:
-                    client = await mcp_client_enter(service=service, stack=stack,
+                    auth = CampusOAuthProvider(service, user_id) if user_id is not None else None
+                    client = await mcp_client_enter(service=service, stack=stack, auth=auth,
                                                     logging_callback=server_log_callback(service),
                                                     message_handler=server_message_handler(service),
                                                     elicitation_callback=elicitation_decline)
@@ -84,10 +105,16 @@ class PooledSession:
                     self._ready.cancel()
                 raise
             except BaseException as exc:  # noqa: BLE001 - the SDK raises groups; keep the reason for callers
+                needed = authorization_required_in(exc)
+                if needed is not None:
+                    failure = McpUnavailable(AUTHORIZATION_REASON, status=401,
+                                             authorization_url=needed.authorization_url)
+                else:
+                    failure = McpUnavailable(exception_text(exc), status=seen.status)
                 if not self._ready.done():
-                    self._ready.set_exception(McpUnavailable(exception_text(exc), status=seen.status))
-                logger.warning("MCP session ended service={} reason={} http_status={}", self.name,
-                               exception_text(exc), seen.status)
+                    self._ready.set_exception(failure)
+                logger.warning("MCP session ended service={} reason={} http_status={}", self.name, failure,
+                               failure.status)
             finally:
                 self.broken = True
 
@@ -113,51 +140,56 @@ class PooledSession:
 
 
 class McpPool:
-    """The sessions of one event loop, by service id."""
+    """The sessions of one event loop, by service id (and student, for a per-student service)."""
 
     def __init__(self):
-        self._sessions: dict[int, PooledSession] = {}
+        self._sessions: dict[SessionKey, PooledSession] = {}
         self._closing: set[asyncio.Task] = set()
-        self._failed: dict[int, tuple[str, float, McpUnavailable]] = {}  # id -> (fingerprint, retry at, why)
+        self._failed: dict[SessionKey, tuple[str, float, McpUnavailable]] = {}  # key -> (fingerprint, retry at, why)
         self._lock = asyncio.Lock()
 
-    async def client(self, service: McpService) -> Client:
-        """A connected client for the service, opening (or replacing) its session if needed."""
+    async def client(self, service: McpService, user_id: int | None = None) -> Client:
+        """A connected client for the service (as `user_id`, for a per-student service), opening
+        (or replacing) its session if needed."""
+        key = session_key(service, user_id)
+        if oauth_required(service) and user_id is None:
+            # Only a signed-in student can authorize: an API key or the demo has no account there.
+            raise McpUnavailable(NO_STUDENT_REASON, status=401, authorization_url="")
         fingerprint = mcp_service_fingerprint(service)
         now = asyncio.get_running_loop().time()
-        failed = self._failed.get(service.pk)
-        if failed and failed[0] == fingerprint and failed[1] > now:
+        failed = self._failed.get(key)
+        if failed and failed[0] == fingerprint and failed[1] > now and failed[2].authorization_url is None:
             raise McpUnavailable(f"{failed[2]}（{failed[1] - now:.0f} 秒后重试连接）", status=failed[2].status)
         async with self._lock:
-            for idle_id in [i for i, s in self._sessions.items() if i != service.pk and now - s.last_used > IDLE_CLOSE_SEC]:
-                logger.info("MCP session idle for {}s, closing service={}", IDLE_CLOSE_SEC, self._sessions[idle_id].name)
-                self._retire(idle_id)
-            session = self._sessions.get(service.pk)
+            for idle in [k for k, s in self._sessions.items() if k != key and now - s.last_used > IDLE_CLOSE_SEC]:
+                logger.info("MCP session idle for {}s, closing service={}", IDLE_CLOSE_SEC, self._sessions[idle].name)
+                self._retire(idle)
+            session = self._sessions.get(key)
             if session is not None and (not session.alive or session.fingerprint != fingerprint):
-                self._retire(service.pk)
+                self._retire(key)
                 session = None
             if session is None:
-                session = PooledSession(service)
-                self._sessions[service.pk] = session
+                session = PooledSession(service, user_id)
+                self._sessions[key] = session
             session.last_used = now
         try:
             client = await session.client(float(service.timeout_sec))
         except McpUnavailable as exc:
             session.broken = True
-            self._failed[service.pk] = (fingerprint, asyncio.get_running_loop().time() + OPEN_RETRY_SEC, exc)
+            self._failed[key] = (fingerprint, asyncio.get_running_loop().time() + OPEN_RETRY_SEC, exc)
             raise
-        self._failed.pop(service.pk, None)
+        self._failed.pop(key, None)
         return client
 
-    def _retire(self, service_id: int) -> None:
-        session = self._sessions.pop(service_id)
+    def _retire(self, key: SessionKey) -> None:
+        session = self._sessions.pop(key)
         closing = asyncio.create_task(session.close())  # the turn does not wait for it
         self._closing.add(closing)  # a task nobody references may be collected mid-way
         closing.add_done_callback(self._closing.discard)
 
-    def discard(self, service_id: int) -> None:
+    def discard(self, service: McpService, user_id: int | None = None) -> None:
         """Marks the session broken: the next use opens a new one."""
-        session = self._sessions.get(service_id)
+        session = self._sessions.get(session_key(service, user_id))
         if session is not None:
             session.broken = True
 

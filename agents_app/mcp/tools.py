@@ -55,6 +55,7 @@ NO_CONNECTION_REASON = "无法连接服务。"
 # For the student: Chinese, names the service, no exception text.
 DOWN_NOTICE = "MCP 服务“{service}”暂时无法使用，请稍后再试。"
 REFUSED_NOTICE = "MCP 服务“{service}”拒绝了访问，请联系管理员检查它的配置。"
+AUTHORIZATION_NOTICE = "MCP 服务“{service}”需要你先连接自己的账号才能使用。"
 CALL_FAILED_NOTICE = "MCP 工具“{tool}”调用失败，请稍后再试。"
 OUTPUT_INVALID_NOTICE = "MCP 工具“{tool}”返回的结果格式不正确。"
 MAX_SERVER_MESSAGE = 300  # characters of a server's JSON-RPC error message the model reads
@@ -114,6 +115,8 @@ def mcp_source_failed(exc: BaseException, status: int | None = None) -> bool:
 
 def mcp_failure_reason(exc: BaseException, status: int | None = None) -> str:
     """What the model reads about a failed call (Chinese; the SDK's text stays in the log)."""
+    if isinstance(exc, McpUnavailable) and exc.authorization_url is not None:
+        return f"{exc}。"  # a student's authorization is missing: not a configuration error
     status = status if status is not None else _status_of(exc)
     if isinstance(exc, McpUnavailable) and status is None:
         status = exc.status
@@ -144,7 +147,10 @@ def mcp_failure_reason(exc: BaseException, status: int | None = None) -> str:
 
 
 def mcp_failure_notice(*, service: McpService, exc: BaseException, status: int | None = None) -> str:
-    """What the student reads about a failed call: whether to wait or to tell staff."""
+    """What the student reads about a failed call: whether to wait, to tell staff, or to connect
+    their own account."""
+    if isinstance(exc, McpUnavailable) and exc.authorization_url is not None:
+        return AUTHORIZATION_NOTICE.format(service=service.label)
     status = status if status is not None else _status_of(exc)
     if isinstance(exc, McpUnavailable) and status is None:
         status = exc.status
@@ -204,8 +210,10 @@ def _with_stderr(reason: str, errlog) -> str:
     return f"{reason}；服务进程的错误输出：{tail}" if tail else reason
 
 
-async def mcp_service_tool_infos(*, service: McpService, pooled: bool = True) -> list[McpToolInfo]:
-    """The service's tools: cached until the service is saved, else listed (pooled session)."""
+async def mcp_service_tool_infos(*, service: McpService, pooled: bool = True,
+                                 user_id: int | None = None) -> list[McpToolInfo]:
+    """The service's tools: cached until the service is saved, else listed (pooled session; for a
+    per-student service the student `user_id`'s: the list is the server's, shared by all)."""
     cached = mcp_tools_cached(service)
     if cached is not None:
         return cached
@@ -218,7 +226,7 @@ async def mcp_service_tool_infos(*, service: McpService, pooled: bool = True) ->
     pool = mcp_pool()
     generation = mcp_tools_generation(service.pk)
     try:
-        client = await pool.client(service)
+        client = await pool.client(service, user_id)
         async with asyncio.timeout(service.timeout_sec):
             infos = await _list_all(client)
     except asyncio.CancelledError:
@@ -228,7 +236,7 @@ async def mcp_service_tool_infos(*, service: McpService, pooled: bool = True) ->
         await _circuit_settle(ticket, exc)
         raise
     except Exception as exc:
-        pool.discard(service.pk)
+        pool.discard(service, user_id)
         await _circuit_settle(ticket, exc)
         raise McpUnavailable(exception_text(exc)) from exc
     await acircuit_success(ticket)
@@ -286,21 +294,23 @@ def _progress_relay(emit: Callable[[str], Awaitable[None]] | None):
 
 
 async def mcp_tool_call(*, service: McpService, tool: str, args: dict, shown_as: str,
-                        emit: Callable[[str], Awaitable[None]] | None = None) -> McpCallResult:
+                        emit: Callable[[str], Awaitable[None]] | None = None,
+                        user_id: int | None = None) -> McpCallResult:
     """Calls `tool` on the service's pooled session within its `timeout_sec`. Never raises for a
     failure the model should read: an unreachable service, a timeout, a broken connection,
     structured content that breaks the tool's `outputSchema` and `isError` all come back as a
     failed result (the texts name the tool `shown_as`, the name the model called it by).
 
     `emit`: gets the server's `notifications/progress` for this call as lines (`progress_text`),
-    live, while it runs. No circuit breaker here: the runtime's tool (runtime/mcp_tool.py) wraps
+    live, while it runs. `user_id`: the student, whose session a per-student service's call
+    uses (oauth.py). No circuit breaker here: the runtime's tool (runtime/mcp_tool.py) wraps
     the call in it."""
     timeout = service.timeout_sec
     pool = mcp_pool()
     with mcp_http_status_watch() as seen:  # the HTTP status below the SDK (connect.py)
         try:
             async with asyncio.timeout(timeout):
-                result = await _call(pool, service, tool, args, progress=_progress_relay(emit))
+                result = await _call(pool, service, tool, args, progress=_progress_relay(emit), user_id=user_id)
         except McpUnavailable as exc:
             logger.warning("MCP service unavailable service={} tool={} reason={} http_status={}", service.name,
                            tool, exc, exc.status)
@@ -324,7 +334,7 @@ async def mcp_tool_call(*, service: McpService, tool: str, args: dict, shown_as:
                 return _failed(text, source_failed=False, notice=OUTPUT_INVALID_NOTICE.format(tool=shown_as))
             source_failed = mcp_source_failed(exc, seen.status)
             if source_failed:
-                pool.discard(service.pk)
+                pool.discard(service, user_id)
             text = CALL_FAILED_TEXT.format(tool=shown_as, reason=mcp_failure_reason(exc, seen.status))
             logger.warning("MCP call failed service={} tool={} reason={} http_status={}", service.name, tool,
                            exception_text(exc), seen.status)
@@ -336,18 +346,18 @@ async def mcp_tool_call(*, service: McpService, tool: str, args: dict, shown_as:
     return McpCallResult(text=parts.text, links=parts.links, images=parts.images)
 
 
-async def _call(pool, service: McpService, tool: str, args: dict, *, progress=None):
+async def _call(pool, service: McpService, tool: str, args: dict, *, progress=None, user_id: int | None = None):
     """One call; if the pooled connection turns out closed (the server process died or the
     HTTP stream ended while idle), reopen the session and send the call once more."""
     meta = mcp_request_meta()  # the turn's request id, per call: the session is shared
     with mcp_call_in_flight(service_id=service.pk, request_id=request_id_get()):  # whose log it is
-        client = await pool.client(service)
+        client = await pool.client(service, user_id)
         try:
             return await client.call_tool(tool, args, progress_callback=progress, meta=meta)
         except MCPError as exc:
             if exc.code != CONNECTION_CLOSED:
                 raise
         logger.info("MCP session of {} was closed; reopening", service.name)
-        pool.discard(service.pk)
-        client = await pool.client(service)
+        pool.discard(service, user_id)
+        client = await pool.client(service, user_id)
         return await client.call_tool(tool, args, progress_callback=progress, meta=meta)

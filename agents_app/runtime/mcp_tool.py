@@ -79,7 +79,7 @@ class McpTool:
         try:
             # The server's progress notifications stream to the chip as tool_chunk lines.
             result = await mcp_tool_call(service=self.service, tool=self.remote_name, args=args, shown_as=self.name,
-                                         emit=emit)
+                                         emit=emit, user_id=ctx.user_id)
         except BaseException:
             # Cancelled (a stop, the turn's budget): nothing learnt about the service. A plain
             # cache call, not awaited: an await here could be cancelled again.

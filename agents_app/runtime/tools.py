@@ -24,7 +24,8 @@ from campus_agent.circuit import acircuit_open_sources
 from subagents_app.client import subagent_circuit_key
 
 
-async def tools_for_agent(agent: Agent, *, pooled: bool = True, problems: list[str] | None = None) -> list[Tool]:
+async def tools_for_agent(agent: Agent, *, pooled: bool = True, problems: list[str] | None = None,
+                          user_id: int | None = None) -> list[Tool]:
     """The agent's enabled MCP services' tools, then its enabled sub-agents, each named per
     DESIGN §6 and unique within the turn (a later collision gets `_2`, `_3` …).
 
@@ -33,14 +34,15 @@ async def tools_for_agent(agent: Agent, *, pooled: bool = True, problems: list[s
     `pooled=False` uncached lists are fetched over a one-off session (admin pages, which may
     run in a short-lived event loop). `problems`, when given, receives one line per service
     left out (for the admin page). A source whose circuit breaker is open is still offered, its
-    description saying it is unavailable (campus_agent/circuit.py).
+    description saying it is unavailable (campus_agent/circuit.py). `user_id`: the student, whose
+    session lists a per-student service's tools when no list is cached (agents_app/mcp/oauth.py).
     """
     if agent_catalog_loaded(agent=agent):  # read by the caller in this turn's admission
         services, sub_agents = agent_catalog(agent=agent)
     else:
         services, sub_agents = await sync_to_async(agent_catalog)(agent=agent)
     listed = await asyncio.gather(
-        *(mcp_service_tool_infos(service=s, pooled=pooled) for s in services), return_exceptions=True
+        *(mcp_service_tool_infos(service=s, pooled=pooled, user_id=user_id) for s in services), return_exceptions=True
     )
     down = await acircuit_open_sources(
         sources=[mcp_circuit_key(s) for s in services] + [subagent_circuit_key(s) for s in sub_agents]

@@ -17,8 +17,16 @@ handshake-era leg instead).
 
 What each scenario calls is the reference client's script: list the tools, then call the tools
 the scenario's server judges (`SCENARIO_CALLS`); scenarios not named there (`initialize`,
-`json-schema-ref-no-deref`, the `auth/*` ones) only list. Progress text a tool streams goes to
-stderr, as the page would show it in the tool's chip.
+`json-schema-ref-no-deref`) only list. Progress text a tool streams goes to stderr, as the page
+would show it in the tool's chip.
+
+The `auth/*` scenarios run as a student's turn on a per-student service (agents_app/mcp/oauth.py):
+the service's config has `oauth` (with the scenario's pre-registered client, when its context
+names one), the student is a saved user, and the tokens and the registration land, encrypted,
+in a database of this process's own (a copy of one the warm process migrated once). The person
+who would visit the authorization page is `HeadlessConsent`: it fetches the page without
+following the redirect and reads the code, state and issuer from it, as the suite's
+authorization servers approve at once (the reference client does the same).
 
 Exit status: 0 when the listing (and the calls a scenario makes) went through the project's
 path, whatever the tool results said (the suite judges the wire, not our verdict); 1 when the
@@ -64,6 +72,11 @@ def _calls_mrtr(infos, context) -> list[tuple[str, dict]]:
                                     "test_mrtr_no_result_type")]
 
 
+def _calls_first_tool(infos, context) -> list[tuple[str, dict]]:
+    # auth/*: the reference client calls the first tool listed, with no arguments.
+    return [(infos[0].name, stub_arguments(infos[0].input_schema or {}))] if infos else []
+
+
 SCENARIO_CALLS: dict[str, Callable] = {
     "tools_call": _calls_add_numbers,
     "request-metadata": _calls_add_numbers,
@@ -84,6 +97,10 @@ def stub_arguments(schema: dict) -> dict:
     return {name: _STUB_VALUES.get((properties.get(name) or {}).get("type"), "x") for name in schema.get("required", [])}
 
 
+def scenario_plan(scenario: str) -> Callable | None:
+    return SCENARIO_CALLS.get(scenario) or (_calls_first_tool if scenario.startswith("auth/") else None)
+
+
 def conformance_service(url: str):
     """A streamable-HTTP McpService for the suite's server, in memory only (no database)."""
     from django.utils import timezone
@@ -95,38 +112,97 @@ def conformance_service(url: str):
                       config={"url": url}, timeout_sec=30, created_at=now, updated_at=now)
 
 
+STUDENT_USERNAME = "conformance-student"
+
+
+def oauth_service_saved(url: str, context: dict):
+    """The scenario's service as a per-student one, saved (the tokens refer to it), and the
+    student's user id. A pre-registered client from the scenario's context goes into the config,
+    as staff would enter it."""
+    from django.contrib.auth import get_user_model
+
+    from agents_app.models import McpService
+
+    oauth = {key: context[key] for key in ("client_id", "client_secret") if context.get(key)}
+    service = conformance_service(url)
+    service.config = {"url": url, "oauth": oauth}
+    service.save()
+    user, _ = get_user_model().objects.get_or_create(username=STUDENT_USERNAME)
+    return McpService.objects.get(pk=service.pk), user.pk
+
+
+class HeadlessConsent:
+    """The person at the authorization page (agents_app.mcp.oauth.McpConsent), for the suite's
+    servers, which approve at once: the page is fetched without following its redirect, and the
+    code, state and issuer are read from where it sends the browser."""
+
+    def __init__(self):
+        self._answer = None
+
+    async def redirect(self, authorization_url: str) -> None:
+        from urllib.parse import parse_qs, urlparse
+
+        import httpx2
+        from mcp.shared.auth import AuthorizationCodeResult
+
+        async with httpx2.AsyncClient(timeout=30) as client:
+            response = await client.get(authorization_url, follow_redirects=False)
+        location = response.headers.get("location") if response.is_redirect else None
+        if not location:
+            raise RuntimeError(f"the authorization page answered {response.status_code}, not a redirect")
+        query = parse_qs(urlparse(location).query)
+        if "code" not in query:
+            raise RuntimeError(f"no code in the redirect: {location}")
+        self._answer = AuthorizationCodeResult(code=query["code"][0], state=(query.get("state") or [None])[0],
+                                               iss=(query.get("iss") or [None])[0])
+
+    async def callback(self):
+        answer, self._answer = self._answer, None
+        if answer is None:
+            raise RuntimeError("no authorization answer: redirect() did not run")
+        return answer
+
+
 async def scenario_run(*, scenario: str, url: str, context: dict) -> int:
     """Lists the tools and makes the scenario's calls the way a turn does (module docstring)."""
     from loguru import logger
 
+    from agents_app.mcp.oauth import consent_use
     from agents_app.mcp.pool import McpUnavailable, mcp_pool_close
     from agents_app.mcp.tools import mcp_service_tool_infos
     from agents_app.runtime.context import RunContext
     from agents_app.runtime.mcp_tool import McpTool
+    from campus_agent.asyncdb import db_call
     from campus_agent.request_id import request_id_set
 
-    ctx = RunContext(request_id=uuid.uuid4().hex[:16], conversation_id="mcp-conformance")
+    user_id = None
+    if scenario.startswith("auth/"):
+        service, user_id = await db_call(oauth_service_saved, url, context)
+    else:
+        service = conformance_service(url)
+    ctx = RunContext(request_id=uuid.uuid4().hex[:16], conversation_id="mcp-conformance", user_id=user_id)
     request_id_set(ctx.request_id)
-    service = conformance_service(url)
 
     async def emit(text: str) -> None:
         sys.stderr.write(f"[tool_chunk] {text}")
 
     try:
         try:
-            infos = await mcp_service_tool_infos(service=service)
+            with consent_use(HeadlessConsent()):
+                infos = await mcp_service_tool_infos(service=service, user_id=user_id)
         except McpUnavailable as exc:
             logger.error("conformance: the tools could not be listed: {}", exc)
             return 1
         logger.info("conformance: scenario={} tools={}", scenario, [info.name for info in infos])
         tools = {info.name: McpTool(service=service, info=info) for info in infos}
-        plan = SCENARIO_CALLS.get(scenario)
+        plan = scenario_plan(scenario)
         for name, args in plan(infos, context) if plan else []:
             tool = tools.get(name)
             if tool is None:  # not listed, or dropped by the SDK (a malformed x-mcp-header)
                 logger.info("conformance: {} is not offered, not called", name)
                 continue
-            outcome = await tool.run(args, ctx, emit)
+            with consent_use(HeadlessConsent()):  # a call may step the scope up (403 insufficient_scope)
+                outcome = await tool.run(args, ctx, emit)
             logger.info("conformance: {} ok={} text={}", name, outcome.ok, outcome.text[:200])
         return 0
     finally:
@@ -158,9 +234,15 @@ def _slot_take():
         time.sleep(0.05)
 
 
+# The migrated database the scenarios copy (the warm process makes it once; a cold client itself).
+_template_db: str | None = None
+
+
 def _django_setup() -> None:
     # Nothing of a deployment's .env may steer this throwaway process: no Redis (the breaker keeps
-    # its state in the process's memory), no database (nothing is saved), no tracing, no log file.
+    # its state in the process's memory), no database of a deployment (only the auth scenarios
+    # store anything: a student's tokens, in a file of their own, `_database_own`), no tracing, no
+    # log file.
     os.environ.update({"REDIS_URL": "", "DATABASE_URL": "sqlite:///:memory:", "OTEL_SDK_DISABLED": "true"})
     os.environ.setdefault("LOG_LEVEL", "DEBUG")  # the SDK's own lines too: the results keep stderr
     os.environ["DJANGO_SETTINGS_MODULE"] = "agents_app.testing.conformance_settings"
@@ -175,9 +257,67 @@ def _django_setup() -> None:
                diagnose=False)
 
 
+def _template_make() -> str:
+    """A migrated SQLite file (a temporary directory, removed at exit)."""
+    import atexit
+    import shutil
+    import tempfile
+
+    from django.core.management import call_command
+    from django.db import connections
+
+    folder = tempfile.mkdtemp(prefix="mcp-conformance-db-")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    path = os.path.join(folder, "template.sqlite3")
+    _database_point(path)
+    call_command("migrate", verbosity=0, interactive=False)
+    connections.close_all()
+    return path
+
+
+def _database_point(path: str) -> None:
+    from django.conf import settings
+    from django.db import connections
+
+    connections.close_all()
+    settings.DATABASES["default"]["NAME"] = path
+    connections["default"].settings_dict["NAME"] = path
+
+
+def _database_own() -> str:
+    """This scenario's own database: a copy of the template (made here when there is none yet),
+    so that scenarios running side by side never see each other's tokens; its path."""
+    import shutil
+    import tempfile
+
+    global _template_db
+    if _template_db is None:
+        _template_db = _template_make()
+    handle, path = tempfile.mkstemp(prefix="mcp-conformance-", suffix=".sqlite3")
+    os.close(handle)
+    shutil.copyfile(_template_db, path)
+    _database_point(path)
+    return path
+
+
 def _scenario_main(argv: list[str]) -> int:
     """One scenario in this (already set-up) process: argv's last item is the URL."""
     scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "initialize")
+    database = _database_own() if scenario.startswith("auth/") else None
+    try:
+        return _scenario_run_sync(scenario, argv)
+    finally:
+        if database is not None:
+            from django.db import connections
+
+            from campus_agent.asyncdb import db_connections_close
+
+            db_connections_close()
+            connections.close_all()
+            os.unlink(database)
+
+
+def _scenario_run_sync(scenario: str, argv: list[str]) -> int:
     try:
         context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
     except ValueError:
@@ -222,7 +362,9 @@ def _zygote_child(conn: socket.socket, fds: list[int], payload: bytes) -> None:
 
 def zygote_serve(path: str) -> None:
     """Sets up once, then forks a child per client that connects to `path` (see above)."""
+    global _template_db
     _django_setup()
+    _template_db = _template_make()
     import mcp.client.streamable_http  # noqa: F401
 
     import agents_app.mcp.tools  # noqa: F401 - the imports every child needs, made once

@@ -11,3 +11,7 @@ INSTALLED_APPS = [
     "subagents_app",
     "agents_app",
 ]
+
+# The suite's authorization servers take a client ID metadata document by URL without fetching it
+# (auth/basic-cimd checks the URL is used as the client_id): the reference client's URL.
+MCP_OAUTH_CLIENT_METADATA_URL = "https://conformance-test.local/client-metadata.json"

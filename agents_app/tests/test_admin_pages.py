@@ -312,3 +312,21 @@ def test_a_stdio_server_that_will_not_start_shows_its_stderr_to_staff(staff_clie
     (shown,) = [str(m) for m in response.context["messages"]]
     assert shown.startswith("“broken” 连接失败：") and "服务进程的错误输出：" in shown
     assert "ModuleNotFoundError: No module named 'mcp'" in shown
+
+
+@pytest.mark.django_db
+def test_staff_see_who_connected_an_account_never_the_token_and_can_disconnect_it(admin_client, user):
+    from agents_app.models import McpOAuthGrant
+    from campus_agent.crypto import secret_encrypt
+
+    library = McpService.objects.create(name="library", display_name="图书馆", protocol="streamable-http",
+                                        config={"url": "https://lib.example.edu.cn/mcp", "oauth": {}})
+    grant = McpOAuthGrant.objects.create(user=user, service=library, scope="loans",
+                                         tokens_encrypted=secret_encrypt('{"access_token": "lib-access-token-1"}'))
+    listing = admin_client.get(reverse("admin:agents_app_mcpoauthgrant_changelist"))
+    assert listing.status_code == 200 and user.username in listing.content.decode()
+    page = admin_client.get(reverse("admin:agents_app_mcpoauthgrant_change", args=[grant.pk])).content.decode()
+    assert "loans" in page and "lib-access-token-1" not in page and grant.tokens_encrypted not in page
+    assert admin_client.get(reverse("admin:agents_app_mcpoauthgrant_add")).status_code == 403
+    admin_client.post(reverse("admin:agents_app_mcpoauthgrant_delete", args=[grant.pk]), {"post": "yes"})
+    assert not McpOAuthGrant.objects.exists()

@@ -38,10 +38,10 @@ async def test_each_turn_sends_its_own_request_id_over_the_shared_session(
 ):
     agent = await sync_to_async(agent_factory)(mcp_services=[any_mcp_service])
     first = await _request_info(agent, llm_settings, any_mcp_service, FIRST)
-    session = mcp_pool()._sessions[any_mcp_service.pk]
+    session = mcp_pool()._sessions[(any_mcp_service.pk, None)]
     second = await _request_info(agent, llm_settings, any_mcp_service, SECOND)
 
-    assert mcp_pool()._sessions[any_mcp_service.pk] is session  # one pooled session for both turns
+    assert mcp_pool()._sessions[(any_mcp_service.pk, None)] is session  # one pooled session for both turns
     assert [first["meta"][REQUEST_ID_META_KEY], second["meta"][REQUEST_ID_META_KEY]] == [FIRST, SECOND]
     if any_mcp_service.protocol == McpService.Protocol.STDIO:
         assert first["headers"] is None  # no HTTP: `_meta` is the only carrier

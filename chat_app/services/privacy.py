@@ -13,6 +13,7 @@ from django.db.models import Q
 from django.utils import timezone
 from loguru import logger
 
+from agents_app.models import McpOAuthGrant
 from chat_app.models import ApiKey, AuthSession, Conversation, Feedback, Message, Run
 
 EXPORT_FORMAT = "campus-agent-export/1"
@@ -58,6 +59,12 @@ def user_data_export(*, user) -> dict:
         "login_sessions": [
             {"via": s.via, "created_at": _when(s.created_at), "expires_at": _when(s.expires_at)}
             for s in AuthSession.objects.filter(user=user).order_by("created_at")
+        ],
+        # The services the student connected their own account to (never the tokens).
+        "connected_accounts": [
+            {"service": g.service.label, "scope": g.scope, "connected_at": _when(g.created_at),
+             "updated_at": _when(g.updated_at)}
+            for g in McpOAuthGrant.objects.filter(user=user).select_related("service").order_by("created_at")
         ],
     }
 

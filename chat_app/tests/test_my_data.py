@@ -10,6 +10,8 @@ from django.core.management import CommandError, call_command
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from agents_app.models import McpOAuthGrant, McpService
+from campus_agent.crypto import secret_encrypt
 from chat_app.models import AuthSession, Conversation, Feedback, Message, Run
 from chat_app.services.api_keys import api_key_create
 
@@ -37,6 +39,10 @@ def history(user, other_user):
 def test_the_export_holds_everything_of_the_user_and_no_secret(user, token_for, history):
     jwt = token_for(user, campus_token="campus-secret-token")
     _, key = api_key_create(user=user, name="app")
+    library = McpService.objects.create(name="library", display_name="图书馆", protocol="streamable-http",
+                                        config={"url": "https://lib.example.edu.cn/mcp", "oauth": {}})
+    McpOAuthGrant.objects.create(user=user, service=library, scope="loans",
+                                 tokens_encrypted=secret_encrypt('{"access_token": "lib-access-token-1"}'))
     answer = _client(jwt).get("/api/v1/me/export")
     assert answer.status_code == 200 and answer["Content-Disposition"].startswith("attachment;")
     assert answer["Cache-Control"] == "no-store"
@@ -48,7 +54,8 @@ def test_the_export_holds_everything_of_the_user_and_no_secret(user, token_for, 
     assert conversation["messages"][1]["meta"]["reasoning"] == "想一想"
     assert data["feedback"][0]["comment"] == "好" and data["api_keys"][0]["name"] == "app"
     assert data["login_sessions"][0]["via"] == AuthSession.Via.SSO
-    for secret in ("campus-secret-token", key, jwt, user.password, "别人的"):
+    assert [(a["service"], a["scope"]) for a in data["connected_accounts"]] == [("图书馆", "loans")]
+    for secret in ("campus-secret-token", key, jwt, user.password, "别人的", "lib-access-token-1"):
         assert secret not in raw
 
 

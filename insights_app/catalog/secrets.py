@@ -2,7 +2,8 @@
 
 A file never holds a secret's value. It holds `${ENV:NAME}` (NAME: letters, digits and "_", not
 starting with a digit), alone or inside a string (`"Bearer ${ENV:CANVAS_TOKEN}"`), in a header
-value, an env value or the url of a service's `config` (anywhere else it is an error: `command`,
+value, an env value, an `oauth` value (a pre-registered client's secret) or the url of a
+service's `config` (anywhere else it is an error: `command`,
 `args` and `cwd` are shown in a dry run's diff). `import_catalog` replaces each reference with the
 variable's value from its own environment when it runs, and stores the value, as admin stores a
 value typed into the form; a variable that is not set is an error and nothing is imported.
@@ -28,6 +29,8 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 
 REFERENCE = re.compile(r"\$\{ENV:([A-Za-z_][A-Za-z0-9_]*)\}")
 REFERENCE_SYNTAX = "${ENV:变量名}"
+# The config's maps whose values may be secrets (`oauth`: a pre-registered client's secret).
+SECRET_SECTIONS = ("headers", "env", "oauth")
 SECRET_WORDS = ("authorization", "auth", "token", "secret", "key", "password", "passwd", "cookie", "credential")
 AUTH_SCHEMES = ("Bearer ", "Basic ", "Token ")
 SECRET_MASK = "（密钥，值不显示）"
@@ -79,7 +82,7 @@ def config_for_file(*, service: str, config, warn) -> object:
     if not isinstance(config, dict):
         return config
     result = dict(config)
-    for section in ("headers", "env"):
+    for section in SECRET_SECTIONS:
         values = config.get(section)
         if not isinstance(values, dict):
             continue
@@ -147,7 +150,7 @@ def config_resolve(config, *, service: str, environ: Mapping[str, str] | None = 
                                                       f"请改为 {REFERENCE_SYNTAX} 引用"))
     result = dict(config)
     for key, value in config.items():
-        if key in ("headers", "env") and isinstance(value, dict):
+        if key in SECRET_SECTIONS and isinstance(value, dict):
             resolved = {}
             for name, text in value.items():
                 if isinstance(text, str) and REFERENCE.search(text):
@@ -167,7 +170,7 @@ def config_resolve(config, *, service: str, environ: Mapping[str, str] | None = 
 
 def config_changes(old, new, *, service: str) -> list[str]:
     """Which parts of a config differ, for the dry-run diff: paths, with values shown only where
-    no secret can be (never a header or env value; a URL with its secrets as references)."""
+    no secret can be (never a header, env or oauth value; a URL with its secrets as references)."""
     if not isinstance(old, dict) or not isinstance(new, dict):
         return ["config: 已修改"]
     lines = []
@@ -175,7 +178,7 @@ def config_changes(old, new, *, service: str) -> list[str]:
         before, after = old.get(key), new.get(key)
         if before == after:
             continue
-        if key in ("headers", "env") and isinstance(before or {}, dict) and isinstance(after or {}, dict):
+        if key in SECRET_SECTIONS and isinstance(before or {}, dict) and isinstance(after or {}, dict):
             before, after = before or {}, after or {}
             for name in sorted(set(before) | set(after), key=str):
                 if name not in before:

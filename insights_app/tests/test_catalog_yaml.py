@@ -80,7 +80,8 @@ def secret_services(db):
     http = McpService.objects.create(
         name="canvas", protocol="streamable-http",
         config={"url": f"https://mcp.example.edu.cn/mcp?tenant=campus&access_token={SECRET}",
-                "headers": {"Authorization": f"Bearer {SECRET}", "X-Tenant": "campus"}},
+                "headers": {"Authorization": f"Bearer {SECRET}", "X-Tenant": "campus"},
+                "oauth": {"client_id": "campus-agent", "client_secret": SECRET}},
     )
     stdio = McpService.objects.create(
         name="grades", protocol="stdio",
@@ -190,10 +191,13 @@ def test_secrets_never_reach_the_export_they_become_references_with_a_warning(se
     assert services["canvas"]["url"] == (
         "https://mcp.example.edu.cn/mcp?tenant=campus&access_token=${ENV:MCP_CANVAS_URL_ACCESS_TOKEN}"
     )
+    assert services["canvas"]["oauth"] == {"client_id": "campus-agent",  # a pre-registered client's secret
+                                           "client_secret": "${ENV:MCP_CANVAS_CLIENT_SECRET}"}
     assert services["grades"]["env"] == {"API_KEY": "${ENV:MCP_GRADES_API_KEY}", "LANG": "zh_CN.UTF-8"}
-    for variable in ("MCP_CANVAS_AUTHORIZATION", "MCP_CANVAS_URL_ACCESS_TOKEN", "MCP_GRADES_API_KEY"):
+    for variable in ("MCP_CANVAS_AUTHORIZATION", "MCP_CANVAS_URL_ACCESS_TOKEN", "MCP_CANVAS_CLIENT_SECRET",
+                     "MCP_GRADES_API_KEY"):
         assert variable in err
-    assert len(err.strip().splitlines()) == 3
+    assert len(err.strip().splitlines()) == 4
 
 
 def test_a_reference_is_resolved_from_the_environment_at_import_time(secret_services, tmp_path, monkeypatch):
@@ -202,6 +206,7 @@ def test_a_reference_is_resolved_from_the_environment_at_import_time(secret_serv
     McpService.objects.all().delete()
     monkeypatch.setenv("MCP_CANVAS_AUTHORIZATION", SECRET)
     monkeypatch.setenv("MCP_CANVAS_URL_ACCESS_TOKEN", SECRET)
+    monkeypatch.setenv("MCP_CANVAS_CLIENT_SECRET", SECRET)
     monkeypatch.setenv("MCP_GRADES_API_KEY", SECRET)
 
     run("import_catalog", path)
@@ -222,6 +227,7 @@ def test_a_reference_to_an_unset_variable_is_an_error_and_nothing_is_imported(se
     monkeypatch.delenv("MCP_GRADES_API_KEY", raising=False)
     monkeypatch.setenv("MCP_CANVAS_AUTHORIZATION", SECRET)
     monkeypatch.setenv("MCP_CANVAS_URL_ACCESS_TOKEN", SECRET)
+    monkeypatch.setenv("MCP_CANVAS_CLIENT_SECRET", SECRET)
 
     with pytest.raises(CommandError) as caught:
         run("import_catalog", path)

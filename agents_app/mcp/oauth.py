@@ -1,0 +1,307 @@
+"""MCP services that each student authorizes with their own account (OAuth 2.1, issue 23).
+
+A streamable-HTTP or SSE McpService whose config has `oauth` (`{}`: the gateway registers itself;
+`{"client_id": …, "client_secret": …, "scope": …}`: a client staff pre-registered) is opened
+per student: the pool keys its sessions by (service, student), and each session's HTTP client
+authenticates with `CampusOAuthProvider`, the SDK's `OAuthClientProvider`. The SDK does the
+protocol as the spec says: protected-resource metadata (RFC 9728) from the 401's
+`WWW-Authenticate` or the well-known URLs, authorization-server metadata (RFC 8414, OIDC
+discovery), a client ID metadata document when the server takes one (settings
+MCP_OAUTH_CLIENT_METADATA_URL), else dynamic registration, else the pre-registered client; PKCE
+S256, the `resource` parameter (RFC 8707), the issuer check of the answer (RFC 9207), scope
+step-up on 403 `insufficient_scope`. What this module adds:
+
+- Where it is kept: the student's tokens in McpOAuthGrant, the gateway's registration in
+  McpOAuthClient (one per service), both encrypted (campus_agent.crypto), so a worker restart or
+  another worker goes on with the same authorization.
+- Who answers the authorization page: the `McpConsent` the calling task set (`consent_use`). The
+  default is nobody: the opening fails with McpAuthorizationRequired, which carries the URL the
+  student must visit (the conformance client sets a headless one, agents_app/testing/).
+- Refresh before the access token expires (a random margin, so the sessions of one student do not
+  all refresh at the same second), single-flight across workers: a lock in the cache (Redis when
+  REDIS_URL is set, the process's memory otherwise), and whoever waited reads the tokens the
+  winner stored instead of spending the same refresh token again — an authorization server that
+  rotates refresh tokens revokes the whole family when one is used twice.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import datetime as dt
+import random
+import time
+import uuid
+from collections.abc import AsyncGenerator
+from contextlib import contextmanager
+from typing import Protocol
+
+import httpx2
+from django.conf import settings
+from django.core.cache import cache
+from django.utils import timezone
+from loguru import logger
+from mcp.client.auth import OAuthClientProvider
+from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
+from pydantic import AnyUrl, ValidationError
+
+from agents_app.models import McpOAuthClient, McpOAuthGrant, McpService
+from campus_agent.asyncdb import db_call
+from campus_agent.crypto import secret_decrypt, secret_encrypt
+from campus_agent.version import PRODUCT_TITLE
+
+# Refresh this long before the access token's expiry, plus up to the jitter: a token is never
+# sent in its last seconds (clock skew, a slow request), and sessions spread their refreshes.
+REFRESH_MARGIN_SEC = 30.0
+REFRESH_JITTER_SEC = 30.0
+# How long a worker may hold the refresh lock of one student's service; a worker that dies
+# holding it frees it after this. Waiters poll at REFRESH_LOCK_POLL_SEC.
+REFRESH_LOCK_SEC = 30
+REFRESH_LOCK_POLL_SEC = 0.05
+HTTP_PROTOCOLS = (McpService.Protocol.SSE, McpService.Protocol.STREAMABLE_HTTP)
+
+
+def oauth_required(service: McpService) -> bool:
+    """Whether each student authorizes the service with their own account."""
+    return service.protocol in HTTP_PROTOCOLS and isinstance((service.config or {}).get("oauth"), dict)
+
+
+class McpAuthorizationRequired(Exception):
+    """The service needs the student's authorization and nobody here can give it: the student
+    visits `authorization_url` (the authorization server's page)."""
+
+    def __init__(self, authorization_url: str):
+        super().__init__("需要学生授权")
+        self.authorization_url = authorization_url
+
+
+class McpConsent(Protocol):
+    """Who answers an authorization request for the calling task: `redirect` gets the URL of the
+    authorization server's page, `callback` what that page sent back (code, state, iss)."""
+
+    async def redirect(self, authorization_url: str) -> None: ...
+
+    async def callback(self) -> AuthorizationCodeResult: ...
+
+
+class NobodyToAsk:
+    """No person is at hand: the opening ends with the URL a student must visit."""
+
+    async def redirect(self, authorization_url: str) -> None:
+        raise McpAuthorizationRequired(authorization_url)
+
+    async def callback(self) -> AuthorizationCodeResult:  # never reached: redirect raised
+        raise McpAuthorizationRequired("")
+
+
+_consent: contextvars.ContextVar[McpConsent | None] = contextvars.ContextVar("mcp_oauth_consent", default=None)
+
+
+@contextmanager
+def consent_use(consent: McpConsent):
+    """Within the block (and the tasks it starts), authorizations are answered by `consent`."""
+    token = _consent.set(consent)
+    try:
+        yield consent
+    finally:
+        _consent.reset(token)
+
+
+def _consent_now() -> McpConsent:
+    return _consent.get() or NobodyToAsk()
+
+
+async def _redirect(authorization_url: str) -> None:
+    await _consent_now().redirect(authorization_url)
+
+
+async def _callback() -> AuthorizationCodeResult:
+    return await _consent_now().callback()
+
+
+def _decrypted(model_cls, text: str):
+    plain = secret_decrypt(text)
+    if plain is None:  # the key changed (SECRET_KEY rotated): as if never stored
+        return None
+    try:
+        return model_cls.model_validate_json(plain)
+    except ValidationError:
+        return None
+
+
+class GrantStore:
+    """The SDK's TokenStorage over the database: the student's tokens, the service's client."""
+
+    def __init__(self, service: McpService, user_id: int):
+        self.service = service
+        self.user_id = user_id
+
+    def _grant_read(self) -> McpOAuthGrant | None:
+        return McpOAuthGrant.objects.filter(user_id=self.user_id, service_id=self.service.pk).first()
+
+    async def grant(self) -> tuple[OAuthToken | None, dt.datetime | None]:
+        """The stored tokens and when their access token expires."""
+        row = await db_call(self._grant_read)
+        if row is None:
+            return None, None
+        return _decrypted(OAuthToken, row.tokens_encrypted), row.expires_at
+
+    async def get_tokens(self) -> OAuthToken | None:
+        return (await self.grant())[0]
+
+    async def set_tokens(self, tokens: OAuthToken) -> None:
+        expires_at = timezone.now() + dt.timedelta(seconds=tokens.expires_in) if tokens.expires_in else None
+
+        def write() -> None:
+            McpOAuthGrant.objects.update_or_create(
+                user_id=self.user_id, service_id=self.service.pk,
+                defaults={"tokens_encrypted": secret_encrypt(tokens.model_dump_json()), "scope": tokens.scope or "",
+                          "expires_at": expires_at},
+            )
+
+        await db_call(write)
+        logger.info("MCP OAuth tokens stored service={} user={} scope={!r} expires_at={}", self.service.name,
+                    self.user_id, tokens.scope, expires_at)
+
+    async def get_client_info(self) -> OAuthClientInformationFull | None:
+        oauth = (self.service.config or {}).get("oauth") or {}
+        if oauth.get("client_id"):  # pre-registered by staff
+            secret = oauth.get("client_secret") or None
+            return OAuthClientInformationFull(
+                client_id=oauth["client_id"], client_secret=secret, redirect_uris=[AnyUrl(redirect_url())],
+                token_endpoint_auth_method="client_secret_basic" if secret else "none",
+            )
+        row = await db_call(lambda: McpOAuthClient.objects.filter(service_id=self.service.pk).first())
+        return _decrypted(OAuthClientInformationFull, row.client_info_encrypted) if row is not None else None
+
+    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
+        await db_call(lambda: McpOAuthClient.objects.update_or_create(
+            service_id=self.service.pk, defaults={"client_info_encrypted": secret_encrypt(client_info.model_dump_json())}
+        ))
+        logger.info("MCP OAuth client registered service={} client_id={}", self.service.name, client_info.client_id)
+
+
+def redirect_url() -> str:
+    """Where the authorization server sends the student back (settings.MCP_OAUTH_REDIRECT_URL)."""
+    return settings.MCP_OAUTH_REDIRECT_URL
+
+
+def client_metadata(service: McpService) -> OAuthClientMetadata:
+    """What the gateway registers as (dynamic registration) and asks for (scope: the config's,
+    else what the server's 401 or metadata names)."""
+    scope = ((service.config or {}).get("oauth") or {}).get("scope") or None
+    return OAuthClientMetadata(
+        client_name=PRODUCT_TITLE, redirect_uris=[AnyUrl(redirect_url())], grant_types=["authorization_code", "refresh_token"],
+        response_types=["code"], scope=scope,
+    )
+
+
+class CampusOAuthProvider(OAuthClientProvider):
+    """The SDK's provider, with the stored expiry honoured and refresh single-flight (docstring)."""
+
+    def __init__(self, service: McpService, user_id: int):
+        self.store = GrantStore(service, user_id)
+        self._lock_key = f"mcp:oauth:refresh:{service.pk}:{user_id}"
+        super().__init__(
+            server_url=service.config["url"], client_metadata=client_metadata(service), storage=self.store,
+            redirect_handler=_redirect, callback_handler=_callback,
+            client_metadata_url=settings.MCP_OAUTH_CLIENT_METADATA_URL or None,
+        )
+
+    def _expiry_set(self, expires_at: dt.datetime | None) -> None:
+        # The SDK computes the expiry only from a token response it just got, and takes a stored
+        # token for valid forever: a token loaded after a restart would be sent until a 401 sent
+        # the student through the authorization page again, instead of being refreshed.
+        if expires_at is None:
+            self.context.token_expiry_time = None
+            return
+        margin = REFRESH_MARGIN_SEC + random.uniform(0, REFRESH_JITTER_SEC)
+        self.context.token_expiry_time = expires_at.timestamp() - margin
+
+    async def _initialize(self) -> None:  # the SDK's, plus the stored expiry
+        tokens, expires_at = await self.store.grant()
+        self.context.current_tokens = tokens
+        self.context.client_info = await self.store.get_client_info()
+        self._expiry_set(expires_at)
+        self._initialized = True
+
+    async def _handle_token_response(self, response: httpx2.Response) -> None:
+        await super()._handle_token_response(response)
+        self._expiry_set(_expiry_of(self.context.current_tokens))
+
+    async def _handle_refresh_response(self, response: httpx2.Response) -> bool:
+        ok = await super()._handle_refresh_response(response)
+        if ok:
+            self._expiry_set(_expiry_of(self.context.current_tokens))
+        return ok
+
+    def _refresh_due(self) -> bool:
+        return not self.context.is_token_valid() and self.context.can_refresh_token()
+
+    async def _refresh_lock_take(self) -> str:
+        owner = uuid.uuid4().hex
+        deadline = time.monotonic() + REFRESH_LOCK_SEC
+        while not await cache.aadd(self._lock_key, owner, REFRESH_LOCK_SEC):
+            if time.monotonic() > deadline:  # a holder that died: its lease has run out by now
+                break
+            await asyncio.sleep(REFRESH_LOCK_POLL_SEC)
+        return owner
+
+    async def _refresh_lock_release(self, owner: str) -> None:
+        if await cache.aget(self._lock_key) == owner:
+            await cache.adelete(self._lock_key)
+
+    async def _auth_flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
+        async with self.context.lock:
+            if not self._initialized:
+                await self._initialize()
+        if self._refresh_due():
+            owner = await self._refresh_lock_take()
+            try:
+                async with self.context.lock:
+                    # Another worker (or session) may have refreshed while this one waited: its
+                    # tokens are in the database, and the refresh token this one holds is spent.
+                    tokens, expires_at = await self.store.grant()
+                    if tokens is not None:
+                        self.context.current_tokens = tokens
+                        self._expiry_set(expires_at)
+                    if self._refresh_due():
+                        refresh_response = yield await self._refresh_token()
+                        if not await self._handle_refresh_response(refresh_response):
+                            logger.warning("MCP OAuth refresh refused service={} user={}", self.store.service.name,
+                                           self.store.user_id)
+            finally:
+                await self._refresh_lock_release(owner)
+        # The SDK's flow from here: the token is valid (no refresh there), or it is not and the
+        # answer's 401 starts the authorization.
+        flow = super()._auth_flow(request)
+        try:
+            outgoing = await flow.__anext__()
+            while True:
+                response = yield outgoing
+                outgoing = await flow.asend(response)
+        except StopAsyncIteration:
+            return
+        finally:
+            await flow.aclose()
+
+
+def _expiry_of(tokens: OAuthToken | None) -> dt.datetime | None:
+    if tokens is None or not tokens.expires_in:
+        return None
+    return timezone.now() + dt.timedelta(seconds=tokens.expires_in)
+
+
+def authorization_required_in(exc: BaseException) -> McpAuthorizationRequired | None:
+    """The McpAuthorizationRequired an opening failed with, looking through the SDK's groups."""
+    stack, seen = [exc], 0
+    while stack and seen < 20:
+        current = stack.pop()
+        seen += 1
+        if isinstance(current, McpAuthorizationRequired):
+            return current
+        if isinstance(current, BaseExceptionGroup):
+            stack.extend(current.exceptions)
+        for linked in (current.__cause__, current.__context__):
+            if linked is not None:
+                stack.append(linked)
+    return None

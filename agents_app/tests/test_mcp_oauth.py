@@ -1,0 +1,169 @@
+"""MCP services each student authorizes with their own account (agents_app/mcp/oauth.py), end to
+end: the project's pool and tool call against an MCP server protected by its own OAuth 2.1
+authorization server, both built with the mcp SDK (agents_app/testing/oauth_servers.py), on
+loopback. The student at the authorization page is the conformance client's headless consent
+(the loopback server approves at once)."""
+import asyncio
+from contextlib import AsyncExitStack
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.contrib.auth import get_user_model
+
+from agents_app.mcp.connect import mcp_client_enter
+from agents_app.mcp.oauth import CampusOAuthProvider, consent_use
+from agents_app.mcp.pool import mcp_pool_close
+from agents_app.mcp.tools import AUTHORIZATION_NOTICE, mcp_service_tool_infos, mcp_tool_call
+from agents_app.models import McpOAuthClient, McpOAuthGrant, McpService
+from agents_app.runtime.context import RunContext
+from agents_app.runtime.events import ToolResult
+from agents_app.runtime.loop import run_turn
+from agents_app.testing.conformance_client import HeadlessConsent
+from agents_app.testing.oauth_servers import OAuthMcpServer
+from agents_app.validation import mcp_config_errors
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def oauth_server():
+    with OAuthMcpServer() as server:
+        yield server
+
+
+@pytest.fixture(autouse=True)
+async def _pool():
+    yield
+    await mcp_pool_close()
+
+
+def _service(server: OAuthMcpServer, **oauth) -> McpService:
+    return McpService.objects.create(name="library", display_name="图书馆", protocol="streamable-http",
+                                     config={"url": server.url, "oauth": oauth}, timeout_sec=10)
+
+
+@pytest.fixture
+def library(oauth_server) -> McpService:
+    return _service(oauth_server)
+
+
+def _student(name: str) -> int:
+    return get_user_model().objects.create_user(username=name).pk
+
+
+async def _whoami(service: McpService, user_id: int | None):
+    return await mcp_tool_call(service=service, tool="whoami", args={}, shown_as="library__whoami", user_id=user_id)
+
+
+async def test_a_student_authorizes_once_and_the_tokens_are_kept_encrypted(oauth_server, library):
+    alice = await sync_to_async(_student)("alice")
+    with consent_use(HeadlessConsent()):
+        infos = await mcp_service_tool_infos(service=library, user_id=alice)
+    assert {"whoami", "add"} <= {info.name for info in infos}
+    assert (await _whoami(library, alice)).text == "alice"
+
+    [asked] = oauth_server.authorize_requests
+    assert asked["code_challenge_method"] == "S256" and asked["code_challenge"]
+    assert asked["resource"] == oauth_server.url  # RFC 8707: the token is for this server only
+    assert len(oauth_server.registrations) == 1  # dynamic registration, once for the service
+    [(access_token, issued)] = oauth_server.tokens.items()
+    assert issued["subject"] == "alice"
+    grant = await McpOAuthGrant.objects.aget(user_id=alice, service=library)
+    client = await McpOAuthClient.objects.aget(service=library)
+    assert grant.scope == "library" and grant.expires_at is not None
+    assert access_token not in grant.tokens_encrypted and "refresh" not in grant.tokens_encrypted
+    assert oauth_server.registrations[0]["client_name"] not in client.client_info_encrypted
+
+    await mcp_pool_close()  # as after a restart: a new session, nobody at hand to authorize
+    assert (await _whoami(library, alice)).text == "alice"
+    assert len(oauth_server.authorize_requests) == 1  # the stored token served
+
+
+async def test_students_never_share_a_session_or_a_token(oauth_server, library):
+    alice, bob = [await sync_to_async(_student)(name) for name in ("alice", "bob")]
+    with consent_use(HeadlessConsent()):
+        assert (await _whoami(library, alice)).text == "alice"
+    refused = await _whoami(library, bob)  # bob has authorized nothing, and nobody can for him
+    assert not refused.ok and not refused.source_failed
+    assert refused.error == AUTHORIZATION_NOTICE.format(service="图书馆")
+    assert "授权" in refused.text
+    assert len(oauth_server.authorize_requests) == 1  # no page opened for bob without him
+
+    oauth_server.subject = "bob"
+    with consent_use(HeadlessConsent()):
+        assert (await _whoami(library, bob)).text == "bob"
+    assert (await _whoami(library, alice)).text == "alice"  # alice's session is still alice's
+    assert await McpOAuthGrant.objects.filter(service=library).acount() == 2
+
+
+async def test_a_call_without_a_student_is_refused_with_a_reason(oauth_server, library):
+    refused = await _whoami(library, None)  # an API key's turn: no account to authorize with
+    assert not refused.ok and refused.error == AUTHORIZATION_NOTICE.format(service="图书馆")
+    assert oauth_server.authorize_requests == [] and oauth_server.token_requests == []
+
+
+async def test_a_preregistered_client_authenticates_with_its_secret(oauth_server):
+    with OAuthMcpServer(dcr=False, preregistered={"campus-agent": "s3cret"}) as server:
+        service = await sync_to_async(_service)(server, client_id="campus-agent", client_secret="s3cret")
+        alice = await sync_to_async(_student)("alice")
+        with consent_use(HeadlessConsent()):
+            assert (await _whoami(service, alice)).text == "alice"
+        assert server.registrations == []
+        [exchange] = server.token_requests
+        assert exchange["grant_type"] == "authorization_code" and exchange["authorization"].startswith("Basic ")
+        assert not await McpOAuthClient.objects.filter(service=service).aexists()  # staff's, in the config
+
+
+async def test_an_expiring_token_is_refreshed_once_for_sessions_racing(oauth_server, library):
+    """Two sessions of one student (two workers) find the token expiring at once: one refreshes,
+    the other takes the tokens it stored. The loopback server rotates refresh tokens and, like a
+    real one, revokes the family when a refresh token is used twice: without the single flight
+    the second session's refresh would fail and end both students' access."""
+    alice = await sync_to_async(_student)("alice")
+    with consent_use(HeadlessConsent()):
+        assert (await _whoami(library, alice)).text == "alice"
+    await mcp_pool_close()
+    # Expiring within the refresh margin: the next use refreshes first.
+    await McpOAuthGrant.objects.filter(user_id=alice).aupdate(expires_at=(await McpOAuthGrant.objects.aget()).updated_at)
+
+    async def session_whoami() -> str:
+        async with AsyncExitStack() as stack:
+            client = await mcp_client_enter(service=library, stack=stack, auth=CampusOAuthProvider(library, alice))
+            result = await client.call_tool("whoami", {})
+            return result.content[0].text
+
+    assert await asyncio.gather(session_whoami(), session_whoami()) == ["alice", "alice"]
+    refreshes = [r for r in oauth_server.token_requests if r["grant_type"] == "refresh_token"]
+    assert len(refreshes) == 1
+    assert len(oauth_server.authorize_requests) == 1  # nobody was sent to the page again
+
+
+async def test_a_turn_calls_the_service_as_its_student(oauth_server, library, agent_factory, llm_settings):
+    alice, bob = [await sync_to_async(_student)(name) for name in ("alice", "bob")]
+    with consent_use(HeadlessConsent()):
+        assert (await _whoami(library, alice)).text == "alice"
+    agent = await sync_to_async(agent_factory)(mcp_services=[library])
+
+    async def turn(user_id: int) -> ToolResult:
+        llm_settings.reply_tool_calls(("library__whoami", {}))
+        llm_settings.reply_text("好的")
+        ctx = RunContext(request_id="0123456789abcdef", conversation_id="conv-oauth", user_id=user_id)
+        events = [e async for e in run_turn(agent=agent, history=[{"role": "user", "content": "我是谁"}], ctx=ctx)]
+        [result] = [e for e in events if isinstance(e, ToolResult)]
+        return result
+
+    assert (await turn(alice)).content == "alice"
+    refused = await turn(bob)
+    assert not refused.ok and refused.error == AUTHORIZATION_NOTICE.format(service="图书馆")
+
+
+def test_the_oauth_config_is_checked():
+    ok = {"url": "https://lib.example.edu.cn/mcp", "oauth": {}}
+    assert mcp_config_errors(protocol="streamable-http", config=ok) == []
+    assert mcp_config_errors(protocol="sse", config={**ok, "oauth": {"client_id": "a", "scope": "x y"}}) == []
+    assert mcp_config_errors(protocol="streamable-http", config={**ok, "oauth": "yes"})
+    assert mcp_config_errors(protocol="streamable-http", config={**ok, "oauth": {"client_secret": "s"}})
+    assert mcp_config_errors(protocol="streamable-http", config={**ok, "oauth": {"client_id": 7}})
+    [unknown] = mcp_config_errors(protocol="streamable-http", config={**ok, "oauth": {"token": "t"}})
+    assert "token" in unknown
+    assert mcp_config_errors(protocol="stdio", config={"command": "python", "oauth": {}})  # HTTP services only
