@@ -10,9 +10,10 @@ progress and notifications"):
   changes come only on a `subscriptions/listen` stream, which `tool_list_watch` keeps open).
 
 - an elicitation (the server asks the user for input, in the call or as a 2026-07-28
-  `InputRequiredResult`): declined for now (`elicitation_decline`), since no person can answer
-  it yet (issue 23, point 3); the server gets a clear answer, and its retry carries the
-  `requestState` it sent, as SEP-2322 asks, instead of the call failing.
+  `InputRequiredResult`): answered by the person the calling task set (person.py), its answer
+  checked against what the server asked (`elicitation_answer`); with no person at hand (no turn
+  asks the student yet: issue 23, point 3) declined. The server gets a clear answer either way,
+  and a 2026-07-28 retry carries the `requestState` it sent, as SEP-2322 asks.
 
 The pool (pool.py) makes one set of these per session; tools.py marks each call in flight
 (`mcp_call_in_flight`) so a log line can be given to the call it belongs to.
@@ -142,11 +143,87 @@ def server_message_handler(service: McpService):
     return handle
 
 
-async def elicitation_decline(context, params: types.ElicitRequestParams) -> types.ElicitResult:
-    """The session's `elicitation_callback` until a person can be asked (issue 23, point 3)."""
-    logger.info("MCP elicitation declined (not supported yet) mode={} message={}", getattr(params, "mode", None),
-                clip_text(getattr(params, "message", ""), 100))
-    return types.ElicitResult(action="decline")
+# SEP-1034: the primitive types whose `default` a client applies to a form it shows.
+_DEFAULT_TYPES = {"string": str, "number": (int, float), "integer": int, "boolean": bool}
+MAX_ELICITATION_FIELDS = 50  # a form with more is declined: no person fills in a hundred fields
+MAX_ELICITATION_TEXT = 2000  # characters of one string answer
+
+
+def _value_ok(value, field: dict) -> bool:
+    """A value of the field's type: a primitive, or (a multi-select enum) a list of strings among
+    the items' choices."""
+    kind = field.get("type")
+    if kind == "array":
+        items = field.get("items") if isinstance(field.get("items"), dict) else {}
+        choices = items.get("enum") if isinstance(items.get("enum"), list) else None
+        return isinstance(value, list) and all(isinstance(v, str) and (choices is None or v in choices)
+                                               for v in value)
+    python_type = _DEFAULT_TYPES.get(kind)
+    if python_type is None or isinstance(value, bool) and kind != "boolean":
+        return False
+    if not isinstance(value, python_type):
+        return False
+    return not isinstance(field.get("enum"), list) or value in field["enum"]
+
+
+def elicitation_defaults(schema: dict) -> dict:
+    """The defaults a form-mode request's schema gives its fields (SEP-1034): what the form shows
+    filled in before the person changes anything. Only a primitive field's `default` of its own
+    type (an enum's only if it is among the choices; a multi-select's only if all of it is)."""
+    properties = schema.get("properties") if isinstance(schema, dict) else None
+    if not isinstance(properties, dict):
+        return {}
+    return {name: field["default"] for name, field in properties.items()
+            if isinstance(field, dict) and "default" in field and _value_ok(field["default"], field)}
+
+
+def elicitation_content_problem(schema: dict, content) -> str | None:
+    """Why an accepted form's content does not fit the request's schema (None when it does): every
+    required field present, each value of its field's type (an enum's among its choices), no
+    string longer than MAX_ELICITATION_TEXT."""
+    if not isinstance(content, dict):
+        return "content is not an object"
+    properties = schema.get("properties") or {}
+    for name in schema.get("required") or []:
+        if name not in content:
+            return f"{name} is required"
+    for name, value in content.items():
+        field = properties.get(name)
+        if not isinstance(field, dict):
+            return f"{name} was not asked for"
+        if not _value_ok(value, field):
+            return f"{name} is not a {field.get('type')} of its choices" if "enum" in field else \
+                f"{name} is not a {field.get('type')}"
+        if isinstance(value, str) and len(value) > MAX_ELICITATION_TEXT:
+            return f"{name} is longer than {MAX_ELICITATION_TEXT} characters"
+    return None
+
+
+async def elicitation_answer(context, params: types.ElicitRequestParams) -> types.ElicitResult:
+    """The session's `elicitation_callback`: the calling task's person answers (person.py); with
+    nobody at hand, or a form too large to show, declined. An accepted form whose content does not
+    fit what the server asked is declined instead of sent (a person's typo must not reach the
+    server as a value of another type)."""
+    from agents_app.mcp.person import person_now
+
+    mode = getattr(params, "mode", None)
+    message = clip_text(getattr(params, "message", ""), 100)
+    person = person_now()
+    schema = getattr(params, "requested_schema", None) or {}
+    if person is None:
+        logger.info("MCP elicitation declined (nobody to ask) mode={} message={}", mode, message)
+        return types.ElicitResult(action="decline")
+    if len(schema.get("properties") or {}) > MAX_ELICITATION_FIELDS:
+        logger.warning("MCP elicitation declined (over {} fields) message={}", MAX_ELICITATION_FIELDS, message)
+        return types.ElicitResult(action="decline")
+    answer = await person.elicit(params)
+    if answer.action == "accept" and mode != "url":
+        problem = elicitation_content_problem(schema, answer.content or {})
+        if problem is not None:
+            logger.warning("MCP elicitation answer declined: {} message={}", problem, message)
+            return types.ElicitResult(action="decline")
+    logger.info("MCP elicitation answered action={} mode={} message={}", answer.action, mode, message)
+    return answer
 
 
 async def tool_list_watch(*, client, service: McpService) -> None:

@@ -14,9 +14,9 @@ step-up on 403 `insufficient_scope`. What this module adds:
 - Where it is kept: the student's tokens in McpOAuthGrant, the gateway's registration in
   McpOAuthClient (one per service), both encrypted (campus_agent.crypto), so a worker restart or
   another worker goes on with the same authorization.
-- Who answers the authorization page: the `McpConsent` the calling task set (`consent_use`). The
-  default is nobody: the opening fails with McpAuthorizationRequired, which carries the URL the
-  student must visit (the conformance client sets a headless one, agents_app/testing/).
+- Who answers the authorization page: the person the calling task set (person.py). With nobody
+  at hand the opening fails with McpAuthorizationRequired, which carries the URL the student
+  must visit (the conformance client sets a headless person, agents_app/testing/).
 - Refresh before the access token expires (a random margin, so the sessions of one student do not
   all refresh at the same second), single-flight across workers: a lock in the cache (Redis when
   REDIS_URL is set, the process's memory otherwise), and whoever waited reads the tokens the
@@ -26,14 +26,11 @@ step-up on 403 `insufficient_scope`. What this module adds:
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import datetime as dt
 import random
 import time
 import uuid
 from collections.abc import AsyncGenerator
-from contextlib import contextmanager
-from typing import Protocol
 
 import httpx2
 from django.conf import settings
@@ -44,6 +41,7 @@ from mcp.client.auth import OAuthClientProvider
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 from pydantic import AnyUrl, ValidationError
 
+from agents_app.mcp.person import person_now
 from agents_app.models import McpOAuthClient, McpOAuthGrant, McpService
 from campus_agent.asyncdb import db_call
 from campus_agent.crypto import secret_decrypt, secret_encrypt
@@ -74,48 +72,18 @@ class McpAuthorizationRequired(Exception):
         self.authorization_url = authorization_url
 
 
-class McpConsent(Protocol):
-    """Who answers an authorization request for the calling task: `redirect` gets the URL of the
-    authorization server's page, `callback` what that page sent back (code, state, iss)."""
-
-    async def redirect(self, authorization_url: str) -> None: ...
-
-    async def callback(self) -> AuthorizationCodeResult: ...
-
-
-class NobodyToAsk:
-    """No person is at hand: the opening ends with the URL a student must visit."""
-
-    async def redirect(self, authorization_url: str) -> None:
-        raise McpAuthorizationRequired(authorization_url)
-
-    async def callback(self) -> AuthorizationCodeResult:  # never reached: redirect raised
-        raise McpAuthorizationRequired("")
-
-
-_consent: contextvars.ContextVar[McpConsent | None] = contextvars.ContextVar("mcp_oauth_consent", default=None)
-
-
-@contextmanager
-def consent_use(consent: McpConsent):
-    """Within the block (and the tasks it starts), authorizations are answered by `consent`."""
-    token = _consent.set(consent)
-    try:
-        yield consent
-    finally:
-        _consent.reset(token)
-
-
-def _consent_now() -> McpConsent:
-    return _consent.get() or NobodyToAsk()
-
-
 async def _redirect(authorization_url: str) -> None:
-    await _consent_now().redirect(authorization_url)
+    person = person_now()
+    if person is None:  # nobody to send to the page: the opening ends with its URL
+        raise McpAuthorizationRequired(authorization_url)
+    await person.authorization_redirect(authorization_url)
 
 
 async def _callback() -> AuthorizationCodeResult:
-    return await _consent_now().callback()
+    person = person_now()
+    if person is None:  # never reached: _redirect raised
+        raise McpAuthorizationRequired("")
+    return await person.authorization_callback()
 
 
 def _decrypted(model_cls, text: str):

@@ -27,7 +27,7 @@ from agents_app.mcp.connect import (
     mcp_service_fingerprint,
 )
 from agents_app.mcp.notifications import (
-    elicitation_decline,
+    elicitation_answer,
     server_log_callback,
     server_message_handler,
     tool_list_watch,
@@ -89,7 +89,7 @@ class PooledSession:
                     client = await mcp_client_enter(service=service, stack=stack, auth=auth,
                                                     logging_callback=server_log_callback(service),
                                                     message_handler=server_message_handler(service),
-                                                    elicitation_callback=elicitation_decline)
+                                                    elicitation_callback=elicitation_answer)
                     self._ready.set_result(client)
                     logger.info("MCP session opened service={} protocol={} revision={}", service.name,
                                 service.protocol, client.protocol_version)

@@ -24,9 +24,8 @@ The `auth/*` scenarios run as a student's turn on a per-student service (agents_
 the service's config has `oauth` (with the scenario's pre-registered client, when its context
 names one), the student is a saved user, and the tokens and the registration land, encrypted,
 in a database of this process's own (a copy of one the warm process migrated once). The person
-who would visit the authorization page is `HeadlessConsent`: it fetches the page without
-following the redirect and reads the code, state and issuer from it, as the suite's
-authorization servers approve at once (the reference client does the same).
+who would visit the authorization page and fill in a server's form is `HeadlessPerson`, who
+answers at once as the suite's scenarios expect (the reference client does the same).
 
 Exit status: 0 when the listing (and the calls a scenario makes) went through the project's
 path, whatever the tool results said (the suite judges the wire, not our verdict); 1 when the
@@ -131,15 +130,18 @@ def oauth_service_saved(url: str, context: dict):
     return McpService.objects.get(pk=service.pk), user.pk
 
 
-class HeadlessConsent:
-    """The person at the authorization page (agents_app.mcp.oauth.McpConsent), for the suite's
-    servers, which approve at once: the page is fetched without following its redirect, and the
-    code, state and issuer are read from where it sends the browser."""
+class HeadlessPerson:
+    """The person the suite's servers need (agents_app.mcp.person.McpPerson), answering at once
+    as their scenarios expect: at the authorization page, which the suite's servers approve
+    without a login, the page is fetched without following its redirect and the code, state and
+    issuer are read from where it sends the browser; a form is accepted as the project's form
+    shows it before anyone types, with the schema's defaults (SEP-1034, `elicitation_defaults`);
+    a URL-mode request is accepted (the person opened the link)."""
 
     def __init__(self):
         self._answer = None
 
-    async def redirect(self, authorization_url: str) -> None:
+    async def authorization_redirect(self, authorization_url: str) -> None:
         from urllib.parse import parse_qs, urlparse
 
         import httpx2
@@ -156,18 +158,27 @@ class HeadlessConsent:
         self._answer = AuthorizationCodeResult(code=query["code"][0], state=(query.get("state") or [None])[0],
                                                iss=(query.get("iss") or [None])[0])
 
-    async def callback(self):
+    async def authorization_callback(self):
         answer, self._answer = self._answer, None
         if answer is None:
-            raise RuntimeError("no authorization answer: redirect() did not run")
+            raise RuntimeError("no authorization answer: authorization_redirect() did not run")
         return answer
+
+    async def elicit(self, params):
+        import mcp_types as types
+
+        from agents_app.mcp.notifications import elicitation_defaults
+
+        if getattr(params, "mode", None) == "url":
+            return types.ElicitResult(action="accept")
+        return types.ElicitResult(action="accept", content=elicitation_defaults(params.requested_schema or {}))
 
 
 async def scenario_run(*, scenario: str, url: str, context: dict) -> int:
     """Lists the tools and makes the scenario's calls the way a turn does (module docstring)."""
     from loguru import logger
 
-    from agents_app.mcp.oauth import consent_use
+    from agents_app.mcp.person import person_use
     from agents_app.mcp.pool import McpUnavailable, mcp_pool_close
     from agents_app.mcp.tools import mcp_service_tool_infos
     from agents_app.runtime.context import RunContext
@@ -188,7 +199,7 @@ async def scenario_run(*, scenario: str, url: str, context: dict) -> int:
 
     try:
         try:
-            with consent_use(HeadlessConsent()):
+            with person_use(HeadlessPerson()):
                 infos = await mcp_service_tool_infos(service=service, user_id=user_id)
         except McpUnavailable as exc:
             logger.error("conformance: the tools could not be listed: {}", exc)
@@ -201,7 +212,7 @@ async def scenario_run(*, scenario: str, url: str, context: dict) -> int:
             if tool is None:  # not listed, or dropped by the SDK (a malformed x-mcp-header)
                 logger.info("conformance: {} is not offered, not called", name)
                 continue
-            with consent_use(HeadlessConsent()):  # a call may step the scope up (403 insufficient_scope)
+            with person_use(HeadlessPerson()):  # a call may step the scope up (403 insufficient_scope)
                 outcome = await tool.run(args, ctx, emit)
             logger.info("conformance: {} ok={} text={}", name, outcome.ok, outcome.text[:200])
         return 0

@@ -174,7 +174,7 @@ def build_server(name: str = "campus-test", *, slow_cancelled: threading.Event |
     async def confirm(ctx: Context) -> str | InputRequiredResult:
         if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:  # the handshake era asks within the call
             answer = await ctx.elicit(CONFIRM_MESSAGE, Confirmation)
-            return f"answer={answer.action}"
+            return f"answer={answer.action}" + (f" confirmed={answer.data.confirmed}" if answer.action == "accept" else "")
         # 2026-07-28: no request to the client; the question is the result, the answer comes with
         # the client's retry, beside the state this round handed out (SEP-2322).
         if not ctx.input_responses:
@@ -183,7 +183,8 @@ def build_server(name: str = "campus-test", *, slow_cancelled: threading.Event |
             return InputRequiredResult(input_requests={"confirm": ElicitRequest(params=params)},
                                        request_state="round-1")
         answer = ctx.input_responses["confirm"]
-        return f"answer={answer.action} state={ctx.request_state}"
+        confirmed = f" confirmed={answer.content['confirmed']}" if answer.action == "accept" else ""
+        return f"answer={answer.action}{confirmed} state={ctx.request_state}"
 
     @server.tool(description="客户端报上的名字和版本。")
     def client_info(ctx: Context) -> str:

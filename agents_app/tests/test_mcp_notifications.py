@@ -7,12 +7,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import mcp_types as types
 import pytest
 from asgiref.sync import sync_to_async
 from django.conf import settings as django_settings
 from loguru import logger
 
 from agents_app.mcp import notifications
+from agents_app.mcp.person import person_use
 from agents_app.mcp.tool_cache import mcp_tools_cached
 from agents_app.mcp.tools import MAX_PROGRESS_LINES, progress_text
 from agents_app.runtime.context import RunContext
@@ -173,9 +175,67 @@ async def test_the_handshake_names_the_project_too(mcp_service_http, make_agent,
     assert json.loads(result.content) == {"name": PRODUCT_NAME, "version": VERSION}
 
 
+class Answering:
+    """A person (agents_app.mcp.person) who answers every form with `content`."""
+
+    def __init__(self, content):
+        self.content = content
+        self.asked = []
+
+    async def elicit(self, params):
+        self.asked.append(params)
+        return types.ElicitResult(action="accept", content=self.content)
+
+
 @pytest.mark.parametrize("era", ["default", "handshake"])
-async def test_an_elicitation_is_declined_for_now(mcp_service_http, make_agent, llm_settings, monkeypatch, era):
-    """No person can answer one yet (issue 23, point 3): the server hears a decline, the call goes on."""
+async def test_the_calling_tasks_person_answers_an_elicitation(mcp_service_http, make_agent, llm_settings,
+                                                               monkeypatch, era):
+    if era == "handshake":
+        _handshake_era(monkeypatch)
+    agent = await make_agent(mcp_service_http)
+    person = Answering({"confirmed": True})
+    with person_use(person):
+        [result] = [e for e in await turn(agent, llm_settings, ("http-tools__confirm", {}))
+                    if isinstance(e, ToolResult)]
+    expected = "answer=accept confirmed=True" + ("" if era == "handshake" else " state=round-1")
+    assert (result.ok, result.content) == (True, expected)
+    [asked] = person.asked
+    assert asked.message and asked.requested_schema["properties"]["confirmed"]["type"] == "boolean"
+
+
+async def test_an_answer_that_breaks_the_form_is_declined_not_sent(mcp_service_http, make_agent, llm_settings):
+    agent = await make_agent(mcp_service_http)
+    with person_use(Answering({"confirmed": "yes"})):  # not a boolean
+        [result] = [e for e in await turn(agent, llm_settings, ("http-tools__confirm", {}))
+                    if isinstance(e, ToolResult)]
+    assert result.content == "answer=decline state=round-1"
+
+
+def test_a_form_shows_the_defaults_its_schema_gives_sep_1034():
+    schema = {"type": "object", "properties": {
+        "name": {"type": "string", "default": "张三"}, "age": {"type": "integer", "default": 20},
+        "score": {"type": "number", "default": 9.5}, "agree": {"type": "boolean", "default": False},
+        "campus": {"type": "string", "enum": ["东区", "西区"], "default": "西区"},
+        "days": {"type": "array", "items": {"type": "string", "enum": ["一", "二"]}, "default": ["二"]},
+        "wrong_type": {"type": "integer", "default": "20"}, "not_a_choice": {"type": "string", "enum": ["a"], "default": "b"},
+        "bool_as_number": {"type": "number", "default": True}, "no_default": {"type": "string"},
+    }}
+    assert notifications.elicitation_defaults(schema) == {"name": "张三", "age": 20, "score": 9.5, "agree": False,
+                                                          "campus": "西区", "days": ["二"]}
+    assert notifications.elicitation_defaults({"properties": "x"}) == {} == notifications.elicitation_defaults([])
+    problem = notifications.elicitation_content_problem
+    form = {"properties": {"n": {"type": "integer"}, "s": {"type": "string"}}, "required": ["n"]}
+    assert problem(form, {"n": 3, "s": "x"}) is None
+    assert "required" in problem(form, {"s": "x"})
+    assert "not asked" in problem(form, {"n": 3, "extra": 1})
+    assert problem(form, {"n": True}) and problem(form, {"n": 3, "s": "x" * 2001}) and problem(form, [])
+
+
+@pytest.mark.parametrize("era", ["default", "handshake"])
+async def test_an_elicitation_nobody_can_answer_is_declined(mcp_service_http, make_agent, llm_settings, monkeypatch,
+                                                            era):
+    """No person at hand (no turn asks the student yet: issue 23, point 3): the server hears a
+    decline, the call goes on."""
     if era == "handshake":
         _handshake_era(monkeypatch)
     agent = await make_agent(mcp_service_http)

@@ -1,7 +1,7 @@
 """MCP services each student authorizes with their own account (agents_app/mcp/oauth.py), end to
 end: the project's pool and tool call against an MCP server protected by its own OAuth 2.1
 authorization server, both built with the mcp SDK (agents_app/testing/oauth_servers.py), on
-loopback. The student at the authorization page is the conformance client's headless consent
+loopback. The student at the authorization page is the conformance client's headless person
 (the loopback server approves at once)."""
 import asyncio
 from contextlib import AsyncExitStack
@@ -11,14 +11,15 @@ from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
 
 from agents_app.mcp.connect import mcp_client_enter
-from agents_app.mcp.oauth import CampusOAuthProvider, consent_use
+from agents_app.mcp.oauth import CampusOAuthProvider
+from agents_app.mcp.person import person_use
 from agents_app.mcp.pool import mcp_pool_close
 from agents_app.mcp.tools import AUTHORIZATION_NOTICE, mcp_service_tool_infos, mcp_tool_call
 from agents_app.models import McpOAuthClient, McpOAuthGrant, McpService
 from agents_app.runtime.context import RunContext
 from agents_app.runtime.events import ToolResult
 from agents_app.runtime.loop import run_turn
-from agents_app.testing.conformance_client import HeadlessConsent
+from agents_app.testing.conformance_client import HeadlessPerson
 from agents_app.testing.oauth_servers import OAuthMcpServer
 from agents_app.validation import mcp_config_errors
 
@@ -57,7 +58,7 @@ async def _whoami(service: McpService, user_id: int | None):
 
 async def test_a_student_authorizes_once_and_the_tokens_are_kept_encrypted(oauth_server, library):
     alice = await sync_to_async(_student)("alice")
-    with consent_use(HeadlessConsent()):
+    with person_use(HeadlessPerson()):
         infos = await mcp_service_tool_infos(service=library, user_id=alice)
     assert {"whoami", "add"} <= {info.name for info in infos}
     assert (await _whoami(library, alice)).text == "alice"
@@ -81,7 +82,7 @@ async def test_a_student_authorizes_once_and_the_tokens_are_kept_encrypted(oauth
 
 async def test_students_never_share_a_session_or_a_token(oauth_server, library):
     alice, bob = [await sync_to_async(_student)(name) for name in ("alice", "bob")]
-    with consent_use(HeadlessConsent()):
+    with person_use(HeadlessPerson()):
         assert (await _whoami(library, alice)).text == "alice"
     refused = await _whoami(library, bob)  # bob has authorized nothing, and nobody can for him
     assert not refused.ok and not refused.source_failed
@@ -90,7 +91,7 @@ async def test_students_never_share_a_session_or_a_token(oauth_server, library):
     assert len(oauth_server.authorize_requests) == 1  # no page opened for bob without him
 
     oauth_server.subject = "bob"
-    with consent_use(HeadlessConsent()):
+    with person_use(HeadlessPerson()):
         assert (await _whoami(library, bob)).text == "bob"
     assert (await _whoami(library, alice)).text == "alice"  # alice's session is still alice's
     assert await McpOAuthGrant.objects.filter(service=library).acount() == 2
@@ -106,7 +107,7 @@ async def test_a_preregistered_client_authenticates_with_its_secret(oauth_server
     with OAuthMcpServer(dcr=False, preregistered={"campus-agent": "s3cret"}) as server:
         service = await sync_to_async(_service)(server, client_id="campus-agent", client_secret="s3cret")
         alice = await sync_to_async(_student)("alice")
-        with consent_use(HeadlessConsent()):
+        with person_use(HeadlessPerson()):
             assert (await _whoami(service, alice)).text == "alice"
         assert server.registrations == []
         [exchange] = server.token_requests
@@ -120,7 +121,7 @@ async def test_an_expiring_token_is_refreshed_once_for_sessions_racing(oauth_ser
     real one, revokes the family when a refresh token is used twice: without the single flight
     the second session's refresh would fail and end both students' access."""
     alice = await sync_to_async(_student)("alice")
-    with consent_use(HeadlessConsent()):
+    with person_use(HeadlessPerson()):
         assert (await _whoami(library, alice)).text == "alice"
     await mcp_pool_close()
     # Expiring within the refresh margin: the next use refreshes first.
@@ -140,7 +141,7 @@ async def test_an_expiring_token_is_refreshed_once_for_sessions_racing(oauth_ser
 
 async def test_a_turn_calls_the_service_as_its_student(oauth_server, library, agent_factory, llm_settings):
     alice, bob = [await sync_to_async(_student)(name) for name in ("alice", "bob")]
-    with consent_use(HeadlessConsent()):
+    with person_use(HeadlessPerson()):
         assert (await _whoami(library, alice)).text == "alice"
     agent = await sync_to_async(agent_factory)(mcp_services=[library])
 
