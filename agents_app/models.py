@@ -52,7 +52,9 @@ class McpService(TimeStampedModel):
             "不经过 shell，只传入 env 中列出的变量；不填 cwd 时在一个空的专用目录中启动。"
             'sse / streamable-http：{"url": "https://mcp.example.edu.cn/mcp", "headers": {"X-Api-Key": "…"}}；'
             '服务要每位学生用自己的账号授权（OAuth）时加上 "oauth": {}（网关自动注册），'
-            '或 "oauth": {"client_id": "…", "client_secret": "…", "scope": "…"}（在对方登记好的客户端）。'
+            '或 "oauth": {"client_id": "…", "client_secret": "…", "scope": "…"}（在对方登记好的客户端）；'
+            '网关用自己的凭据调用时写 "oauth": {"grant": "client_credentials", "client_id": "…", "client_secret": "…"'
+            '（或 "private_key": PEM 私钥），"issuer": 授权服务器地址}。'
             "只有超级管理员可以修改：command 是服务器要运行的程序，url 和 headers 决定服务器连到哪里、带上什么凭据。"
         ),
     )

@@ -4,7 +4,10 @@ from urllib.parse import urlparse
 STDIO_KEYS = {"command", "args", "env", "cwd"}
 HTTP_KEYS = {"url", "headers", "oauth"}
 # `oauth`: each student authorizes the service with their own account (agents_app/mcp/oauth.py).
-OAUTH_KEYS = {"client_id", "client_secret", "scope"}
+# `"grant": "client_credentials"`: the gateway calls it with a credential of its own instead.
+# What private_key_jwt may sign with: asymmetric keys only (a shared secret is client_secret's job).
+SIGNING_ALGORITHMS = ("ES256", "ES384", "ES512", "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "EdDSA")
+OAUTH_KEYS = {"grant", "client_id", "client_secret", "scope", "private_key", "signing_algorithm", "issuer"}
 
 
 def _string_map_errors(value, field: str) -> list[str]:
@@ -56,6 +59,18 @@ def _oauth_errors(oauth) -> list[str]:
         errors.append(f"“oauth” 中不认识的键：{', '.join(sorted(unknown))}（可用 client_id、client_secret、scope）。")
     if "client_secret" in oauth and not oauth.get("client_id"):
         errors.append("填了 “oauth.client_secret” 就要填 “oauth.client_id”。")
+    grant = oauth.get("grant", "authorization_code")
+    if grant == "client_credentials":
+        if not oauth.get("client_id") or bool(oauth.get("client_secret")) == bool(oauth.get("private_key")):
+            errors.append("client_credentials 需要 “oauth.client_id”，以及 “oauth.client_secret” 或 “oauth.private_key”"
+                          "（PEM 私钥，private_key_jwt）二者之一。")
+    elif grant != "authorization_code":
+        errors.append("“oauth.grant” 只能是 authorization_code（每位学生各自授权，默认）或 client_credentials"
+                      "（网关用自己的凭据）。")
+    elif "private_key" in oauth or "issuer" in oauth:
+        errors.append("“oauth.private_key” 和 “oauth.issuer” 只用于 client_credentials。")
+    if "signing_algorithm" in oauth and oauth["signing_algorithm"] not in SIGNING_ALGORITHMS:
+        errors.append(f"“oauth.signing_algorithm” 只能是 {'、'.join(SIGNING_ALGORITHMS)} 之一。")
     return errors
 
 

@@ -1,4 +1,5 @@
-"""MCP services that each student authorizes with their own account (OAuth 2.1, issue 23).
+"""MCP services that each student authorizes with their own account (OAuth 2.1, issue 23), and
+services the gateway calls with a credential of its own (`"grant": "client_credentials"`).
 
 A streamable-HTTP or SSE McpService whose config has `oauth` (`{}`: the gateway registers itself;
 `{"client_id": …, "client_secret": …, "scope": …}`: a client staff pre-registered) is opened
@@ -38,6 +39,11 @@ from django.core.cache import cache
 from django.utils import timezone
 from loguru import logger
 from mcp.client.auth import OAuthClientProvider
+from mcp.client.auth.extensions.client_credentials import (
+    ClientCredentialsOAuthProvider,
+    PrivateKeyJWTOAuthProvider,
+    SignedJWTParameters,
+)
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 from pydantic import AnyUrl, ValidationError
 
@@ -58,9 +64,20 @@ REFRESH_LOCK_POLL_SEC = 0.05
 HTTP_PROTOCOLS = (McpService.Protocol.SSE, McpService.Protocol.STREAMABLE_HTTP)
 
 
+PER_STUDENT = "authorization_code"
+GATEWAY_CREDENTIAL = "client_credentials"
+
+
+def oauth_config(service: McpService) -> dict | None:
+    """The service's `config.oauth` (an HTTP service's only), or None."""
+    oauth = (service.config or {}).get("oauth") if service.protocol in HTTP_PROTOCOLS else None
+    return oauth if isinstance(oauth, dict) else None
+
+
 def oauth_required(service: McpService) -> bool:
     """Whether each student authorizes the service with their own account."""
-    return service.protocol in HTTP_PROTOCOLS and isinstance((service.config or {}).get("oauth"), dict)
+    oauth = oauth_config(service)
+    return oauth is not None and oauth.get("grant", PER_STUDENT) == PER_STUDENT
 
 
 class McpAuthorizationRequired(Exception):
@@ -272,4 +289,53 @@ def authorization_required_in(exc: BaseException) -> McpAuthorizationRequired | 
         for linked in (current.__cause__, current.__context__):
             if linked is not None:
                 stack.append(linked)
+    return None
+
+
+class SessionTokens:
+    """The SDK's TokenStorage in the session's memory: a token of the gateway's own credential,
+    which any worker gets again without a person, needs no row."""
+
+    def __init__(self):
+        self._tokens: OAuthToken | None = None
+        self._client_info: OAuthClientInformationFull | None = None
+
+    async def get_tokens(self) -> OAuthToken | None:
+        return self._tokens
+
+    async def set_tokens(self, tokens: OAuthToken) -> None:
+        self._tokens = tokens
+
+    async def get_client_info(self) -> OAuthClientInformationFull | None:
+        return self._client_info
+
+    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
+        self._client_info = client_info
+
+
+def gateway_credential_auth(service: McpService) -> httpx2.Auth:
+    """The auth of a service the gateway calls as itself (`config.oauth.grant` client_credentials):
+    the SDK's client-credentials providers, with a client secret (HTTP Basic) or a private key
+    signing each assertion (private_key_jwt, RFC 7523). Discovery as for a student's flow."""
+    oauth = oauth_config(service) or {}
+    # `issuer`: the credential goes only to that authorization server, whichever one the MCP
+    # server names (without it the server decides; the SDK warns, and requires it from 3.0).
+    common = {"server_url": service.config["url"], "storage": SessionTokens(), "client_id": oauth["client_id"],
+              "scope": oauth.get("scope") or None, "issuer": oauth.get("issuer") or None}
+    if oauth.get("private_key"):
+        signing = SignedJWTParameters(issuer=oauth["client_id"], subject=oauth["client_id"],
+                                      signing_key=oauth["private_key"],
+                                      signing_algorithm=oauth.get("signing_algorithm") or "RS256")
+        return PrivateKeyJWTOAuthProvider(assertion_provider=signing.create_assertion_provider(), **common)
+    return ClientCredentialsOAuthProvider(client_secret=oauth["client_secret"], **common)
+
+
+def session_auth(service: McpService, user_id: int | None) -> httpx2.Auth | None:
+    """The HTTP auth of one pooled session: a student's (per-student service), the gateway's own
+    credential, or none."""
+    if oauth_required(service):
+        return CampusOAuthProvider(service, user_id)
+    oauth = oauth_config(service)
+    if oauth is not None and oauth.get("grant") == GATEWAY_CREDENTIAL:
+        return gateway_credential_auth(service)
     return None

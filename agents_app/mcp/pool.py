@@ -32,7 +32,7 @@ from agents_app.mcp.notifications import (
     server_message_handler,
     tool_list_watch,
 )
-from agents_app.mcp.oauth import CampusOAuthProvider, authorization_required_in, oauth_required
+from agents_app.mcp.oauth import authorization_required_in, oauth_required, session_auth
 from agents_app.models import McpService
 
 # After a failed open, the service is left out at once for this long instead of making every
@@ -85,8 +85,7 @@ class PooledSession:
         with mcp_http_status_watch() as seen:  # the HTTP answers to the opening (this task's context)
             try:
                 async with AsyncExitStack() as stack:
-                    auth = CampusOAuthProvider(service, user_id) if user_id is not None else None
-                    client = await mcp_client_enter(service=service, stack=stack, auth=auth,
+                    client = await mcp_client_enter(service=service, stack=stack, auth=session_auth(service, user_id),
                                                     logging_callback=server_log_callback(service),
                                                     message_handler=server_message_handler(service),
                                                     elicitation_callback=elicitation_answer)

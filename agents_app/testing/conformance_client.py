@@ -114,20 +114,32 @@ def conformance_service(url: str):
 STUDENT_USERNAME = "conformance-student"
 
 
-def oauth_service_saved(url: str, context: dict):
+def oauth_service_saved(url: str, context: dict, scenario: str):
     """The scenario's service as a per-student one, saved (the tokens refer to it), and the
-    student's user id. A pre-registered client from the scenario's context goes into the config,
-    as staff would enter it."""
+    student's user id; a pre-registered client from the scenario's context goes into the config,
+    as staff would enter it. The client-credentials scenarios get a service the gateway calls with
+    its own credential instead (and no student)."""
     from django.contrib.auth import get_user_model
 
     from agents_app.models import McpService
 
-    oauth = {key: context[key] for key in ("client_id", "client_secret") if context.get(key)}
+    if scenario.startswith("auth/client-credentials-"):  # the gateway's own credential: no student
+        oauth = {"grant": "client_credentials", "client_id": context["client_id"]}
+        if context.get("private_key_pem"):
+            oauth.update(private_key=context["private_key_pem"],
+                         signing_algorithm=context.get("signing_algorithm") or "ES256")
+        else:
+            oauth["client_secret"] = context["client_secret"]
+    else:
+        oauth = {key: context[key] for key in ("client_id", "client_secret") if context.get(key)}
     service = conformance_service(url)
     service.config = {"url": url, "oauth": oauth}
     service.save()
+    saved = McpService.objects.get(pk=service.pk)
+    if oauth.get("grant") == "client_credentials":
+        return saved, None
     user, _ = get_user_model().objects.get_or_create(username=STUDENT_USERNAME)
-    return McpService.objects.get(pk=service.pk), user.pk
+    return saved, user.pk
 
 
 class HeadlessPerson:
@@ -188,7 +200,7 @@ async def scenario_run(*, scenario: str, url: str, context: dict) -> int:
 
     user_id = None
     if scenario.startswith("auth/"):
-        service, user_id = await db_call(oauth_service_saved, url, context)
+        service, user_id = await db_call(oauth_service_saved, url, context, scenario)
     else:
         service = conformance_service(url)
     ctx = RunContext(request_id=uuid.uuid4().hex[:16], conversation_id="mcp-conformance", user_id=user_id)

@@ -168,3 +168,41 @@ def test_the_oauth_config_is_checked():
     [unknown] = mcp_config_errors(protocol="streamable-http", config={**ok, "oauth": {"token": "t"}})
     assert "token" in unknown
     assert mcp_config_errors(protocol="stdio", config={"command": "python", "oauth": {}})  # HTTP services only
+
+
+def test_a_service_called_with_the_gateways_own_credential_is_one_session_for_all():
+    """`"grant": "client_credentials"`: the SDK's client-credentials providers (the official
+    conformance suite runs both against its authorization server: scripts/mcp-conformance.sh);
+    no student, so one session for every turn."""
+    from mcp.client.auth.extensions.client_credentials import (
+        ClientCredentialsOAuthProvider,
+        PrivateKeyJWTOAuthProvider,
+    )
+
+    from agents_app.mcp.oauth import oauth_required, session_auth
+    from agents_app.mcp.pool import session_key
+
+    url = "https://grades.example.edu.cn/mcp"
+    secret = McpService(pk=5, protocol="streamable-http",
+                        config={"url": url, "oauth": {"grant": "client_credentials", "client_id": "gw", "client_secret": "s",
+                                                      "issuer": "https://sso.example.edu.cn"}})
+    signed = McpService(pk=6, protocol="sse", config={"url": url, "oauth": {
+        "grant": "client_credentials", "client_id": "gw", "private_key": "-----BEGIN PRIVATE KEY-----…",
+        "signing_algorithm": "ES256", "issuer": "https://sso.example.edu.cn"}})
+    for service in (secret, signed):
+        assert not oauth_required(service)
+        assert session_key(service, 1) == session_key(service, 2) == (service.pk, None)
+    assert isinstance(session_auth(secret, 1), ClientCredentialsOAuthProvider)
+    assert isinstance(session_auth(signed, None), PrivateKeyJWTOAuthProvider)
+    assert session_auth(McpService(pk=7, protocol="streamable-http", config={"url": url}), 1) is None
+
+    base = {"url": url}
+    errors = mcp_config_errors
+    assert errors(protocol="streamable-http", config=secret.config) == []
+    assert errors(protocol="sse", config=signed.config) == []
+    both = {"grant": "client_credentials", "client_id": "gw", "client_secret": "s", "private_key": "k"}
+    assert errors(protocol="streamable-http", config={**base, "oauth": both})  # one of the two, not both
+    assert errors(protocol="streamable-http", config={**base, "oauth": {"grant": "client_credentials", "client_id": "gw"}})
+    assert errors(protocol="streamable-http", config={**base, "oauth": {"grant": "password"}})
+    assert errors(protocol="streamable-http", config={**base, "oauth": {"private_key": "k"}})  # students have none
+    assert errors(protocol="streamable-http", config={**base, "oauth": {**both, "client_secret": "", "signing_algorithm": "HS256"}})
