@@ -3,12 +3,14 @@
 #   DATABASE_URL=postgres://postgres@127.0.0.1:5432/campus_agent scripts/test.sh
 # Extra arguments go to pytest (e.g. scripts/test.sh -k stream -x).
 source "$(dirname "$0")/_venv.sh" requirements-dev.txt
-if ! command -v chromium >/dev/null 2>&1; then
+# The browser tests: Debian's chromium, and fonts-noto-cjk so that the page's Chinese is drawn in
+# the screenshots (test-artifacts/) instead of boxes (test_page_fonts.py holds it).
+if ! command -v chromium >/dev/null 2>&1 || ! dpkg -s fonts-noto-cjk >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "Installing Debian's chromium for the browser tests…"
-    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null
+    echo "Installing Debian's chromium and fonts-noto-cjk for the browser tests…"
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-noto-cjk) >/dev/null
   else
-    echo "Browser tests need Debian's chromium: sudo apt-get install -y chromium" >&2
+    echo "Browser tests need Debian's chromium and CJK fonts: sudo apt-get install -y chromium fonts-noto-cjk" >&2
   fi
 fi
 # Tests of several workers need a Redis (TEST_REDIS_URL, default redis://127.0.0.1:6379/15): a

@@ -18,6 +18,7 @@ would hide a broken page.
 import os
 import queue
 import re
+import subprocess
 import threading
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -211,6 +212,16 @@ class BrowserPage:
 
     def chat_ready(self) -> None:
         self.page.wait_for_selector("#app[data-ready=true]")
+
+
+def cjk_font_installed() -> bool:
+    """Whether this machine has a font for Chinese (scripts/test.sh installs fonts-noto-cjk): a
+    test refreshes a committed screenshot in docs/ only then, never with boxes for Chinese."""
+    try:
+        found = subprocess.run(["fc-list", ":lang=zh", "family"], capture_output=True, text=True, timeout=5, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return bool(found.stdout.strip())
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@ the contract sub-agent, the real static files. What a student does, and what the
 """
 import re
 import shutil
-import subprocess
 import time
 
 import pytest
@@ -13,6 +12,7 @@ from agents_app.runtime.loop import MODEL_INTERRUPTED_TEXT
 from agents_app.runtime.turn import MODEL_UNAVAILABLE
 from agents_app.testing.fake_llm import Reply
 from chat_app.models import Conversation, Message
+from chat_app.tests.browser_fixtures import cjk_font_installed
 from subagents_app.client import HTTP_ERROR_NOTICE
 from subagents_app.models import SubAgent
 
@@ -262,14 +262,6 @@ def test_phone_width_sidebar_delete_and_logout(chat, user, agent):
     page.wait_for_url(re.compile(r"/login/\?next="))
 
 
-def _has_cjk_font() -> bool:
-    try:
-        found = subprocess.run(["fc-list", ":lang=zh", "family"], capture_output=True, text=True, timeout=5, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return bool(found.stdout.strip())
-
-
 def test_demo_canteen_conversation_for_the_readme(chat, llm_settings, live_site):
     """The shipped demo canteen sub-agent (served by the project itself) answers through the page:
     a markdown table under the chip and its chart. The screenshot goes to docs/ for the README."""
@@ -292,7 +284,7 @@ def test_demo_canteen_conversation_for_the_readme(chat, llm_settings, live_site)
     page.set_viewport_size({"width": 1280, "height": 1000})  # the whole answer, chart included
     page.wait_for_timeout(400)  # let the chart's short entry animation (and resize) finish
     shot = chat.screenshot("chat-demo")
-    if _has_cjk_font():  # without one the picture shows boxes instead of Chinese: keep the committed one
+    if cjk_font_installed():  # without one the picture shows boxes instead of Chinese: keep the committed one
         shutil.copyfile(shot, settings.BASE_DIR / "docs" / "screenshot-chat.png")
 
 
@@ -322,3 +314,32 @@ def test_reload_mid_answer_reattaches_and_a_second_tab_follows_the_same_run(chat
     conversation = Conversation.objects.get(user__username="20230001")
     final = [r for r in _stored_rows(conversation.id) if r.role == "assistant"]
     assert len(final) == 1 and final[0].content == long_answer and "interrupted" not in final[0].meta
+
+
+def test_the_keyless_demo_for_the_readme(browser_page, user, password, settings, live_site):
+    """What `scripts/run.sh` shows on a fresh machine, no model configured: the demo catalog
+    (`load_demo`), the question answered by keyword routing through the demo canteen sub-agent,
+    which the project serves itself. The screenshot goes to docs/ for the README."""
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    from agents_app.runtime.fallback import UNCONFIGURED_NOTICE
+
+    settings.LLM_BASE_URL = ""
+    settings.DEMO_BASE_URL = f"{live_site}/demo/subagents"
+    call_command("load_demo", "--no-users", stdout=StringIO())
+    browser_page.login(username=user.username, password=password)
+    page = browser_page.page
+
+    _ask(page, "二食堂晚饭有什么便宜的")
+    _wait_answered(page)
+    answer = page.text_content("#messages .msg-assistant.done")
+    assert UNCONFIGURED_NOTICE.split("“")[0].strip() in answer  # （未配置 AI 模型，以下内容由关键词匹配自动转给
+    assert "第二食堂" in answer
+    page.wait_for_function(CANVAS_PAINTED)
+    page.set_viewport_size({"width": 1280, "height": 1000})
+    page.wait_for_timeout(400)  # the chart's entry animation and the resize
+    shot = browser_page.screenshot("demo-keyless")
+    if cjk_font_installed():  # without one the picture shows boxes instead of Chinese: keep the committed one
+        shutil.copyfile(shot, settings.BASE_DIR / "docs" / "screenshot-demo-fallback.png")

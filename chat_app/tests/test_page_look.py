@@ -2,7 +2,6 @@
 sideways on a phone, chips named as staff set with the tool's own output collapsed and never
 repeating the answer, the welcome built from the agent's catalog, and the README screenshots."""
 import shutil
-import subprocess
 from datetime import timedelta
 
 import pytest
@@ -12,6 +11,7 @@ from django.utils import timezone
 from agents_app.models import McpService
 from agents_app.testing.fake_llm import Reply
 from chat_app.models import Conversation, Message
+from chat_app.tests.browser_fixtures import cjk_font_installed
 from chat_app.tests.page_helpers import (
     DESKTOP,
     LAST_ANSWER,
@@ -175,14 +175,6 @@ def test_welcome_lists_the_enabled_catalog_and_its_example_questions(chat, llm_s
     assert page.is_hidden("#welcome")
 
 
-def _has_cjk_font() -> bool:
-    try:
-        found = subprocess.run(["fc-list", ":lang=zh", "family"], capture_output=True, text=True, timeout=5, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return bool(found.stdout.strip())
-
-
 def test_screenshots_for_the_readme(chat, user, agent, llm_settings, live_site):
     """Light and dark at 1280×800, and a phone: the demo canteen sub-agent's answer (chip, table,
     chart), a code block, dated conversations. Copied to docs/ when a Chinese font is installed."""
@@ -217,6 +209,6 @@ def test_screenshots_for_the_readme(chat, user, agent, llm_settings, live_site):
     page.wait_for_timeout(400)  # the chart redraws for the narrow width
     shots["phone"] = chat.screenshot("page-phone")
     assert no_sideways_scroll(page)
-    if _has_cjk_font():  # without one the pictures show boxes instead of Chinese: keep the committed ones
+    if cjk_font_installed():  # without one the pictures show boxes instead of Chinese: keep the committed ones
         for name, path in shots.items():
             shutil.copyfile(path, settings.BASE_DIR / "docs" / f"screenshot-{name}.png")

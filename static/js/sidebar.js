@@ -81,9 +81,9 @@ export class Sidebar {
       const name = groupOf(li.dataset.updated, now);
       if (name !== group) {
         group = name;
-        const heading = el("li", "conversation-group", name);
-        heading.setAttribute("role", "presentation");
-        nodes.push(heading);
+        // A list item of its own (a <ul> holds only <li>, and role=presentation on one breaks
+        // that for assistive technology): read as 「今天」 before that day's conversations.
+        nodes.push(el("li", "conversation-group", name));
       }
       li.classList.toggle("active", li.dataset.id === this.activeId);
       const link = li.querySelector(".conversation-link");
