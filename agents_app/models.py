@@ -402,3 +402,23 @@ class McpOAuthGrant(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} · {self.service}"
+
+
+class McpOAuthPending(models.Model):
+    """An authorization a student was sent to make and has not come back from yet: what the
+    callback needs to take the authorization server's code (agents_app/mcp/oauth.py), found by
+    its `state`. The PKCE verifier is encrypted; the row goes once used, or when it expires."""
+
+    state = models.CharField(max_length=64, unique=True)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    service = models.ForeignKey(McpService, on_delete=models.CASCADE, related_name="+")
+    verifier_encrypted = models.TextField(editable=False)
+    url = models.TextField(editable=False)  # the page handed out: handed out again while it is good
+    # What the discovery found (the server's metadata, the scope asked for, the resource): the
+    # code exchange goes to the same token endpoint with the same parameters.
+    flow = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["expires_at"], name="mcpoauthpending_expiry")]

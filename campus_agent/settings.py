@@ -382,6 +382,8 @@ LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
 # registers itself dynamically where the server allows, else staff pre-register a client).
 MCP_OAUTH_REDIRECT_URL = env.str("MCP_OAUTH_REDIRECT_URL", default="http://127.0.0.1:8000/mcp/oauth/callback/")
 MCP_OAUTH_CLIENT_METADATA_URL = env.str("MCP_OAUTH_CLIENT_METADATA_URL", default="")
+# How long the authorization page a student was sent to stays good (their answer is taken until then).
+MCP_OAUTH_PENDING_SEC = env.int("MCP_OAUTH_PENDING_SEC", default=900)
 MCP_SERVER_LOG_LEVEL = env.str("MCP_SERVER_LOG_LEVEL", default="info").strip().lower()
 if MCP_SERVER_LOG_LEVEL not in ("", "debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"):
     raise ImproperlyConfigured(f"MCP_SERVER_LOG_LEVEL={MCP_SERVER_LOG_LEVEL!r}: debug, info, notice, warning, error, "

@@ -163,18 +163,19 @@ class FeedbackAdmin(RecordAdminMixin, admin.ModelAdmin):
 
 @admin.register(ToolApproval)
 class ToolApprovalAdmin(RecordAdminMixin, admin.ModelAdmin):
-    """Every tool call that asked a student first (DESIGN §4a) and what became of it: a record
-    for staff (which tools students decline, how often calls expire), never edited here."""
+    """Every tool call that asked a student first (DESIGN §4a: their approval, or the connection
+    of their own account at a per-student MCP service) and what became of it: a record for staff
+    (which tools students decline, how often calls expire), never edited here."""
 
     record_deletable = False
 
-    list_display = ("tool", "status", "user", "args_head", "created_at", "decided_at")
-    list_filter = ("status", "tool", "created_at")
+    list_display = ("tool", "kind", "status", "user", "args_head", "created_at", "decided_at")
+    list_filter = ("kind", "status", "tool", "created_at")
     search_fields = ("tool", "args", "run__user__username", "call_id")
     date_hierarchy = "created_at"
     list_select_related = ("run__user",)
-    fields = ("tool", "status", "args", "call_id", "user", "conversation_link", "created_at", "expires_at",
-              "decided_at")
+    fields = ("tool", "kind", "service_label", "status", "args", "call_id", "user", "conversation_link", "created_at",
+              "expires_at", "decided_at")
     readonly_fields = fields
 
     @admin.display(description="学生", ordering="run__user__username")

@@ -253,9 +253,21 @@ class ToolApproval(models.Model):
         EXPIRED = "expired", "已超时"
         CANCELLED = "cancelled", "已取消"
 
+    class Kind(models.TextChoices):
+        APPROVAL = "approval", "批准"
+        # The call's MCP service needs the student's own authorization first (agents_app/mcp/oauth.py):
+        # "approved" means authorized, which the authorization server's callback records.
+        AUTHORIZATION = "authorization", "连接账号"
+
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="approvals", verbose_name="运行")
     # The run's frames_seq when it paused for this call: which pause of the run it belongs to.
     pause_seq = models.PositiveIntegerField(default=0)
+    kind = models.CharField("等待", max_length=16, choices=Kind.choices, default=Kind.APPROVAL)
+    # An authorization's: the service, its display name and the authorization page's URL.
+    mcp_service = models.ForeignKey("agents_app.McpService", on_delete=models.SET_NULL, null=True, blank=True,
+                                    related_name="+", verbose_name="MCP 服务")
+    service_label = models.CharField("服务名称", max_length=64, blank=True, default="")
+    url = models.TextField("授权页面", blank=True, default="")
     call_id = models.CharField("调用 ID", max_length=128)
     tool = models.CharField("工具", max_length=64)
     args = models.TextField("参数（JSON）", default="{}")

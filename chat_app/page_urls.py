@@ -2,6 +2,7 @@
 from django.urls import path
 
 from chat_app import pages
+from chat_app.views.mcp_oauth import mcp_oauth_callback
 
 urlpatterns = [
     path("", pages.chat_page, name="chat"),
@@ -11,4 +12,6 @@ urlpatterns = [
     path("login/campus/callback/", pages.campus_callback, name="campus-callback"),
     # Django 5 logs out on POST only (a GET link could be forged by any page); the sidebar posts a form.
     path("logout/", pages.LogoutPage.as_view(), name="logout"),
+    # An MCP service's authorization server sends the student back here (MCP_OAUTH_REDIRECT_URL).
+    path("mcp/oauth/callback/", mcp_oauth_callback, name="mcp-oauth-callback"),
 ]

@@ -28,10 +28,13 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import logging
 import random
+import secrets
 import time
 import uuid
 from collections.abc import AsyncGenerator
+from urllib.parse import urlencode, urljoin
 
 import httpx2
 from django.conf import settings
@@ -39,16 +42,26 @@ from django.core.cache import cache
 from django.utils import timezone
 from loguru import logger
 from mcp.client.auth import OAuthClientProvider
+from mcp.client.auth.exceptions import OAuthFlowError, OAuthTokenError
 from mcp.client.auth.extensions.client_credentials import (
     ClientCredentialsOAuthProvider,
     PrivateKeyJWTOAuthProvider,
     SignedJWTParameters,
 )
-from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
+from mcp.client.auth.oauth2 import PKCEParameters
+from mcp.client.auth.utils import validate_authorization_response_iss
+from mcp.shared.auth import (
+    AuthorizationCodeResult,
+    OAuthClientInformationFull,
+    OAuthClientMetadata,
+    OAuthMetadata,
+    OAuthToken,
+    ProtectedResourceMetadata,
+)
 from pydantic import AnyUrl, ValidationError
 
 from agents_app.mcp.person import person_now
-from agents_app.models import McpOAuthClient, McpOAuthGrant, McpService
+from agents_app.models import McpOAuthClient, McpOAuthGrant, McpOAuthPending, McpService
 from campus_agent.asyncdb import db_call
 from campus_agent.crypto import secret_decrypt, secret_encrypt
 from campus_agent.version import PRODUCT_TITLE
@@ -209,6 +222,69 @@ class CampusOAuthProvider(OAuthClientProvider):
         self._expiry_set(expires_at)
         self._initialized = True
 
+    async def _perform_authorization_code_grant(self) -> tuple[str, str]:
+        if person_now() is not None:  # someone here answers the page now (the conformance client)
+            return await super()._perform_authorization_code_grant()
+        # Nobody here: a turn hands the student the page's URL, and the answer comes back to the
+        # callback, on any worker and maybe minutes later, so what the exchange needs is stored.
+        raise McpAuthorizationRequired(await self._authorization_hand_out())
+
+    async def _authorization_hand_out(self) -> str:
+        """The authorization request of the SDK's own flow (`_perform_authorization_code_grant`:
+        the same parameters, PKCE S256, `resource`, scope, `prompt=consent` for offline_access),
+        its state and verifier stored for the callback (McpOAuthPending); its URL."""
+        ctx = self.context
+        if ctx.client_info is None or not ctx.client_metadata.redirect_uris:
+            raise OAuthFlowError("No client info available for authorization")
+        # The student's request still good, for the same scope: the same page (the listing at the
+        # turn's start and the call after it would otherwise hand out two).
+        same = await db_call(lambda: McpOAuthPending.objects.filter(
+            user_id=self.store.user_id, service_id=self.store.service.pk, expires_at__gt=timezone.now(),
+            flow__scope=ctx.client_metadata.scope).order_by("-created_at").first())
+        if same is not None:
+            return same.url
+        if ctx.oauth_metadata and ctx.oauth_metadata.authorization_endpoint:
+            endpoint = str(ctx.oauth_metadata.authorization_endpoint)
+        else:
+            endpoint = urljoin(ctx.get_authorization_base_url(ctx.server_url), "/authorize")
+        pkce = PKCEParameters.generate()
+        state = secrets.token_urlsafe(32)
+        params = {"response_type": "code", "client_id": ctx.client_info.client_id,
+                  "redirect_uri": str(ctx.client_metadata.redirect_uris[0]), "state": state,
+                  "code_challenge": pkce.code_challenge, "code_challenge_method": "S256"}
+        if ctx.should_include_resource_param(ctx.protocol_version):
+            params["resource"] = ctx.get_resource_url()
+        if ctx.client_metadata.scope:
+            params["scope"] = ctx.client_metadata.scope
+            if "offline_access" in ctx.client_metadata.scope.split():
+                params["prompt"] = "consent"
+        flow = {
+            "oauth_metadata": ctx.oauth_metadata.model_dump(mode="json") if ctx.oauth_metadata else None,
+            "protected_resource_metadata": (ctx.protected_resource_metadata.model_dump(mode="json")
+                                            if ctx.protected_resource_metadata else None),
+            "auth_server_url": ctx.auth_server_url, "scope": ctx.client_metadata.scope,
+            "protocol_version": ctx.protocol_version,
+        }
+        url = f"{endpoint}?{urlencode(params)}"
+        expires_at = timezone.now() + dt.timedelta(seconds=settings.MCP_OAUTH_PENDING_SEC)
+        await db_call(lambda: McpOAuthPending.objects.create(
+            state=state, user_id=self.store.user_id, service_id=self.store.service.pk,
+            verifier_encrypted=secret_encrypt(pkce.code_verifier), url=url, flow=flow, expires_at=expires_at,
+        ))
+        logger.info("MCP OAuth authorization handed out service={} user={}", self.store.service.name,
+                    self.store.user_id)
+        return url
+
+    def _flow_restore(self, flow: dict) -> None:
+        ctx = self.context
+        if flow.get("oauth_metadata"):
+            ctx.oauth_metadata = OAuthMetadata.model_validate(flow["oauth_metadata"])
+        if flow.get("protected_resource_metadata"):
+            ctx.protected_resource_metadata = ProtectedResourceMetadata.model_validate(flow["protected_resource_metadata"])
+        ctx.auth_server_url = flow.get("auth_server_url")
+        ctx.client_metadata.scope = flow.get("scope")
+        ctx.protocol_version = flow.get("protocol_version")
+
     async def _handle_token_response(self, response: httpx2.Response) -> None:
         await super()._handle_token_response(response)
         self._expiry_set(_expiry_of(self.context.current_tokens))
@@ -339,3 +415,72 @@ def session_auth(service: McpService, user_id: int | None) -> httpx2.Auth | None
     if oauth is not None and oauth.get("grant") == GATEWAY_CREDENTIAL:
         return gateway_credential_auth(service)
     return None
+
+
+class McpAuthorizationFailed(Exception):
+    """The authorization server's answer could not be taken: `reason` for the student's page
+    ("expired": no such request, someone else's, or too old; "refused": the server said no or
+    sent something that does not check out)."""
+
+    def __init__(self, reason: str, detail: str = ""):
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
+
+
+def _pending_take(state: str, user_id: int) -> McpOAuthPending | None:
+    """The student's pending authorization of that state, removed (a code is taken once)."""
+    McpOAuthPending.objects.filter(expires_at__lte=timezone.now()).delete()
+    pending = McpOAuthPending.objects.select_related("service").filter(state=state, user_id=user_id).first()
+    if pending is not None:
+        pending.delete()
+    return pending
+
+
+async def authorization_complete(*, state: str, code: str | None, iss: str | None, user_id: int) -> McpService:
+    """The callback's half of a handed-out authorization: the code exchanged at the token
+    endpoint the discovery found (the SDK's request: PKCE verifier, `resource`, the client's
+    authentication), the issuer of the answer checked (RFC 9207), the tokens stored for the
+    student. The service it was for; raises McpAuthorizationFailed."""
+    pending = await db_call(_pending_take, state, user_id)
+    if pending is None:
+        raise McpAuthorizationFailed("expired")
+    service = pending.service
+    verifier = secret_decrypt(pending.verifier_encrypted)
+    if not code or verifier is None:
+        raise McpAuthorizationFailed("refused", "no code" if not code else "the verifier cannot be read")
+    provider = CampusOAuthProvider(service, user_id)
+    await provider._initialize()
+    provider._flow_restore(pending.flow)
+    try:
+        validate_authorization_response_iss(iss, provider.context.oauth_metadata)
+        request = await provider._exchange_token_authorization_code(code, verifier)
+        async with httpx2.AsyncClient(timeout=float(service.timeout_sec), follow_redirects=False) as client:
+            response = await client.send(request)
+        await provider._handle_token_response(response)
+    except (OAuthFlowError, OAuthTokenError, httpx2.HTTPError, ValidationError) as exc:
+        logger.warning("MCP OAuth callback refused service={} user={} reason={}", service.name, user_id, exc)
+        raise McpAuthorizationFailed("refused", str(exc)) from exc
+    logger.info("MCP OAuth authorization completed service={} user={}", service.name, user_id)
+    return service
+
+
+async def authorization_declined(*, state: str, user_id: int) -> McpService | None:
+    """The student said no at the authorization page: their pending request is dropped; the
+    service it was for (None when there was none of theirs)."""
+    pending = await db_call(_pending_take, state, user_id)
+    if pending is None:
+        return None
+    logger.info("MCP OAuth authorization declined service={} user={}", pending.service.name, user_id)
+    return pending.service
+
+
+class _HandOutIsNotAnError(logging.Filter):
+    """The SDK logs every exception out of its flow as "OAuth flow error" with a traceback; the
+    authorization handed out to a student (McpAuthorizationRequired) is the flow working."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not isinstance(exc, McpAuthorizationRequired)
+
+
+logging.getLogger("mcp.client.auth.oauth2").addFilter(_HandOutIsNotAnError())

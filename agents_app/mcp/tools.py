@@ -8,6 +8,7 @@ of costing every turn its timeout.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import tempfile
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
@@ -263,6 +264,7 @@ class McpCallResult:
     links: list[dict] = field(default_factory=list)
     images: list[dict] = field(default_factory=list)
     source_failed: bool = False
+    authorization_url: str | None = None  # the student must authorize the service there first (oauth.py)
 
 
 def _failed(text: str, *, source_failed: bool, notice: str | None = None) -> McpCallResult:
@@ -314,8 +316,9 @@ async def mcp_tool_call(*, service: McpService, tool: str, args: dict, shown_as:
         except McpUnavailable as exc:
             logger.warning("MCP service unavailable service={} tool={} reason={} http_status={}", service.name,
                            tool, exc, exc.status)
-            return _failed(UNAVAILABLE_TEXT.format(service=service.name, reason=mcp_failure_reason(exc)),
-                           source_failed=mcp_source_failed(exc), notice=mcp_failure_notice(service=service, exc=exc))
+            failed = _failed(UNAVAILABLE_TEXT.format(service=service.name, reason=mcp_failure_reason(exc)),
+                             source_failed=mcp_source_failed(exc), notice=mcp_failure_notice(service=service, exc=exc))
+            return dataclasses.replace(failed, authorization_url=exc.authorization_url or None)
         except TimeoutError as exc:
             # A server that answered 4xx to a POST the SSE transport only logs: the call then waits
             # out its timeout, but the server did answer, and it said no.

@@ -141,6 +141,9 @@ class ToolResult:
     # The call was cut (the run stopped, failed or ran out of time before it answered): sent by
     # the run for every such call before its `done`, so no `tool_call` is left without a result.
     interrupted: bool = False
+    # Not a frame: the call needs the student's authorization of its service first
+    # (runtime/tool.py AuthorizationNeeded); the loop waits for it instead of taking this result.
+    authorization: object | None = None
 
     FRAME_SCHEMA: ClassVar[dict] = frame_schema(
         "tool_result", "工具结束；error 只在失败时出现，是给学生看的中文说明",
@@ -204,12 +207,48 @@ class ApprovalRequired:
 
 
 @dataclass(frozen=True, slots=True)
+class AuthorizationRequired:
+    """A tool the model called needs the student's own authorization of its MCP service first
+    (agents_app/mcp/oauth.py): the student visits `url`, the authorization server's page, whose
+    answer comes back to the gateway and runs the call; declining it (`POST
+    /api/v1/runs/<run_id>/approvals` with `reject`) or `expires_at` passing is its result
+    instead. Its `tool_call` frame came first."""
+
+    call_id: str
+    tool: str
+    args: str
+    service: str  # the service's display name
+    url: str
+    expires_at: str
+    service_id: int | None = None  # not in the frame: which McpService (the callback finds the call by it)
+
+    FRAME_SCHEMA: ClassVar[dict] = frame_schema(
+        "authorization_required", "工具调用前需要学生用自己的账号授权 MCP 服务：打开 url 授权后自动继续；"
+        "用 POST /api/v1/runs/<run_id>/approvals（decision: reject）表示不连接，超时视为不连接",
+        required={
+            "call_id": _STRING, "tool": _STRING, "args": {"type": "string", "description": "JSON 文本"},
+            "service": {"type": "string", "description": "服务的显示名称"},
+            "url": {"type": "string", "format": "uri", "description": "授权服务器的授权页面"},
+            "expires_at": {"type": "string", "format": "date-time"},
+        },
+    )
+
+    def __post_init__(self) -> None:
+        _clean_fields(self, "call_id", "tool", "args", "service")
+
+    def frame(self) -> dict:
+        return {"type": "authorization_required", "call_id": self.call_id, "tool": self.tool, "args": self.args,
+                "service": self.service, "url": self.url, "expires_at": self.expires_at}
+
+
+@dataclass(frozen=True, slots=True)
 class Paused:
-    """Not a frame: the turn's last item instead of `Done` when calls wait for approval. `state` is
-    what resuming needs (JSON: round count, text, usage, chart); `waiting` the calls that wait."""
+    """Not a frame: the turn's last item instead of `Done` when calls wait for the student (their
+    approval, or their authorization of a service). `state` is what resuming needs (JSON: round
+    count, text, usage, chart); `waiting` the calls that wait."""
 
     state: dict
-    waiting: tuple[ApprovalRequired, ...]
+    waiting: tuple[ApprovalRequired | AuthorizationRequired, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,5 +321,5 @@ class Done:
         return payload
 
 
-Event = Chunk | Reasoning | ToolCall | ToolChunk | ToolResult | ApprovalRequired | Error | Done
+Event = Chunk | Reasoning | ToolCall | ToolChunk | ToolResult | ApprovalRequired | AuthorizationRequired | Error | Done
 EVENT_TYPES: tuple[type, ...] = get_args(Event)

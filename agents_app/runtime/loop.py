@@ -23,6 +23,7 @@ from agents_app.runtime.caps import WIRE_BYTES_PER_REPLY_BYTE, cap, text_cap, us
 from agents_app.runtime.context import RunContext
 from agents_app.runtime.events import (
     ApprovalRequired,
+    AuthorizationRequired,
     Chunk,
     Done,
     Error,
@@ -61,6 +62,15 @@ MODEL_REFUSED_TEXT = "AI 模型拒绝了请求（HTTP {status}），请联系管
 NOT_APPROVED_TEXT = {
     "rejected": ("学生拒绝了这次操作，工具没有运行。请据此回答，不要再次调用它，除非学生明确要求。", "已拒绝，未执行。"),
     "expired": ("等待学生批准超时，工具没有运行。请告诉学生操作未执行，需要时可以再次发起。", "等待批准超时，未执行。"),
+}
+# A call that waited for the student's authorization of a service whose tools could not be listed
+# before (runtime/mcp_tool.py McpConnectTool): once authorized, the resumed turn is offered the
+# service's real tools instead, and the call's result says so.
+AUTHORIZED_TEXT = "学生已连接账号，这项服务的工具现在已经提供给你，请调用合适的工具回答学生的问题。"
+# The same for a call that waited for the student's authorization of its service (oauth.py).
+NOT_AUTHORIZED_TEXT = {
+    "rejected": ("学生没有连接这项服务的账号，工具没有运行。请据此回答，不要再次调用它，除非学生明确要求。", "未连接账号，未执行。"),
+    "expired": ("等待学生连接账号超时，工具没有运行。请告诉学生需要先连接账号，需要时可以再次发起。", "等待连接账号超时，未执行。"),
 }
 
 
@@ -184,12 +194,15 @@ _RUNNING_STEPS = AskModel | RunTools | RunDecided
 
 @dataclass(frozen=True, slots=True)
 class DecidedCall:
-    """A call that waited for approval, and its decision: approved, rejected or expired."""
+    """A call that waited for the student, and what came of it: approved, rejected or expired.
+    `kind`: what it waited for, the student's approval or their authorization of its service
+    (approved: the service is authorized now, the call runs)."""
 
     call_id: str
     tool: str
     args: str
     decision: str
+    kind: str = "approval"
 
 
 @dataclass
@@ -257,7 +270,10 @@ async def run_turn(*, agent: Agent, history: list[dict], ctx: RunContext) -> Asy
        returned)`; Interrupted → yield its `Error`, then `Done(interrupted=True)`.
     8. Approval (DESIGN §4a): in a tool round, calls of tools whose policy is "ask" do not run;
        the others run as in 5, then one `ApprovalRequired` per waiting call is yielded and the
-       turn ends with `Paused` (no `Done`) → the caller stores the round and the state. Once
+       turn ends with `Paused` (no `Done`) → the caller stores the round and the state. A call
+       whose service needs the student's own authorization first (its result carries the
+       authorization page, agents_app/mcp/oauth.py) waits the same way, as an
+       `AuthorizationRequired`, its failed result not kept: once authorized it runs again. Once
        every waiting call is decided, `resume_turn` goes on: approved calls run, the others get
        a "not approved" result (RunDecided) → AskModel, and the loop continues as above.
 
@@ -464,13 +480,23 @@ async def _tool_round(turn: _Turn, step: RunTools) -> AsyncIterator[Event | Next
     runnable = [c.request() for c in calls if c.id not in asking]
     async with aclosing(_run_calls(turn, runnable, results)) as events:
         async for event in events:
+            if isinstance(event, ToolResult) and event.authorization is not None:
+                continue  # not its result: it waits for the student's authorization (below)
             yield event
     if len(results) < len(runnable):  # the budget ran out first
         return
-    if asking:
-        expires_at = (timezone.now() + timedelta(seconds=settings.APPROVAL_TIMEOUT_SEC)).isoformat()
-        waiting = tuple(ApprovalRequired(call_id=c.id, tool=c.name, args=c.arguments, expires_at=expires_at)
-                        for c in calls if c.id in asking)
+    authorizing = {call_id: result.authorization for call_id, result in results.items() if result.authorization}
+    if asking or authorizing:
+        now = timezone.now()
+        expires_at = (now + timedelta(seconds=settings.APPROVAL_TIMEOUT_SEC)).isoformat()
+        authorize_by = (now + timedelta(seconds=settings.MCP_OAUTH_PENDING_SEC)).isoformat()
+        waiting = tuple(
+            ApprovalRequired(call_id=c.id, tool=c.name, args=c.arguments, expires_at=expires_at) if c.id in asking
+            else AuthorizationRequired(call_id=c.id, tool=c.name, args=c.arguments, service=authorizing[c.id].service,
+                                       url=authorizing[c.id].url, expires_at=authorize_by,
+                                       service_id=authorizing[c.id].service_id)
+            for c in calls if c.id in asking or c.id in authorizing
+        )
         # The round's text and every call are in the turn's state by now: the caller stores the
         # assistant `tool_calls` row and the results that exist, then announces the waiting calls.
         yield AwaitApproval(Paused(state=turn.state(), waiting=waiting))
@@ -556,11 +582,18 @@ async def _decided_round(turn: _Turn, step: RunDecided) -> AsyncIterator[Event |
     """The calls that waited for approval: the approved ones run (all at once), the others get
     their "not approved" result; their `tool` messages follow the stored round's → AskModel."""
     results: dict[str, ToolResult] = {}
+    connected = {d.call_id for d in step.decided if d.decision == "approved" and d.kind == "authorization"
+                 and d.tool not in turn.tools_by_name}
     approved = [ToolRequest(call_id=d.call_id, tool=d.tool, args=_args_object(d.args)) for d in step.decided
-                if d.decision == "approved"]
+                if d.decision == "approved" and d.call_id not in connected]
     for decided in step.decided:
-        if decided.decision != "approved":
-            for_model, for_student = NOT_APPROVED_TEXT.get(decided.decision, NOT_APPROVED_TEXT["rejected"])
+        if decided.call_id in connected:  # its service's own tools are offered now (AUTHORIZED_TEXT)
+            result = ToolResult(call_id=decided.call_id, tool=decided.tool, ok=True, content=AUTHORIZED_TEXT)
+            results[decided.call_id] = result
+            yield result
+        elif decided.decision != "approved":
+            texts = NOT_AUTHORIZED_TEXT if decided.kind == "authorization" else NOT_APPROVED_TEXT
+            for_model, for_student = texts.get(decided.decision, texts["rejected"])
             result = ToolResult(call_id=decided.call_id, tool=decided.tool, ok=False, content=for_model,
                                 error=for_student)
             results[decided.call_id] = result

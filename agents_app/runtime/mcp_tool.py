@@ -16,7 +16,7 @@ from agents_app.mcp.tools import (
 )
 from agents_app.models import McpService
 from agents_app.runtime.context import RunContext
-from agents_app.runtime.tool import Emit, ToolOutcome
+from agents_app.runtime.tool import AuthorizationNeeded, Emit, ToolOutcome
 from agents_app.runtime.tool_names import mcp_tool_name
 from campus_agent.circuit import (
     CIRCUIT_OPEN_DESCRIPTION,
@@ -89,5 +89,57 @@ class McpTool:
             await acircuit_failure(ticket, reason=result.text)
         else:
             await acircuit_success(ticket)
+        needed = AuthorizationNeeded(service_id=self.service.pk, service=self.service.label, url=result.authorization_url) \
+            if result.authorization_url else None
         return ToolOutcome(text=result.text, ok=result.ok, error=result.error, links=result.links,
-                           images=result.images, label=self.label)
+                           images=result.images, label=self.label, authorization=needed)
+
+
+CONNECT_TOOL = "connect_account"
+CONNECT_DESCRIPTION = (
+    "“{service}”要用学生本人的账号授权后才能查询（例如学生自己的借阅、成绩、课表等个人数据），"
+    "这位学生还没有连接。学生问到与“{service}”有关的内容时调用它：学生连接账号后，"
+    "“{service}”的工具就可以用了。"
+)
+CONNECTED_TEXT = "学生已连接“{service}”账号。它的工具：{tools}。请调用合适的工具回答学生的问题。"
+
+
+class McpConnectTool:
+    """Offered instead of a per-student service's tools when the student has not authorized it
+    and no list of its tools is at hand (agents_app/mcp/oauth.py): without a session of theirs
+    its tools cannot be listed. Calling it opens their session, which makes the turn wait for
+    their authorization (the result carries the page); once they authorized, the resumed turn
+    lists the real tools and the model calls them."""
+
+    answers_in_prose = False
+    trace_kind = "mcp"
+    approval = "auto"
+    label = None
+    parameters = EMPTY_PARAMETERS
+
+    def __init__(self, *, service: McpService, name: str | None = None):
+        self.service = service
+        self.name = name or mcp_tool_name(service=service.name, tool=CONNECT_TOOL)
+        self.description = CONNECT_DESCRIPTION.format(service=service.label)
+
+    @property
+    def keyword_text(self) -> str:
+        return f"{self.service.name} {self.service.label}"
+
+    def fallback_args(self, question: str) -> dict | None:
+        return {}
+
+    async def run(self, args: dict, ctx: RunContext, emit: Emit) -> ToolOutcome:
+        from agents_app.mcp.pool import McpUnavailable
+        from agents_app.mcp.tools import mcp_failure_notice, mcp_failure_reason, mcp_service_tool_infos
+
+        request_id_set(ctx.request_id)
+        try:
+            infos = await mcp_service_tool_infos(service=self.service, user_id=ctx.user_id)
+        except McpUnavailable as exc:
+            notice = mcp_failure_notice(service=self.service, exc=exc)
+            needed = AuthorizationNeeded(service_id=self.service.pk, service=self.service.label,
+                                         url=exc.authorization_url) if exc.authorization_url else None
+            return ToolOutcome(text=f"{mcp_failure_reason(exc)}", ok=False, error=notice, authorization=needed)
+        tools = "、".join(mcp_tool_name(service=self.service.name, tool=info.name) for info in infos) or "（没有）"
+        return ToolOutcome(text=CONNECTED_TEXT.format(service=self.service.label, tools=tools))

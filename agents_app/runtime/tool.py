@@ -22,6 +22,16 @@ Emit = Callable[[str], Awaitable[None]]
 
 
 @dataclass(frozen=True, slots=True)
+class AuthorizationNeeded:
+    """Where (`url`) the student authorizes the MCP service `service_id` (`service`: its display
+    name) with their own account."""
+
+    service_id: int
+    service: str
+    url: str
+
+
+@dataclass(frozen=True, slots=True)
 class ToolOutcome:
     """What a tool run produced.
 
@@ -41,6 +51,9 @@ class ToolOutcome:
     links: list[dict] | None = None
     images: list[dict] | None = None
     label: str | None = None
+    # The call needs the student's authorization of a per-student service first (the page to
+    # visit, agents_app/mcp/oauth.py): the turn waits for it instead of taking this as its result.
+    authorization: AuthorizationNeeded | None = None
 
 
 class Tool(Protocol):

@@ -12,9 +12,10 @@ import asyncio
 from asgiref.sync import sync_to_async
 from loguru import logger
 
+from agents_app.mcp.pool import McpUnavailable
 from agents_app.mcp.tools import mcp_circuit_key, mcp_service_tool_infos
 from agents_app.models import Agent
-from agents_app.runtime.mcp_tool import McpTool
+from agents_app.runtime.mcp_tool import CONNECT_TOOL, McpConnectTool, McpTool
 from agents_app.runtime.subagent_tool import SubAgentTool
 from agents_app.runtime.tool import Tool
 from agents_app.runtime.tool_names import mcp_tool_name, subagent_tool_name, tool_name_unique
@@ -50,6 +51,12 @@ async def tools_for_agent(agent: Agent, *, pooled: bool = True, problems: list[s
     taken: set[str] = set()
     tools: list[Tool] = []
     for service, infos in zip(services, listed, strict=True):
+        if isinstance(infos, McpUnavailable) and infos.authorization_url:
+            # A per-student service this student has not authorized: its tools cannot be listed
+            # without their session, so the model is offered the way to connect it instead.
+            tools.append(McpConnectTool(service=service, name=tool_name_unique(
+                mcp_tool_name(service=service.name, tool=CONNECT_TOOL), taken)))
+            continue
         if isinstance(infos, BaseException):
             logger.warning("MCP service {} left out of this turn: {}", service.name, infos)
             if problems is not None:

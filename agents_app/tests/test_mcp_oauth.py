@@ -17,7 +17,7 @@ from agents_app.mcp.pool import mcp_pool_close
 from agents_app.mcp.tools import AUTHORIZATION_NOTICE, mcp_service_tool_infos, mcp_tool_call
 from agents_app.models import McpOAuthClient, McpOAuthGrant, McpService
 from agents_app.runtime.context import RunContext
-from agents_app.runtime.events import ToolResult
+from agents_app.runtime.events import AuthorizationRequired, Paused, ToolResult
 from agents_app.runtime.loop import run_turn
 from agents_app.testing.conformance_client import HeadlessPerson
 from agents_app.testing.oauth_servers import OAuthMcpServer
@@ -145,17 +145,23 @@ async def test_a_turn_calls_the_service_as_its_student(oauth_server, library, ag
         assert (await _whoami(library, alice)).text == "alice"
     agent = await sync_to_async(agent_factory)(mcp_services=[library])
 
-    async def turn(user_id: int) -> ToolResult:
+    async def turn(user_id: int) -> list:
         llm_settings.reply_tool_calls(("library__whoami", {}))
         llm_settings.reply_text("好的")
         ctx = RunContext(request_id="0123456789abcdef", conversation_id="conv-oauth", user_id=user_id)
-        events = [e async for e in run_turn(agent=agent, history=[{"role": "user", "content": "我是谁"}], ctx=ctx)]
-        [result] = [e for e in events if isinstance(e, ToolResult)]
-        return result
+        return [e async for e in run_turn(agent=agent, history=[{"role": "user", "content": "我是谁"}], ctx=ctx)]
 
-    assert (await turn(alice)).content == "alice"
-    refused = await turn(bob)
-    assert not refused.ok and refused.error == AUTHORIZATION_NOTICE.format(service="图书馆")
+    [result] = [e for e in await turn(alice) if isinstance(e, ToolResult)]
+    assert result.content == "alice"
+    # bob has not connected his account: his call is no failure, the turn waits for him.
+    events = await turn(bob)
+    assert [e for e in events if isinstance(e, ToolResult)] == []
+    paused = events[-1]
+    assert isinstance(paused, Paused)
+    [waiting] = paused.waiting
+    assert isinstance(waiting, AuthorizationRequired)
+    assert (waiting.tool, waiting.service, waiting.service_id) == ("library__whoami", "图书馆", library.pk)
+    assert waiting.url.startswith(f"{oauth_server.issuer}/authorize?") and "code_challenge_method=S256" in waiting.url
 
 
 def test_the_oauth_config_is_checked():

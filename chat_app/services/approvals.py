@@ -17,7 +17,7 @@ from django.utils import timezone
 from loguru import logger
 
 from agents_app.models import Agent
-from agents_app.runtime.events import ApprovalRequired
+from agents_app.runtime.events import ApprovalRequired, AuthorizationRequired
 from agents_app.selectors import agent_catalog_load
 from chat_app.limits import SlotLease
 from chat_app.models import Message, Run, ToolApproval
@@ -57,8 +57,9 @@ class Decision:
 
 
 class ApprovalRefused(Exception):
-    """The decision cannot be taken: `reason` is "not_waiting", "no_call" or "decided" (`status`:
-    what the call had come to)."""
+    """The decision cannot be taken: `reason` is "not_waiting", "no_call", "decided" (`status`:
+    what the call had come to) or "authorize" (a call waiting for an authorization is approved
+    by the authorization itself, not by a decision; it can only be declined)."""
 
     def __init__(self, reason: str, status: str | None = None):
         super().__init__(reason)
@@ -71,18 +72,24 @@ def expires_at_parse(value: str) -> datetime:
     return parsed if parsed.tzinfo else timezone.make_aware(parsed)
 
 
-def approval_pause_store(*, run: Run, rows: list[RowSpec], waiting: list[ApprovalRequired], state: dict,
-                         frames_seq: int) -> bool:
-    """RUNNING → WAITING: the paused round (`rows`), one pending ToolApproval per waiting call and
-    the turn's state, in one transaction. False when the run was no longer running (reaped)."""
+def _waiting_row(run: Run, frames_seq: int, waiting: ApprovalRequired | AuthorizationRequired) -> ToolApproval:
+    row = ToolApproval(run_id=run.id, pause_seq=frames_seq, call_id=waiting.call_id, tool=waiting.tool,
+                       args=waiting.args, expires_at=expires_at_parse(waiting.expires_at))
+    if isinstance(waiting, AuthorizationRequired):
+        row.kind, row.mcp_service_id = ToolApproval.Kind.AUTHORIZATION, waiting.service_id
+        row.service_label, row.url = waiting.service[:64], waiting.url
+    return row
+
+
+def approval_pause_store(*, run: Run, rows: list[RowSpec], waiting: list[ApprovalRequired | AuthorizationRequired],
+                         state: dict, frames_seq: int) -> bool:
+    """RUNNING → WAITING: the paused round (`rows`), one pending ToolApproval per waiting call (an
+    approval, or the authorization of a service) and the turn's state, in one transaction. False
+    when the run was no longer running (reaped)."""
     with transaction.atomic():
         if not run_pause(run=run, kind=KIND, rows=rows, state=state, frames_seq=frames_seq):
             return False
-        ToolApproval.objects.bulk_create(
-            ToolApproval(run_id=run.id, pause_seq=frames_seq, call_id=w.call_id, tool=w.tool, args=w.args,
-                         expires_at=expires_at_parse(w.expires_at))
-            for w in waiting
-        )
+        ToolApproval.objects.bulk_create(_waiting_row(run, frames_seq, w) for w in waiting)
     return True
 
 
@@ -90,12 +97,15 @@ def _current(run: Run):
     return ToolApproval.objects.filter(run_id=run.id, pause_seq=run.frames_seq)
 
 
-def approval_decide(*, run_id, call_id: str, approve: bool, lease_take: Callable[[Run], SlotLease]) -> Decision:
+def approval_decide(*, run_id, call_id: str, approve: bool, lease_take: Callable[[Run], SlotLease],
+                    authorized: bool = False) -> Decision:
     """Records one decision on a call of the run's current pause, in one transaction that first
     takes the run's row (concurrent decisions on one run go one after the other). When it is the
     last pending call, `lease_take(run)` admits the resumed run (a slot, the quota; it raises the
     429 ApiError when refused, and then nothing is recorded: the run stays waiting) and the run is
-    claimed for this worker. Raises ApprovalRefused."""
+    claimed for this worker. A call waiting for an authorization is approved only with
+    `authorized` (the authorization server's callback, once the tokens are stored). Raises
+    ApprovalRefused."""
     now = timezone.now()
     lease = None
     try:
@@ -110,6 +120,8 @@ def approval_decide(*, run_id, call_id: str, approve: bool, lease_take: Callable
                 raise ApprovalRefused("no_call")
             if approval.status != ToolApproval.Status.PENDING:
                 raise ApprovalRefused("decided", approval.status)
+            if approve and approval.kind == ToolApproval.Kind.AUTHORIZATION and not authorized:
+                raise ApprovalRefused("authorize")
             if approval.expires_at <= now:  # too late: it counts as expired now, whoever saw it first
                 approval.status, approval.decided_at = ToolApproval.Status.EXPIRED, now
                 approval.save(update_fields=["status", "decided_at"])
@@ -201,10 +213,26 @@ def approval_close_rows(run: Run, reason: str) -> list[RowSpec]:
     ]
 
 
+def _waiting_frame(row: ToolApproval) -> dict:
+    if row.kind == ToolApproval.Kind.AUTHORIZATION:
+        return AuthorizationRequired(call_id=row.call_id, tool=row.tool, args=row.args, service=row.service_label,
+                                     url=row.url, expires_at=row.expires_at.isoformat()).frame()
+    return ApprovalRequired(call_id=row.call_id, tool=row.tool, args=row.args, expires_at=row.expires_at.isoformat()).frame()
+
+
 def approval_waiting_frames(run: Run) -> list[dict]:
-    """The `approval_required` payloads of the run's pending calls, rebuilt from their rows."""
-    return [
-        ApprovalRequired(call_id=a.call_id, tool=a.tool, args=a.args, expires_at=a.expires_at.isoformat()).frame()
-        for a in _current(run).filter(status=ToolApproval.Status.PENDING)
-    ]
+    """The `approval_required` and `authorization_required` payloads of the run's pending calls,
+    rebuilt from their rows."""
+    return [_waiting_frame(a) for a in _current(run).filter(status=ToolApproval.Status.PENDING)]
+
+
+def authorization_waiting_calls(*, user_id: int, service_id: int) -> list[tuple]:
+    """(run id, call id) of every call of the student's waiting runs that waits for their
+    authorization of the service: what an authorization just given lets go on."""
+    return list(
+        ToolApproval.objects.filter(kind=ToolApproval.Kind.AUTHORIZATION, status=ToolApproval.Status.PENDING,
+                                    mcp_service_id=service_id, run__user_id=user_id, run__status=Run.Status.WAITING,
+                                    expires_at__gt=timezone.now())
+        .order_by("run_id", "created_at").values_list("run_id", "call_id")
+    )
 

@@ -11,6 +11,7 @@ from drf_spectacular.validation import validate_schema
 
 from agents_app.runtime.events import (
     ApprovalRequired,
+    AuthorizationRequired,
     Chunk,
     Done,
     Error,
@@ -43,6 +44,9 @@ SAMPLES = [
                images=[{"src": "data:image/png;base64,iVBORw0KGgo="}]),
     ApprovalRequired(call_id="call_3", tool="call_course_select", args='{"message": "选 CS101"}',
                      expires_at="2026-12-01T08:10:00+00:00"),
+    AuthorizationRequired(call_id="call_4", tool="library__whoami", args="{}", service="图书馆",
+                          url="https://sso.example.edu.cn/authorize?client_id=a&state=s",
+                          expires_at="2026-12-01T08:10:00+00:00"),
     Error(CAMPUS_TOKEN_EXPIRED, "登录已过期"),
     Done(full_text="今天一食堂有红烧肉", usage={"prompt_tokens": 3, "completion_tokens": 5, "total_tokens": 8}, chart={"type": "bar", "labels": ["a"], "datasets": [{"data": [1]}]},
          provider="百炼", model="qwen-plus"),

@@ -30,6 +30,7 @@ MSG_CALL_ID = "call_id 必须是非空字符串。"
 MSG_NO_CALL = "这次运行没有这个等待批准的调用。"
 MSG_DECIDED = "这个调用已经有结果（{status}），不能再决定。"
 MSG_NOT_WAITING = "这次运行没有在等待批准。"
+MSG_AUTHORIZE = "这个调用等待你连接账号：打开授权页面完成授权后会自动继续；不想连接请选择拒绝。"
 MSG_RUN_UNREACHABLE = "这次运行在另一个服务进程上，未配置 REDIS_URL 时无法从这里停止。"
 APPROVAL_CONFLICT = 40903
 RUN_UNREACHABLE = 40904
@@ -139,6 +140,8 @@ def _refusal(exc: ApprovalRefused) -> errors.ApiError:
         return errors.ApiError(MSG_NOT_WAITING, code=APPROVAL_CONFLICT, status=409)
     if exc.reason == "no_call":
         return errors.ApiError(MSG_NO_CALL, code=errors.NOT_FOUND, status=404)
+    if exc.reason == "authorize":
+        return errors.ApiError(MSG_AUTHORIZE, code=APPROVAL_CONFLICT, status=409)
     label = dict(ToolApproval.Status.choices).get(exc.status, exc.status)
     return errors.ApiError(MSG_DECIDED.format(status=label), code=APPROVAL_CONFLICT, status=409)
 

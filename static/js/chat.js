@@ -32,6 +32,12 @@ import {
   APPROVAL_TITLE,
   APPROVAL_UNTIL,
   APPROVAL_WAITING,
+  AUTHORIZATION_DECLINE,
+  AUTHORIZATION_HINT,
+  AUTHORIZATION_OPEN,
+  AUTHORIZATION_SENT,
+  AUTHORIZATION_TITLE,
+  AUTHORIZATION_WAITING,
   CAMPUS_LOGIN_BUTTON,
   CAMPUS_LOGIN_EXPIRED,
   DELETE_FAILED,
@@ -70,6 +76,10 @@ const RESUME_TRIES = 5;
 const STREAMING_STATUS = "小智正在回答…（可按“停止”中断）";
 const APPROVAL_TEXTS = {
   title: APPROVAL_TITLE, approve: APPROVAL_APPROVE, reject: APPROVAL_REJECT, until: APPROVAL_UNTIL, sent: APPROVAL_SENT,
+};
+const AUTHORIZATION_TEXTS = {
+  title: AUTHORIZATION_TITLE, hint: AUTHORIZATION_HINT, open: AUTHORIZATION_OPEN, decline: AUTHORIZATION_DECLINE,
+  sent: AUTHORIZATION_SENT,
 };
 const RESUME_DELAY_MS = 1000;
 
@@ -180,6 +190,11 @@ function onFrame(run, frame) {
       (run.waiting ||= new Set()).add(frame.call_id);
       turn.approvalAsk(frame, (decision) => decide(run, frame.call_id, decision), APPROVAL_TEXTS);
       status(APPROVAL_WAITING);
+      break;
+    case "authorization_required":
+      (run.waiting ||= new Set()).add(frame.call_id);
+      turn.authorizationAsk(frame, () => decide(run, frame.call_id, "reject"), AUTHORIZATION_TEXTS);
+      status(AUTHORIZATION_WAITING);
       break;
     case "error":
       errorShow(turn, frame, errorText({ code: frame.code, message: frame.message }));

@@ -37,6 +37,13 @@ export const APPROVAL_UNTIL = (time) => `请在 ${time} 前决定，逾时视为
 export const APPROVAL_SENT = { approve: "已批准，正在执行…", reject: "已拒绝。" };
 export const APPROVAL_FAILED = "没有提交成功，请重试。";
 export const APPROVAL_WAITING = "等待你确认…";
+// A call whose service needs the student's own account first (the `authorization_required` frame).
+export const AUTHORIZATION_TITLE = (service) => `需要先连接“${service}”账号才能继续`;
+export const AUTHORIZATION_HINT = (time) => `在打开的页面里登录并同意后，这里会自动继续。请在 ${time} 前完成。`;
+export const AUTHORIZATION_OPEN = (service) => `连接“${service}”账号`;
+export const AUTHORIZATION_DECLINE = "不连接";
+export const AUTHORIZATION_SENT = { open: "已打开授权页面，完成后会自动继续…", reject: "已选择不连接。" };
+export const AUTHORIZATION_WAITING = "等待你连接账号…";
 export const RETRY = "重试";
 export const RETRY_IN = (seconds) => `${seconds} 秒后可重试`;
 export const TOO_LONG = (over, max) => `问题超过 ${max} 字（多了 ${over} 字），请删减后再发送。`;

@@ -5,7 +5,9 @@ import { codeEnhance } from "./code.js";
 import { markdownFragment } from "./markdown.js";
 
 export const INTERRUPTED_MARK = "（已中断）";
-const TOOL_STATE_TEXT = { running: "运行中…", waiting: "等待确认", done: "完成", failed: "失败", cut: "已中断" };
+const TOOL_STATE_TEXT = {
+  running: "运行中…", waiting: "等待确认", authorizing: "等待连接账号", done: "完成", failed: "失败", cut: "已中断",
+};
 export const ECHO_TITLE = "结果已写在回答里";
 const TOOL_IMAGE_ALT = "工具返回的图片";
 export const REASONING_TITLE = "思考过程";
@@ -177,9 +179,10 @@ export class AssistantTurn {
     return entry;
   }
 
-  toolState(entry, state) {
+  // `label`: a state text of its own (a waiting call waits for an approval or for an account).
+  toolState(entry, state, label = TOOL_STATE_TEXT[state]) {
     entry.details.dataset.state = state;
-    entry.details.querySelector(".tool-state").textContent = TOOL_STATE_TEXT[state];
+    entry.details.querySelector(".tool-state").textContent = label;
   }
 
   toolEntry(callId, tool) {
@@ -279,6 +282,60 @@ export class AssistantTurn {
     entry.details.open = true;
     entry.approval = card;
     buttons[0].focus();
+  }
+
+  // A call whose MCP service needs the student's own account first (authorization_required): a
+  // card in its chip with a link to the authorization server's page (a new tab; the answer comes
+  // back to the server, which lets the run go on, and its frames arrive on this stream) and a
+  // button to decline. Only an http(s) link is drawn; the card goes when the call's result comes.
+  authorizationAsk({ call_id: callId, tool, service, url, expires_at: expiresAt }, onDecline, texts) {
+    const entry = this.toolEntry(callId, tool);
+    if (entry.approval) return; // a replayed frame (re-attach)
+    this.toolState(entry, "waiting", TOOL_STATE_TEXT.authorizing);
+    const name = String(service || toolLabel(tool));
+    const card = el("div", "approval authorization");
+    card.setAttribute("role", "group");
+    card.append(el("p", "approval-title", texts.title(name)));
+    const until = new Date(expiresAt);
+    if (!Number.isNaN(until.getTime())) {
+      const time = until.toLocaleTimeString("zh-CN", { hour: "2-digit", minute: "2-digit" });
+      card.append(el("p", "approval-until", texts.hint(time)));
+    }
+    const row = el("div", "approval-actions");
+    const note = el("p", "approval-note");
+    note.setAttribute("aria-live", "polite");
+    let href = null;
+    try {
+      const parsed = new URL(String(url));
+      if (parsed.protocol === "https:" || parsed.protocol === "http:") href = parsed.href;
+    } catch {
+      href = null;
+    }
+    if (href) {
+      const open = el("a", "btn btn-primary btn-small authorization-open", texts.open(name));
+      open.href = href;
+      open.target = "_blank";
+      open.rel = "noopener noreferrer";
+      open.addEventListener("click", () => { note.textContent = texts.sent.open; });
+      row.append(open);
+    }
+    const decline = el("button", "btn btn-ghost btn-small approval-reject", texts.decline);
+    decline.type = "button";
+    decline.addEventListener("click", async () => {
+      decline.disabled = true;
+      note.textContent = texts.sent.reject;
+      const problem = await onDecline();
+      if (problem) {
+        note.textContent = problem;
+        decline.disabled = false;
+      }
+    });
+    row.append(decline);
+    card.append(row, note);
+    entry.details.append(card);
+    entry.details.open = true;
+    entry.approval = card;
+    (row.firstElementChild || decline).focus();
   }
 
   approvalSettle(entry) {

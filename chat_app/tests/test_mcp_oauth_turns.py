@@ -1,0 +1,191 @@
+"""A turn that needs the student's own account at an MCP service (issue 23 point 2), end to end on
+loopback: the project on uvicorn, the scripted model, and an MCP server protected by its own OAuth
+2.1 authorization server, both built with the mcp SDK (agents_app/testing/oauth_servers.py).
+
+The call that finds no authorization does not fail: the run waits (`authorization_required`, the
+authorization page's URL in it), the student's browser comes back from that page to
+`/mcp/oauth/callback/`, the gateway takes the code, and the same stream goes on with the call
+answered as that student. The loopback authorization server approves at once, so "the student at
+the page" is a GET of its URL that reads where it redirects."""
+import httpx
+import pytest
+
+from agents_app.models import McpOAuthGrant, McpOAuthPending, McpService
+from agents_app.runtime.loop import AUTHORIZED_TEXT, NOT_AUTHORIZED_TEXT
+from agents_app.testing.oauth_servers import OAuthMcpServer
+from chat_app.models import Message, Run, ToolApproval
+from chat_app.tests.polling import wait_for
+from chat_app.tests.sse import parse_blocks, read_rest, read_until
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def library(settings, live_asgi, agent_factory):
+    settings.MCP_OAUTH_REDIRECT_URL = f"{live_asgi}/mcp/oauth/callback/"
+    with OAuthMcpServer() as server:
+        service = McpService.objects.create(name="library", display_name="图书馆", protocol="streamable-http",
+                                            config={"url": server.url, "oauth": {}}, timeout_sec=10)
+        agent_factory(mcp_services=[service])
+        yield server
+
+
+def _asked(live_asgi, headers, client):
+    """Starts the turn and reads its stream up to `authorization_required`: (response, blocks)."""
+    response = client.stream("POST", "/api/v1/chat", json={"message": "我借了哪些书"}, headers=headers)
+    opened = response.__enter__()
+    blocks, raw = read_until(opened, lambda f: f["type"] == "authorization_required")
+    return opened, response, blocks, raw
+
+
+def _page_answer(url: str) -> str:
+    """The student at the authorization page, which approves at once: where it sends them back."""
+    answer = httpx.get(url, follow_redirects=False, timeout=10)
+    assert answer.status_code == 302
+    return answer.headers["location"]
+
+
+def test_the_run_waits_for_the_students_account_and_goes_on_after_the_callback(
+    live_asgi, llm_settings, library, user, auth_headers
+):
+    # Nobody has listed the service's tools (that needs a student's session): the model is offered
+    # the way to connect it; once connected, the resumed turn is offered its real tools.
+    llm_settings.reply_tool_calls(("library__connect_account", {}), text="我查一下你的借阅。")
+    llm_settings.reply_tool_calls(("library__whoami", {}))
+    llm_settings.reply_text("你是 alice。")
+    with httpx.Client(base_url=live_asgi, timeout=20) as client:
+        opened, response, blocks, raw = _asked(live_asgi, auth_headers, client)
+        try:
+            session, asked = blocks[0][1], blocks[-1][1]
+            assert [f["type"] for _, f in blocks if f["type"] != "chunk"] == [
+                "session", "tool_call", "authorization_required"]
+            assert asked["service"] == "图书馆" and asked["tool"] == "library__connect_account" and asked["expires_at"]
+            offered = [t["function"]["name"] for t in llm_settings.requests[0].tools]
+            assert offered == ["library__connect_account"]
+            assert asked["url"].startswith(f"{library.issuer}/authorize?")
+            run = Run.objects.get(id=session["run_id"])
+            assert run.status == Run.Status.WAITING and run.slot_key == ""  # no slot held while it waits
+            waiting = ToolApproval.objects.get(run=run)
+            assert (waiting.kind, waiting.status, waiting.service_label) == ("authorization", "pending", "图书馆")
+            assert McpOAuthPending.objects.filter(user=user).count() == 1
+
+            # Approving it as if it were an approval is refused: the authorization itself approves it.
+            refused = client.post(f"/api/v1/runs/{run.id}/approvals", headers=auth_headers,
+                                  json={"call_id": asked["call_id"], "decision": "approve"})
+            assert refused.status_code == 409 and "连接账号" in refused.json()["message"]
+
+            back = _page_answer(asked["url"])
+            assert back.startswith(f"{live_asgi}/mcp/oauth/callback/?")
+            done = client.get(back.removeprefix(live_asgi), headers=auth_headers)  # the browser comes back
+            assert done.status_code == 302 and done.headers["location"] == f"/c/{session['conversation_id']}/"
+            rest = read_rest(opened)
+        finally:
+            response.__exit__(None, None, None)
+    later, _ = parse_blocks(raw[raw.rfind("\n\n") + 2:] + rest)
+    results = [f for _, f in later if f["type"] == "tool_result"]
+    assert [(r["tool"], r["ok"]) for r in results] == [("library__connect_account", True), ("library__whoami", True)]
+    assert later[-1][1]["type"] == "done" and later[-1][1]["full_text"] == "我查一下你的借阅。你是 alice。"
+    assert "library__whoami" in [t["function"]["name"] for t in llm_settings.requests[1].tools]
+    tool_rows = [m for m in Message.objects.filter(conversation_id=session["conversation_id"]).order_by("seq")
+                 if m.role == "tool"]
+    assert tool_rows[0].content == AUTHORIZED_TEXT
+    assert tool_rows[1].content == "alice"  # called as the student, with their token
+    assert McpOAuthGrant.objects.filter(user=user).count() == 1 and not McpOAuthPending.objects.exists()
+    assert ToolApproval.objects.get(run=run).status == ToolApproval.Status.APPROVED
+    wait_for(lambda: Run.objects.filter(id=run.id, status=Run.Status.FINISHED).exists(), what="the run's end")
+
+    # The next turn calls the service at once: the stored authorization serves.
+    llm_settings.reply_tool_calls(("library__whoami", {}))
+    llm_settings.reply_text("还是你。")
+    with httpx.Client(base_url=live_asgi, timeout=20) as client:
+        with client.stream("POST", "/api/v1/chat", json={"message": "再查一次"}, headers=auth_headers) as again:
+            blocks, _ = read_until(again, lambda f: f["type"] == "done")
+    assert "authorization_required" not in [f["type"] for _, f in blocks]
+    assert len(library.authorize_requests) == 1
+
+
+def test_saying_no_at_the_authorization_page_tells_the_model_the_account_is_not_connected(
+    live_asgi, llm_settings, library, user, auth_headers
+):
+    llm_settings.reply_tool_calls(("library__connect_account", {}))
+    llm_settings.reply_text("好的，不查了。")
+    with httpx.Client(base_url=live_asgi, timeout=20) as client:
+        opened, response, blocks, raw = _asked(live_asgi, auth_headers, client)
+        try:
+            asked = blocks[-1][1]
+            state = httpx.URL(asked["url"]).params["state"]
+            page = client.get("/mcp/oauth/callback/", params={"error": "access_denied", "state": state},
+                              headers=auth_headers)
+            assert page.status_code == 200 and "没有连接“图书馆”账号" in page.text
+            rest = read_rest(opened)
+        finally:
+            response.__exit__(None, None, None)
+    later, _ = parse_blocks(raw[raw.rfind("\n\n") + 2:] + rest)
+    [result] = [f for _, f in later if f["type"] == "tool_result"]
+    assert result["ok"] is False and result["error"] == NOT_AUTHORIZED_TEXT["rejected"][1]
+    assert llm_settings.last_request.messages[-1]["content"] == NOT_AUTHORIZED_TEXT["rejected"][0]
+    assert not McpOAuthGrant.objects.exists() and library.token_requests == []
+
+
+def test_the_callback_refuses_what_is_not_the_students_own_answer(
+    live_asgi, llm_settings, library, user, other_user, auth_headers, token_for
+):
+    llm_settings.reply_tool_calls(("library__connect_account", {}))
+    llm_settings.reply_text("好的。")
+    with httpx.Client(base_url=live_asgi, timeout=20) as client:
+        opened, response, blocks, _ = _asked(live_asgi, auth_headers, client)
+        try:
+            back = _page_answer(blocks[-1][1]["url"]).removeprefix(live_asgi)
+            other = {"Authorization": f"Bearer {token_for(other_user)}"}
+            stolen = client.get(back, headers=other)  # another student with the same link: not theirs
+            assert stolen.status_code == 400 and "已失效" in stolen.text
+            assert client.get("/mcp/oauth/callback/?state=forged&code=x", headers=auth_headers).status_code == 400
+            assert client.get("/mcp/oauth/callback/?" + "x" * 5000, headers=auth_headers).status_code == 400
+            anonymous = client.get(back)  # not signed in: to the login page, and back here after
+            assert anonymous.status_code == 302 and anonymous.headers["location"].startswith("/login/?next=")
+            assert client.get(back, headers=auth_headers).status_code == 302  # still good for its owner
+            assert client.get(back, headers=auth_headers).status_code == 400  # a code is taken once
+            read_rest(opened)
+        finally:
+            response.__exit__(None, None, None)
+    assert McpOAuthGrant.objects.filter(user=user).count() == 1
+    assert not McpOAuthGrant.objects.filter(user=other_user).exists()
+
+
+def test_a_known_tool_of_a_service_the_student_has_not_connected_waits_for_them_too(
+    live_asgi, llm_settings, library, user, other_user, auth_headers, token_for
+):
+    """Once any student connected the service its tools are listed (the list is the server's):
+    another student's call of one waits for their own authorization, then runs as them."""
+    from asgiref.sync import async_to_sync
+
+    from agents_app.mcp.person import person_use
+    from agents_app.mcp.pool import mcp_pool_close
+    from agents_app.mcp.tools import mcp_service_tool_infos
+    from agents_app.testing.conformance_client import HeadlessPerson
+
+    service = McpService.objects.get(name="library")
+
+    async def first_student_lists():
+        with person_use(HeadlessPerson()):
+            await mcp_service_tool_infos(service=service, user_id=other_user.pk)
+        await mcp_pool_close()
+
+    library.subject = "bob"
+    async_to_sync(first_student_lists)()  # in this process: the live server shares the tool cache
+    library.subject = "alice"
+    llm_settings.reply_tool_calls(("library__whoami", {}))
+    llm_settings.reply_text("你是 alice。")
+    with httpx.Client(base_url=live_asgi, timeout=20) as client:
+        opened, response, blocks, raw = _asked(live_asgi, auth_headers, client)
+        try:
+            asked = blocks[-1][1]
+            assert asked["tool"] == "library__whoami"
+            assert client.get(_page_answer(asked["url"]).removeprefix(live_asgi), headers=auth_headers).status_code == 302
+            rest = read_rest(opened)
+        finally:
+            response.__exit__(None, None, None)
+    later, _ = parse_blocks(raw[raw.rfind("\n\n") + 2:] + rest)
+    assert later[-1][1]["full_text"] == "你是 alice。"
+    [row] = [m for m in Message.objects.filter(role="tool")]
+    assert row.content == "alice"
