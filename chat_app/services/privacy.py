@@ -60,13 +60,26 @@ def user_data_export(*, user) -> dict:
             {"via": s.via, "created_at": _when(s.created_at), "expires_at": _when(s.expires_at)}
             for s in AuthSession.objects.filter(user=user).order_by("created_at")
         ],
-        # The services the student connected their own account to (never the tokens).
-        "connected_accounts": [
-            {"service": g.service.label, "scope": g.scope, "connected_at": _when(g.created_at),
-             "updated_at": _when(g.updated_at)}
-            for g in McpOAuthGrant.objects.filter(user=user).select_related("service").order_by("created_at")
-        ],
+        "connected_accounts": connected_accounts(user=user),
     }
+
+
+def connected_accounts(*, user) -> list[dict]:
+    """The MCP services the student connected their own account to (never a token)."""
+    return [
+        {"id": g.id, "service": g.service.label, "scope": g.scope, "connected_at": _when(g.created_at),
+         "expires_at": _when(g.expires_at)}
+        for g in McpOAuthGrant.objects.filter(user=user).select_related("service").order_by("created_at")
+    ]
+
+
+def connected_account_remove(*, user, grant_id: int) -> bool:
+    """Disconnects one: the tokens are deleted here (the next use asks the student again). False
+    when the student has no such account."""
+    deleted, _ = McpOAuthGrant.objects.filter(user=user, id=grant_id).delete()
+    if deleted:
+        logger.info("connected account removed user={} grant={}", user.pk, grant_id)
+    return bool(deleted)
 
 
 def user_conversations_delete(*, user) -> int:

@@ -102,3 +102,25 @@ def test_purge_needs_a_period(settings):
         call_command("purge_conversations")
     with pytest.raises(CommandError):
         call_command("purge_conversations", "--older-than", "0")
+
+
+def test_a_student_lists_and_disconnects_their_connected_accounts(user, other_user, token_for):
+    library = McpService.objects.create(name="library", display_name="图书馆", protocol="streamable-http",
+                                        config={"url": "https://lib.example.edu.cn/mcp", "oauth": {}})
+    mine = McpOAuthGrant.objects.create(user=user, service=library, scope="loans",
+                                        tokens_encrypted=secret_encrypt('{"access_token": "lib-access-token-1"}'))
+    theirs = McpOAuthGrant.objects.create(user=other_user, service=library,
+                                          tokens_encrypted=secret_encrypt('{"access_token": "lib-access-token-2"}'))
+    client = _client(token_for(user))
+    listed = client.get("/api/v1/me/accounts")
+    assert listed.status_code == 200
+    assert [(a["id"], a["service"], a["scope"]) for a in listed.json()] == [(mine.id, "图书馆", "loans")]
+    assert "lib-access-token" not in listed.content.decode()
+    assert client.delete(f"/api/v1/me/accounts/{theirs.id}").status_code == 404  # not theirs to cut
+    assert client.delete(f"/api/v1/me/accounts/{mine.id}").status_code == 204
+    assert client.delete(f"/api/v1/me/accounts/{mine.id}").status_code == 404
+    assert list(McpOAuthGrant.objects.values_list("user_id", flat=True)) == [other_user.id]
+    _, key = api_key_create(user=other_user, name="app")
+    assert _client(key).get("/api/v1/me/accounts").status_code == 403  # a key cannot see or cut them
+    assert _client(key).delete(f"/api/v1/me/accounts/{theirs.id}").status_code == 403
+    assert APIClient().get("/api/v1/me/accounts").status_code == 401

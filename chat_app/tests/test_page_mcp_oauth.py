@@ -63,6 +63,16 @@ def test_the_student_connects_the_account_in_a_new_tab_and_the_answer_goes_on(ch
     assert McpOAuthGrant.objects.filter(user=user).exists()
     tab.close()
 
+    # 「我的数据」 lists the connected account; 断开 deletes its tokens.
+    page.click("#my-data-open")
+    page.wait_for_selector("#my-accounts li")
+    assert page.text_content("#my-accounts .my-account-name") == "图书馆"
+    assert serious_violations(page) == []
+    page.click("#my-accounts .my-account-remove")
+    page.wait_for_selector("#my-accounts-empty:not([hidden])")
+    assert page.text_content("#my-data-status") == "已断开“图书馆”账号。"
+    assert not McpOAuthGrant.objects.filter(user=user).exists()
+
 
 def test_the_student_can_decline_from_the_card(chat, llm_settings, library):
     page = chat.page

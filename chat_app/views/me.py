@@ -1,15 +1,23 @@
 """`/api/v1/me/…`: the caller's own data (PIPL; DESIGN §7) — all of it as a JSON download, and
-all their conversations deleted. Both take a login (page session or JWT), not an API key: a
-leaked key must not be able to carry a student's history away nor wipe it."""
+all their conversations deleted, and the MCP services they connected their own account to,
+listed and disconnected. All take a login (page session or JWT), not an API key: a leaked key
+must not be able to carry a student's history away, wipe it, or cut their accounts."""
 import json
 
 from django.http import HttpResponse
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import status
 from rest_framework.response import Response
 
+from chat_app import api_errors as errors
 from chat_app.serializers import ErrorSerializer
-from chat_app.services.privacy import user_conversations_delete, user_data_export
+from chat_app.services.privacy import (
+    connected_account_remove,
+    connected_accounts,
+    user_conversations_delete,
+    user_data_export,
+)
 from chat_app.views.base import LoginOnlyView
 
 
@@ -32,3 +40,22 @@ class MyConversationsView(LoginOnlyView):
                    responses={200: OpenApiResponse(description='{"deleted": <个数>}'), 401: ErrorSerializer})
     def delete(self, request):
         return Response({"deleted": user_conversations_delete(user=request.user)})
+
+
+@extend_schema(tags=["me"])
+class MyAccountsView(LoginOnlyView):
+    @extend_schema(summary="我连接的 MCP 服务账号", responses={
+        200: OpenApiResponse(description='[{"id", "service", "scope", "connected_at", "expires_at"}]'),
+        401: ErrorSerializer})
+    def get(self, request):
+        return Response(connected_accounts(user=request.user))
+
+
+@extend_schema(tags=["me"])
+class MyAccountView(LoginOnlyView):
+    @extend_schema(summary="断开一个连接的账号（删除保存的令牌）", request=None,
+                   responses={204: None, 401: ErrorSerializer, 404: ErrorSerializer})
+    def delete(self, request, grant_id: int):
+        if not connected_account_remove(user=request.user, grant_id=grant_id):
+            raise errors.ApiError("没有这个连接的账号。", code=errors.NOT_FOUND, status=404)
+        return Response(status=status.HTTP_204_NO_CONTENT)

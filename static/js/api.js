@@ -109,6 +109,15 @@ export function myConversationsDelete() {
   return jsonRequest("DELETE", "/api/v1/me/conversations");
 }
 
+// The MCP services the student connected their own account to, and one disconnected.
+export function myAccountsList() {
+  return jsonRequest("GET", "/api/v1/me/accounts");
+}
+
+export function myAccountRemove({ id }) {
+  return jsonRequest("DELETE", `/api/v1/me/accounts/${encodeURIComponent(id)}`);
+}
+
 // The JSON error body of a refused request ({code, message}), or {} when there is none.
 export async function errorBody(response) {
   try {

@@ -1,6 +1,7 @@
 // The 「我的数据」 dialog (PIPL; DESIGN §7): download everything stored about the student (a
-// plain link to /api/v1/me/export), or delete all their conversations.
-import { errorBody, myConversationsDelete } from "./api.js";
+// plain link to /api/v1/me/export), delete all their conversations, and see and disconnect the
+// MCP services they connected their own account to.
+import { errorBody, myAccountRemove, myAccountsList, myConversationsDelete } from "./api.js";
 
 const $ = (id) => document.getElementById(id);
 const TEXTS = {
@@ -8,7 +9,58 @@ const TEXTS = {
   failed: "删除失败，请稍后重试。",
   network: "网络连接失败，请稍后重试。",
   deleted: (count) => `已删除 ${count} 个对话。`,
+  disconnect: "断开",
+  disconnectLabel: (service) => `断开“${service}”账号`,
+  disconnected: (service) => `已断开“${service}”账号。`,
+  accountsFailed: "没有读到已连接的账号，请稍后重试。",
 };
+
+function accountRow(account) {
+  const li = document.createElement("li");
+  const name = document.createElement("span");
+  name.className = "my-account-name";
+  name.textContent = String(account.service || "");
+  const button = document.createElement("button");
+  button.type = "button";
+  button.className = "btn btn-ghost btn-small my-account-remove";
+  button.textContent = TEXTS.disconnect;
+  button.setAttribute("aria-label", TEXTS.disconnectLabel(account.service));
+  button.addEventListener("click", async () => {
+    button.disabled = true;
+    let response;
+    try {
+      response = await myAccountRemove({ id: account.id });
+    } catch {
+      $("my-data-status").textContent = TEXTS.network;
+      button.disabled = false;
+      return;
+    }
+    if (!response.ok && response.status !== 404) {
+      $("my-data-status").textContent = (await errorBody(response)).message || TEXTS.failed;
+      button.disabled = false;
+      return;
+    }
+    li.remove();
+    $("my-accounts-empty").hidden = $("my-accounts").childElementCount > 0;
+    $("my-data-status").textContent = TEXTS.disconnected(account.service);
+  });
+  li.append(name, button);
+  return li;
+}
+
+async function accountsShow() {
+  const list = $("my-accounts");
+  let accounts = [];
+  try {
+    const response = await myAccountsList();
+    if (!response.ok) throw new Error(String(response.status));
+    accounts = await response.json();
+  } catch {
+    $("my-data-status").textContent = TEXTS.accountsFailed;
+  }
+  list.replaceChildren(...(Array.isArray(accounts) ? accounts : []).map(accountRow));
+  $("my-accounts-empty").hidden = list.childElementCount > 0;
+}
 
 async function deleteAll() {
   if (!window.confirm(TEXTS.confirm)) return;
@@ -34,6 +86,7 @@ export function myDataPanel() {
   $("my-data-open").addEventListener("click", () => {
     $("my-data-status").textContent = "";
     dialog.showModal();
+    accountsShow();
   });
   $("my-data-close").addEventListener("click", () => dialog.close());
   dialog.addEventListener("keydown", (event) => {
