@@ -29,6 +29,7 @@ from agents_app.mcp.connect import (
     stderr_tail,
 )
 from agents_app.mcp.notifications import mcp_call_in_flight
+from agents_app.mcp.oauth import oauth_required
 from agents_app.mcp.pool import McpUnavailable, mcp_pool
 from agents_app.mcp.results import OUTPUT_INVALID_TEXT, mcp_result_parts, output_invalid_reason
 from agents_app.mcp.tool_cache import McpToolInfo, mcp_tools_cached, mcp_tools_generation, mcp_tools_remember
@@ -66,6 +67,8 @@ PROGRESS_COUNT_TEXT = "进度 {done}\n"
 MAX_PROGRESS_MESSAGE = 200  # characters of a progress message
 MAX_PROGRESS_LINES = 100  # per call: a server cannot flood the run's event log
 MAX_LIST_PAGES = 20
+PER_STUDENT_PROBE_TEXT = ("这个服务由每位学生用自己的账号授权，后台没有学生账号，列不出工具；"
+                          "学生在对话中连接账号后，它的工具就会提供给模型")
 # A probe may take the whole timeout; past it plus this margin another worker may probe.
 PROBE_LEASE_MARGIN_SEC = 5
 
@@ -190,7 +193,14 @@ async def mcp_service_probe(*, service: McpService) -> list[McpToolInfo]:
     """Lists the tools over a one-off session (admin's "list tools", short-lived loops).
 
     Raises McpUnavailable with a readable reason: for a stdio server, with the tail of what it
-    wrote to stderr (a traceback, "No module named mcp" …), which "Connection closed" alone hides."""
+    wrote to stderr (a traceback, "No module named mcp" …), which "Connection closed" alone hides.
+    A service each student authorizes with their own account has no session without a student:
+    the list a student's session got, if this process has one, else the reason."""
+    if oauth_required(service):
+        cached = mcp_tools_cached(service)
+        if cached is None:
+            raise McpUnavailable(PER_STUDENT_PROBE_TEXT, status=401, authorization_url="")
+        return cached
     generation = mcp_tools_generation(service.pk)
     with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as errlog:
         try:

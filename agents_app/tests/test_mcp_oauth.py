@@ -212,3 +212,16 @@ def test_a_service_called_with_the_gateways_own_credential_is_one_session_for_al
     assert errors(protocol="streamable-http", config={**base, "oauth": {"grant": "password"}})
     assert errors(protocol="streamable-http", config={**base, "oauth": {"private_key": "k"}})  # students have none
     assert errors(protocol="streamable-http", config={**base, "oauth": {**both, "client_secret": "", "signing_algorithm": "HS256"}})
+
+
+async def test_staff_listing_a_per_student_service_is_told_why_until_a_student_connected(oauth_server, library):
+    from agents_app.mcp.pool import McpUnavailable
+    from agents_app.mcp.tools import PER_STUDENT_PROBE_TEXT, mcp_service_probe
+
+    with pytest.raises(McpUnavailable) as refused:
+        await mcp_service_probe(service=library)  # admin has no student's session to list with
+    assert str(refused.value) == PER_STUDENT_PROBE_TEXT and oauth_server.authorize_requests == []
+    alice = await sync_to_async(_student)("alice")
+    with person_use(HeadlessPerson()):
+        await mcp_service_tool_infos(service=library, user_id=alice)
+    assert {"whoami", "add"} <= {info.name for info in await mcp_service_probe(service=library)}
