@@ -225,3 +225,21 @@ async def test_staff_listing_a_per_student_service_is_told_why_until_a_student_c
     with person_use(HeadlessPerson()):
         await mcp_service_tool_infos(service=library, user_id=alice)
     assert {"whoami", "add"} <= {info.name for info in await mcp_service_probe(service=library)}
+
+
+def test_a_pending_authorization_without_a_scope_is_found_again(library):
+    """The same page is handed out again while it is good (oauth.py `_authorization_hand_out`),
+    also when the server names no scope: a JSON null in the stored flow matches None."""
+    import datetime as dt
+
+    from django.utils import timezone
+
+    from agents_app.models import McpOAuthPending
+
+    alice = _student("alice")
+    McpOAuthPending.objects.create(state="s1", user_id=alice, service=library, verifier_encrypted="v", url="u1",
+                                   flow={"scope": None}, expires_at=timezone.now() + dt.timedelta(minutes=5))
+    McpOAuthPending.objects.create(state="s2", user_id=alice, service=library, verifier_encrypted="v", url="u2",
+                                   flow={"scope": "library"}, expires_at=timezone.now() + dt.timedelta(minutes=5))
+    assert [p.url for p in McpOAuthPending.objects.filter(flow__scope=None)] == ["u1"]
+    assert [p.url for p in McpOAuthPending.objects.filter(flow__scope="library")] == ["u2"]
