@@ -378,8 +378,9 @@ LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
 # send what they choose.
 # MCP services each student authorizes with their own account (config `oauth`, agents_app/mcp/oauth.py):
 # where the authorization server sends the student back (register it with pre-registered clients),
-# and the gateway's client ID metadata document (an https URL serving it; empty: the gateway
-# registers itself dynamically where the server allows, else staff pre-register a client).
+# and the gateway's client ID metadata document (https://<site>/mcp/oauth/client-metadata.json,
+# which the gateway then serves; empty: the gateway registers itself dynamically where the server
+# allows, else staff pre-register a client).
 MCP_OAUTH_REDIRECT_URL = env.str("MCP_OAUTH_REDIRECT_URL", default="http://127.0.0.1:8000/mcp/oauth/callback/")
 MCP_OAUTH_CLIENT_METADATA_URL = env.str("MCP_OAUTH_CLIENT_METADATA_URL", default="")
 # How long the authorization page a student was sent to stays good (their answer is taken until then).

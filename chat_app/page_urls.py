@@ -2,7 +2,7 @@
 from django.urls import path
 
 from chat_app import pages
-from chat_app.views.mcp_oauth import mcp_oauth_callback
+from chat_app.views.mcp_oauth import mcp_oauth_callback, mcp_oauth_client_metadata
 
 urlpatterns = [
     path("", pages.chat_page, name="chat"),
@@ -14,4 +14,7 @@ urlpatterns = [
     path("logout/", pages.LogoutPage.as_view(), name="logout"),
     # An MCP service's authorization server sends the student back here (MCP_OAUTH_REDIRECT_URL).
     path("mcp/oauth/callback/", mcp_oauth_callback, name="mcp-oauth-callback"),
+    # Who the gateway is to authorization servers that take client ID metadata documents
+    # (serve it by setting MCP_OAUTH_CLIENT_METADATA_URL to <site>/mcp/oauth/client-metadata.json).
+    path("mcp/oauth/client-metadata.json", mcp_oauth_client_metadata, name="mcp-oauth-client-metadata"),
 ]

@@ -183,6 +183,18 @@ def redirect_url() -> str:
     return settings.MCP_OAUTH_REDIRECT_URL
 
 
+def client_metadata_document() -> dict | None:
+    """The gateway's client ID metadata document, served at MCP_OAUTH_CLIENT_METADATA_URL (None
+    when that is not set): an authorization server that takes such documents fetches it to learn
+    who the client is, with no registration. A public client: the code is bound by PKCE."""
+    url = settings.MCP_OAUTH_CLIENT_METADATA_URL
+    if not url:
+        return None
+    return {"client_id": url, "client_name": PRODUCT_TITLE, "redirect_uris": [redirect_url()],
+            "grant_types": ["authorization_code", "refresh_token"], "response_types": ["code"],
+            "token_endpoint_auth_method": "none"}
+
+
 def client_metadata(service: McpService) -> OAuthClientMetadata:
     """What the gateway registers as (dynamic registration) and asks for (scope: the config's,
     else what the server's 401 or metadata names)."""

@@ -243,3 +243,28 @@ def test_a_pending_authorization_without_a_scope_is_found_again(library):
                                    flow={"scope": "library"}, expires_at=timezone.now() + dt.timedelta(minutes=5))
     assert [p.url for p in McpOAuthPending.objects.filter(flow__scope=None)] == ["u1"]
     assert [p.url for p in McpOAuthPending.objects.filter(flow__scope="library")] == ["u2"]
+
+
+CIMD_URL = "https://gateway.example.edu.cn/mcp/oauth/client-metadata.json"
+
+
+async def test_the_gateway_is_known_by_its_client_id_metadata_document(settings, async_client):
+    """An authorization server that takes client ID metadata documents learns who the gateway is
+    from the document it serves (`/mcp/oauth/client-metadata.json`): no registration. The SDK
+    uses a document only at an https URL, which loopback cannot serve, so the server is handed
+    the document the gateway served (OAuthMcpServer.client_metadata_documents)."""
+    settings.MCP_OAUTH_CLIENT_METADATA_URL = CIMD_URL
+    served = await async_client.get("/mcp/oauth/client-metadata.json")
+    assert served.status_code == 200 and served["Cache-Control"] == "public, max-age=3600"
+    document = served.json()
+    assert document["client_id"] == CIMD_URL and document["redirect_uris"] == [settings.MCP_OAUTH_REDIRECT_URL]
+    assert document["token_endpoint_auth_method"] == "none"
+    with OAuthMcpServer(dcr=False, cimd=True) as server:
+        server.client_metadata_documents[CIMD_URL] = document
+        service = await sync_to_async(_service)(server)
+        alice = await sync_to_async(_student)("alice")
+        with person_use(HeadlessPerson()):
+            assert (await _whoami(service, alice)).text == "alice"
+        assert server.registrations == [] and server.authorize_requests[0]["client_id"] == CIMD_URL
+    settings.MCP_OAUTH_CLIENT_METADATA_URL = ""
+    assert (await async_client.get("/mcp/oauth/client-metadata.json")).status_code == 404

@@ -1,5 +1,6 @@
 """`GET /mcp/oauth/callback/`: where an MCP service's authorization server sends the student back
-(settings.MCP_OAUTH_REDIRECT_URL; agents_app/mcp/oauth.py).
+(settings.MCP_OAUTH_REDIRECT_URL; agents_app/mcp/oauth.py); and `GET
+/mcp/oauth/client-metadata.json`, the gateway's client ID metadata document.
 
 The student is signed in on the page (the session): the code is exchanged and the tokens stored
 for them, then every call of their waiting runs that waited for this service goes on (on this
@@ -9,12 +10,18 @@ page follows the run as it continues. A student who said no at the authorization
 not connected. Whatever goes wrong shows a page that says what, never a 500.
 """
 from django.contrib.auth.views import redirect_to_login
-from django.http import HttpResponseRedirect
+from django.http import Http404, HttpResponseRedirect, JsonResponse
 from django.shortcuts import render
 from django.urls import reverse
+from django.views.decorators.http import require_GET
 from loguru import logger
 
-from agents_app.mcp.oauth import McpAuthorizationFailed, authorization_complete, authorization_declined
+from agents_app.mcp.oauth import (
+    McpAuthorizationFailed,
+    authorization_complete,
+    authorization_declined,
+    client_metadata_document,
+)
 from campus_agent.asyncdb import db_call
 from chat_app import api_errors as errors
 from chat_app.authentication import chat_caller_resolve
@@ -81,3 +88,15 @@ async def mcp_oauth_callback(request):
     if conversation_id is not None:
         return HttpResponseRedirect(reverse("chat-conversation", args=[conversation_id]))
     return _page(request, message=MSG_CONNECTED.format(service=service.label), ok=True)
+
+
+@require_GET
+def mcp_oauth_client_metadata(request):
+    """`GET /mcp/oauth/client-metadata.json`: the gateway's client ID metadata document, when
+    MCP_OAUTH_CLIENT_METADATA_URL names this address (404 when it is not set)."""
+    document = client_metadata_document()
+    if document is None:
+        raise Http404("未配置客户端元数据文档")
+    response = JsonResponse(document)
+    response["Cache-Control"] = "public, max-age=3600"
+    return response
