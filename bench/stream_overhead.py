@@ -94,8 +94,10 @@ class Stack:
     """Starts the fake model and one gateway worker; prepares the database and a JWT."""
 
     def __init__(self, *, pace: float, chunks: int, redis_url: str = "", workers: int = 1,
-                 extra_env: dict | None = None, database_url: str = "", profile: str = "", root: Path = ROOT):
+                 extra_env: dict | None = None, database_url: str = "", profile: str = "", root: Path = ROOT,
+                 server_args: tuple[str, ...] = ()):
         self.root = root
+        self.server_args = server_args  # uvicorn options of the gateway workers (--servers)
         self.tmp = tempfile.TemporaryDirectory(prefix="bench-stream-")
         # A PostgreSQL URL names a throw-away database: it is dropped and made again here.
         self.database_url = database_url or f"sqlite:///{self.tmp.name}/bench.sqlite3"
@@ -137,7 +139,8 @@ class Stack:
         launched = self.env.get("BENCH_TRACEMALLOC") or self.env.get("BENCH_GC_LOG")
         launcher = [PY, "-c", _LAUNCHER] if launched and first else [PY, "-m", "uvicorn"]
         cmd = [*launcher, "campus_agent.asgi:application", "--host", "127.0.0.1", "--port", str(port),
-               "--lifespan", "off", "--no-access-log", "--log-level", "warning", "--backlog", "4096"]
+               "--lifespan", "off", "--no-access-log", "--log-level", "warning", "--backlog", "4096",
+               *self.server_args]
         if os.environ.get("BENCH_GATEWAY_CPUS"):  # e.g. "2-3": the workers on cores of their own
             cmd = ["taskset", "-c", os.environ["BENCH_GATEWAY_CPUS"], *cmd]
         if self.profile and first:
@@ -477,15 +480,18 @@ async def saturate(stack: Stack, *, seconds: float, clients: int) -> dict:
                       "clients": (time.process_time() - me_before) / elapsed}}
 
 
-def _variants(args) -> list[tuple[str, Path, str]]:
-    """(label, source tree, backend) per gateway set-up to compare. Backends: `embedded` (one
-    worker), `redis` (Redis, two workers), `redis1` (Redis, one worker). `--trees
+def _variants(args) -> list[tuple[str, Path, str, tuple[str, ...]]]:
+    """(label, source tree, backend, uvicorn options) per gateway set-up to compare. Backends:
+    `embedded` (one worker), `redis` (Redis, two workers), `redis1` (Redis, one worker). `--trees
     before=/tmp/base,after=.` runs each backend from each tree, so a change and the code before
-    it are measured in the same run."""
+    it are measured in the same run; `--servers 'h11=--loop asyncio --http h11,fast=--loop uvloop
+    --http httptools'` likewise runs each under each set of uvicorn options."""
     trees = [(name, Path(path).resolve()) for name, _, path in
              (item.partition("=") for item in args.trees.split(","))] if args.trees else [("", ROOT)]
-    return [(f"{name}:{backend}" if name else backend, root, backend)
-            for backend in args.backends.split(",") for name, root in trees]
+    servers = [(name, tuple(options.split())) for name, _, options in
+               (item.partition("=") for item in args.servers.split(","))] if args.servers else [("", ())]
+    return [(":".join(part for part in (tree, server, backend) if part), root, backend, options)
+            for backend in args.backends.split(",") for tree, root in trees for server, options in servers]
 
 
 def _gc_collections(stack: Stack, path: str) -> list:
@@ -506,11 +512,11 @@ def compare_backends(args) -> None:
     """The same measurement against each run backend (and source tree), in one run (this machine
     is noisy: compare the figures of one run, not across runs)."""
     rows = {}
-    for label, root, backend in _variants(args):
+    for label, root, backend, server_args in _variants(args):
         gc_log = f"{tempfile.mkdtemp(prefix='bench-gc-')}/gc.json" if args.gc_log else ""
         stack = Stack(pace=args.pace, chunks=args.chunks, redis_url=args.redis_url if backend.startswith("redis") else "",
                       workers=_workers(backend), database_url=args.database_url, root=root,
-                      profile=args.profile.replace("{label}", label.replace(":", "-")),
+                      profile=args.profile.replace("{label}", label.replace(":", "-")), server_args=server_args,
                       extra_env={"BENCH_GC_LOG": gc_log} if gc_log else None).start()
         try:
             if gc_log:
@@ -579,6 +585,9 @@ def main() -> None:
     parser.add_argument("--database-url", default="",
                         help="postgres://…/<name>: a throw-away PostgreSQL database (dropped and made again); "
                              "default a temporary SQLite file")
+    parser.add_argument("--servers", default="",
+                        help="compare uvicorn options side by side: 'h11=--loop asyncio --http h11,"
+                             "fast=--loop uvloop --http httptools'")
     parser.add_argument("--trees", default="",
                         help="name=path,… source trees to run the gateway from, side by side (each with every --backends; "
                              "without --backends: embedded)")
@@ -595,8 +604,8 @@ def main() -> None:
     if args.serve_llm:
         serve_llm(args.serve_llm, args.pace, args.chunks)
         return
-    if args.trees and not args.backends:
-        args.backends = "embedded"  # trees are compared side by side, which runs through --backends
+    if (args.trees or args.servers) and not args.backends:
+        args.backends = "embedded"  # trees and servers are compared side by side, through --backends
     if args.backends:
         compare_backends(args)
         return
