@@ -112,8 +112,10 @@ class PooledSession:
                     failure = McpUnavailable(exception_text(exc), status=seen.status)
                 if not self._ready.done():
                     self._ready.set_exception(failure)
-                logger.warning("MCP session ended service={} reason={} http_status={}", self.name, failure,
-                               failure.status)
+                # A student who has not authorized yet is the flow working, not a failing service.
+                level = "INFO" if failure.authorization_url is not None else "WARNING"
+                logger.log(level, "MCP session ended service={} reason={} http_status={}", self.name, failure,
+                           failure.status)
             finally:
                 self.broken = True
 
