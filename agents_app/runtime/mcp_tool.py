@@ -7,11 +7,15 @@ is unavailable, and a call fails at once instead of waiting for the timeout.
 """
 from __future__ import annotations
 
+from agents_app.mcp.pool import McpUnavailable
 from agents_app.mcp.tools import (
     CIRCUIT_OPEN_TEXT,
     PROBE_LEASE_MARGIN_SEC,
     McpToolInfo,
     mcp_circuit_key,
+    mcp_failure_notice,
+    mcp_failure_reason,
+    mcp_service_tool_infos,
     mcp_tool_call,
 )
 from agents_app.models import McpService
@@ -130,9 +134,6 @@ class McpConnectTool:
         return {}
 
     async def run(self, args: dict, ctx: RunContext, emit: Emit) -> ToolOutcome:
-        from agents_app.mcp.pool import McpUnavailable
-        from agents_app.mcp.tools import mcp_failure_notice, mcp_failure_reason, mcp_service_tool_infos
-
         request_id_set(ctx.request_id)
         try:
             infos = await mcp_service_tool_infos(service=self.service, user_id=ctx.user_id)
@@ -140,6 +141,6 @@ class McpConnectTool:
             notice = mcp_failure_notice(service=self.service, exc=exc)
             needed = AuthorizationNeeded(service_id=self.service.pk, service=self.service.label,
                                          url=exc.authorization_url) if exc.authorization_url else None
-            return ToolOutcome(text=f"{mcp_failure_reason(exc)}", ok=False, error=notice, authorization=needed)
+            return ToolOutcome(text=mcp_failure_reason(exc), ok=False, error=notice, authorization=needed)
         tools = "、".join(mcp_tool_name(service=self.service.name, tool=info.name) for info in infos) or "（没有）"
         return ToolOutcome(text=CONNECTED_TEXT.format(service=self.service.label, tools=tools))
