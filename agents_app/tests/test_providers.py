@@ -132,14 +132,17 @@ async def test_a_garbage_retry_after_falls_back_to_the_backoff(retries, llm_sett
 
 
 async def test_a_retry_after_http_date_is_honoured(retries, llm_settings, agent):
-    when = format_datetime(timezone.now() + timedelta(seconds=2), usegmt=True)  # whole seconds: ≥ 1 s from now
-    llm_settings.fail(503, headers={"Retry-After": when})
+    # An HTTP date has whole seconds, so `due` is 2–3 s from now; the wait is measured against the
+    # date itself, not against the first request (which a loaded machine may send a second late).
+    due = (timezone.now() + timedelta(seconds=3)).replace(microsecond=0)
+    llm_settings.fail(503, headers={"Retry-After": format_datetime(due, usegmt=True)})
     llm_settings.reply_text("好")
 
     events = await collect(agent)
 
+    wall_minus_monotonic = time.time() - time.monotonic()
     first, second = llm_settings.requests
-    assert second.at - first.at >= 1.0
+    assert second.at + wall_minus_monotonic >= due.timestamp() - 0.05  # the clocks' offset, read twice
     assert events[-1].full_text == "好"
 
 
