@@ -77,6 +77,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from agents_app.runtime.events import WAITING_FRAME_TYPES
 from campus_agent.asyncdb import db_call
 from campus_agent.errors import CAMPUS_TOKEN_EXPIRED
 from campus_agent.json_body import JsonBodyRefused, json_object_decode
@@ -121,6 +122,10 @@ MSG_NOT_FOUND = "任务或对话不存在。"
 MSG_TEXT_ONLY = "暂时只支持文字消息（text 部分），不支持文件或数据部分。"
 MSG_TOO_MANY_PARTS = f"消息最多 {MESSAGE_PARTS_MAX} 个部分。"
 MSG_TASK_IS_ONE_TURN = "一个任务就是一轮问答，不能再往里发消息：继续对话请只带 context_id（对话 ID）发新消息。"
+WAITING_TEXT = (
+    "{tools} 需要你先在校园小智网页上打开这段对话，连接账号或回答服务提出的问题（{expires} 前有效）。"
+    "完成后回答会继续，用 GetTask 或 SubscribeToTask 查看。"
+)
 MSG_APPROVE_ON_PAGE = "这个任务在等你批准工具运行：请在校园小智网页上打开这段对话批准或拒绝，不能用消息回答。"
 MSG_AGENT_FIELD = "metadata.agent 必须是智能体的 slug（字符串）。"
 MSG_TASK_ENDED = "任务已经结束，无法取消。"
@@ -168,7 +173,7 @@ class TaskFold:
         if kind == "error":
             self.errors.append((frame.get("code"), frame.get("message") or ""))
             return []
-        if kind == "approval_required":
+        if kind in WAITING_FRAME_TYPES:
             self.waiting.append(frame)
             return []
         if kind == "done":
@@ -204,7 +209,8 @@ class TaskFold:
         if state == TaskState.TASK_STATE_INPUT_REQUIRED:
             tools = "、".join(dict.fromkeys(f"「{tool_label(w.get('tool', ''), self.labels)}」" for w in self.waiting))
             expires = min(str(w.get("expires_at", "")) for w in self.waiting)
-            return APPROVAL_TEXT.format(tools=tools, expires=expires)
+            text = APPROVAL_TEXT if all(w.get("type") == "approval_required" for w in self.waiting) else WAITING_TEXT
+            return text.format(tools=tools, expires=expires)
         if state == TaskState.TASK_STATE_AUTH_REQUIRED:
             return AUTH_REQUIRED_TEXT
         if state == TaskState.TASK_STATE_FAILED:

@@ -38,6 +38,7 @@ from mcp.server.lowlevel.server import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.exceptions import MCPError
 
+from agents_app.runtime.events import WAITING_FRAME_TYPES
 from campus_agent.asyncdb import db_call
 from campus_agent.request_id import request_id_from_header, request_id_set
 from chat_app import api_errors as errors
@@ -69,6 +70,7 @@ MSG_TOOL_CALL = "调用 {label}…"
 MSG_TOOL_DONE = "{label} 已完成"
 MSG_TOOL_FAILED = "{label} 失败：{error}"
 MSG_TOOL_APPROVAL = "{label} 需要批准：请在校园小智网页上批准或拒绝"
+MSG_TOOL_WAITING = "{label} 需要你先处理：请在校园小智网页上连接账号或回答服务提出的问题"
 MSG_THINKING = "思考中…"
 MSG_WRITING = "正在回答…（已写 {count} 字）"
 SUMMARY_MAX_SERVICES = 6
@@ -269,8 +271,9 @@ async def _turn_follow(turn: InboundTurn, progress: _Progress, labels: dict) -> 
                 await progress.say(MSG_TOOL_DONE.format(label=label))
             else:
                 await progress.say(MSG_TOOL_FAILED.format(label=label, error=frame.get("error") or ""))
-        elif kind == "approval_required":
-            await progress.say(MSG_TOOL_APPROVAL.format(label=_tool_label(labels, frame)))
+        elif kind in WAITING_FRAME_TYPES:
+            text = MSG_TOOL_APPROVAL if kind == "approval_required" else MSG_TOOL_WAITING
+            await progress.say(text.format(label=_tool_label(labels, frame)))
         elif kind == "error":
             outcome.errors.append(frame["message"])
         elif kind == "done":

@@ -258,6 +258,9 @@ class ToolApproval(models.Model):
         # The call's MCP service needs the student's own authorization first (agents_app/mcp/oauth.py):
         # "approved" means authorized, which the authorization server's callback records.
         AUTHORIZATION = "authorization", "连接账号"
+        # The call's MCP server asked the student something (an elicitation, agents_app/mcp/person.py):
+        # "approved" means answered (`answer`: accept, decline or cancel), and the call runs again.
+        ELICITATION = "elicitation", "回答问题"
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="approvals", verbose_name="运行")
     # The run's frames_seq when it paused for this call: which pause of the run it belongs to.
@@ -268,6 +271,10 @@ class ToolApproval(models.Model):
                                     related_name="+", verbose_name="MCP 服务")
     service_label = models.CharField("服务名称", max_length=64, blank=True, default="")
     url = models.TextField("授权页面", blank=True, default="")
+    # An elicitation's: what the server asked ({message, mode, schema, defaults, url}) and the
+    # student's answer ({action, content}), which the call's next run hands to its server.
+    question = models.JSONField("问题", default=dict, blank=True)
+    answer = models.JSONField("回答", null=True, blank=True)
     call_id = models.CharField("调用 ID", max_length=128)
     tool = models.CharField("工具", max_length=64)
     args = models.TextField("参数（JSON）", default="{}")
@@ -280,7 +287,8 @@ class ToolApproval(models.Model):
         verbose_name = "工具审批"
         verbose_name_plural = "工具审批"
         ordering = ["created_at", "id"]
-        constraints = [models.UniqueConstraint(fields=["run", "call_id"], name="toolapproval_run_call")]
+        # One row per call and pause: a call whose server asks again waits again, in a later pause.
+        constraints = [models.UniqueConstraint(fields=["run", "call_id", "pause_seq"], name="toolapproval_run_call_pause")]
         indexes = [models.Index(fields=["status", "expires_at"], name="toolapproval_status_expiry")]
 
     def __str__(self) -> str:

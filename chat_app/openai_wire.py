@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from django.http import JsonResponse
 
+from agents_app.runtime.events import WAITING_FRAME_TYPES
 from campus_agent.errors import INVALID_BODY
 from chat_app import api_errors as errors
 from chat_app.chat_input import AGENT_SLUG_MAX, MESSAGE_MAX
@@ -226,6 +227,8 @@ def completion_request_parse(*, body: dict, conversation_header: str | None = No
 NOTICE_ERROR = "⚠️ {message}"
 NOTICE_APPROVAL = ("🔒「{tool}」需要你批准后才能运行。请在网页上打开 {url} 批准或拒绝"
                    "（{expires} 前有效），回答会在那里继续。")
+NOTICE_WAITING = ("🔒「{tool}」需要你先在网页上连接账号或回答服务提出的问题。请打开 {url} 完成"
+                  "（{expires} 前有效），回答会在那里继续。")
 TOOL_STARTS = "🔧 调用 {tool}…\n"
 TOOL_OK = "✅ {tool} 完成\n"
 TOOL_FAILED = "⚠️ {tool}：{error}\n"
@@ -301,10 +304,11 @@ class Translation:
             return [self._tool_line(line)]
         if kind == "error":
             return [self._notice(NOTICE_ERROR.format(message=frame["message"]))]
-        if kind == "approval_required":
+        if kind in WAITING_FRAME_TYPES:
             self.ended = True
             expires = (frame.get("expires_at") or "")[:19].replace("T", " ") + " UTC"
-            return [self._notice(NOTICE_APPROVAL.format(tool=self._label(frame), url=self.page_url, expires=expires))]
+            notice = NOTICE_APPROVAL if kind == "approval_required" else NOTICE_WAITING
+            return [self._notice(notice.format(tool=self._label(frame), url=self.page_url, expires=expires))]
         if kind == "done":
             self.ended = True
             self.usage = frame.get("usage") or None

@@ -91,15 +91,23 @@ _COMPONENTS = {
     },
     "ApprovalDecision": {
         "type": "object",
+        "description": "批准或授权的调用用 decision；回答 MCP 服务问题（elicitation_required）的调用用 action 和 content",
         "properties": {
-            "call_id": {"type": "string", "description": "approval_required 帧的 call_id", "maxLength": 128},
+            "call_id": {"type": "string", "description": "approval_required、authorization_required 或 "
+                        "elicitation_required 帧的 call_id", "maxLength": 128},
             "decision": {
                 "enum": ["approve", "reject"],
                 "type": "string",
-                "description": "* `approve` - 批准\n* `reject` - 拒绝",
+                "description": "* `approve` - 批准\n* `reject` - 拒绝（回答问题时等于 decline）",
             },
+            "action": {
+                "enum": ["accept", "decline", "cancel"],
+                "type": "string",
+                "description": "回答服务的问题：* `accept` - 提交（表单附 content）\n* `decline` - 拒绝回答\n* `cancel` - 取消",
+            },
+            "content": {"type": "object", "description": "accept 一个表单时各字段的值，须符合帧里的 schema"},
         },
-        "required": ["call_id", "decision"],
+        "required": ["call_id"],
     },
     "ApprovalAnswer": {
         "type": "object",
@@ -108,7 +116,7 @@ _COMPONENTS = {
             "status": {
                 "enum": ["approved", "rejected"],
                 "type": "string",
-                "description": "* `approved` - 已批准\n* `rejected` - 已拒绝",
+                "description": "* `approved` - 已批准（回答问题时：已提交）\n* `rejected` - 已拒绝（回答问题时：拒绝或取消）",
             },
             "resumed": {"type": "boolean", "description": "这是本轮最后一个决定，运行已继续"},
         },
@@ -239,15 +247,17 @@ _OPERATIONS = {
         "post": {
             "operationId": "run_approval_decide",
             "description": _RUN_AUTH + "approval_required 帧里的 call_id。同一轮的多个调用逐个决定；最后一个决定后运行在处理该请求的"
-            "进程上继续（resumed: true），帧照常出现在原来的流里。拒绝或超时（APPROVAL_TIMEOUT_SEC）作为工具结果告诉模型。",
-            "summary": "批准或拒绝一个等待批准的工具调用",
+            "进程上继续（resumed: true），帧照常出现在原来的流里。拒绝或超时（APPROVAL_TIMEOUT_SEC）作为工具结果告诉模型。"
+            "elicitation_required 的调用用 action（accept / decline / cancel）和表单的 content 回答：调用重新运行，"
+            "服务收到这个回答；超时则服务只收到 cancel。",
+            "summary": "批准、拒绝一个等待中的工具调用，或回答 MCP 服务提出的问题",
             "parameters": [_RUN_ID],
             "tags": ["chat"],
             "requestBody": {"content": {"application/json": {"schema": _ref("ApprovalDecision")}}, "required": True},
             "security": _SECURITY,
             "responses": {
                 "200": _json("ApprovalAnswer", "决定已记下；resumed: true 时这是本轮最后一个决定，运行已继续"),
-                "400": _error("40001 call_id 或 decision 无效"),
+                "400": _error("40001 call_id、decision 或 action 无效，或回答不符合服务的表单"),
                 "401": _error(_UNAUTHENTICATED),
                 "403": _error(_CSRF),
                 "404": _error("40401 运行不存在，或它没有这个等待批准的调用"),

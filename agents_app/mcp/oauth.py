@@ -60,7 +60,7 @@ from mcp.shared.auth import (
 )
 from pydantic import AnyUrl, ValidationError
 
-from agents_app.mcp.person import person_now
+from agents_app.mcp.person import person_authorizing
 from agents_app.models import McpOAuthClient, McpOAuthGrant, McpOAuthPending, McpService
 from campus_agent.asyncdb import db_call
 from campus_agent.crypto import secret_decrypt, secret_encrypt
@@ -103,14 +103,14 @@ class McpAuthorizationRequired(Exception):
 
 
 async def _redirect(authorization_url: str) -> None:
-    person = person_now()
+    person = person_authorizing()
     if person is None:  # nobody to send to the page: the opening ends with its URL
         raise McpAuthorizationRequired(authorization_url)
     await person.authorization_redirect(authorization_url)
 
 
 async def _callback() -> AuthorizationCodeResult:
-    person = person_now()
+    person = person_authorizing()
     if person is None:  # never reached: _redirect raised
         raise McpAuthorizationRequired("")
     return await person.authorization_callback()
@@ -235,7 +235,7 @@ class CampusOAuthProvider(OAuthClientProvider):
         self._initialized = True
 
     async def _perform_authorization_code_grant(self) -> tuple[str, str]:
-        if person_now() is not None:  # someone here answers the page now (the conformance client)
+        if person_authorizing() is not None:  # someone here answers the page now (the conformance client)
             return await super()._perform_authorization_code_grant()
         # Nobody here: a turn hands the student the page's URL, and the answer comes back to the
         # callback, on any worker and maybe minutes later, so what the exchange needs is stored.

@@ -13,6 +13,9 @@ class RunContext:
     # The turn's wall-clock deadline (event-loop time) set by whoever runs the turn; None: the
     # runtime starts TURN_BUDGET_SEC from its own start.
     deadline: float | None = None
+    # Within one tool call (tool_runs.py): the student's answers to what the call's MCP server
+    # asked when the call ran before the turn waited for them (elicitations), in the order asked.
+    elicitation_answers: tuple[dict, ...] = ()
 
     def __repr__(self) -> str:  # never print the campus token, whoever logs the context
         return f"RunContext(request_id={self.request_id!r}, conversation_id={self.conversation_id!r})"

@@ -144,6 +144,9 @@ class ToolResult:
     # Not a frame: the call needs the student's authorization of its service first
     # (runtime/tool.py AuthorizationNeeded); the loop waits for it instead of taking this result.
     authorization: object | None = None
+    # Not a frame either: the call's server asked the student something (ElicitationNeeded); the
+    # loop waits for their answer and runs the call again.
+    elicitation: object | None = None
 
     FRAME_SCHEMA: ClassVar[dict] = frame_schema(
         "tool_result", "工具结束；error 只在失败时出现，是给学生看的中文说明",
@@ -242,13 +245,70 @@ class AuthorizationRequired:
 
 
 @dataclass(frozen=True, slots=True)
+class ElicitationRequired:
+    """The MCP server of a tool the model called asks the student something before it goes on (an
+    elicitation, agents_app/mcp/person.py): a form (`mode` "form": `message`, the JSON Schema
+    `schema` of its fields, `defaults` the form shows filled in, SEP-1034) or a page to visit
+    (`mode` "url": `url`). The student answers with `POST /api/v1/runs/<run_id>/approvals`
+    (`action` accept, decline or cancel; a form's `content`); the call then runs again and its
+    server is given that answer. `expires_at` passing leaves the server with "cancel". Its
+    `tool_call` frame came first."""
+
+    call_id: str
+    tool: str
+    args: str
+    service: str
+    message: str
+    mode: str  # "form" | "url"
+    expires_at: str
+    schema: dict = field(default_factory=dict)
+    defaults: dict = field(default_factory=dict)
+    url: str = ""
+
+    FRAME_SCHEMA: ClassVar[dict] = frame_schema(
+        "elicitation_required", "工具的 MCP 服务需要学生回答问题后才能继续：mode 为 form 时按 schema 填表，"
+        "mode 为 url 时打开 url；用 POST /api/v1/runs/<run_id>/approvals（action: accept / decline / cancel，"
+        "表单的 content）回答，超时视为取消",
+        required={
+            "call_id": _STRING, "tool": _STRING, "args": {"type": "string", "description": "JSON 文本"},
+            "service": {"type": "string", "description": "服务的显示名称"},
+            "message": {"type": "string", "description": "服务向学生提出的问题"},
+            "mode": {"type": "string", "enum": ["form", "url"]},
+            "expires_at": {"type": "string", "format": "date-time"},
+        },
+        optional={
+            "schema": {"type": "object", "description": "表单字段的 JSON Schema（mode 为 form 时）"},
+            "defaults": {"type": "object", "description": "表单预先填好的值（schema 里各字段的 default，SEP-1034）"},
+            "url": {"type": "string", "format": "uri", "description": "要打开的页面（mode 为 url 时，只有 http/https）"},
+        },
+    )
+
+    def __post_init__(self) -> None:
+        _clean_fields(self, "call_id", "tool", "args", "service", "message", "url")
+
+    def frame(self) -> dict:
+        payload = {"type": "elicitation_required", "call_id": self.call_id, "tool": self.tool, "args": self.args,
+                   "service": self.service, "message": self.message, "mode": self.mode, "expires_at": self.expires_at}
+        if self.mode == "url":
+            payload["url"] = self.url
+        else:
+            payload["schema"], payload["defaults"] = self.schema, self.defaults
+        return payload
+
+
+WaitingCall = ApprovalRequired | AuthorizationRequired | ElicitationRequired
+# The frames of a call that waits for the student; the stream of a run that pauses ends after them.
+WAITING_FRAME_TYPES = ("approval_required", "authorization_required", "elicitation_required")
+
+
+@dataclass(frozen=True, slots=True)
 class Paused:
     """Not a frame: the turn's last item instead of `Done` when calls wait for the student (their
-    approval, or their authorization of a service). `state` is what resuming needs (JSON: round
-    count, text, usage, chart); `waiting` the calls that wait."""
+    approval, their authorization of a service, or their answer to a server's question). `state` is
+    what resuming needs (JSON: round count, text, usage, chart); `waiting` the calls that wait."""
 
     state: dict
-    waiting: tuple[ApprovalRequired | AuthorizationRequired, ...]
+    waiting: tuple[WaitingCall, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -321,5 +381,6 @@ class Done:
         return payload
 
 
-Event = Chunk | Reasoning | ToolCall | ToolChunk | ToolResult | ApprovalRequired | AuthorizationRequired | Error | Done
+Event = (Chunk | Reasoning | ToolCall | ToolChunk | ToolResult | ApprovalRequired | AuthorizationRequired
+         | ElicitationRequired | Error | Done)
 EVENT_TYPES: tuple[type, ...] = get_args(Event)

@@ -26,6 +26,7 @@ from agents_app.runtime.events import (
     AuthorizationRequired,
     Chunk,
     Done,
+    ElicitationRequired,
     Error,
     Event,
     Paused,
@@ -72,6 +73,13 @@ NOT_AUTHORIZED_TEXT = {
     "rejected": ("学生没有连接这项服务的账号，工具没有运行。请据此回答，不要再次调用它，除非学生明确要求。", "未连接账号，未执行。"),
     "expired": ("等待学生连接账号超时，工具没有运行。请告诉学生需要先连接账号，需要时可以再次发起。", "等待连接账号超时，未执行。"),
 }
+# A call whose server asked the student something (an elicitation) that the student did not answer:
+# its server was told "cancel" (agents_app/mcp/person.py) and the call is not run again.
+NOT_ANSWERED_TEXT = {
+    "rejected": ("学生没有回答服务提出的问题，工具没有完成。请据此回答，不要再次调用它，除非学生明确要求。", "未回答，未执行。"),
+    "expired": ("等待学生回答服务提出的问题超时，工具没有完成。请告诉学生操作未执行，需要时可以再次发起。", "等待回答超时，未执行。"),
+}
+_NOT_RUN_TEXTS = {"approval": NOT_APPROVED_TEXT, "authorization": NOT_AUTHORIZED_TEXT, "elicitation": NOT_ANSWERED_TEXT}
 
 
 def _model_down(exc: Exception) -> bool:
@@ -195,14 +203,17 @@ _RUNNING_STEPS = AskModel | RunTools | RunDecided
 @dataclass(frozen=True, slots=True)
 class DecidedCall:
     """A call that waited for the student, and what came of it: approved, rejected or expired.
-    `kind`: what it waited for, the student's approval or their authorization of its service
-    (approved: the service is authorized now, the call runs)."""
+    `kind`: what it waited for, the student's approval, their authorization of its service
+    (approved: the service is authorized now, the call runs) or their answer to what its server
+    asked (approved: answered, the call runs again with `answers`, every answer the student gave
+    this call's questions, in order)."""
 
     call_id: str
     tool: str
     args: str
     decision: str
     kind: str = "approval"
+    answers: tuple[dict, ...] = ()
 
 
 @dataclass
@@ -480,32 +491,60 @@ async def _tool_round(turn: _Turn, step: RunTools) -> AsyncIterator[Event | Next
     runnable = [c.request() for c in calls if c.id not in asking]
     async with aclosing(_run_calls(turn, runnable, results)) as events:
         async for event in events:
-            if isinstance(event, ToolResult) and event.authorization is not None:
-                continue  # not its result: it waits for the student's authorization (below)
-            yield event
+            if not _waits_for_person(event):
+                yield event
     if len(results) < len(runnable):  # the budget ran out first
         return
-    authorizing = {call_id: result.authorization for call_id, result in results.items() if result.authorization}
-    if asking or authorizing:
-        now = timezone.now()
-        expires_at = (now + timedelta(seconds=settings.APPROVAL_TIMEOUT_SEC)).isoformat()
-        authorize_by = (now + timedelta(seconds=settings.MCP_OAUTH_PENDING_SEC)).isoformat()
-        waiting = tuple(
-            ApprovalRequired(call_id=c.id, tool=c.name, args=c.arguments, expires_at=expires_at) if c.id in asking
-            else AuthorizationRequired(call_id=c.id, tool=c.name, args=c.arguments, service=authorizing[c.id].service,
-                                       url=authorizing[c.id].url, expires_at=authorize_by,
-                                       service_id=authorizing[c.id].service_id)
-            for c in calls if c.id in asking or c.id in authorizing
-        )
+    pause = _pause_for_person(turn, [(c.id, c.name, c.arguments) for c in calls], asking, results)
+    if pause is not None:
         # The round's text and every call are in the turn's state by now: the caller stores the
         # assistant `tool_calls` row and the results that exist, then announces the waiting calls.
-        yield AwaitApproval(Paused(state=turn.state(), waiting=waiting))
+        yield pause
         return
 
     turn.messages.append({"role": "assistant", "content": step.text or None,
                           "tool_calls": [c.message() for c in calls]})
     _tool_messages_add(turn, [c.id for c in calls], results)
     yield AskModel()
+
+
+def _runs_again(decided: DecidedCall) -> bool:
+    """Approved, or (a question of its server) answered at all: a declined or cancelled form is
+    the server's to hear, on the call's next run."""
+    return decided.decision == "approved" or (decided.kind == "elicitation" and bool(decided.answers)
+                                              and decided.decision == "rejected")
+
+
+def _waits_for_person(event) -> bool:
+    """A call's result that is not its result: the call waits for the student's authorization of
+    its service, or their answer to its server's question (below)."""
+    return isinstance(event, ToolResult) and (event.authorization is not None or event.elicitation is not None)
+
+
+def _pause_for_person(turn: _Turn, calls: list[tuple[str, str, str]], asking: set[str],
+                      results: dict[str, ToolResult]) -> AwaitApproval | None:
+    """The pause of a round (`calls`: call id, tool, arguments) in which some calls wait for the
+    student: `asking` their approval; a result that needs their authorization or their answer.
+    None when none waits."""
+    authorizing = {call_id: r.authorization for call_id, r in results.items() if r.authorization is not None}
+    eliciting = {call_id: r.elicitation for call_id, r in results.items() if r.elicitation is not None}
+    if not (asking or authorizing or eliciting):
+        return None
+    now = timezone.now()
+    decide_by = (now + timedelta(seconds=settings.APPROVAL_TIMEOUT_SEC)).isoformat()
+    authorize_by = (now + timedelta(seconds=settings.MCP_OAUTH_PENDING_SEC)).isoformat()
+    waiting = []
+    for call_id, tool, args in calls:
+        if call_id in asking:
+            waiting.append(ApprovalRequired(call_id=call_id, tool=tool, args=args, expires_at=decide_by))
+        elif (needed := authorizing.get(call_id)) is not None:
+            waiting.append(AuthorizationRequired(call_id=call_id, tool=tool, args=args, service=needed.service,
+                                                 url=needed.url, expires_at=authorize_by, service_id=needed.service_id))
+        elif (asked := eliciting.get(call_id)) is not None:
+            waiting.append(ElicitationRequired(call_id=call_id, tool=tool, args=args, service=asked.service,
+                                               message=asked.message, mode=asked.mode, schema=asked.schema,
+                                               defaults=asked.defaults, url=asked.url, expires_at=decide_by))
+    return AwaitApproval(Paused(state=turn.state(), waiting=tuple(waiting)))
 
 
 def history_for_model(history: list[dict]) -> list[dict]:
@@ -584,15 +623,15 @@ async def _decided_round(turn: _Turn, step: RunDecided) -> AsyncIterator[Event |
     results: dict[str, ToolResult] = {}
     connected = {d.call_id for d in step.decided if d.decision == "approved" and d.kind == "authorization"
                  and d.tool not in turn.tools_by_name}
-    approved = [ToolRequest(call_id=d.call_id, tool=d.tool, args=_args_object(d.args)) for d in step.decided
-                if d.decision == "approved" and d.call_id not in connected]
+    runs = [d for d in step.decided if _runs_again(d) and d.call_id not in connected]
+    approved = [ToolRequest(call_id=d.call_id, tool=d.tool, args=_args_object(d.args), answers=d.answers) for d in runs]
     for decided in step.decided:
         if decided.call_id in connected:  # its service's own tools are offered now (AUTHORIZED_TEXT)
             result = ToolResult(call_id=decided.call_id, tool=decided.tool, ok=True, content=AUTHORIZED_TEXT)
             results[decided.call_id] = result
             yield result
-        elif decided.decision != "approved":
-            texts = NOT_AUTHORIZED_TEXT if decided.kind == "authorization" else NOT_APPROVED_TEXT
+        elif not _runs_again(decided):
+            texts = _NOT_RUN_TEXTS.get(decided.kind, NOT_APPROVED_TEXT)
             for_model, for_student = texts.get(decided.decision, texts["rejected"])
             result = ToolResult(call_id=decided.call_id, tool=decided.tool, ok=False, content=for_model,
                                 error=for_student)
@@ -600,8 +639,15 @@ async def _decided_round(turn: _Turn, step: RunDecided) -> AsyncIterator[Event |
             yield result
     async with aclosing(_run_calls(turn, approved, results)) as events:
         async for event in events:
-            yield event
+            if not _waits_for_person(event):
+                yield event
     if len(results) < len(step.decided):
+        return
+    # A call that ran now may wait for the student again (its server asked the next question, or
+    # an approved call's service needs their authorization): the round pauses once more.
+    pause = _pause_for_person(turn, [(d.call_id, d.tool, d.args) for d in step.decided], set(), results)
+    if pause is not None:
+        yield pause
         return
     _tool_messages_add(turn, [d.call_id for d in step.decided], results)
     yield AskModel()

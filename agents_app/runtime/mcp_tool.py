@@ -7,6 +7,11 @@ is unavailable, and a call fails at once instead of waiting for the timeout.
 """
 from __future__ import annotations
 
+import json
+from contextlib import nullcontext
+
+from agents_app.mcp.notifications import elicitation_defaults
+from agents_app.mcp.person import MAX_QUESTION_MESSAGE, TurnPerson, person_now, person_use
 from agents_app.mcp.pool import McpUnavailable
 from agents_app.mcp.tools import (
     CIRCUIT_OPEN_TEXT,
@@ -20,7 +25,7 @@ from agents_app.mcp.tools import (
 )
 from agents_app.models import McpService
 from agents_app.runtime.context import RunContext
-from agents_app.runtime.tool import AuthorizationNeeded, Emit, ToolOutcome
+from agents_app.runtime.tool import AuthorizationNeeded, ElicitationNeeded, Emit, ToolOutcome
 from agents_app.runtime.tool_names import mcp_tool_name
 from campus_agent.circuit import (
     CIRCUIT_OPEN_DESCRIPTION,
@@ -30,6 +35,7 @@ from campus_agent.circuit import (
     circuit_release,
 )
 from campus_agent.request_id import request_id_set
+from campus_agent.text import text_clean
 
 EMPTY_PARAMETERS = {"type": "object", "properties": {}}
 
@@ -80,10 +86,14 @@ class McpTool:
         if ticket is None:
             text = CIRCUIT_OPEN_TEXT.format(service=self.service.label)
             return ToolOutcome(text=text, ok=False, error=text, label=self.label)
+        # What the server asks the student (an elicitation) waits for the student, unless whoever
+        # makes the call answers itself (the conformance client's person).
+        person = TurnPerson(ctx.elicitation_answers) if person_now() is None else None
         try:
             # The server's progress notifications stream to the chip as tool_chunk lines.
-            result = await mcp_tool_call(service=self.service, tool=self.remote_name, args=args, shown_as=self.name,
-                                         emit=emit, user_id=ctx.user_id)
+            with person_use(person) if person is not None else nullcontext():
+                result = await mcp_tool_call(service=self.service, tool=self.remote_name, args=args,
+                                             shown_as=self.name, emit=emit, user_id=ctx.user_id)
         except BaseException:
             # Cancelled (a stop, the turn's budget): nothing learnt about the service. A plain
             # cache call, not awaited: an await here could be cancelled again.
@@ -95,8 +105,20 @@ class McpTool:
             await acircuit_success(ticket)
         needed = AuthorizationNeeded(service_id=self.service.pk, service=self.service.label, url=result.authorization_url) \
             if result.authorization_url else None
+        asked = person.asked if person is not None else None
         return ToolOutcome(text=result.text, ok=result.ok, error=result.error, links=result.links,
-                           images=result.images, label=self.label, authorization=needed)
+                           images=result.images, label=self.label, authorization=needed,
+                           elicitation=self._question(asked) if asked is not None else None)
+
+    def _question(self, params) -> ElicitationNeeded:
+        mode = "url" if getattr(params, "mode", None) == "url" else "form"
+        # The server's text, made valid once (no lone surrogate, no NUL): it is stored and shown.
+        schema = json.loads(text_clean(json.dumps(getattr(params, "requested_schema", None) or {},
+                                                  ensure_ascii=False))) if mode == "form" else {}
+        return ElicitationNeeded(
+            service=self.service.label, message=str(getattr(params, "message", ""))[:MAX_QUESTION_MESSAGE], mode=mode,
+            schema=schema, defaults=elicitation_defaults(schema), url=getattr(params, "url", "") if mode == "url" else "",
+        )
 
 
 CONNECT_TOOL = "connect_account"

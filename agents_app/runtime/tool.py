@@ -32,6 +32,21 @@ class AuthorizationNeeded:
 
 
 @dataclass(frozen=True, slots=True)
+class ElicitationNeeded:
+    """The call's MCP server (`service`: its display name) asked the student something (an
+    elicitation, agents_app/mcp/person.py TurnPerson): a form (`mode` "form": `message` and the
+    JSON Schema `schema` of its fields, `defaults` what the form shows filled in, SEP-1034) or a
+    page to visit (`mode` "url": `url`)."""
+
+    service: str
+    message: str
+    mode: str
+    schema: dict
+    defaults: dict
+    url: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class ToolOutcome:
     """What a tool run produced.
 
@@ -54,6 +69,9 @@ class ToolOutcome:
     # The call needs the student's authorization of a per-student service first (the page to
     # visit, agents_app/mcp/oauth.py): the turn waits for it instead of taking this as its result.
     authorization: AuthorizationNeeded | None = None
+    # The call's server asked the student something first (an elicitation): the turn waits for
+    # their answer, then runs the call again, handing the answer to the same question.
+    elicitation: ElicitationNeeded | None = None
 
 
 class Tool(Protocol):

@@ -38,6 +38,9 @@ class ToolRequest:
     args: dict
     note: str = ""
     refused: tuple[str, str] | None = None
+    # The student's answers to the questions this call's server asked before (an elicitation
+    # the turn waited for): the call runs again and they answer the same questions.
+    answers: tuple[dict, ...] = ()
 
 
 async def _outcome(request: ToolRequest, tool: Tool | None, ctx: RunContext, emit) -> ToolOutcome:
@@ -78,9 +81,10 @@ async def tool_calls_run(
         # Labels from the catalog only: a name the model made up would grow the metrics forever.
         labels = {"tool": tool.name, "kind": getattr(tool, "trace_kind", "other")} if tool else UNKNOWN_TOOL_LABELS
         started = time.perf_counter()
+        call_ctx = replace(ctx, elicitation_answers=request.answers) if request.answers else ctx
         try:
             with tool_span(request=request, tool=tool, ctx=ctx) as span:  # what the tool sends hangs under it
-                outcome = await _outcome(request, tool, ctx, emit)
+                outcome = await _outcome(request, tool, call_ctx, emit)
                 span.outcome(outcome)
         except asyncio.CancelledError:
             tool_call_counted(**labels, outcome="cancelled")
@@ -106,7 +110,7 @@ async def tool_calls_run(
                              content=text_cap(outcome.text, max_result),
                              error=text_cap(outcome.error, MAX_NOTICE_BYTES) if outcome.error else outcome.error, chart=outcome.chart, links=outcome.links or None,
                              images=outcome.images or None, label=outcome.label,
-                             authorization=outcome.authorization)
+                             authorization=outcome.authorization, elicitation=outcome.elicitation)
             if outcome.code is not None:  # a failure with a contract code (40102, 50001, 50003)
                 yield Error(outcome.code, outcome.error or outcome.text)
     finally:

@@ -20,7 +20,11 @@ tracing: its `_meta` and, over HTTP, its `X-Request-Id` and `traceparent` header
 `tools_change` (adds the tool ADDED_TOOL and announces the change: `notifications/tools/list_changed`
 on a handshake-era session, a `subscriptions/listen` event on a 2026-07-28 one), `client_info`
 (the client's `clientInfo` as the server saw it, as JSON), `confirm` (asks the user to confirm,
-an elicitation, and says what the client answered).
+an elicitation, and says what the client answered), `enrol` (a form of every field kind, with
+defaults: ENROL_MESSAGE; answers with what it got, as JSON), `confirm_twice` (two questions one
+after the other) and `pay` (a URL-mode elicitation, PAY_URL). Every call of `enrol`,
+`confirm_twice` and `pay` appends what the client answered to the server's `elicitations` (HTTP
+transports: the test reads it in process).
 """
 from __future__ import annotations
 
@@ -30,6 +34,7 @@ import os
 import sys
 import threading
 import warnings
+from typing import Literal
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -37,6 +42,7 @@ from mcp_types import (
     CallToolResult,
     ElicitRequest,
     ElicitRequestFormParams,
+    ElicitRequestURLParams,
     ImageContent,
     InputRequiredResult,
     ResourceLink,
@@ -44,7 +50,7 @@ from mcp_types import (
     ToolAnnotations,
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from typing_extensions import TypedDict
 
 from campus_agent.testing.servers import ServedApp
@@ -66,6 +72,40 @@ class Confirmation(BaseModel):
     confirmed: bool
 
 
+ENROL_MESSAGE = "请填写选课信息"
+PAY_MESSAGE = "请在缴费页面完成支付"
+PAY_URL = "https://pay.example.edu.cn/order/42"
+
+
+class Enrolment(BaseModel):
+    email: str = Field(description="校园邮箱", json_schema_extra={"format": "email"})
+    credits: int = Field(default=3, ge=1, le=6, description="学分")
+    campus: Literal["东区", "西区"] = "西区"
+    notify: bool = True
+    note: str = ""
+
+
+async def _ask(ctx: Context, key: str, params) -> tuple[str, dict | None] | InputRequiredResult:
+    """One question in either era: (action, content) of the answer, or (2026-07-28, no answer in
+    this round yet) the InputRequiredResult that asks it, its state naming the question."""
+    if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+        if params.mode == "url":
+            answer = await ctx.elicit_url(params.message, params.url, key)
+            return answer.action, None
+        session = ctx.request_context.session
+        answer = await session.elicit_form(params.message, params.requested_schema,
+                                           related_request_id=ctx.request_id)
+        return answer.action, answer.content
+    responses = ctx.input_responses or {}
+    if key in responses:
+        return responses[key].action, responses[key].content
+    return InputRequiredResult(input_requests={key: ElicitRequest(params=params)}, request_state=key)
+
+
+def _form(message: str, model: type[BaseModel]) -> ElicitRequestFormParams:
+    return ElicitRequestFormParams(message=message, requested_schema=model.model_json_schema())
+
+
 class Forecast(TypedDict):
     city: str
     high: int
@@ -73,9 +113,12 @@ class Forecast(TypedDict):
     summary: str
 
 
-def build_server(name: str = "campus-test", *, slow_cancelled: threading.Event | None = None) -> MCPServer:
-    """`slow_cancelled` (in-process servers) is set when a `slow` call is cancelled by its client."""
+def build_server(name: str = "campus-test", *, slow_cancelled: threading.Event | None = None,
+                 elicitations: list | None = None) -> MCPServer:
+    """`slow_cancelled` (in-process servers) is set when a `slow` call is cancelled by its client;
+    `elicitations` gets what the client answered each question of enrol, confirm_twice and pay."""
     server = MCPServer(name, log_level="WARNING")
+    elicitations = elicitations if elicitations is not None else []
 
     @server.tool(description="把两个整数相加。Add two integers.")
     def add(a: int, b: int) -> int:
@@ -186,6 +229,41 @@ def build_server(name: str = "campus-test", *, slow_cancelled: threading.Event |
         confirmed = f" confirmed={answer.content['confirmed']}" if answer.action == "accept" else ""
         return f"answer={answer.action}{confirmed} state={ctx.request_state}"
 
+    @server.tool(description="填写选课表单后选课（elicitation：各种字段）。")
+    async def enrol(ctx: Context) -> str | InputRequiredResult:
+        asked = await _ask(ctx, "enrol", _form(ENROL_MESSAGE, Enrolment))
+        if isinstance(asked, InputRequiredResult):
+            return asked
+        elicitations.append({"tool": "enrol", "action": asked[0], "content": asked[1]})
+        return json.dumps({"action": asked[0], "content": asked[1]}, ensure_ascii=False)
+
+    @server.tool(description="连问两次确认（两个 elicitation）。")
+    async def confirm_twice(ctx: Context) -> str | InputRequiredResult:
+        # 2026-07-28: the first answer rides in the state of the round that asks the second.
+        first = (ctx.request_state or "").removeprefix("second:") if (ctx.request_state or "").startswith("second:") \
+            else None
+        if first is None:
+            asked = await _ask(ctx, "first", _form("第一次确认", Confirmation))
+            if isinstance(asked, InputRequiredResult):
+                return asked
+            first = asked[0]
+            if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+                return InputRequiredResult(input_requests={"second": ElicitRequest(params=_form("第二次确认", Confirmation))},
+                                           request_state=f"second:{first}")
+        asked = await _ask(ctx, "second", _form("第二次确认", Confirmation))
+        if isinstance(asked, InputRequiredResult):
+            return asked
+        elicitations.append({"tool": "confirm_twice", "first": first, "second": asked[0]})
+        return f"first={first} second={asked[0]}"
+
+    @server.tool(description="去缴费页面付款（URL 模式的 elicitation）。")
+    async def pay(ctx: Context) -> str | InputRequiredResult:
+        asked = await _ask(ctx, "pay", ElicitRequestURLParams(message=PAY_MESSAGE, url=PAY_URL, elicitation_id="pay-42"))
+        if isinstance(asked, InputRequiredResult):
+            return asked
+        elicitations.append({"tool": "pay", "action": asked[0]})
+        return f"pay={asked[0]}"
+
     @server.tool(description="客户端报上的名字和版本。")
     def client_info(ctx: Context) -> str:
         params = ctx.request_context.session.client_params
@@ -224,7 +302,8 @@ class HttpMcpServer(ServedApp):
 
     def __init__(self, transport: str):
         self.slow_cancelled = threading.Event()  # a `slow` call was cancelled by the gateway
-        mcp = build_server(slow_cancelled=self.slow_cancelled)
+        self.elicitations: list[dict] = []  # what the gateway answered enrol, confirm_twice and pay
+        mcp = build_server(slow_cancelled=self.slow_cancelled, elicitations=self.elicitations)
         if transport == "sse":
             inner, self.path = mcp.sse_app(), "/sse"
         elif transport == "streamable-http":

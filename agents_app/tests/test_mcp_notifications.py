@@ -16,7 +16,7 @@ from loguru import logger
 from agents_app.mcp import notifications
 from agents_app.mcp.person import person_use
 from agents_app.mcp.tool_cache import mcp_tools_cached
-from agents_app.mcp.tools import MAX_PROGRESS_LINES, progress_text
+from agents_app.mcp.tools import MAX_PROGRESS_LINES, mcp_tool_call, progress_text
 from agents_app.runtime.context import RunContext
 from agents_app.runtime.events import ToolChunk, ToolResult
 from agents_app.runtime.loop import run_turn
@@ -232,17 +232,19 @@ def test_a_form_shows_the_defaults_its_schema_gives_sep_1034():
 
 
 @pytest.mark.parametrize("era", ["default", "handshake"])
-async def test_an_elicitation_nobody_can_answer_is_declined(mcp_service_http, make_agent, llm_settings, monkeypatch,
-                                                            era):
-    """No person at hand (no turn asks the student yet: issue 23, point 3): the server hears a
-    decline, the call goes on."""
+async def test_an_elicitation_nobody_can_answer_is_declined(mcp_service_http, monkeypatch, era):
+    """A call made with no person at hand (not a turn's: a turn waits for the student,
+    test_mcp_elicitation_turns.py): the server hears a decline, the call goes on."""
     if era == "handshake":
         _handshake_era(monkeypatch)
-    agent = await make_agent(mcp_service_http)
-    [result] = [e for e in await turn(agent, llm_settings, ("http-tools__confirm", {})) if isinstance(e, ToolResult)]
+
+    async def emit(text):
+        pass
+
+    result = await mcp_tool_call(service=mcp_service_http, tool="confirm", args={}, shown_as="confirm", emit=emit)
     # On 2026-07-28 the answer comes with the retry, beside the state the server handed out.
     expected = "answer=decline" if era == "handshake" else "answer=decline state=round-1"
-    assert (result.ok, result.content) == (True, expected)
+    assert (result.ok, result.text) == (True, expected)
 
 
 def test_the_conformance_client_lists_through_the_project(mcp_http_server):

@@ -82,7 +82,8 @@ def _resumed(resumption: Resumption, *, campus_token: str | None) -> RunTask:
         campus_token=campus_token,
         hint_domain=run.conversation.hint_domain or None,
     )
-    decided = [DecidedCall(call_id=a.call_id, tool=a.tool, args=a.args, decision=a.status, kind=a.kind)
+    decided = [DecidedCall(call_id=a.call_id, tool=a.tool, args=a.args, decision=a.status, kind=a.kind,
+                           answers=resumption.answers.get(a.call_id, ()))
                for a in resumption.decided]
     plan = RunPlan(
         run=run,
@@ -96,14 +97,15 @@ def _resumed(resumption: Resumption, *, campus_token: str | None) -> RunTask:
 
 
 async def run_answer(*, run: Run, call_id: str, approve: bool, campus_token: str | None,
-                     authorized: bool = False) -> tuple[Decision, bool]:
+                     authorized: bool = False, answer: dict | None = None) -> tuple[Decision, bool]:
     """Records the student's answer to one call the run waits on; the answer that completes the
     pause admits the run again (a lease, the quota: ApiError 429 when refused, nothing recorded)
     and resumes it here. Returns the decision and whether the run goes on now. Raises
     ApprovalRefused. `campus_token`: the answering student's, for the sub-agents; `authorized`:
-    the answer is the student's authorization of the call's service (the OAuth callback)."""
+    the answer is the student's authorization of the call's service (the OAuth callback);
+    `answer`: their answer to what the call's server asked ({action, content})."""
     decision = await db_call(approval_decide, run_id=run.id, call_id=call_id, approve=approve, lease_take=resume_admit,
-                             authorized=authorized)
+                             authorized=authorized, answer=answer)
     if decision.late:  # its time had run out: the run goes on without it, as the supervisor would
         await _resume_ready(run.id, kind=run.pause_kind, campus_token=campus_token)
         return decision, False

@@ -16,8 +16,9 @@ from django.db import transaction
 from django.utils import timezone
 from loguru import logger
 
+from agents_app.mcp.notifications import elicitation_content_problem
 from agents_app.models import Agent
-from agents_app.runtime.events import ApprovalRequired, AuthorizationRequired
+from agents_app.runtime.events import ApprovalRequired, AuthorizationRequired, ElicitationRequired, WaitingCall
 from agents_app.selectors import agent_catalog_load
 from chat_app.limits import SlotLease
 from chat_app.models import Message, Run, ToolApproval
@@ -43,6 +44,8 @@ class Resumption:
     state: dict
     decided: list[ToolApproval]
     lease: SlotLease  # taken for it: the resumed run releases it when it ends
+    # call id → every answer the student gave that call's questions (elicitations), in order.
+    answers: dict[str, tuple[dict, ...]]
 
 
 @dataclass(frozen=True)
@@ -58,13 +61,43 @@ class Decision:
 
 class ApprovalRefused(Exception):
     """The decision cannot be taken: `reason` is "not_waiting", "no_call", "decided" (`status`:
-    what the call had come to) or "authorize" (a call waiting for an authorization is approved
-    by the authorization itself, not by a decision; it can only be declined)."""
+    what the call had come to), "authorize" (a call waiting for an authorization is approved
+    by the authorization itself, not by a decision; it can only be declined), "answer_needed" (a
+    call waiting for the answer to its server's question is answered, not approved), "no_question"
+    (an answer to a call that asked nothing) or "answer" (`problem`: the answer does not fit
+    the form)."""
 
-    def __init__(self, reason: str, status: str | None = None):
+    def __init__(self, reason: str, status: str | None = None, problem: str | None = None):
         super().__init__(reason)
         self.reason = reason
         self.status = status
+        self.problem = problem
+
+
+ANSWER_ACTIONS = ("accept", "decline", "cancel")
+
+
+def _answer_checked(approval: ToolApproval, *, approve: bool, answer: dict | None) -> dict | None:
+    """The answer stored for the call (None for a call that asked nothing): for a question, the
+    student's `answer` ({action, content}) checked against its form, or, for a plain rejection,
+    a decline. Raises ApprovalRefused."""
+    if approval.kind != ToolApproval.Kind.ELICITATION:
+        if answer is not None:
+            raise ApprovalRefused("no_question")
+        return None
+    if answer is None:
+        if approve:
+            raise ApprovalRefused("answer_needed")
+        return {"action": "decline"}
+    if answer.get("action") != "accept":
+        return {"action": answer.get("action")}
+    question = approval.question or {}
+    if question.get("mode") == "url":
+        return {"action": "accept"}
+    problem = elicitation_content_problem(question.get("schema") or {}, answer.get("content"))
+    if problem is not None:
+        raise ApprovalRefused("answer", problem=problem)
+    return {"action": "accept", "content": answer["content"]}
 
 
 def expires_at_parse(value: str) -> datetime:
@@ -72,16 +105,20 @@ def expires_at_parse(value: str) -> datetime:
     return parsed if parsed.tzinfo else timezone.make_aware(parsed)
 
 
-def _waiting_row(run: Run, frames_seq: int, waiting: ApprovalRequired | AuthorizationRequired) -> ToolApproval:
+def _waiting_row(run: Run, frames_seq: int, waiting: WaitingCall) -> ToolApproval:
     row = ToolApproval(run_id=run.id, pause_seq=frames_seq, call_id=waiting.call_id, tool=waiting.tool,
                        args=waiting.args, expires_at=expires_at_parse(waiting.expires_at))
     if isinstance(waiting, AuthorizationRequired):
         row.kind, row.mcp_service_id = ToolApproval.Kind.AUTHORIZATION, waiting.service_id
         row.service_label, row.url = waiting.service[:64], waiting.url
+    elif isinstance(waiting, ElicitationRequired):
+        row.kind, row.service_label, row.url = ToolApproval.Kind.ELICITATION, waiting.service[:64], waiting.url
+        row.question = {"message": waiting.message, "mode": waiting.mode, "schema": waiting.schema,
+                        "defaults": waiting.defaults}
     return row
 
 
-def approval_pause_store(*, run: Run, rows: list[RowSpec], waiting: list[ApprovalRequired | AuthorizationRequired],
+def approval_pause_store(*, run: Run, rows: list[RowSpec], waiting: list[WaitingCall],
                          state: dict, frames_seq: int) -> bool:
     """RUNNING → WAITING: the paused round (`rows`), one pending ToolApproval per waiting call (an
     approval, or the authorization of a service) and the turn's state, in one transaction. False
@@ -98,14 +135,16 @@ def _current(run: Run):
 
 
 def approval_decide(*, run_id, call_id: str, approve: bool, lease_take: Callable[[Run], SlotLease],
-                    authorized: bool = False) -> Decision:
+                    authorized: bool = False, answer: dict | None = None) -> Decision:
     """Records one decision on a call of the run's current pause, in one transaction that first
     takes the run's row (concurrent decisions on one run go one after the other). When it is the
     last pending call, `lease_take(run)` admits the resumed run (a slot, the quota; it raises the
     429 ApiError when refused, and then nothing is recorded: the run stays waiting) and the run is
     claimed for this worker. A call waiting for an authorization is approved only with
-    `authorized` (the authorization server's callback, once the tokens are stored). Raises
-    ApprovalRefused."""
+    `authorized` (the authorization server's callback, once the tokens are stored); one waiting
+    for the answer to its server's question takes `answer` ({action, content}: approved when
+    accepted, rejected when declined or cancelled; either way its server is given the answer).
+    Raises ApprovalRefused."""
     now = timezone.now()
     lease = None
     try:
@@ -122,6 +161,9 @@ def approval_decide(*, run_id, call_id: str, approve: bool, lease_take: Callable
                 raise ApprovalRefused("decided", approval.status)
             if approve and approval.kind == ToolApproval.Kind.AUTHORIZATION and not authorized:
                 raise ApprovalRefused("authorize")
+            stored_answer = _answer_checked(approval, approve=approve, answer=answer)
+            if stored_answer is not None:
+                approve = stored_answer["action"] == "accept"
             if approval.expires_at <= now:  # too late: it counts as expired now, whoever saw it first
                 approval.status, approval.decided_at = ToolApproval.Status.EXPIRED, now
                 approval.save(update_fields=["status", "decided_at"])
@@ -130,8 +172,8 @@ def approval_decide(*, run_id, call_id: str, approve: bool, lease_take: Callable
             if last:
                 lease = lease_take(run)
             approval.status = ToolApproval.Status.APPROVED if approve else ToolApproval.Status.REJECTED
-            approval.decided_at = now
-            approval.save(update_fields=["status", "decided_at"])
+            approval.decided_at, approval.answer = now, stored_answer
+            approval.save(update_fields=["status", "decided_at", "answer"])
             resumption = _claim(run, lease) if last else None
     except BaseException:
         if lease is not None:
@@ -182,14 +224,27 @@ def _claim(run: Run, lease: SlotLease) -> Resumption:
         raise RuntimeError(f"run {run.id} left WAITING while its row was held")
     run = Run.objects.select_related("conversation__agent").get(id=run.id)
     agent = run.conversation.agent if run.conversation.agent and run.conversation.agent.enabled else agent_get_default()
+    decided = list(_current(run).order_by("created_at", "id"))
     return Resumption(
         run=run,
         agent=agent_catalog_load(agent=agent),
         history=history_build(conversation=run.conversation, limit=_history_limit(run)),
         state=run.resume_state or {},
-        decided=list(_current(run).order_by("created_at", "id")),
+        decided=decided,
         lease=lease,
+        answers=_answers(run, [a.call_id for a in decided if a.kind == ToolApproval.Kind.ELICITATION]),
     )
+
+
+def _answers(run: Run, call_ids: list[str]) -> dict[str, tuple[dict, ...]]:
+    """Every answer the student gave the questions of these calls, this pause's and earlier ones'."""
+    if not call_ids:
+        return {}
+    answers: dict[str, list[dict]] = {}
+    for call_id, answer in (ToolApproval.objects.filter(run_id=run.id, call_id__in=call_ids, answer__isnull=False)
+                            .order_by("pause_seq").values_list("call_id", "answer")):
+        answers.setdefault(call_id, []).append(answer)
+    return {call_id: tuple(given) for call_id, given in answers.items()}
 
 
 def _history_limit(run: Run) -> int:
@@ -214,6 +269,12 @@ def approval_close_rows(run: Run, reason: str) -> list[RowSpec]:
 
 
 def _waiting_frame(row: ToolApproval) -> dict:
+    if row.kind == ToolApproval.Kind.ELICITATION:
+        question = row.question or {}
+        return ElicitationRequired(call_id=row.call_id, tool=row.tool, args=row.args, service=row.service_label,
+                                   message=question.get("message", ""), mode=question.get("mode", "form"),
+                                   schema=question.get("schema") or {}, defaults=question.get("defaults") or {},
+                                   url=row.url, expires_at=row.expires_at.isoformat()).frame()
     if row.kind == ToolApproval.Kind.AUTHORIZATION:
         return AuthorizationRequired(call_id=row.call_id, tool=row.tool, args=row.args, service=row.service_label,
                                      url=row.url, expires_at=row.expires_at.isoformat()).frame()
@@ -221,8 +282,8 @@ def _waiting_frame(row: ToolApproval) -> dict:
 
 
 def approval_waiting_frames(run: Run) -> list[dict]:
-    """The `approval_required` and `authorization_required` payloads of the run's pending calls,
-    rebuilt from their rows."""
+    """The `approval_required`, `authorization_required` and `elicitation_required` payloads of
+    the run's pending calls, rebuilt from their rows."""
     return [_waiting_frame(a) for a in _current(run).filter(status=ToolApproval.Status.PENDING)]
 
 

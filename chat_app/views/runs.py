@@ -1,5 +1,5 @@
 """`/api/v1/runs/<run_id>/…`: re-attach to a run's stream, stop a run, decide on a tool call
-that waits for approval (DESIGN §4a).
+that waits for approval (DESIGN §4a) or answer what its MCP server asked (an elicitation).
 
 Plain async views like the chat stream (a DRF view would buffer the stream). Same callers as
 `POST /api/v1/chat`: a Bearer JWT, or the page's session (+ CSRF for the POST).
@@ -19,7 +19,7 @@ from chat_app.limits import SlotLease, follower_lease_take
 from chat_app.models import Run, ToolApproval
 from chat_app.runs.follow import run_frames
 from chat_app.runs.lifecycle import StopOutcome, run_answer, run_stop
-from chat_app.services.approvals import ApprovalRefused
+from chat_app.services.approvals import ANSWER_ACTIONS, ApprovalRefused
 from chat_app.services.runs import run_get
 
 _SEQ = re.compile(r"[0-9]{1,9}")
@@ -31,6 +31,11 @@ MSG_NO_CALL = "这次运行没有这个等待批准的调用。"
 MSG_DECIDED = "这个调用已经有结果（{status}），不能再决定。"
 MSG_NOT_WAITING = "这次运行没有在等待批准。"
 MSG_AUTHORIZE = "这个调用等待你连接账号：打开授权页面完成授权后会自动继续；不想连接请选择拒绝。"
+MSG_ACTION = 'action 必须是 "accept"、"decline" 或 "cancel"。'
+MSG_CONTENT = "content 必须是 JSON 对象（表单各字段的值）。"
+MSG_ANSWER_NEEDED = "这个调用在等你回答服务提出的问题：请用 action（accept / decline / cancel）和 content 回答。"
+MSG_NO_QUESTION = "这个调用没有在等你回答问题：请用 decision（approve / reject）决定。"
+MSG_ANSWER_UNFIT = "回答不符合服务的表单：{problem}"
 MSG_RUN_UNREACHABLE = "这次运行在另一个服务进程上，未配置 REDIS_URL 时无法从这里停止。"
 APPROVAL_CONFLICT = 40903
 RUN_UNREACHABLE = 40904
@@ -115,24 +120,33 @@ async def run_stop_view(request, run_id):
     return JsonResponse({"status": "stopping"}, status=202)
 
 
-def _decision_read(request) -> tuple[str, bool]:
+def _decision_read(request) -> tuple[str, bool, dict | None]:
+    """(call id, approve, answer): `{"call_id", "decision"}` for an approval or an authorization,
+    `{"call_id", "action", "content"}` for a question of the call's server (an elicitation)."""
     try:
         body = json_object_read(request)
     except JsonBodyRefused as exc:
         raise errors.ApiError(exc.message, code=exc.code, status=exc.status) from None
-    call_id, decision = body.get("call_id"), body.get("decision")
+    call_id = body.get("call_id")
     if not isinstance(call_id, str) or not call_id.strip() or len(call_id) > 128:
         raise errors.invalid_body(MSG_CALL_ID)
+    if "action" in body:
+        action, content = body.get("action"), body.get("content")
+        if not isinstance(action, str) or action not in ANSWER_ACTIONS:
+            raise errors.invalid_body(MSG_ACTION)
+        if action == "accept" and content is not None and not isinstance(content, dict):
+            raise errors.invalid_body(MSG_CONTENT)
+        return call_id, action == "accept", {"action": action, "content": content if action == "accept" else None}
+    decision = body.get("decision")
     if not isinstance(decision, str) or decision not in DECISIONS:
         raise errors.invalid_body(MSG_DECISION)
-    return call_id, DECISIONS[decision]
+    return call_id, DECISIONS[decision], None
 
 
-def _decision_request(request, run_id) -> tuple[Caller, Run, str, bool]:
+def _decision_request(request, run_id) -> tuple[Caller, Run, str, bool, dict | None]:
     """Sync: auth, the run (404), the body (400/413/415)."""
     caller, run = _caller_run(request, run_id)
-    call_id, approve = _decision_read(request)
-    return caller, run, call_id, approve
+    return caller, run, *_decision_read(request)
 
 
 def _refusal(exc: ApprovalRefused) -> errors.ApiError:
@@ -142,22 +156,30 @@ def _refusal(exc: ApprovalRefused) -> errors.ApiError:
         return errors.ApiError(MSG_NO_CALL, code=errors.NOT_FOUND, status=404)
     if exc.reason == "authorize":
         return errors.ApiError(MSG_AUTHORIZE, code=APPROVAL_CONFLICT, status=409)
+    if exc.reason == "answer_needed":
+        return errors.ApiError(MSG_ANSWER_NEEDED, code=APPROVAL_CONFLICT, status=409)
+    if exc.reason == "no_question":
+        return errors.ApiError(MSG_NO_QUESTION, code=APPROVAL_CONFLICT, status=409)
+    if exc.reason == "answer":
+        return errors.invalid_body(MSG_ANSWER_UNFIT.format(problem=exc.problem))
     label = dict(ToolApproval.Status.choices).get(exc.status, exc.status)
     return errors.ApiError(MSG_DECIDED.format(status=label), code=APPROVAL_CONFLICT, status=409)
 
 
 @csrf_exempt  # JWT calls need no CSRF token; the session path is checked in chat_caller_resolve
 async def run_approvals(request, run_id):
-    """`{"call_id": …, "decision": "approve" | "reject"}` → 200 `{"call_id", "status", "resumed"}`.
-    The last decision of a pause resumes the run on this worker (any worker will do), admitted
-    like a new turn: 429 (42901 / 42904) when the student has no free stream or no quota left,
-    and then nothing is recorded (the run still waits)."""
+    """`{"call_id": …, "decision": "approve" | "reject"}`, or for a call whose server asked the
+    student something `{"call_id": …, "action": "accept" | "decline" | "cancel", "content": {…}}`
+    → 200 `{"call_id", "status", "resumed"}`. The last decision of a pause resumes the run on
+    this worker (any worker will do), admitted like a new turn: 429 (42901 / 42904) when the
+    student has no free stream or no quota left, and then nothing is recorded (the run still
+    waits)."""
     if request.method != "POST":
         return _method_not_allowed("POST")
     try:
-        caller, run, call_id, approve = await db_call(_decision_request, request, run_id)
+        caller, run, call_id, approve, answer = await db_call(_decision_request, request, run_id)
         decision, resumed = await run_answer(run=run, call_id=call_id, approve=approve,
-                                             campus_token=caller.campus_token)
+                                             campus_token=caller.campus_token, answer=answer)
     except ApprovalRefused as exc:
         return errors.error_response(_refusal(exc))
     except errors.ApiError as exc:
