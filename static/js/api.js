@@ -39,13 +39,23 @@ export function runStop({ runId }) {
 }
 
 // Decides on a tool call that waits for approval (DESIGN §4a): "approve" | "reject".
-export function runApprovalDecide({ runId, callId, decision }) {
+function runApprovalPost(runId, body) {
   return fetch(`/api/v1/runs/${encodeURIComponent(runId)}/approvals`, {
     method: "POST",
     credentials: "same-origin",
     headers: headers({ Accept: "application/json", "Content-Type": "application/json" }),
-    body: JSON.stringify({ call_id: callId, decision }),
+    body: JSON.stringify(body),
   });
+}
+
+export function runApprovalDecide({ runId, callId, decision }) {
+  return runApprovalPost(runId, { call_id: callId, decision });
+}
+
+// The student's answer to what a call's MCP server asked (an elicitation): accept (a form's
+// content), decline or cancel.
+export function runApprovalAnswer({ runId, callId, action, content }) {
+  return runApprovalPost(runId, content === undefined ? { call_id: callId, action } : { call_id: callId, action, content });
 }
 
 export function conversationDelete({ id }) {

@@ -14,6 +14,7 @@ import {
   feedbackDelete,
   feedbackPut,
   lastTurnSupersede,
+  runApprovalAnswer,
   runApprovalDecide,
   runEvents,
   runStop,
@@ -37,6 +38,15 @@ import {
   AUTHORIZATION_OPEN,
   AUTHORIZATION_SENT,
   AUTHORIZATION_TITLE,
+  ELICITATION_DECLINE,
+  ELICITATION_DONE,
+  ELICITATION_HINT,
+  ELICITATION_OPEN,
+  ELICITATION_SENT,
+  ELICITATION_SUBMIT,
+  ELICITATION_TITLE,
+  ELICITATION_URL_NOTE,
+  ELICITATION_WAITING,
   AUTHORIZATION_WAITING,
   CAMPUS_LOGIN_BUTTON,
   CAMPUS_LOGIN_EXPIRED,
@@ -80,6 +90,10 @@ const APPROVAL_TEXTS = {
 const AUTHORIZATION_TEXTS = {
   title: AUTHORIZATION_TITLE, hint: AUTHORIZATION_HINT, open: AUTHORIZATION_OPEN, decline: AUTHORIZATION_DECLINE,
   sent: AUTHORIZATION_SENT,
+};
+const ELICITATION_TEXTS = {
+  title: ELICITATION_TITLE, hint: ELICITATION_HINT, submit: ELICITATION_SUBMIT, decline: ELICITATION_DECLINE,
+  open: ELICITATION_OPEN, done: ELICITATION_DONE, urlNote: ELICITATION_URL_NOTE, sent: ELICITATION_SENT,
 };
 const RESUME_DELAY_MS = 1000;
 
@@ -196,6 +210,11 @@ function onFrame(run, frame) {
       turn.authorizationAsk(frame, () => decide(run, frame.call_id, "reject"), AUTHORIZATION_TEXTS);
       status(AUTHORIZATION_WAITING);
       break;
+    case "elicitation_required":
+      (run.waiting ||= new Set()).add(frame.call_id);
+      turn.elicitationAsk(frame, (answer) => answerSend(run, frame.call_id, answer), ELICITATION_TEXTS);
+      status(ELICITATION_WAITING);
+      break;
     case "error":
       errorShow(turn, frame, errorText({ code: frame.code, message: frame.message }));
       break;
@@ -251,15 +270,24 @@ async function followRun(run, response) {
 
 // The student's decision on a waiting call; null when it went through (the run goes on and its
 // frames arrive on the stream), else what to tell them.
-async function decide(run, callId, decision) {
+// The problem to show when the answer to a waiting call was not taken, else null.
+async function answerProblem(send) {
   try {
-    const response = await runApprovalDecide({ runId: run.runId, callId, decision });
+    const response = await send();
     if (response.ok) return null;
     const body = await errorBody(response);
     return errorText({ code: body?.code, status: response.status, message: body?.message }) || APPROVAL_FAILED;
   } catch {
     return APPROVAL_FAILED;
   }
+}
+
+function decide(run, callId, decision) {
+  return answerProblem(() => runApprovalDecide({ runId: run.runId, callId, decision }));
+}
+
+function answerSend(run, callId, { action, content }) {
+  return answerProblem(() => runApprovalAnswer({ runId: run.runId, callId, action, content }));
 }
 
 async function sendStop(run) {

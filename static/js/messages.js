@@ -44,6 +44,18 @@ export const AUTHORIZATION_OPEN = (service) => `连接“${service}”账号`;
 export const AUTHORIZATION_DECLINE = "不连接";
 export const AUTHORIZATION_SENT = { open: "已打开授权页面，完成后会自动继续…", reject: "已选择不连接。" };
 export const AUTHORIZATION_WAITING = "等待你连接账号…";
+// A call whose MCP server asks the student something (the `elicitation_required` frame).
+export const ELICITATION_TITLE = (service) => `“${service}”需要你回答`;
+export const ELICITATION_HINT = (time) => `请在 ${time} 前回答，逾时视为取消。`;
+export const ELICITATION_SUBMIT = "提交";
+export const ELICITATION_DECLINE = "不回答";
+export const ELICITATION_OPEN = (host) => `打开 ${host}`;
+export const ELICITATION_DONE = "我已完成";
+export const ELICITATION_URL_NOTE = "这个链接由服务提供，请确认网址可信后再打开。";
+export const ELICITATION_SENT = { accept: "已提交，正在继续…", decline: "已选择不回答。", open: "已打开页面，完成后点“我已完成”。" };
+export const ELICITATION_WAITING = "等待你回答…";
+export const ELICITATION_PICK = "请选择";
+export const ELICITATION_PICK_SOME = "请至少选一项。";
 export const RETRY = "重试";
 export const RETRY_IN = (seconds) => `${seconds} 秒后可重试`;
 export const TOO_LONG = (over, max) => `问题超过 ${max} 字（多了 ${over} 字），请删减后再发送。`;

@@ -2,11 +2,13 @@
 // through the same AssistantTurn methods, so both look the same (tool chips included).
 import { chartRender } from "./charts.js";
 import { codeEnhance } from "./code.js";
+import { elicitationFields } from "./elicitation_form.js";
 import { markdownFragment } from "./markdown.js";
 
 export const INTERRUPTED_MARK = "（已中断）";
 const TOOL_STATE_TEXT = {
-  running: "运行中…", waiting: "等待确认", authorizing: "等待连接账号", done: "完成", failed: "失败", cut: "已中断",
+  running: "运行中…", waiting: "等待确认", authorizing: "等待连接账号", asking: "等待回答", done: "完成", failed: "失败",
+  cut: "已中断",
 };
 export const ECHO_TITLE = "结果已写在回答里";
 const TOOL_IMAGE_ALT = "工具返回的图片";
@@ -336,6 +338,81 @@ export class AssistantTurn {
     entry.details.open = true;
     entry.approval = card;
     (row.firstElementChild || decline).focus();
+  }
+
+  // A call whose MCP server asks the student something (elicitation_required): its question, and
+  // either a form built from the schema (defaults filled in) or, in URL mode, a link (http(s)
+  // only, its host named) and a button to say it is done. `onAnswer({action, content})` sends
+  // the answer and gives back a problem to show, or null; the card goes when the call's result
+  // comes.
+  elicitationAsk(frame, onAnswer, texts) {
+    const { call_id: callId, tool, service, message, mode, expires_at: expiresAt } = frame;
+    const entry = this.toolEntry(callId, tool);
+    if (entry.approval) return; // a replayed frame (re-attach)
+    this.toolState(entry, "waiting", TOOL_STATE_TEXT.asking);
+    const name = String(service || toolLabel(tool));
+    const card = el("form", "approval elicitation");
+    card.noValidate = false;
+    card.setAttribute("aria-label", texts.title(name));
+    card.append(el("p", "approval-title", texts.title(name)));
+    if (message) card.append(el("p", "elicitation-message", String(message)));
+    const until = new Date(expiresAt);
+    if (!Number.isNaN(until.getTime())) {
+      const time = until.toLocaleTimeString("zh-CN", { hour: "2-digit", minute: "2-digit" });
+      card.append(el("p", "approval-until", texts.hint(time)));
+    }
+    const note = el("p", "approval-note");
+    note.setAttribute("aria-live", "polite");
+    const row = el("div", "approval-actions");
+    let read = () => ({});
+    let href = null;
+    if (mode === "url") {
+      try {
+        const parsed = new URL(String(frame.url));
+        if (parsed.protocol === "https:" || parsed.protocol === "http:") href = parsed;
+      } catch {
+        href = null;
+      }
+      if (href) {
+        const open = el("a", "btn btn-ghost btn-small elicitation-open", texts.open(href.host));
+        open.href = href.href;
+        open.target = "_blank";
+        open.rel = "noopener noreferrer";
+        open.addEventListener("click", () => { note.textContent = texts.sent.open; });
+        card.append(el("p", "elicitation-hint", texts.urlNote));
+        row.append(open);
+      }
+    } else {
+      read = elicitationFields(card, frame.schema || {}, frame.defaults || {});
+    }
+    const submit = el("button", "btn btn-primary btn-small approval-approve", mode === "url" ? texts.done : texts.submit);
+    submit.type = "submit";
+    const decline = el("button", "btn btn-ghost btn-small approval-reject", texts.decline);
+    decline.type = "button";
+    if (mode !== "url" || href) row.append(submit);
+    row.append(decline);
+    const buttons = [submit, decline];
+    const send = async (answer) => {
+      buttons.forEach((b) => { b.disabled = true; });
+      note.textContent = texts.sent[answer.action];
+      const problem = await onAnswer(answer);
+      if (problem) {
+        note.textContent = problem;
+        buttons.forEach((b) => { b.disabled = false; });
+      }
+    };
+    card.addEventListener("submit", (event) => {
+      event.preventDefault();
+      const content = read();
+      if (content === null) return; // the browser showed what is wrong
+      send(mode === "url" ? { action: "accept" } : { action: "accept", content });
+    });
+    decline.addEventListener("click", () => send({ action: "decline" }));
+    card.append(row, note);
+    entry.details.append(card);
+    entry.details.open = true;
+    entry.approval = card;
+    (card.querySelector("input, select") || row.firstElementChild).focus();
   }
 
   approvalSettle(entry) {

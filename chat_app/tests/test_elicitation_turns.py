@@ -1,0 +1,113 @@
+"""A turn whose MCP server asks the student something (an elicitation, issue 23 point 3), end to
+end on loopback: the project on uvicorn, the scripted model, the SDK-built test MCP server over
+streamable-http (its `enrol` tool asks for a form of every field kind).
+
+The run waits (`elicitation_required`: the message, the form's schema and its defaults); the
+student answers through `POST /api/v1/runs/<id>/approvals` (`action`, `content`), checked against
+the form; the same stream goes on with the call run again and its server given the answer."""
+import json
+
+import httpx
+import pytest
+
+from agents_app.testing.mcp_servers import ENROL_MESSAGE
+from chat_app.models import Message, Run, ToolApproval
+from chat_app.tests.polling import wait_for
+from chat_app.tests.sse import parse_blocks, read_rest, read_until
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+ANSWER = {"email": "alice@example.edu.cn", "credits": 4, "campus": "东区", "notify": False, "note": "周三下午"}
+
+
+@pytest.fixture
+def courses(agent_factory, mcp_service_http, mcp_pool_cleanup):
+    agent_factory(mcp_services=[mcp_service_http])
+    return mcp_service_http
+
+
+def _asked(client, headers):
+    response = client.stream("POST", "/api/v1/chat", json={"message": "帮我选课"}, headers=headers)
+    opened = response.__enter__()
+    blocks, raw = read_until(opened, lambda f: f["type"] == "elicitation_required")
+    return opened, response, blocks, raw
+
+
+def _answer(client, headers, run_id, **body):
+    return client.post(f"/api/v1/runs/{run_id}/approvals", headers=headers, json=body)
+
+
+def test_the_run_waits_for_the_form_and_the_answer_goes_on_in_the_same_stream(
+    live_asgi, llm_settings, courses, mcp_http_server, auth_headers
+):
+    llm_settings.reply_tool_calls(("http-tools__enrol", {}), text="我来帮你选课。")
+    llm_settings.reply_text("已选好。")
+    with httpx.Client(base_url=live_asgi, timeout=20) as client:
+        opened, response, blocks, raw = _asked(client, auth_headers)
+        try:
+            session, asked = blocks[0][1], blocks[-1][1]
+            assert [f["type"] for _, f in blocks if f["type"] != "chunk"] == [
+                "session", "tool_call", "elicitation_required"]
+            assert (asked["message"], asked["mode"], asked["service"]) == (ENROL_MESSAGE, "form", "http-tools")
+            assert asked["schema"]["properties"]["campus"]["enum"] == ["东区", "西区"]
+            assert asked["defaults"] == {"credits": 3, "campus": "西区", "notify": True, "note": ""}
+            run = Run.objects.get(id=session["run_id"])
+            assert run.status == Run.Status.WAITING and run.slot_key == ""
+            waiting = ToolApproval.objects.get(run=run)
+            assert (waiting.kind, waiting.status, waiting.question["message"]) == ("elicitation", "pending",
+                                                                                   ENROL_MESSAGE)
+
+            # A follower with no log of the run is shown the same question, rebuilt from its row.
+            with client.stream("GET", f"/api/v1/runs/{run.id}/events", headers=auth_headers) as follower:
+                followed, _ = read_until(follower, lambda f: f["type"] == "elicitation_required")
+            assert {k: v for k, v in followed[-1][1].items()} == asked
+
+            # What does not fit the form, or is not an answer, is refused and changes nothing.
+            unfit = _answer(client, auth_headers, run.id, call_id=asked["call_id"], action="accept",
+                            content={**ANSWER, "credits": "四"})
+            assert unfit.status_code == 400 and "credits" in unfit.json()["message"]
+            missing = _answer(client, auth_headers, run.id, call_id=asked["call_id"], action="accept", content={})
+            assert missing.status_code == 400 and "email" in missing.json()["message"]
+            approved = _answer(client, auth_headers, run.id, call_id=asked["call_id"], decision="approve")
+            assert approved.status_code == 409 and "action" in approved.json()["message"]
+            odd = _answer(client, auth_headers, run.id, call_id=asked["call_id"], action="maybe")
+            assert odd.status_code == 400
+            assert ToolApproval.objects.get(run=run).status == ToolApproval.Status.PENDING
+
+            answered = _answer(client, auth_headers, run.id, call_id=asked["call_id"], action="accept", content=ANSWER)
+            assert answered.status_code == 200
+            assert answered.json() == {"call_id": asked["call_id"], "status": "approved", "resumed": True}
+            rest = read_rest(opened)
+        finally:
+            response.__exit__(None, None, None)
+    later, _ = parse_blocks(raw[raw.rfind("\n\n") + 2:] + rest)
+    [result] = [f for _, f in later if f["type"] == "tool_result"]
+    assert (result["tool"], result["ok"]) == ("http-tools__enrol", True)
+    assert later[-1][1]["type"] == "done" and later[-1][1]["full_text"] == "我来帮你选课。已选好。"
+    assert [e["action"] for e in mcp_http_server.elicitations] == ["cancel", "accept"]
+    assert mcp_http_server.elicitations[-1]["content"] == ANSWER
+    [tool_row] = Message.objects.filter(conversation_id=session["conversation_id"], role="tool")
+    assert json.loads(tool_row.content) == {"action": "accept", "content": ANSWER}
+    stored = ToolApproval.objects.get(run=run)
+    assert (stored.status, stored.answer) == ("approved", {"action": "accept", "content": ANSWER})
+    wait_for(lambda: Run.objects.filter(id=run.id, status=Run.Status.FINISHED).exists(), what="the run's end")
+
+
+def test_a_declined_form_is_the_servers_to_hear_and_an_approval_takes_no_answer(
+    live_asgi, llm_settings, courses, mcp_http_server, auth_headers
+):
+    llm_settings.reply_tool_calls(("http-tools__enrol", {}))
+    llm_settings.reply_text("好的，不选了。")
+    with httpx.Client(base_url=live_asgi, timeout=20) as client:
+        opened, response, blocks, raw = _asked(client, auth_headers)
+        try:
+            run_id, asked = blocks[0][1]["run_id"], blocks[-1][1]
+            declined = _answer(client, auth_headers, run_id, call_id=asked["call_id"], decision="reject")
+            assert declined.status_code == 200 and declined.json()["status"] == "rejected"
+            rest = read_rest(opened)
+        finally:
+            response.__exit__(None, None, None)
+    later, _ = parse_blocks(rest)
+    assert later[-1][1]["full_text"] == "好的，不选了。"
+    assert [e["action"] for e in mcp_http_server.elicitations] == ["cancel", "decline"]
+    assert ToolApproval.objects.get(run_id=run_id).answer == {"action": "decline"}
