@@ -12,9 +12,9 @@ from drf_spectacular.validation import validate_schema
 from agents_app.runtime.events import (
     ApprovalRequired,
     AuthorizationRequired,
-    ElicitationRequired,
     Chunk,
     Done,
+    ElicitationRequired,
     Error,
     Event,
     Reasoning,
