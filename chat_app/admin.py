@@ -163,9 +163,11 @@ class FeedbackAdmin(RecordAdminMixin, admin.ModelAdmin):
 
 @admin.register(ToolApproval)
 class ToolApprovalAdmin(RecordAdminMixin, admin.ModelAdmin):
-    """Every tool call that asked a student first (DESIGN §4a: their approval, or the connection
-    of their own account at a per-student MCP service) and what became of it: a record for staff
-    (which tools students decline, how often calls expire), never edited here."""
+    """Every tool call that asked a student first (DESIGN §4a: their approval, the connection of
+    their own account at a per-student MCP service, or their answer to what its MCP server asked)
+    and what became of it: a record for staff (which tools students decline, how often calls
+    expire), never edited here. What a student typed into a server's form is theirs: staff see
+    the question and how it was answered, not the answer's content."""
 
     record_deletable = False
 
@@ -174,13 +176,22 @@ class ToolApprovalAdmin(RecordAdminMixin, admin.ModelAdmin):
     search_fields = ("tool", "args", "run__user__username", "call_id")
     date_hierarchy = "created_at"
     list_select_related = ("run__user",)
-    fields = ("tool", "kind", "service_label", "status", "args", "call_id", "user", "conversation_link", "created_at",
-              "expires_at", "decided_at")
+    fields = ("tool", "kind", "service_label", "status", "args", "question_message", "answer_action", "call_id", "user",
+              "conversation_link", "created_at", "expires_at", "decided_at")
     readonly_fields = fields
 
     @admin.display(description="学生", ordering="run__user__username")
     def user(self, obj: ToolApproval) -> str:
         return obj.run.user.get_username()
+
+    @admin.display(description="服务的问题")
+    def question_message(self, obj: ToolApproval) -> str:
+        return (obj.question or {}).get("message", "") if obj.kind == ToolApproval.Kind.ELICITATION else ""
+
+    @admin.display(description="学生的回答")
+    def answer_action(self, obj: ToolApproval) -> str:
+        action = (obj.answer or {}).get("action", "")
+        return {"accept": "已提交", "decline": "拒绝回答", "cancel": "取消"}.get(action, action)
 
     @admin.display(description="参数")
     def args_head(self, obj: ToolApproval) -> str:

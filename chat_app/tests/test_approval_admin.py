@@ -45,3 +45,17 @@ def test_approvals_are_read_only_in_admin(staff_client, approvals):
     assert staff_client.get(reverse("admin:chat_app_toolapproval_add")).status_code == 403
     delete = reverse("admin:chat_app_toolapproval_delete", args=[approvals[0].pk])
     assert staff_client.post(delete, {"post": "yes"}).status_code == 403
+
+
+def test_staff_see_a_servers_question_and_how_it_was_answered_not_what_was_typed(staff_client, user):
+    conversation = Conversation.objects.create(user=user, title="选课")
+    run = Run.objects.create(conversation=conversation, user=user, heartbeat_at=timezone.now(),
+                             status=Run.Status.FINISHED)
+    asked = ToolApproval.objects.create(
+        run=run, call_id="call_enrol", tool="courses__enrol", kind=ToolApproval.Kind.ELICITATION,
+        service_label="选课", question={"message": "请填写选课信息", "mode": "form", "schema": {}, "defaults": {}},
+        answer={"action": "accept", "content": {"phone": "13800138000"}}, status=ToolApproval.Status.APPROVED,
+        expires_at=timezone.now() + timedelta(minutes=10))
+    page = staff_client.get(reverse("admin:chat_app_toolapproval_change", args=[asked.pk])).content.decode()
+    assert "请填写选课信息" in page and "已提交" in page and "回答问题" in page
+    assert "13800138000" not in page
