@@ -10,7 +10,11 @@ Steps, all within the sub-agent's `timeout_sec`:
    send); each status text and artifact text update is passed to `on_chunk` as it arrives;
 3. end at the task's first terminal or interrupted state: `completed` answers with the artifact
    text; `failed` / `rejected` / `canceled` are the §5 error-event text; `input-required` and
-   `auth-required` end the call with a result that tells the model what the agent wants.
+   `auth-required` end the call with a result that tells the model what the agent wants, and an
+   `input-required` reply carries the question (`SubAgentReply.asks`: its text, the task and
+   context ids), which a turn puts to the student; their answer is sent as the next message of
+   the same task (`goes_on`), or, when they do not answer, the task is cancelled
+   (`a2a_task_cancel`).
 
 Failures give the seed contract's §5 texts (client.py's, not copies): a timeout, a connection
 failure (a garbled or cut stream included), an HTTP status, an error from the agent. When the
@@ -132,6 +136,7 @@ class _Task:
 
     on_chunk: ChunkCallback | None
     task_id: str = ""
+    context_id: str = ""
     state: int = TaskState.TASK_STATE_UNSPECIFIED
     status_text: str = ""
     artifacts: dict[str, str] = field(default_factory=dict)  # artifact id -> its text so far
@@ -171,6 +176,7 @@ class _Task:
         if kind == "task":
             task = event.task
             self.task_id = task.id or self.task_id
+            self.context_id = task.context_id or self.context_id
             self.text_size = 0
             self.artifacts = {a.artifact_id or str(i): self._admit(subagent_text_clean(get_artifact_text(a, PART_JOIN)))
                               for i, a in enumerate(task.artifacts)}
@@ -180,6 +186,7 @@ class _Task:
             self._check_over()
         elif kind == "status_update":
             self.task_id = event.status_update.task_id or self.task_id
+            self.context_id = event.status_update.context_id or self.context_id
             self._status(event.status_update.status)
             if self.state not in FINISHED | FAILED | INTERRUPTED and self.status_text:
                 await self._emit(self.status_text + "\n")  # progress ("正在查询…")
@@ -227,7 +234,9 @@ class _Task:
             return SubAgentReply(ok=True, text=self.text() or EMPTY_ANSWER_TEXT)
         if self.state == TaskState.TASK_STATE_INPUT_REQUIRED:
             # Not a failure: the agent asks something the model can put to the student.
-            return SubAgentReply(ok=True, text=INPUT_REQUIRED_TEXT.format(question=self.status_text or NO_DETAIL))
+            asks = {"message": self.status_text or NO_DETAIL, "task_id": self.task_id, "context_id": self.context_id}
+            return SubAgentReply(ok=True, text=INPUT_REQUIRED_TEXT.format(question=self.status_text or NO_DETAIL),
+                                 asks=asks if self.task_id else None)
         if self.state == TaskState.TASK_STATE_AUTH_REQUIRED:
             return SubAgentReply(ok=False, text=AUTH_REQUIRED_TEXT.format(detail=self.status_text or NO_DETAIL),
                                  notice=AUTH_REQUIRED_NOTICE)
@@ -296,6 +305,23 @@ def _cancel_soon(client: Client | None, task: _Task, headers: dict[str, str], na
     pending.add_done_callback(_cancels.discard)
 
 
+async def a2a_task_cancel(*, sub_agent: SubAgent, task_id: str, request_id: str, conversation_id: str,
+                          campus_token: str | None) -> None:
+    """Cancels a task of the agent that waited for the student's answer, which will not come
+    (declined, or its time ran out); best effort, within the sub-agent's timeout."""
+    plain = a2a_headers(request_id=request_id, conversation_id=conversation_id)
+    try:
+        async with asyncio.timeout(sub_agent.timeout_sec):
+            info = await aagent_card_fetch(client=_clients.get(), base_url=sub_agent.base_url, headers=plain)
+            if not info.callable:
+                raise AgentCardError(info.problem)
+            headers = a2a_headers(request_id=request_id, conversation_id=conversation_id,
+                                  campus_token=campus_token) if info.bearer else plain
+            await _cancel_remote(_sdk_client(info), task_id, headers, sub_agent.name)
+    except Exception as exc:  # noqa: BLE001 - best effort: the agent may be gone, the task ended
+        logger.info("A2A task cancel failed name={} task={}: {}", sub_agent.name, task_id, exc)
+
+
 async def a2a_call(
     *,
     sub_agent: SubAgent,
@@ -304,9 +330,11 @@ async def a2a_call(
     conversation_id: str,
     campus_token: str | None,
     on_chunk: ChunkCallback | None = None,
+    goes_on: dict | None = None,
 ) -> SubAgentReply:
     """Sends `message` to the A2A agent and reads its answer within `timeout_sec` overall (see the
-    module's docstring). No retry, as for the seed contract."""
+    module's docstring). No retry, as for the seed contract. `goes_on` ({"task_id",
+    "context_id"} of a reply's `asks`): the message is the student's answer, continuing that task."""
     started = time.perf_counter()
     logger.info("A2A call name={} message={} token={}", sub_agent.name, clip_text(message), mask_token(campus_token))
     plain = a2a_headers(request_id=request_id, conversation_id=conversation_id)
@@ -322,7 +350,8 @@ async def a2a_call(
                 headers = a2a_headers(request_id=request_id, conversation_id=conversation_id,
                                       campus_token=campus_token)
             client = _sdk_client(info)
-            reply = await _send(client, task, message=message, domain=sub_agent.domain, headers=headers)
+            reply = await _send(client, task, message=message, domain=sub_agent.domain, headers=headers,
+                                goes_on=goes_on)
     except TimeoutError:
         _cancel_soon(client, task, headers, sub_agent.name)
         reply = SubAgentReply(ok=False, text=TIMEOUT_TEXT, code=DOWNSTREAM, notice=TIMEOUT_NOTICE)
@@ -343,11 +372,13 @@ async def a2a_call(
     return reply
 
 
-async def _send(client: Client, task: _Task, *, message: str, domain: str, headers: dict[str, str]) -> SubAgentReply:
-    request = SendMessageRequest(
-        message=Message(role=Role.ROLE_USER, message_id=uuid.uuid4().hex, parts=[Part(text=message)]),
-        metadata={"domain": domain} if domain else None,
-    )
+async def _send(client: Client, task: _Task, *, message: str, domain: str, headers: dict[str, str],
+                goes_on: dict | None = None) -> SubAgentReply:
+    sent = Message(role=Role.ROLE_USER, message_id=uuid.uuid4().hex, parts=[Part(text=message)])
+    if goes_on:
+        sent.task_id, sent.context_id = str(goes_on.get("task_id", "")), str(goes_on.get("context_id", ""))
+        task.task_id = sent.task_id
+    request = SendMessageRequest(message=sent, metadata={"domain": domain} if domain else None)
     context = ClientCallContext(service_parameters=headers)
     # aclosing: a stop or the deadline closes the HTTP stream at once, not when it is collected.
     max_events = settings.A2A_MAX_EVENTS

@@ -58,6 +58,9 @@ class SubAgentReply:
     notice: str | None = None
     status: int | None = None  # the HTTP status when it was not 200
     cut: str | None = None  # why the answer was cut at a cap (subagents_app/limits.py); the text says so
+    # An A2A agent asks the student something (`input-required`): {"message", "task_id",
+    # "context_id"}; the student's answer continues that task (a2a_client.py).
+    asks: dict | None = None
 
     @property
     def source_failed(self) -> bool:

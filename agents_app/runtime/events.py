@@ -264,6 +264,7 @@ class ElicitationRequired:
     schema: dict = field(default_factory=dict)
     defaults: dict = field(default_factory=dict)
     url: str = ""
+    resume: dict = field(default_factory=dict)  # not in the frame: handed back to the tool with the answer
 
     FRAME_SCHEMA: ClassVar[dict] = frame_schema(
         "elicitation_required", "工具的 MCP 服务需要学生回答问题后才能继续：mode 为 form 时按 schema 填表，"

@@ -543,7 +543,8 @@ def _pause_for_person(turn: _Turn, calls: list[tuple[str, str, str]], asking: se
         elif (asked := eliciting.get(call_id)) is not None:
             waiting.append(ElicitationRequired(call_id=call_id, tool=tool, args=args, service=asked.service,
                                                message=asked.message, mode=asked.mode, schema=asked.schema,
-                                               defaults=asked.defaults, url=asked.url, expires_at=decide_by))
+                                               defaults=asked.defaults, url=asked.url, resume=asked.resume,
+                                               expires_at=decide_by))
     return AwaitApproval(Paused(state=turn.state(), waiting=tuple(waiting)))
 
 

@@ -3,11 +3,16 @@
 says it is unavailable, and a call fails at once instead of waiting for the timeout.
 
 The sub-agent's protocol picks the client: the seed contract (subagents_app/client.py) or A2A
-(subagents_app/a2a_client.py). Both return the same reply, so nothing else here differs."""
+(subagents_app/a2a_client.py). Both return the same reply, so nothing else here differs, but for
+one thing only A2A has: an agent that asks the student something (`input-required`). The turn then
+waits for the student's answer (ToolOutcome.elicitation, a one-field form), and the call's next
+run sends that answer as the next message of the same A2A task; a student who declines has the
+task cancelled instead."""
 from __future__ import annotations
 
+from agents_app.mcp.person import MAX_QUESTIONS_PER_CALL
 from agents_app.runtime.context import RunContext
-from agents_app.runtime.tool import Emit, ToolOutcome
+from agents_app.runtime.tool import ElicitationNeeded, Emit, ToolOutcome
 from agents_app.runtime.tool_names import subagent_tool_name
 from campus_agent.circuit import (
     CIRCUIT_OPEN_DESCRIPTION,
@@ -17,8 +22,8 @@ from campus_agent.circuit import (
     circuit_release,
 )
 from campus_agent.request_id import request_id_set
-from subagents_app.a2a_client import a2a_call
-from subagents_app.client import subagent_call, subagent_circuit_key
+from subagents_app.a2a_client import a2a_call, a2a_task_cancel
+from subagents_app.client import subagent_call, subagent_circuit_key, subagent_label
 from subagents_app.models import SubAgent
 
 MESSAGE_PARAMETERS = {
@@ -28,6 +33,12 @@ MESSAGE_PARAMETERS = {
 }
 MISSING_MESSAGE_TEXT = "调用参数缺少 message（要交给子 Agent 的问题）。"
 CIRCUIT_OPEN_TEXT = "子 Agent 暂时不可用，请稍后再试。"
+# The form an A2A agent's question is put to the student with: one answer in words.
+ANSWER_FIELD = "answer"
+ANSWER_SCHEMA = {"type": "object", "required": [ANSWER_FIELD], "properties": {
+    ANSWER_FIELD: {"type": "string", "title": "你的回答", "minLength": 1, "maxLength": 2000}}}
+NOT_ANSWERED_TEXT = ("学生没有回答子 Agent 的问题，子 Agent 的任务已取消。请据此回答，不要再次调用它，除非学生明确要求。",
+                     "未回答，未执行。")
 # A probe may take the whole timeout; past it plus this margin another worker may probe.
 PROBE_LEASE_MARGIN_SEC = 5
 
@@ -65,10 +76,21 @@ class SubAgentTool:
         message = args.get("message")
         if not isinstance(message, str) or not message.strip():
             return ToolOutcome(text=MISSING_MESSAGE_TEXT, ok=False, error=MISSING_MESSAGE_TEXT)
+        answered = ctx.elicitation_answers[-1] if ctx.elicitation_answers else None
+        goes_on = answered.get("resume") if answered and self.sub_agent.is_a2a else None
+        if goes_on and answered.get("action") != "accept":  # the student would not answer: the task ends
+            await a2a_task_cancel(sub_agent=self.sub_agent, task_id=str(goes_on.get("task_id", "")),
+                                  request_id=ctx.request_id, conversation_id=ctx.conversation_id,
+                                  campus_token=ctx.campus_token)
+            return ToolOutcome(text=NOT_ANSWERED_TEXT[0], ok=False, error=NOT_ANSWERED_TEXT[1])
         ticket = await acircuit_enter(source=self.circuit_key, name=f"sub-agent {self.sub_agent.name}",
                                       lease_sec=self.sub_agent.timeout_sec + PROBE_LEASE_MARGIN_SEC)
         if ticket is None:
             return ToolOutcome(text=CIRCUIT_OPEN_TEXT, ok=False, error=CIRCUIT_OPEN_TEXT)
+        extra = {}
+        if goes_on:
+            extra = {"goes_on": goes_on}
+            message = str((answered.get("content") or {}).get(ANSWER_FIELD, ""))
         call = a2a_call if self.sub_agent.is_a2a else subagent_call
         try:
             reply = await call(
@@ -78,6 +100,7 @@ class SubAgentTool:
                 conversation_id=ctx.conversation_id,
                 campus_token=ctx.campus_token,  # the only hop the campus token is sent to
                 on_chunk=emit,
+                **extra,
             )
         except BaseException:
             # Cancelled (a stop, the turn's budget): nothing learnt about the sub-agent. A plain
@@ -89,6 +112,16 @@ class SubAgentTool:
         else:
             await acircuit_success(ticket)
         if reply.ok:
-            return ToolOutcome(text=reply.text, chart=reply.chart)
+            return ToolOutcome(text=reply.text, chart=reply.chart, elicitation=self._question(reply, ctx))
         # The model reads the §5 text with its reason; the student reads the notice.
         return ToolOutcome(text=reply.text, ok=False, error=reply.notice or reply.text, code=reply.code)
+
+    def _question(self, reply, ctx: RunContext) -> ElicitationNeeded | None:
+        """The agent's question for the student (an A2A `input-required`), while the call may still
+        wait for one more answer (MAX_QUESTIONS_PER_CALL); else the reply's text stands (it tells
+        the model what the agent asked)."""
+        if reply.asks is None or len(ctx.elicitation_answers) >= MAX_QUESTIONS_PER_CALL:
+            return None
+        return ElicitationNeeded(service=subagent_label(self.sub_agent), message=reply.asks["message"], mode="form",
+                                 schema=ANSWER_SCHEMA, defaults={},
+                                 resume={"task_id": reply.asks["task_id"], "context_id": reply.asks["context_id"]})

@@ -12,7 +12,7 @@ Optional: `trace_kind` (`"mcp"`, `"subagent"` …) names the kind on the tool's 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from agents_app.runtime.context import RunContext
@@ -33,10 +33,11 @@ class AuthorizationNeeded:
 
 @dataclass(frozen=True, slots=True)
 class ElicitationNeeded:
-    """The call's MCP server (`service`: its display name) asked the student something (an
-    elicitation, agents_app/mcp/person.py TurnPerson): a form (`mode` "form": `message` and the
+    """The call's MCP server or A2A sub-agent (`service`: its display name) asked the student
+    something (an MCP elicitation, agents_app/mcp/person.py TurnPerson; an A2A `input-required`): a form (`mode` "form": `message` and the
     JSON Schema `schema` of its fields, `defaults` what the form shows filled in, SEP-1034) or a
-    page to visit (`mode` "url": `url`)."""
+    page to visit (`mode` "url": `url`). `resume`: what the tool needs to go on once answered,
+    handed back with the answer (an A2A sub-agent's task and context ids); not shown."""
 
     service: str
     message: str
@@ -44,6 +45,7 @@ class ElicitationNeeded:
     schema: dict
     defaults: dict
     url: str = ""
+    resume: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

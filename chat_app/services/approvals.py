@@ -114,7 +114,7 @@ def _waiting_row(run: Run, frames_seq: int, waiting: WaitingCall) -> ToolApprova
     elif isinstance(waiting, ElicitationRequired):
         row.kind, row.service_label, row.url = ToolApproval.Kind.ELICITATION, waiting.service[:64], waiting.url
         row.question = {"message": waiting.message, "mode": waiting.mode, "schema": waiting.schema,
-                        "defaults": waiting.defaults}
+                        "defaults": waiting.defaults, "resume": waiting.resume}
     return row
 
 
@@ -241,9 +241,12 @@ def _answers(run: Run, call_ids: list[str]) -> dict[str, tuple[dict, ...]]:
     if not call_ids:
         return {}
     answers: dict[str, list[dict]] = {}
-    for call_id, answer in (ToolApproval.objects.filter(run_id=run.id, call_id__in=call_ids, answer__isnull=False)
-                            .order_by("pause_seq").values_list("call_id", "answer")):
-        answers.setdefault(call_id, []).append(answer)
+    for call_id, answer, question in (
+        ToolApproval.objects.filter(run_id=run.id, call_id__in=call_ids, answer__isnull=False)
+        .order_by("pause_seq").values_list("call_id", "answer", "question")
+    ):
+        resume = (question or {}).get("resume")  # what the tool needs to go on (an A2A task)
+        answers.setdefault(call_id, []).append({**answer, "resume": resume} if resume else answer)
     return {call_id: tuple(given) for call_id, given in answers.items()}
 
 

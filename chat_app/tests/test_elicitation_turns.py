@@ -1,6 +1,7 @@
 """A turn whose MCP server asks the student something (an elicitation, issue 23 point 3), end to
 end on loopback: the project on uvicorn, the scripted model, the SDK-built test MCP server over
-streamable-http (its `enrol` tool asks for a form of every field kind).
+streamable-http (its `enrol` tool asks for a form of every field kind); and one whose A2A
+sub-agent asks (`input-required`, point 5: a2a-sdk's server side), answered the same way.
 
 The run waits (`elicitation_required`: the message, the form's schema and its defaults); the
 student answers through `POST /api/v1/runs/<id>/approvals` (`action`, `content`), checked against
@@ -10,10 +11,12 @@ import json
 import httpx
 import pytest
 
+from agents_app.runtime.subagent_tool import NOT_ANSWERED_TEXT as SUBAGENT_NOT_ANSWERED
 from agents_app.testing.mcp_servers import ENROL_MESSAGE
 from chat_app.models import Message, Run, ToolApproval
 from chat_app.tests.polling import wait_for
 from chat_app.tests.sse import parse_blocks, read_rest, read_until
+from subagents_app.testing.a2a_agent import INPUT_ANSWER, INPUT_QUESTION
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -111,3 +114,61 @@ def test_a_declined_form_is_the_servers_to_hear_and_an_approval_takes_no_answer(
     assert later[-1][1]["full_text"] == "好的，不选了。"
     assert [e["action"] for e in mcp_http_server.elicitations] == ["cancel", "decline"]
     assert ToolApproval.objects.get(run_id=run_id).answer == {"action": "decline"}
+
+
+# --- an A2A sub-agent that asks the student (input-required, issue 23 point 5) ---------------
+
+@pytest.fixture
+def library(agent_factory, a2a_sub_agent_factory):
+    return agent_factory(sub_agents=[a2a_sub_agent_factory("stream", display_name="图书馆助手", timeout_sec=10)])
+
+
+def test_an_a2a_agents_question_is_answered_and_the_same_task_goes_on(
+    live_asgi, llm_settings, library, a2a_server, auth_headers
+):
+    llm_settings.reply_tool_calls(("call_library", {"message": "[[mode:input]] 图书馆几点关门"}))
+    llm_settings.reply_text("东区图书馆开到 22:00。")
+    with httpx.Client(base_url=live_asgi, timeout=20) as client:
+        opened, response, blocks, raw = _asked(client, auth_headers)
+        try:
+            run_id, asked = blocks[0][1]["run_id"], blocks[-1][1]
+            assert (asked["service"], asked["message"], asked["mode"]) == ("图书馆助手", INPUT_QUESTION, "form")
+            assert list(asked["schema"]["properties"]) == ["answer"] and asked["schema"]["required"] == ["answer"]
+            assert "resume" not in asked  # the task's ids stay on the server
+            empty = _answer(client, auth_headers, run_id, call_id=asked["call_id"], action="accept", content={})
+            assert empty.status_code == 400
+            answered = _answer(client, auth_headers, run_id, call_id=asked["call_id"], action="accept",
+                               content={"answer": "东区"})
+            assert answered.status_code == 200 and answered.json()["resumed"] is True
+            rest = read_rest(opened)
+        finally:
+            response.__exit__(None, None, None)
+    later, _ = parse_blocks(rest)
+    [result] = [f for _, f in later if f["type"] == "tool_result"]
+    assert result["ok"] is True
+    assert later[-1][1]["full_text"] == "东区图书馆开到 22:00。"
+    [(task_id, text)] = a2a_server.continued  # one message, on the task that asked
+    assert text == "东区" and a2a_server.messages == ["[[mode:input]] 图书馆几点关门", "东区"]
+    [tool_row] = Message.objects.filter(request_id=Run.objects.get(id=run_id).request_id, role="tool")
+    assert tool_row.content == INPUT_ANSWER.format(answer="东区")
+    assert a2a_server.cancelled_tasks == []
+
+
+def test_declining_an_a2a_agents_question_cancels_its_task(live_asgi, llm_settings, library, a2a_server,
+                                                           auth_headers):
+    llm_settings.reply_tool_calls(("call_library", {"message": "[[mode:input]] 图书馆几点关门"}))
+    llm_settings.reply_text("好的。")
+    with httpx.Client(base_url=live_asgi, timeout=20) as client:
+        opened, response, blocks, raw = _asked(client, auth_headers)
+        try:
+            run_id, asked = blocks[0][1]["run_id"], blocks[-1][1]
+            declined = _answer(client, auth_headers, run_id, call_id=asked["call_id"], action="decline")
+            assert declined.status_code == 200
+            rest = read_rest(opened)
+        finally:
+            response.__exit__(None, None, None)
+    later, _ = parse_blocks(rest)
+    [result] = [f for _, f in later if f["type"] == "tool_result"]
+    assert (result["ok"], result["error"]) == (False, SUBAGENT_NOT_ANSWERED[1])
+    assert a2a_server.cancelled.wait(5) and len(a2a_server.cancelled_tasks) == 1
+    assert a2a_server.continued == []

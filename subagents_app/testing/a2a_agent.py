@@ -25,7 +25,9 @@ sub-agent (contract_agent.py):
     normal     status "working" with STATUS_TEXT, the answer in appended artifact chunks, completed
     failed     working, then `failed` with FAILED_MESSAGE
     canceled   working, then the agent itself ends the task as `canceled`
-    input      `input-required`, asking INPUT_QUESTION
+    input      `input-required`, asking INPUT_QUESTION; a message that continues that task (its
+               `taskId`) completes it with INPUT_ANSWER of the message's text, or asks again
+               when the text has the marker too
     auth       `auth-required`, saying AUTH_DETAIL
     hang       working and one chunk, then waits until the task is cancelled (tasks/cancel)
     slow       waits `stall_sec` before anything (a timeout test), cancellable the same way
@@ -34,7 +36,8 @@ sub-agent (contract_agent.py):
                in all), then completed
 
 `requests` records every HTTP request (path, headers lower-cased); `messages` every message text
-the executor received, `metadata` its request metadata; `cancelled` is set (and `cancelled_tasks` appended) when a task is
+the executor received, `metadata` its request metadata, `continued` (task id, text) of each message
+that went on with an input-required task; `cancelled` is set (and `cancelled_tasks` appended) when a task is
 cancelled through tasks/cancel — what the agent sees of a stop.
 """
 from __future__ import annotations
@@ -75,6 +78,7 @@ STATUS_TEXT = "正在查询…"
 FAILED_MESSAGE = "馆藏系统维护中"
 AGENT_CANCELED_MESSAGE = "任务被管理员取消"
 INPUT_QUESTION = "请问您要查询哪个校区的图书馆？"
+INPUT_ANSWER = "{answer}图书馆今天开放到 22:00。"
 AUTH_DETAIL = "请先在图书馆系统中授权"
 SKILL = AgentSkill(id="hours", name="开放时间", description="查询图书馆开放时间", tags=["图书馆"],
                    examples=["图书馆几点关门？"])
@@ -130,6 +134,16 @@ class _Executor(AgentExecutor):
         self.agent.messages.append(text)
         self.agent.metadata.append(context.metadata)
         mode = mode_of(text)
+        waiting = context.current_task
+        if waiting is not None and waiting.status.state == TaskState.TASK_STATE_INPUT_REQUIRED:
+            self.agent.continued.append((waiting.id, text))
+            updater = TaskUpdater(event_queue, context.task_id, context.context_id)
+            if mode == "input":
+                await updater.requires_input(updater.new_agent_message([Part(text=INPUT_QUESTION)]))
+            else:
+                await updater.add_artifact([Part(text=INPUT_ANSWER.format(answer=text))], artifact_id="answer")
+                await updater.complete()
+            return
         if mode == "message":
             await event_queue.enqueue_event(new_text_message("".join(answer_chunks(text)), role=Role.ROLE_AGENT))
             return
@@ -200,6 +214,7 @@ class A2aTestAgent(ServedApp):
         self.metadata: list[dict] = []  # each message send's request metadata
         self.cancelled_tasks: list[str] = []
         self.cancelled = threading.Event()
+        self.continued: list[tuple[str, str]] = []  # (task id, text) of messages that went on an input-required task
         self.raw_bodies: dict = {}  # `[[mode:raw]] <key>` on the `raw` variant → what its endpoint streams
 
     def url(self, variant: str = "stream") -> str:
