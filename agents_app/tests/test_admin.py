@@ -22,7 +22,7 @@ def run_list_tools(client, *services):
 def test_list_tools_reports_exposed_names_and_descriptions(staff_client, mcp_service_http):
     [(level, text)] = run_list_tools(staff_client, mcp_service_http)
     assert level == "success"
-    assert "共 19 个工具" in text and "http-tools__add（把两个整数相加" in text and "http-tools__picture" in text
+    assert "共 22 个工具" in text and "http-tools__add（把两个整数相加" in text and "http-tools__picture" in text
     assert "审批：直接运行" in text  # the service is untrusted: register_course's destructiveHint decides nothing
 
 
@@ -77,7 +77,7 @@ def test_list_tools_button_shows_the_tools_the_model_will_be_offered(staff_clien
 
     assert response.status_code == 302 and response["Location"] == change
     [(level, text), (problem_level, problem)] = [(m.level_tag, m.message) for m in get_messages(response.wsgi_request)]
-    assert level == "success" and text.startswith("“校园小智”的模型将看到 20 个工具：")
+    assert level == "success" and text.startswith("“校园小智”的模型将看到 23 个工具：")
     assert "call_canteen（食堂助手" in text and "tools__add（把两个整数相加" in text
     assert problem_level == "error" and problem.startswith(OFFERED_TOOLS_PROBLEM.format(problem="down: "))
     assert len(mcp_spawn_log.read_text().split()) == 1  # the explicit action did connect

@@ -148,7 +148,7 @@ async def test_names_stay_unique_when_two_services_normalise_alike(mcp_sse_serve
     )
     agent = await make_agent(first, second)
     names = [t.name for t in await tools_for_agent(agent)]
-    assert len(names) == len(set(names)) == 38  # 19 tools each
+    assert len(names) == len(set(names)) == 44  # 22 tools each
     assert {"campus_tools__add", "campus_tools__add_2"} <= set(names)
     results = await turn(agent, llm_settings, ("campus_tools__add", {"a": 1, "b": 1}),
                          ("campus_tools__add_2", {"a": 2, "b": 2}))

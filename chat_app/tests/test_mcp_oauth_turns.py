@@ -189,3 +189,53 @@ def test_a_known_tool_of_a_service_the_student_has_not_connected_waits_for_them_
     assert later[-1][1]["full_text"] == "你是 alice。"
     [row] = [m for m in Message.objects.filter(role="tool")]
     assert row.content == "alice"
+
+
+def test_an_approved_call_that_then_needs_the_students_account_waits_again(
+    live_asgi, llm_settings, library, user, other_user, auth_headers
+):
+    """An ask-first tool of a per-student service: approved, its call finds no authorization of
+    this student, and the same round waits once more, for the account (not a failed result)."""
+    from asgiref.sync import async_to_sync
+
+    from agents_app.mcp.person import person_use
+    from agents_app.mcp.pool import mcp_pool_close
+    from agents_app.mcp.tools import mcp_service_tool_infos
+    from agents_app.testing.conformance_client import HeadlessPerson
+
+    service = McpService.objects.get(name="library")
+    service.tool_approvals = {"whoami": "ask"}
+    service.save(update_fields=["tool_approvals"])
+
+    async def first_student_lists():
+        with person_use(HeadlessPerson()):
+            await mcp_service_tool_infos(service=service, user_id=other_user.pk)
+        await mcp_pool_close()
+
+    library.subject = "bob"
+    async_to_sync(first_student_lists)()
+    library.subject = "alice"
+    llm_settings.reply_tool_calls(("library__whoami", {}))
+    llm_settings.reply_text("你是 alice。")
+    with httpx.Client(base_url=live_asgi, timeout=20) as client:
+        response = client.stream("POST", "/api/v1/chat", json={"message": "我是谁"}, headers=auth_headers)
+        opened = response.__enter__()
+        try:
+            blocks, raw = read_until(opened, lambda f: f["type"] == "approval_required")
+            run_id, call_id = blocks[0][1]["run_id"], blocks[-1][1]["call_id"]
+            approved = client.post(f"/api/v1/runs/{run_id}/approvals", headers=auth_headers,
+                                   json={"call_id": call_id, "decision": "approve"})
+            assert approved.status_code == 200 and approved.json()["resumed"] is True
+            again, raw = read_until(opened, lambda f: f["type"] == "authorization_required")
+            asked = again[-1][1]
+            assert (asked["call_id"], asked["service"]) == (call_id, "图书馆")
+            assert "tool_result" not in [f["type"] for _, f in again]
+            assert [(a.kind, a.status) for a in ToolApproval.objects.filter(run_id=run_id).order_by("pause_seq")] == [
+                ("approval", "approved"), ("authorization", "pending")]
+            assert client.get(_page_answer(asked["url"]).removeprefix(live_asgi), headers=auth_headers).status_code == 302
+            rest = read_rest(opened)
+        finally:
+            response.__exit__(None, None, None)
+    later, _ = parse_blocks(raw[raw.rfind("\n\n") + 2:] + rest)
+    assert later[-1][1]["full_text"] == "你是 alice。"
+    assert [m.content for m in Message.objects.filter(role="tool")] == ["alice"]
