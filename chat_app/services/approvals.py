@@ -232,7 +232,9 @@ def _claim(run: Run, lease: SlotLease) -> Resumption:
         state=run.resume_state or {},
         decided=decided,
         lease=lease,
-        answers=_answers(run, [a.call_id for a in decided if a.kind == ToolApproval.Kind.ELICITATION]),
+        # Every waiting call's, whatever it waits for now: a call that answered its server's question
+        # and then needs the student's account hands the server the same answer when it runs.
+        answers=_answers(run, [a.call_id for a in decided]),
     )
 
 

@@ -106,7 +106,9 @@ def test_a_student_with_only_a_keyboard_sends_stops_approves_and_opens_the_reaso
     tab_to(page, "#input")
     page.keyboard.type("食堂几点关门")
     page.keyboard.press("Enter")
-    page.wait_for_selector("#stop:not([hidden])")
+    # Stop once the model is answering: a stop that came before its request would leave the
+    # held reply queued for the next question (a loaded machine did that once).
+    page.wait_for_function(f"() => document.querySelector('{LAST_ANSWER}')?.textContent.includes('第一段')")
     tab_to(page, "#stop")
     page.keyboard.press("Enter")
     page.wait_for_selector(f"{LAST_ANSWER} .msg-flag")
