@@ -477,3 +477,45 @@ def _replay(body: bytes, receive):
         return await receive()
 
     return replay
+
+
+class _IssuerVerifier:
+    """The resource server's check of a Bearer token issued elsewhere: `verify(token)` gives the
+    token's subject, or None when it is not a live token of that issuer."""
+
+    def __init__(self, verify, scopes: list[str]):
+        self.verify, self.scopes = verify, scopes
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        subject = self.verify(token)
+        if subject is None:
+            return None
+        return AccessToken(token=token, client_id="campus", scopes=self.scopes, subject=subject)
+
+
+class ResourceMcpServer(OAuthMcpServer):
+    """An MCP server (streamable-http, /mcp) that is a resource server only: its tokens come from
+    another authorization server, `issuer` (the campus OpenID Connect provider,
+    chat_app/testing/oidc_provider.py), which its RFC 9728 metadata names; `verify(token)` → the
+    token's subject or None (the provider's own record: an introspection). Tools as above."""
+
+    def __init__(self, *, issuer: str, verify, required_scopes=("openid",)):
+        super().__init__(required_scopes=required_scopes, dcr=False)
+        self._external_issuer, self._verify = issuer, verify
+
+    @property
+    def issuer(self) -> str:
+        return self._external_issuer
+
+    def _build(self, origin: str):
+        settings = AuthSettings(issuer_url=self._external_issuer, resource_server_url=f"{origin}/mcp",
+                                required_scopes=self.required_scopes, validate_token_resource=False)
+        server = MCPServer("campus-resource-test", log_level="WARNING", auth=settings,
+                           token_verifier=_IssuerVerifier(self._verify, self.required_scopes))
+
+        @server.tool(description="当前令牌代表的用户。Who the access token speaks for (its subject).")
+        def whoami() -> str:
+            token = get_access_token()
+            return (token.subject or "") if token else ""
+
+        return server.streamable_http_app()

@@ -90,6 +90,11 @@ class OidcProvider(ServedApp):
         grant = self.access.get(token)
         return grant is not None and token not in self.revoked and grant.expires_at > time.time()
 
+    def access_subject(self, token: str) -> str | None:
+        """The account an access token speaks for, while it is live (what a resource server of
+        this provider learns by introspection); None for any other token."""
+        return self.access[token].account.sub if self.access_token_valid(token) else None
+
     # --- endpoints ----------------------------------------------------------------------------
 
     async def _discovery(self, request: Request) -> JSONResponse:

@@ -239,3 +239,42 @@ def test_an_approved_call_that_then_needs_the_students_account_waits_again(
     later, _ = parse_blocks(raw[raw.rfind("\n\n") + 2:] + rest)
     assert later[-1][1]["full_text"] == "你是 alice。"
     assert [m.content for m in Message.objects.filter(role="tool")] == ["alice"]
+
+
+def test_the_campus_oidc_provider_serves_as_the_services_authorization_server(
+    settings, live_asgi, llm_settings, oidc_provider, agent_factory, user, auth_headers
+):
+    """A campus service that trusts the campus login: its RFC 9728 metadata names the campus
+    OpenID Connect provider (OIDC discovery, PKCE required, a client staff registered there), and
+    the same pause and callback connect the student's account through it."""
+    from agents_app.testing.oauth_servers import ResourceMcpServer
+    from chat_app.testing.oidc_provider import CLIENT_ID, CLIENT_SECRET
+
+    settings.MCP_OAUTH_REDIRECT_URL = f"{live_asgi}/mcp/oauth/callback/"
+    with ResourceMcpServer(issuer=oidc_provider.issuer, verify=oidc_provider.access_subject) as server:
+        service = McpService.objects.create(
+            name="grades", display_name="成绩", protocol="streamable-http", timeout_sec=10,
+            config={"url": server.url, "oauth": {"client_id": CLIENT_ID, "client_secret": CLIENT_SECRET,
+                                                 "scope": "openid offline_access"}})
+        agent_factory(mcp_services=[service])
+        llm_settings.reply_tool_calls(("grades__connect_account", {}))
+        llm_settings.reply_tool_calls(("grades__whoami", {}))
+        llm_settings.reply_text("查到了。")
+        with httpx.Client(base_url=live_asgi, timeout=20) as client:
+            response = client.stream("POST", "/api/v1/chat", json={"message": "我的成绩"}, headers=auth_headers)
+            opened = response.__enter__()
+            try:
+                blocks, raw = read_until(opened, lambda f: f["type"] == "authorization_required")
+                asked = blocks[-1][1]
+                assert asked["url"].startswith(f"{oidc_provider.issuer}/authorize?") and asked["service"] == "成绩"
+                back = _page_answer(asked["url"])
+                assert client.get(back.removeprefix(live_asgi), headers=auth_headers).status_code == 302
+                rest = read_rest(opened)
+            finally:
+                response.__exit__(None, None, None)
+    later, _ = parse_blocks(raw[raw.rfind("\n\n") + 2:] + rest)
+    assert later[-1][1]["full_text"] == "查到了。"
+    [authorize] = oidc_provider.authorize_requests
+    assert authorize["code_challenge_method"] == "S256" and "openid" in authorize["scope"].split()
+    assert [m.content for m in Message.objects.filter(role="tool")][-1] == oidc_provider.account.sub
+    assert McpOAuthGrant.objects.filter(user=user, service=service).count() == 1
