@@ -12,6 +12,7 @@ from django.urls import path, reverse
 from django.utils.decorators import method_decorator
 from django.views.decorators.debug import sensitive_post_parameters
 
+from agents_app.mcp.oauth import grant_revoke
 from agents_app.models import Agent, AgentFallback, McpOAuthGrant, McpService, Provider
 from campus_agent.admin_history import CatalogHistoryAdmin
 from campus_agent.approval import ApprovalPolicy
@@ -397,8 +398,9 @@ class ProviderAdmin(PostButtonMixin, CatalogHistoryAdmin):
 @admin.register(McpOAuthGrant)
 class McpOAuthGrantAdmin(admin.ModelAdmin):
     """Which students connected their own account to which per-student MCP service (agents_app/
-    mcp/oauth.py). Read-only: the tokens are never shown; deleting a row disconnects the account
-    (the next use asks the student to authorize again)."""
+    mcp/oauth.py). Read-only: the tokens are never shown; deleting a row disconnects the account:
+    its tokens are revoked at the authorization server where it has an RFC 7009 endpoint, and the
+    next use asks the student to authorize again."""
 
     list_display = ("user", "service", "scope", "expires_at", "updated_at")
     list_filter = ("service",)
@@ -410,3 +412,12 @@ class McpOAuthGrantAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request, obj=None) -> bool:
         return False
+
+    def delete_model(self, request, obj: McpOAuthGrant) -> None:
+        grant_revoke(obj)  # at the authorization server too (RFC 7009), where it can
+        super().delete_model(request, obj)
+
+    def delete_queryset(self, request, queryset) -> None:
+        for grant in queryset.select_related("service"):
+            grant_revoke(grant)
+        super().delete_queryset(request, queryset)

@@ -389,6 +389,8 @@ class McpOAuthGrant(models.Model):
     tokens_encrypted = models.TextField("令牌（加密）", editable=False)
     scope = models.CharField("授权范围", max_length=1000, blank=True, default="")
     expires_at = models.DateTimeField("访问令牌到期", null=True, blank=True)
+    # The authorization server's RFC 7009 endpoint (its metadata's), where a disconnect revokes the tokens.
+    revocation_endpoint = models.URLField("撤销端点", max_length=2000, blank=True, default="", editable=False)
     created_at = models.DateTimeField("首次授权", auto_now_add=True)
     updated_at = models.DateTimeField("更新时间", auto_now=True)
 

@@ -36,6 +36,7 @@ import uuid
 from collections.abc import AsyncGenerator
 from urllib.parse import urlencode, urljoin
 
+import httpx
 import httpx2
 from django.conf import settings
 from django.core.cache import cache
@@ -132,6 +133,9 @@ class GrantStore:
     def __init__(self, service: McpService, user_id: int):
         self.service = service
         self.user_id = user_id
+        # The provider's flow context (what discovery found): its revocation endpoint is stored
+        # with the tokens, so a disconnect can revoke them (grant_revoke).
+        self.context_of = lambda: None
 
     def _grant_read(self) -> McpOAuthGrant | None:
         return McpOAuthGrant.objects.filter(user_id=self.user_id, service_id=self.service.pk).first()
@@ -149,33 +153,80 @@ class GrantStore:
     async def set_tokens(self, tokens: OAuthToken) -> None:
         expires_at = timezone.now() + dt.timedelta(seconds=tokens.expires_in) if tokens.expires_in else None
 
+        context = self.context_of()
+        metadata = getattr(context, "oauth_metadata", None)
+        revocation = str(metadata.revocation_endpoint) if metadata is not None and metadata.revocation_endpoint else ""
+
         def write() -> None:
-            McpOAuthGrant.objects.update_or_create(
-                user_id=self.user_id, service_id=self.service.pk,
-                defaults={"tokens_encrypted": secret_encrypt(tokens.model_dump_json()), "scope": tokens.scope or "",
-                          "expires_at": expires_at},
-            )
+            defaults = {"tokens_encrypted": secret_encrypt(tokens.model_dump_json()), "scope": tokens.scope or "",
+                        "expires_at": expires_at}
+            if revocation:  # a refresh runs without discovery: the endpoint found before stays
+                defaults["revocation_endpoint"] = revocation[:2000]
+            McpOAuthGrant.objects.update_or_create(user_id=self.user_id, service_id=self.service.pk, defaults=defaults)
 
         await db_call(write)
         logger.info("MCP OAuth tokens stored service={} user={} scope={!r} expires_at={}", self.service.name,
                     self.user_id, tokens.scope, expires_at)
 
     async def get_client_info(self) -> OAuthClientInformationFull | None:
-        oauth = (self.service.config or {}).get("oauth") or {}
-        if oauth.get("client_id"):  # pre-registered by staff
-            secret = oauth.get("client_secret") or None
-            return OAuthClientInformationFull(
-                client_id=oauth["client_id"], client_secret=secret, redirect_uris=[AnyUrl(redirect_url())],
-                token_endpoint_auth_method="client_secret_basic" if secret else "none",
-            )
-        row = await db_call(lambda: McpOAuthClient.objects.filter(service_id=self.service.pk).first())
-        return _decrypted(OAuthClientInformationFull, row.client_info_encrypted) if row is not None else None
+        return await db_call(_client_info_sync, self.service)
 
     async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
         await db_call(lambda: McpOAuthClient.objects.update_or_create(
             service_id=self.service.pk, defaults={"client_info_encrypted": secret_encrypt(client_info.model_dump_json())}
         ))
         logger.info("MCP OAuth client registered service={} client_id={}", self.service.name, client_info.client_id)
+
+
+REVOKE_TIMEOUT_SEC = 5.0
+
+
+def grant_revoke(grant: McpOAuthGrant) -> bool:
+    """Revokes a student's tokens at the authorization server (RFC 7009: the refresh token, then
+    the access token), as the gateway's client; best effort, for a disconnect: False when the
+    server has no revocation endpoint or did not take it. Sync, at most REVOKE_TIMEOUT_SEC per
+    token."""
+    if not grant.revocation_endpoint.lower().startswith(("https://", "http://")):
+        return False
+    tokens = _decrypted(OAuthToken, grant.tokens_encrypted)
+    client = _client_info_sync(grant.service)
+    if tokens is None or client is None:
+        return False
+    auth, form = None, {}
+    if client.client_secret and client.token_endpoint_auth_method != "client_secret_post":
+        auth = (client.client_id, client.client_secret)
+    else:
+        form["client_id"] = client.client_id
+        if client.client_secret:
+            form["client_secret"] = client.client_secret
+    taken = True
+    with httpx.Client(timeout=REVOKE_TIMEOUT_SEC, follow_redirects=False) as http:
+        for token, hint in ((tokens.refresh_token, "refresh_token"), (tokens.access_token, "access_token")):
+            if not token:
+                continue
+            try:
+                answer = http.post(grant.revocation_endpoint, auth=auth,
+                                   data={**form, "token": token, "token_type_hint": hint})
+                taken = taken and answer.status_code == 200
+            except httpx.HTTPError as exc:
+                logger.warning("MCP OAuth revocation failed service={} user={}: {}", grant.service.name,
+                               grant.user_id, type(exc).__name__)
+                taken = False
+    logger.info("MCP OAuth tokens revoked service={} user={} taken={}", grant.service.name, grant.user_id, taken)
+    return taken
+
+
+def _client_info_sync(service: McpService) -> OAuthClientInformationFull | None:
+    """Who the gateway is at the service's authorization server: the client staff registered
+    (the config's `client_id`), else the one it registered itself (McpOAuthClient)."""
+    oauth = (service.config or {}).get("oauth") or {}
+    if oauth.get("client_id"):
+        secret = oauth.get("client_secret") or None
+        return OAuthClientInformationFull(client_id=oauth["client_id"], client_secret=secret,
+                                          redirect_uris=[AnyUrl(redirect_url())],
+                                          token_endpoint_auth_method="client_secret_basic" if secret else "none")
+    row = McpOAuthClient.objects.filter(service_id=service.pk).first()
+    return _decrypted(OAuthClientInformationFull, row.client_info_encrypted) if row is not None else None
 
 
 def redirect_url() -> str:
@@ -216,6 +267,7 @@ class CampusOAuthProvider(OAuthClientProvider):
             redirect_handler=_redirect, callback_handler=_callback,
             client_metadata_url=settings.MCP_OAUTH_CLIENT_METADATA_URL or None,
         )
+        self.store.context_of = lambda: self.context
 
     def _expiry_set(self, expires_at: dt.datetime | None) -> None:
         # The SDK computes the expiry only from a token response it just got, and takes a stored

@@ -268,3 +268,60 @@ async def test_the_gateway_is_known_by_its_client_id_metadata_document(settings,
         assert server.registrations == [] and server.authorize_requests[0]["client_id"] == CIMD_URL
     settings.MCP_OAUTH_CLIENT_METADATA_URL = ""
     assert (await async_client.get("/mcp/oauth/client-metadata.json")).status_code == 404
+
+
+async def test_disconnecting_revokes_the_tokens_at_the_authorization_server(oauth_server, library):
+    """RFC 7009: a student's 断开 (or staff deleting the row) revokes the refresh token, then the
+    access token, as the gateway's client, at the endpoint the discovery found; then deletes them
+    here. The next use asks the student again."""
+    from chat_app.services.privacy import connected_account_remove
+
+    alice = await sync_to_async(_student)("alice")
+    with person_use(HeadlessPerson()):
+        assert (await _whoami(library, alice)).text == "alice"
+    grant = await McpOAuthGrant.objects.aget(user_id=alice, service=library)
+    assert grant.revocation_endpoint == f"{oauth_server.issuer}/revoke"
+    [access_token] = oauth_server.tokens
+    [refresh_token] = oauth_server.refresh_tokens
+    await mcp_pool_close()
+
+    user = await sync_to_async(get_user_model().objects.get)(pk=alice)
+    assert await sync_to_async(connected_account_remove)(user=user, grant_id=grant.id) is True
+    assert [(r["token"], r["token_type_hint"]) for r in oauth_server.revocation_requests] == [
+        (refresh_token, "refresh_token"), (access_token, "access_token")]
+    assert access_token not in oauth_server.tokens and refresh_token not in oauth_server.refresh_tokens
+    assert not await McpOAuthGrant.objects.filter(user_id=alice).aexists()
+    again = await _whoami(library, alice)  # nobody at hand: the student must connect again
+    assert not again.ok and again.error == AUTHORIZATION_NOTICE.format(service="图书馆")
+
+
+async def test_a_revocation_endpoint_that_does_not_answer_does_not_keep_the_account(oauth_server, library):
+    from chat_app.services.privacy import connected_account_remove
+
+    alice = await sync_to_async(_student)("alice")
+    with person_use(HeadlessPerson()):
+        assert (await _whoami(library, alice)).text == "alice"
+    await McpOAuthGrant.objects.filter(user_id=alice).aupdate(revocation_endpoint="http://127.0.0.1:9/revoke")
+    grant = await McpOAuthGrant.objects.aget(user_id=alice)
+    user = await sync_to_async(get_user_model().objects.get)(pk=alice)
+    assert await sync_to_async(connected_account_remove)(user=user, grant_id=grant.id) is True
+    assert not await McpOAuthGrant.objects.filter(user_id=alice).aexists()
+
+
+def test_staff_deleting_a_connected_account_revokes_it_too(oauth_server, library, staff_client):
+    from asgiref.sync import async_to_sync
+    from django.urls import reverse
+
+    alice = _student("alice")
+
+    async def connect():
+        with person_use(HeadlessPerson()):
+            assert (await _whoami(library, alice)).text == "alice"
+        await mcp_pool_close()
+
+    async_to_sync(connect)()
+    grant = McpOAuthGrant.objects.get(user_id=alice)
+    delete = reverse("admin:agents_app_mcpoauthgrant_delete", args=[grant.pk])
+    assert staff_client.post(delete, {"post": "yes"}).status_code == 302
+    assert not McpOAuthGrant.objects.filter(pk=grant.pk).exists()
+    assert [r["token_type_hint"] for r in oauth_server.revocation_requests] == ["refresh_token", "access_token"]

@@ -13,6 +13,7 @@ from django.db.models import Q
 from django.utils import timezone
 from loguru import logger
 
+from agents_app.mcp.oauth import grant_revoke
 from agents_app.models import McpOAuthGrant
 from chat_app.models import ApiKey, AuthSession, Conversation, Feedback, Message, Run
 
@@ -74,12 +75,16 @@ def connected_accounts(*, user) -> list[dict]:
 
 
 def connected_account_remove(*, user, grant_id: int) -> bool:
-    """Disconnects one: the tokens are deleted here (the next use asks the student again). False
-    when the student has no such account."""
-    deleted, _ = McpOAuthGrant.objects.filter(user=user, id=grant_id).delete()
-    if deleted:
-        logger.info("connected account removed user={} grant={}", user.pk, grant_id)
-    return bool(deleted)
+    """Disconnects one: the tokens are revoked at the authorization server where it has a
+    revocation endpoint (RFC 7009, best effort) and deleted here (the next use asks the student
+    again). False when the student has no such account."""
+    grant = McpOAuthGrant.objects.select_related("service").filter(user=user, id=grant_id).first()
+    if grant is None:
+        return False
+    grant_revoke(grant)
+    grant.delete()
+    logger.info("connected account removed user={} grant={}", user.pk, grant_id)
+    return True
 
 
 def user_conversations_delete(*, user) -> int:
