@@ -510,9 +510,13 @@ async def _tool_round(turn: _Turn, step: RunTools) -> AsyncIterator[Event | Next
 
 def _runs_again(decided: DecidedCall) -> bool:
     """Approved, or (a question of its server) answered at all: a declined or cancelled form is
-    the server's to hear, on the call's next run."""
-    return decided.decision == "approved" or (decided.kind == "elicitation" and bool(decided.answers)
-                                              and decided.decision == "rejected")
+    the server's to hear, on the call's next run. An unanswered question runs again only when its
+    tool has something to end (an A2A agent's task: its last answer is a cancel with `resume`)."""
+    if decided.decision == "approved":
+        return True
+    if decided.kind != "elicitation" or not decided.answers:
+        return False
+    return decided.decision == "rejected" or bool(decided.decision == "expired" and decided.answers[-1].get("resume"))
 
 
 def _waits_for_person(event) -> bool:

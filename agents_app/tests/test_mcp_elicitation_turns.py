@@ -158,3 +158,26 @@ async def test_the_turns_person_caps_what_one_call_may_ask():
     script = types.ElicitRequestURLParams(message="q", url="javascript:alert(1)", elicitation_id="x")
     shy = TurnPerson()
     assert (await shy.elicit(script)).action == "decline" and shy.asked is None
+
+
+# --- an A2A sub-agent's question (input-required) the student never answered ----------------
+
+async def test_an_a2a_question_left_unanswered_cancels_the_agents_task(agent_factory, a2a_sub_agent_factory,
+                                                                       a2a_server, llm_settings):
+    from subagents_app.testing.a2a_agent import INPUT_QUESTION
+
+    library = await sync_to_async(lambda: agent_factory(sub_agents=[a2a_sub_agent_factory("stream", timeout_sec=10)]))()
+    llm_settings.reply_tool_calls(("call_library", {"message": "[[mode:input]] 图书馆几点关门"}))
+    events = await _events(run_turn(agent=library, history=QUESTION, ctx=CTX))
+    [asked] = events[-1].waiting
+    assert asked.message == INPUT_QUESTION and asked.resume["task_id"]
+    [call] = [e for e in events if isinstance(e, ToolCall)]
+
+    # Its time ran out: the pause hands the call a cancel with the task (chat_app's _answers).
+    llm_settings.reply_text("没有等到回答。")
+    events = await _resumed(library, call, events[-1], {"action": "cancel", "resume": asked.resume},
+                            decision="expired")
+    [result] = [e for e in events if isinstance(e, ToolResult)]
+    assert result.ok is False and "任务已取消" in result.content
+    assert a2a_server.cancelled.is_set() and a2a_server.cancelled_tasks == [asked.resume["task_id"]]
+    assert a2a_server.continued == []

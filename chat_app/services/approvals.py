@@ -243,12 +243,15 @@ def _answers(run: Run, call_ids: list[str]) -> dict[str, tuple[dict, ...]]:
     if not call_ids:
         return {}
     answers: dict[str, list[dict]] = {}
-    for call_id, answer, question in (
-        ToolApproval.objects.filter(run_id=run.id, call_id__in=call_ids, answer__isnull=False)
-        .order_by("pause_seq").values_list("call_id", "answer", "question")
+    for call_id, answer, question, status in (
+        ToolApproval.objects.filter(run_id=run.id, call_id__in=call_ids, kind=ToolApproval.Kind.ELICITATION)
+        .order_by("pause_seq").values_list("call_id", "answer", "question", "status")
     ):
         resume = (question or {}).get("resume")  # what the tool needs to go on (an A2A task)
-        answers.setdefault(call_id, []).append({**answer, "resume": resume} if resume else answer)
+        if answer is None and resume and status == ToolApproval.Status.EXPIRED:
+            answer = {"action": "cancel"}  # the tool ends what waited (an A2A agent's task is cancelled)
+        if answer is not None:
+            answers.setdefault(call_id, []).append({**answer, "resume": resume} if resume else answer)
     return {call_id: tuple(given) for call_id, given in answers.items()}
 
 

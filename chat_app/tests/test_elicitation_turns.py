@@ -172,3 +172,23 @@ def test_declining_an_a2a_agents_question_cancels_its_task(live_asgi, llm_settin
     assert (result["ok"], result["error"]) == (False, SUBAGENT_NOT_ANSWERED[1])
     assert a2a_server.cancelled.wait(5) and len(a2a_server.cancelled_tasks) == 1
     assert a2a_server.continued == []
+
+
+def test_an_expired_question_hands_its_tool_a_cancel_only_when_something_waits_on_it(user):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from chat_app.models import Conversation
+    from chat_app.services.approvals import _answers
+
+    conversation = Conversation.objects.create(user=user, title="问")
+    run = Run.objects.create(conversation=conversation, user=user, heartbeat_at=timezone.now())
+    task = {"task_id": "t-1", "context_id": "c-1"}
+    for seq, call_id, resume, answer in ((1, "a2a", task, {"action": "accept", "content": {"answer": "东区"}}),
+                                         (2, "a2a", task, None), (1, "mcp", None, None)):
+        ToolApproval.objects.create(run=run, call_id=call_id, tool="t", pause_seq=seq, kind="elicitation",
+                                    question={"message": "?", "mode": "form", "resume": resume}, answer=answer,
+                                    status="approved" if answer else "expired", expires_at=timezone.now() - timedelta(1))
+    assert _answers(run, ["a2a", "mcp"]) == {"a2a": (
+        {"action": "accept", "content": {"answer": "东区"}, "resume": task}, {"action": "cancel", "resume": task})}
