@@ -192,3 +192,40 @@ def test_an_expired_question_hands_its_tool_a_cancel_only_when_something_waits_o
                                     status="approved" if answer else "expired", expires_at=timezone.now() - timedelta(1))
     assert _answers(run, ["a2a", "mcp"]) == {"a2a": (
         {"action": "accept", "content": {"answer": "东区"}, "resume": task}, {"action": "cancel", "resume": task})}
+
+
+HOSTILE_ANSWERS = [
+    ({"action": "accept", "content": ["东区"]}, 400, "content"),  # not an object
+    ({"action": "accept", "content": {"email": "a@b.cn", "note": "长" * 2001}}, 400, "2000"),
+    ({"action": "accept", "content": {"email": "a@b.cn", "admin": True}}, 400, "admin"),  # not asked for
+    ({"action": "accept", "content": {"email": "a@b.cn", "credits": True}}, 400, "credits"),  # a bool is no integer
+    ({"action": "accept", "content": {"email": "a@b.cn", "campus": "南区"}}, 400, "campus"),  # not a choice
+    ({"action": 1}, 400, "action"),
+    ({"action": "ACCEPT"}, 400, "action"),
+    ({"action": "accept", "content": {"email": "a@b.cn"}, "call_id": "call_approval"}, 409, "decision"),
+    ({"decision": "approve"}, 409, "action"),
+]
+
+
+@pytest.mark.parametrize(("body", "status", "named"), HOSTILE_ANSWERS)
+def test_a_hostile_answer_is_refused_with_its_reason_and_nothing_is_recorded(live_asgi, user, auth_headers, body,
+                                                                             status, named):
+    from django.utils import timezone
+
+    from chat_app.models import Conversation
+
+    conversation = Conversation.objects.create(user=user, title="选课")
+    run = Run.objects.create(conversation=conversation, user=user, heartbeat_at=timezone.now(), frames_seq=4,
+                             status=Run.Status.WAITING, pause_kind=Run.PauseKind.APPROVAL)
+    schema = {"type": "object", "required": ["email"], "properties": {
+        "email": {"type": "string"}, "note": {"type": "string"}, "credits": {"type": "integer"},
+        "campus": {"type": "string", "enum": ["东区", "西区"]}}}
+    later = timezone.now() + timezone.timedelta(minutes=10)
+    ToolApproval.objects.create(run=run, call_id="call_form", tool="courses__enrol", pause_seq=4, kind="elicitation",
+                                question={"message": "?", "mode": "form", "schema": schema}, expires_at=later)
+    ToolApproval.objects.create(run=run, call_id="call_approval", tool="courses__drop", pause_seq=4, expires_at=later)
+    answer = httpx.post(f"{live_asgi}/api/v1/runs/{run.id}/approvals", headers=auth_headers, timeout=20,
+                        json={"call_id": "call_form", **body})
+    assert answer.status_code == status and named in answer.json()["message"], answer.text
+    assert set(ToolApproval.objects.filter(run=run).values_list("status", flat=True)) == {"pending"}
+    assert not ToolApproval.objects.filter(run=run, answer__isnull=False).exists()
