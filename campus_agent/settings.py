@@ -258,6 +258,15 @@ PROVIDER_KEY_SECRET = env.str("PROVIDER_KEY_SECRET", default="")
 
 # --- app knobs (read here once; tests override with override_settings) ------------------------
 MAX_HISTORY = env.int("MAX_HISTORY", default=20)
+# Attachments (DESIGN §4c, chat_app/services/uploads.py): where they are stored is Django's
+# storage (MEDIA_ROOT on this disk by default; STORAGES names another backend).
+MEDIA_ROOT = env.str("MEDIA_ROOT", default=str(BASE_DIR / "media"))
+UPLOAD_MAX_BYTES = env.int("UPLOAD_MAX_BYTES", default=10 * 1024 * 1024)
+UPLOAD_USER_MAX_BYTES = env.int("UPLOAD_USER_MAX_BYTES", default=200 * 1024 * 1024)
+UPLOAD_RATE_PER_MINUTE = env.int("UPLOAD_RATE_PER_MINUTE", default=20)
+UPLOAD_TEXT_MAX_CHARS = env.int("UPLOAD_TEXT_MAX_CHARS", default=20000)
+UPLOAD_PDF_MAX_PAGES = env.int("UPLOAD_PDF_MAX_PAGES", default=100)
+UPLOAD_MAX_PER_MESSAGE = env.int("UPLOAD_MAX_PER_MESSAGE", default=5)
 MAX_TOOL_ROUNDS = env.int("MAX_TOOL_ROUNDS", default=5)
 TURN_BUDGET_SEC = env.float("TURN_BUDGET_SEC", default=180.0)
 SSE_PING_SEC = env.float("SSE_PING_SEC", default=15.0)

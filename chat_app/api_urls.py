@@ -2,7 +2,7 @@
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from chat_app.views import api_keys, auth, me, rest
+from chat_app.views import api_keys, auth, me, rest, uploads
 from chat_app.views.runs import run_approvals, run_events, run_stop_view
 from chat_app.views.stream import chat_stream
 
@@ -12,6 +12,8 @@ urlpatterns = [
     path("runs/<uuid:run_id>/events", run_events, name="run-events"),
     path("runs/<uuid:run_id>/stop", run_stop_view, name="run-stop"),
     path("runs/<uuid:run_id>/approvals", run_approvals, name="run-approvals"),
+    path("uploads", uploads.UploadView.as_view(), name="upload-list"),
+    path("uploads/<uuid:upload_id>", uploads.UploadFileView.as_view(), name="upload-detail"),
     path("auth/token", auth.TokenView.as_view(), name="auth-token"),
     path("auth/sso", auth.SsoView.as_view(), name="auth-sso"),
     path("auth/logout", auth.LogoutView.as_view(), name="auth-logout"),

@@ -3,6 +3,8 @@ import uuid
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.db.models.signals import post_delete
+from django.dispatch import receiver
 
 from agents_app.models import Agent
 from campus_agent.models import TimeStampedModel
@@ -326,3 +328,49 @@ class Feedback(models.Model):
 
     def __str__(self) -> str:
         return f"{self.get_rating_display()} · {self.message_id}"
+
+
+def _upload_path(upload: "Upload", filename: str) -> str:
+    # The stored name is the upload's id: the student's file name is shown, never used as a path.
+    return f"uploads/{upload.user_id}/{upload.id}"
+
+
+class Upload(models.Model):
+    """A file a student attached (DESIGN §4c): its bytes in Django's storage (local by default),
+    the type read from the content, and for a document the text the model reads. Linked to the
+    conversation it was sent in, and removed with it (the stored file too); served only to its
+    owner."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="uploads",
+                             verbose_name="用户")
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="uploads", null=True,
+                                     blank=True, verbose_name="对话")
+    name = models.CharField("文件名", max_length=120)
+    content_type = models.CharField("类型", max_length=100)
+    size = models.PositiveIntegerField("大小（字节）")
+    sha256 = models.CharField(max_length=64)
+    file = models.FileField(upload_to=_upload_path, max_length=200)
+    text = models.TextField("提取的文字", blank=True, default="")
+    text_cut = models.BooleanField("文字已截断", default=False)
+    created_at = models.DateTimeField("上传时间", auto_now_add=True)
+
+    class Meta:
+        verbose_name = verbose_name_plural = "附件"
+        ordering = ["created_at"]
+        indexes = [models.Index(fields=["user", "created_at"], name="upload_user_created")]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def is_image(self) -> bool:
+        return self.content_type.startswith("image/")
+
+
+@receiver(post_delete, sender=Upload)
+def _upload_file_delete(sender, instance: Upload, **kwargs) -> None:
+    """A deleted upload (its conversation deleted, the student's data purged) takes its stored
+    file with it."""
+    if instance.file:
+        instance.file.delete(save=False)

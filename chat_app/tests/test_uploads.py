@@ -1,0 +1,184 @@
+"""Attachments (issue 26 point 1, DESIGN §4c): `POST /api/v1/uploads` keeps an image, a PDF, a
+Word file or plain text, the type read from the content; a document's text is extracted with a
+cap; hostile files (a zip bomb, a PDF with JavaScript, polyglots, 0 bytes, names with `../`, RTL
+marks or 300 characters, a flood) are refused or made harmless; a file is served only to its
+owner and removed with its conversation. Real files, built here with the libraries that read
+them (pypdf, python-docx)."""
+import io
+import zipfile
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from rest_framework.test import APIClient
+
+from chat_app.models import Conversation, Upload
+from chat_app.services.uploads import DOCX, name_safe
+
+pytestmark = pytest.mark.django_db
+
+PNG = bytes.fromhex("89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c489"
+                    "0000000d49444154789c6360000002000154a24f5d0000000049454e44ae426082")
+
+
+@pytest.fixture(autouse=True)
+def media(settings, tmp_path):
+    settings.MEDIA_ROOT = str(tmp_path / "media")
+    return tmp_path / "media"
+
+
+def _client(token_for, user) -> APIClient:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token_for(user)}")
+    return client
+
+
+def _post(client, name: str, data: bytes, content_type: str = "application/octet-stream"):
+    return client.post("/api/v1/uploads", {"file": SimpleUploadedFile(name, data, content_type=content_type)},
+                       format="multipart")
+
+
+def pdf_with(text: str, *, javascript: bool = False) -> bytes:
+    """A one-page PDF whose page shows `text`, written by hand (pypdf reads, it does not typeset)."""
+    stream = f"BT /F1 12 Tf 72 720 Td ({text}) Tj ET".encode()
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R" + (b" /OpenAction 5 0 R" if javascript else b"") + b" >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R"
+        b" /Resources << /Font << /F1 6 0 R >> >> >>",
+        b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream",
+        b"<< /S /JavaScript /JS (app.alert('x')) >>",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    ]
+    out, offsets = io.BytesIO(), []
+    out.write(b"%PDF-1.4\n")
+    for number, body in enumerate(objects, 1):
+        offsets.append(out.tell())
+        out.write(b"%d 0 obj\n" % number + body + b"\nendobj\n")
+    xref = out.tell()
+    out.write(b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1))
+    out.write(b"".join(b"%010d 00000 n \n" % o for o in offsets))
+    out.write(b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref))
+    return out.getvalue()
+
+
+def docx_with(*paragraphs: str) -> bytes:
+    from docx import Document
+
+    document = Document()
+    for paragraph in paragraphs:
+        document.add_paragraph(paragraph)
+    table = document.add_table(rows=1, cols=2)
+    table.rows[0].cells[0].text, table.rows[0].cells[1].text = "周一", "高数"
+    out = io.BytesIO()
+    document.save(out)
+    return out.getvalue()
+
+
+def test_each_kind_is_kept_with_the_type_its_content_has(user, token_for):
+    client = _client(token_for, user)
+    cases = [
+        ("通知.png", PNG, "image/png", ""),
+        ("考试安排.pdf", pdf_with("Final exam: June 18"), "application/pdf", "Final exam: June 18"),
+        ("选课.docx", docx_with("第一周选课", "第二周退课"), DOCX, "第一周选课\n第二周退课\n周一\t高数"),
+        ("笔记.md", "# 标题\n内容".encode(), "text/markdown", "# 标题\n内容"),
+        ("成绩.csv", "\ufeff课程,分数\n高数,95".encode(), "text/csv", "课程,分数\n高数,95"),
+    ]
+    for name, data, content_type, text in cases:
+        answer = _post(client, name, data, content_type="text/html")  # what the client claims counts for nothing
+        assert answer.status_code == 201, (name, answer.content)
+        body = answer.json()
+        assert (body["name"], body["content_type"], body["size"]) == (name, content_type, len(data))
+        upload = Upload.objects.get(id=body["id"])
+        assert upload.text.strip() == text and upload.text_cut is False
+        assert upload.file.read() == data
+
+
+def test_a_long_document_is_cut_and_says_so(user, token_for, settings):
+    settings.UPLOAD_TEXT_MAX_CHARS = 50
+    answer = _post(_client(token_for, user), "长.txt", ("很长的文字" * 100).encode())
+    upload = Upload.objects.get(id=answer.json()["id"])
+    assert len(upload.text) == 50 and upload.text_cut is True
+
+
+@pytest.mark.parametrize(("name", "data", "status"), [
+    ("空.txt", b"", 400),
+    ("程序.exe", b"MZ\x90\x00" + b"\x00" * 200, 415),
+    ("压缩.zip", b"PK\x03\x04" + b"\x00" * 100, 415),  # a zip that is no Word file
+    ("网页.html", b"<html><script>alert(1)</script></html>", 415),  # text, but not a kind we take
+    ("伪装.txt", PNG[:8] + b"<?php system($_GET[c]); ?>", 201),  # a polyglot is what its first bytes say
+    ("二进制.txt", b"abc\x00def", 415),
+    ("乱码.txt", b"\xff\xfe\xfa not utf-8", 415),
+    ("坏的.pdf", b"%PDF-1.4\n garbage that is no PDF", 400),
+])
+def test_what_is_not_a_file_we_take_is_refused(user, token_for, name, data, status):
+    answer = _post(_client(token_for, user), name, data)
+    assert answer.status_code == status, answer.content
+    if status != 201:
+        assert answer.json()["message"] and not Upload.objects.exists()
+    else:
+        assert Upload.objects.get().content_type == "image/png"
+
+
+def test_a_docx_zip_bomb_is_refused_unpacked(user, token_for):
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("[Content_Types].xml", "<Types/>")
+        archive.writestr("word/document.xml", "<w:document/>")
+        archive.writestr("word/bomb.xml", b"\x00" * (60 * 1024 * 1024))  # 60 MB of zeros, ~60 KB packed
+    data = out.getvalue()
+    assert len(data) < 200 * 1024
+    answer = _post(_client(token_for, user), "bomb.docx", data)
+    assert answer.status_code == 400 and "压缩结构异常" in answer.json()["message"]
+
+
+def test_a_pdf_with_javascript_gives_its_text_and_nothing_runs(user, token_for):
+    answer = _post(_client(token_for, user), "evil.pdf", pdf_with("Hello", javascript=True))
+    assert answer.status_code == 201
+    assert Upload.objects.get().text.strip() == "Hello"
+
+
+def test_names_are_made_harmless():
+    assert name_safe("../../etc/passwd") == "passwd"
+    assert name_safe("C:\\Users\\a\\课表.pdf") == "课表.pdf"
+    assert name_safe("invoice\u202egpj.exe") == "invoicegpj.exe"  # no RTL override to reverse the extension
+    assert name_safe("a\x00b\nc.txt") == "abc.txt"
+    long = name_safe("很" * 300 + ".pdf")
+    assert len(long) == 100 and long.endswith(".pdf")
+    assert name_safe("") == name_safe("...") == name_safe(None) == "附件"
+
+
+def test_size_rate_and_quota_are_capped(user, token_for, settings):
+    client = _client(token_for, user)
+    settings.UPLOAD_MAX_BYTES = 1024
+    too_big = _post(client, "大.txt", b"a" * 1025)
+    assert too_big.status_code == 413 and "1 KB" in too_big.json()["message"]
+    settings.UPLOAD_MAX_BYTES = 10 * 1024 * 1024
+    settings.UPLOAD_RATE_PER_MINUTE = 3
+    assert [_post(client, f"{i}.txt", b"x").status_code for i in range(4)] == [201, 201, 201, 429]
+    flood = _post(client, "5.txt", b"x")
+    assert flood.status_code == 429 and flood.json()["code"] == 42906 and flood["Retry-After"] == "60"
+    Upload.objects.all().delete()
+    settings.UPLOAD_RATE_PER_MINUTE, settings.UPLOAD_USER_MAX_BYTES = 100, 10
+    assert _post(client, "a.txt", b"x" * 8).status_code == 201
+    over = _post(client, "b.txt", b"x" * 8)
+    assert over.status_code == 429 and over.json()["code"] == 42907
+
+
+def test_a_file_is_served_to_its_owner_only_and_goes_with_its_conversation(user, other_user, token_for, media):
+    mine, theirs = _client(token_for, user), _client(token_for, other_user)
+    image = Upload.objects.get(id=_post(mine, "图.png", PNG).json()["id"])
+    document = Upload.objects.get(id=_post(mine, "说明.txt", "说明".encode()).json()["id"])
+    shown = mine.get(f"/api/v1/uploads/{image.id}")
+    assert shown.status_code == 200 and b"".join(shown.streaming_content) == PNG
+    assert shown["Content-Type"] == "image/png" and shown["X-Content-Type-Options"] == "nosniff"
+    assert "sandbox" in shown["Content-Security-Policy"] and not shown["Content-Disposition"].startswith("attachment")
+    assert mine.get(f"/api/v1/uploads/{document.id}")["Content-Disposition"].startswith("attachment")
+    assert theirs.get(f"/api/v1/uploads/{image.id}").status_code == 404
+    assert APIClient().get(f"/api/v1/uploads/{image.id}").status_code == 401
+
+    conversation = Conversation.objects.create(user=user, title="附件")
+    Upload.objects.filter(id=image.id).update(conversation=conversation)
+    path = media / image.file.name
+    assert path.exists()
+    conversation.delete()
+    assert not Upload.objects.filter(id=image.id).exists() and not path.exists()

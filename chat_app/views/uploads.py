@@ -1,0 +1,69 @@
+"""`/api/v1/uploads`: a student's attachments (DESIGN §4c). `POST` takes one file
+(multipart/form-data, field `file`) and answers `{"id", "name", "content_type", "size"}` (201);
+`GET /api/v1/uploads/<id>` gives it back to its owner only (404 for anyone else), with the type
+read from its content, `nosniff`, and as a download unless it is an image. The same callers as
+`POST /api/v1/chat` (a Bearer JWT or API key, or the page's session + CSRF)."""
+from django.conf import settings
+from django.http import FileResponse
+from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
+from rest_framework import serializers, status
+from rest_framework.parsers import MultiPartParser
+from rest_framework.response import Response
+
+from chat_app import api_errors as errors
+from chat_app.serializers import ErrorSerializer
+from chat_app.services.uploads import MSG_NO_FILE, MSG_TOO_LARGE, size_text, upload_get, upload_store
+from chat_app.views.base import ApiView
+
+MULTIPART_OVERHEAD = 64 * 1024  # the form's own bytes around the file
+MSG_UPLOAD_NOT_FOUND = "附件不存在。"
+
+
+def upload_payload(upload) -> dict:
+    return {"id": str(upload.id), "name": upload.name, "content_type": upload.content_type, "size": upload.size}
+
+
+UploadSerializer = inline_serializer("Upload", {
+    "id": serializers.UUIDField(), "name": serializers.CharField(), "content_type": serializers.CharField(),
+    "size": serializers.IntegerField(),
+})
+
+
+@extend_schema(tags=["chat"])
+class UploadView(ApiView):
+    parser_classes = [MultiPartParser]
+
+    @extend_schema(
+        summary="上传一个附件（图片、PDF、Word、纯文本）",
+        request={"multipart/form-data": inline_serializer("UploadForm", {"file": serializers.FileField()})},
+        responses={201: UploadSerializer, 400: ErrorSerializer, 401: ErrorSerializer, 413: ErrorSerializer,
+                   415: ErrorSerializer, 429: ErrorSerializer},
+    )
+    def post(self, request):
+        declared = request.META.get("CONTENT_LENGTH") or "0"
+        if declared.isdigit() and int(declared) > settings.UPLOAD_MAX_BYTES + MULTIPART_OVERHEAD:
+            # Refused before the body is read: a 1 GB upload is not first written to a temp file.
+            raise errors.ApiError(MSG_TOO_LARGE.format(limit=size_text(settings.UPLOAD_MAX_BYTES)),
+                                  code=errors.BODY_TOO_LARGE, status=413)
+        files = request.FILES.getlist("file")
+        if len(files) != 1:
+            raise errors.invalid_body(MSG_NO_FILE)
+        upload = upload_store(user=request.user, uploaded=files[0])
+        return Response(upload_payload(upload), status=status.HTTP_201_CREATED)
+
+
+@extend_schema(tags=["chat"])
+class UploadFileView(ApiView):
+    @extend_schema(summary="取回自己的一个附件", responses={
+        200: OpenApiResponse(description="文件本身（图片直接显示，其余为下载）"), 401: ErrorSerializer,
+        404: ErrorSerializer})
+    def get(self, request, upload_id):
+        upload = upload_get(user=request.user, upload_id=upload_id)
+        if upload is None:
+            raise errors.ApiError(MSG_UPLOAD_NOT_FOUND, code=errors.NOT_FOUND, status=404)
+        response = FileResponse(upload.file.open("rb"), content_type=upload.content_type,
+                                as_attachment=not upload.is_image, filename=upload.name)
+        response["X-Content-Type-Options"] = "nosniff"
+        response["Content-Security-Policy"] = "default-src 'none'; sandbox"
+        response["Cache-Control"] = "private, max-age=3600"
+        return response
