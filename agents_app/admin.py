@@ -148,7 +148,8 @@ class AgentAdmin(ToolsButtonMixin, CatalogHistoryAdmin):
         css = {"all": ["agents_app/admin.css"]}  # the "列出工具" button (ToolsButtonMixin)
     fieldsets = (
         (None, {"fields": ("name", "slug", "enabled", "is_default")}),
-        ("模型", {"fields": ("system_prompt", "provider", "model", "thinking", "temperature", "max_tool_rounds")}),
+        ("模型", {"fields": ("system_prompt", "provider", "model", "thinking", "temperature", "max_tool_rounds",
+                           "accepts_images")}),
         ("工具", {"fields": ("mcp_services", "sub_agents", "offered_tools")}),
         ("时间", {"fields": ("created_at", "updated_at"), "classes": ("collapse",)}),
     )

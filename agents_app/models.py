@@ -194,7 +194,8 @@ class Provider(TimeStampedModel):
         help_text="一次模型请求中两次收到数据之间最长等待的秒数（1–600）；超时会重试或换用备用提供方。",
     )
     accepts_images = models.BooleanField(
-        "模型接受图片", default=False, help_text="该提供方的模型能否读图片（image_url）；目前只记录，以后的附件功能会用到。"
+        "模型接受图片", default=False,
+        help_text="该提供方的模型能否读图片（image_url）：学生附的图片只发给能读图片的模型（智能体可以单独设置）。"
     )
     enabled = models.BooleanField("启用", default=True, help_text="停用后，用它的智能体跳过它（改用备用提供方或关键词路由）。")
     # No secret in a history row: the key's token is left out (a rollback keeps the current key).
@@ -274,6 +275,12 @@ class Agent(TimeStampedModel):
         validators=[MinValueValidator(0.0), MaxValueValidator(2.0)],
         help_text="0–2，越低回答越稳定，越高越发散。",
     )
+    # None: as its provider says (Provider.accepts_images); DESIGN §4c.
+    accepts_images = models.BooleanField(
+        "模型接受图片", null=True, blank=True, default=None,
+        help_text="学生附的图片是否作为图片发给模型（image_url）。留空：跟随模型提供方的设置。"
+                  "不接受时模型只知道文件名，页面提示学生。",
+    )
     enabled = models.BooleanField("启用", default=True, help_text="停用后不再出现在页面和 API 中。")
     is_default = models.BooleanField(
         "默认智能体", default=False, help_text="请求未指定智能体时使用它；只能有一个默认智能体。"
@@ -307,6 +314,15 @@ class Agent(TimeStampedModel):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.slug})"
+
+    def reads_images(self) -> bool:
+        """Whether a student's attached images go to its model as images (DESIGN §4c): its own
+        setting, else its provider's (no provider of its own: LLM_ACCEPTS_IMAGES). Sync."""
+        if self.accepts_images is not None:
+            return self.accepts_images
+        if self.provider_id is None:
+            return settings.LLM_ACCEPTS_IMAGES
+        return bool(self.provider and self.provider.accepts_images)
 
     @property
     def effective_model(self) -> str:

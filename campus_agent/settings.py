@@ -267,6 +267,8 @@ UPLOAD_RATE_PER_MINUTE = env.int("UPLOAD_RATE_PER_MINUTE", default=20)
 UPLOAD_TEXT_MAX_CHARS = env.int("UPLOAD_TEXT_MAX_CHARS", default=20000)
 UPLOAD_PDF_MAX_PAGES = env.int("UPLOAD_PDF_MAX_PAGES", default=100)
 UPLOAD_MAX_PER_MESSAGE = env.int("UPLOAD_MAX_PER_MESSAGE", default=5)
+# Whether the model of LLM_* (an agent with no provider of its own) reads images (image_url parts).
+LLM_ACCEPTS_IMAGES = env.bool("LLM_ACCEPTS_IMAGES", default=False)
 MAX_TOOL_ROUNDS = env.int("MAX_TOOL_ROUNDS", default=5)
 TURN_BUDGET_SEC = env.float("TURN_BUDGET_SEC", default=180.0)
 SSE_PING_SEC = env.float("SSE_PING_SEC", default=15.0)

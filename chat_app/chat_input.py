@@ -6,6 +6,8 @@ endpoint's is, in campus_agent.json_body; the fields are checked here.
 import uuid
 from dataclasses import dataclass
 
+from django.conf import settings
+
 from campus_agent.json_body import JsonBodyRefused, json_object_read
 from chat_app import api_errors as errors
 
@@ -20,6 +22,7 @@ class ChatInput:
     conversation_id: uuid.UUID | None
     agent: str | None
     hint_domain: str | None
+    attachments: tuple[uuid.UUID, ...] = ()  # the caller's uploads (DESIGN §4c), in the order sent
 
 
 def _optional_str(body: dict, name: str, limit: int) -> str | None:
@@ -36,6 +39,23 @@ def _refuse_nul(value: str, name: str) -> None:
     # PostgreSQL text and jsonb cannot hold U+0000: storing it would fail after the 200 is sent.
     if "\x00" in value:
         raise errors.invalid_body(errors.MSG_NUL_CHARACTER.format(field=name))
+
+
+MSG_ATTACHMENTS = "attachments 必须是最多 {limit} 个附件 ID（POST /api/v1/uploads 的 id）的数组。"
+
+
+def _attachments(body: dict) -> tuple[uuid.UUID, ...]:
+    value = body.get("attachments")
+    if value is None:
+        return ()
+    limit = settings.UPLOAD_MAX_PER_MESSAGE
+    if not isinstance(value, list) or len(value) > limit or not all(isinstance(v, str) for v in value):
+        raise errors.invalid_body(MSG_ATTACHMENTS.format(limit=limit))
+    try:
+        ids = [uuid.UUID(v) for v in value]
+    except ValueError:
+        raise errors.invalid_body(MSG_ATTACHMENTS.format(limit=limit)) from None
+    return tuple(dict.fromkeys(ids))
 
 
 def chat_input_read(*, request) -> ChatInput:
@@ -73,4 +93,5 @@ def chat_input_parse(*, body: dict) -> ChatInput:
         conversation_id=conversation_id,
         agent=_optional_str(body, "agent", AGENT_SLUG_MAX),
         hint_domain=_optional_str(body, "hint_domain", HINT_DOMAIN_MAX),
+        attachments=_attachments(body),
     )

@@ -8,7 +8,8 @@ from django.utils.crypto import constant_time_compare
 
 # Agents are read in agents_app (all reads of Agent live there); chat_app's callers use these names.
 from agents_app.selectors import agent_get_default, agent_get_enabled, agent_list  # noqa: F401
-from chat_app.models import AuthSession, Conversation, Feedback, Message, Run
+from chat_app.attachments import attachment_content, attachments_named
+from chat_app.models import AuthSession, Conversation, Feedback, Message, Run, Upload
 
 
 def auth_session_get_valid(*, session_id: str, user_id: int) -> AuthSession | None:
@@ -75,12 +76,14 @@ def _openai_message(message: Message) -> dict | None:
     return {"role": "user", "content": message.content}
 
 
-def history_build(*, conversation: Conversation, limit: int) -> list[dict]:
+def history_build(*, conversation: Conversation, limit: int, images: bool = False) -> list[dict]:
     """The last `limit` stored messages in OpenAI format, oldest first (DESIGN §6).
 
     The window never starts inside an assistant-tool_calls/tool group: a leading `tool` row whose
     assistant `tool_calls` row fell outside the window is dropped, since the API rejects a tool
-    message that answers no call. The system prompt is put first by the runtime.
+    message that answers no call. The system prompt is put first by the runtime. The latest
+    question's attachments are content parts (chat_app/attachments.py; `images`: the agent reads
+    images); an earlier question names its attachments.
     """
     rows = list(
         # A turn set aside by regenerate / edit is an earlier version, not something that was said.
@@ -91,7 +94,20 @@ def history_build(*, conversation: Conversation, limit: int) -> list[dict]:
     rows.reverse()
     while rows and rows[0].role == Message.Role.TOOL:
         rows.pop(0)
-    return [m for m in (_openai_message(row) for row in rows) if m is not None]
+    messages = [(row, _openai_message(row)) for row in rows]
+    asked = [row for row in rows if row.role == Message.Role.USER]
+    for row, message in messages:
+        attached = row.meta.get("attachments") if row.role == Message.Role.USER and message else None
+        if attached:
+            message["content"] = (_attached_content(row, attached, images=images) if row is asked[-1]
+                                  else attachments_named(row.content, attached))
+    return [m for _, m in messages if m is not None]
+
+
+def _attached_content(row: Message, attached: list[dict], *, images: bool) -> list[dict]:
+    ids = [a.get("id") for a in attached if isinstance(a, dict)]
+    found = {str(u.id): u for u in Upload.objects.filter(conversation_id=row.conversation_id, id__in=ids)}
+    return attachment_content(row.content, [found[i] for i in ids if i in found], images=images)
 
 
 def run_active_get(*, conversation_id) -> Run | None:

@@ -223,12 +223,13 @@ def _claim(run: Run, lease: SlotLease) -> Resumption:
     if not run_resume_claim(run_id=run.id, lease=lease):  # the caller holds the row: cannot happen
         raise RuntimeError(f"run {run.id} left WAITING while its row was held")
     run = Run.objects.select_related("conversation__agent").get(id=run.id)
-    agent = run.conversation.agent if run.conversation.agent and run.conversation.agent.enabled else agent_get_default()
+    agent = agent_catalog_load(agent=run.conversation.agent if run.conversation.agent and run.conversation.agent.enabled
+                               else agent_get_default())
     decided = list(_current(run).order_by("created_at", "id"))
     return Resumption(
         run=run,
-        agent=agent_catalog_load(agent=agent),
-        history=history_build(conversation=run.conversation, limit=_history_limit(run)),
+        agent=agent,
+        history=history_build(conversation=run.conversation, limit=_history_limit(run), images=agent.reads_images()),
         state=run.resume_state or {},
         decided=decided,
         lease=lease,

@@ -13,10 +13,11 @@ from campus_agent.text import text_clean
 from chat_app import api_errors as errors
 from chat_app.chat_input import ChatInput
 from chat_app.limits import SlotLease
-from chat_app.models import DEFAULT_TITLE, Conversation, Message, Run
+from chat_app.models import DEFAULT_TITLE, Conversation, Message, Run, Upload
 from chat_app.selectors import agent_get_default, agent_get_enabled, conversation_get, history_build
 from chat_app.services.pauses import waiting_runs_close
 from chat_app.services.runs import run_create
+from chat_app.services.uploads import upload_payload
 
 TITLE_MAX = 24
 
@@ -71,6 +72,23 @@ def _hint_domain_check(*, agent: Agent, hint_domain: str | None) -> None:
     if not domains:
         raise errors.invalid_body(errors.MSG_HINT_DOMAIN_NONE)
     raise errors.invalid_body(errors.MSG_HINT_DOMAIN_UNKNOWN.format(domains="、".join(domains)))
+MSG_ATTACHMENT_NOT_FOUND = "附件不存在。"
+MSG_ATTACHMENT_ELSEWHERE = "附件《{name}》已经发在另一个对话里了，请重新上传。"
+
+
+def _attachments_of(*, user, ids: tuple, conversation: Conversation | None) -> list[Upload]:
+    """The caller's uploads named by the question, in its order: 404 when one is not theirs (or
+    does not exist), 400 when one was sent in another conversation already (deleting that one
+    takes the file)."""
+    if not ids:
+        return []
+    found = {u.id: u for u in Upload.objects.filter(user=user, id__in=ids)}
+    if len(found) != len(ids):
+        raise errors.ApiError(MSG_ATTACHMENT_NOT_FOUND, code=errors.NOT_FOUND, status=404)
+    for upload in found.values():
+        if upload.conversation_id is not None and (conversation is None or upload.conversation_id != conversation.id):
+            raise errors.invalid_body(MSG_ATTACHMENT_ELSEWHERE.format(name=upload.name))
+    return [found[i] for i in ids]
 
 
 def turn_begin(*, user, chat: ChatInput, request_id: str, lease: SlotLease) -> TurnStart:
@@ -87,6 +105,7 @@ def turn_begin(*, user, chat: ChatInput, request_id: str, lease: SlotLease) -> T
             raise errors.not_found()
     agent = agent_catalog_load(agent=_agent_for(wanted=chat.agent, conversation=conversation))
     _hint_domain_check(agent=agent, hint_domain=hint_domain)
+    uploads = _attachments_of(user=user, ids=chat.attachments, conversation=conversation)
     new_conversation = conversation is None
     # A question asked while a run waits for a person ends that run first (its waiting calls are
     # stored as not run), so the new turn's history has no call without its result.
@@ -104,15 +123,18 @@ def turn_begin(*, user, chat: ChatInput, request_id: str, lease: SlotLease) -> T
             if hint_domain is not None:
                 conversation.hint_domain = hint_domain
             conversation.save(update_fields=["agent", "hint_domain", "updated_at"])
+        meta = {"attachments": [upload_payload(u) for u in uploads]} if uploads else {}
         user_message = Message.objects.create(
-            conversation=conversation, role=Message.Role.USER, content=message, request_id=request_id
+            conversation=conversation, role=Message.Role.USER, content=message, request_id=request_id, meta=meta
         )
+        if uploads:
+            Upload.objects.filter(id__in=[u.id for u in uploads]).update(conversation=conversation)
         run = run_create(conversation=conversation, user=user, request_id=request_id, agent_name=agent.name,
                          lease=lease)
-    if new_conversation:  # nothing before the question: no need to read it back
+    if new_conversation and not uploads:  # nothing before the question: no need to read it back
         history = [{"role": "user", "content": user_message.content}]
     else:
-        history = history_build(conversation=conversation, limit=settings.MAX_HISTORY)
+        history = history_build(conversation=conversation, limit=settings.MAX_HISTORY, images=agent.reads_images())
     return TurnStart(
         run=run,
         agent=agent,

@@ -189,6 +189,11 @@ def upload_store(*, user, uploaded) -> Upload:
     return upload
 
 
+def upload_payload(upload: Upload) -> dict:
+    """How an upload is named to its owner (the upload's answer, a question's `meta.attachments`)."""
+    return {"id": str(upload.id), "name": upload.name, "content_type": upload.content_type, "size": upload.size}
+
+
 def upload_get(*, user, upload_id) -> Upload | None:
     """The caller's own upload; None for anyone else's (404, never 403: it does not exist for them)."""
     return Upload.objects.filter(user=user, id=upload_id).first()

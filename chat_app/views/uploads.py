@@ -12,15 +12,11 @@ from rest_framework.response import Response
 
 from chat_app import api_errors as errors
 from chat_app.serializers import ErrorSerializer
-from chat_app.services.uploads import MSG_NO_FILE, MSG_TOO_LARGE, size_text, upload_get, upload_store
+from chat_app.services.uploads import MSG_NO_FILE, MSG_TOO_LARGE, size_text, upload_get, upload_payload, upload_store
 from chat_app.views.base import ApiView
 
 MULTIPART_OVERHEAD = 64 * 1024  # the form's own bytes around the file
 MSG_UPLOAD_NOT_FOUND = "附件不存在。"
-
-
-def upload_payload(upload) -> dict:
-    return {"id": str(upload.id), "name": upload.name, "content_type": upload.content_type, "size": upload.size}
 
 
 UploadSerializer = inline_serializer("Upload", {

@@ -1,0 +1,77 @@
+"""A question with attachments (issue 26 point 1, DESIGN §4c), end to end on loopback: uploaded
+to the project on uvicorn, sent with `POST /api/v1/chat`, and what the scripted model is sent —
+a document's text headed by its name, an image as an `image_url` part when the agent reads
+images, else a line naming it — with the question's row keeping the attachments."""
+import base64
+
+import httpx
+import pytest
+
+from chat_app.attachments import IMAGE_UNSEEN
+from chat_app.models import Message, Upload
+from chat_app.tests.sse import chat
+from chat_app.tests.test_uploads import PNG
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def media(settings, tmp_path):
+    settings.MEDIA_ROOT = str(tmp_path / "media")
+
+
+def _upload(base: str, headers: dict, name: str, data: bytes) -> str:
+    answer = httpx.post(f"{base}/api/v1/uploads", headers=headers, files={"file": (name, data)}, timeout=20)
+    assert answer.status_code == 201, answer.text
+    return answer.json()["id"]
+
+
+def _question(llm) -> dict:
+    return [m for m in llm.requests[-1].body["messages"] if m["role"] == "user"][-1]
+
+
+def test_a_document_and_an_image_reach_a_model_that_reads_images(live_asgi, llm_settings, agent_factory,
+                                                                 auth_headers):
+    agent_factory(accepts_images=True)
+    notice = _upload(live_asgi, auth_headers, "考试通知.txt", "期末考试 6 月 18 日".encode())
+    picture = _upload(live_asgi, auth_headers, "课表.png", PNG)
+    llm_settings.reply_text("6 月 18 日考试。")
+    result = chat(live_asgi, {"message": "这两个附件说了什么", "attachments": [notice, picture]}, headers=auth_headers)
+    assert result.types[-1] == "done"
+    parts = _question(llm_settings)["content"]
+    assert parts[0] == {"type": "text", "text": "这两个附件说了什么"}
+    assert parts[1]["text"] == "附件《考试通知.txt》的内容：\n期末考试 6 月 18 日"
+    assert parts[2]["text"] == "附件《课表.png》是一张图片："
+    assert parts[3] == {"type": "image_url",
+                        "image_url": {"url": "data:image/png;base64," + base64.b64encode(PNG).decode()}}
+    question = Message.objects.get(role="user")
+    assert [a["name"] for a in question.meta["attachments"]] == ["考试通知.txt", "课表.png"]
+    assert set(Upload.objects.values_list("conversation_id", flat=True)) == {question.conversation_id}
+
+    # The next question of the conversation names them; the files are not sent again.
+    llm_settings.reply_text("好的。")
+    chat(live_asgi, {"message": "谢谢", "conversation_id": str(question.conversation_id)}, headers=auth_headers)
+    earlier = [m for m in llm_settings.requests[-1].body["messages"] if m["role"] == "user"][0]
+    assert earlier["content"] == "这两个附件说了什么\n（这条消息附有：《考试通知.txt》、《课表.png》）"
+
+
+def test_a_model_that_reads_no_images_is_told_the_file_name(live_asgi, llm_settings, agent_factory, auth_headers):
+    agent_factory()  # its provider (LLM_*) reads no images
+    picture = _upload(live_asgi, auth_headers, "截图.png", PNG)
+    llm_settings.reply_text("我看不到图片。")
+    chat(live_asgi, {"message": "看看这个", "attachments": [picture]}, headers=auth_headers)
+    parts = _question(llm_settings)["content"]
+    assert parts[1] == {"type": "text", "text": IMAGE_UNSEEN.format(name="截图.png")}
+    assert all(p["type"] == "text" for p in parts)
+
+
+def test_attachments_that_are_not_the_callers_are_refused_and_nothing_is_stored(
+    live_asgi, llm_settings, agent_factory, auth_headers, other_user, token_for
+):
+    agent_factory()
+    theirs = _upload(live_asgi, {"Authorization": f"Bearer {token_for(other_user)}"}, "别人的.txt", b"secret")
+    refused = chat(live_asgi, {"message": "看看", "attachments": [theirs]}, headers=auth_headers)
+    assert refused.status == 404
+    for bad in (["not-a-uuid"], "one", [theirs] * 6, [1]):
+        assert chat(live_asgi, {"message": "看看", "attachments": bad}, headers=auth_headers).status == 400
+    assert not Message.objects.exists() and llm_settings.requests == []
