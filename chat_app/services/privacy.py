@@ -15,7 +15,7 @@ from loguru import logger
 
 from agents_app.mcp.oauth import grant_revoke
 from agents_app.models import McpOAuthGrant
-from chat_app.models import ApiKey, AuthSession, Conversation, Feedback, Message, Run
+from chat_app.models import ApiKey, AuthSession, Conversation, Feedback, Message, Run, Upload
 
 EXPORT_FORMAT = "campus-agent-export/1"
 
@@ -51,6 +51,12 @@ def user_data_export(*, user) -> dict:
         "feedback": [
             {"message_id": str(f.message_id), "rating": f.rating, "comment": f.comment, "updated_at": _when(f.updated_at)}
             for f in Feedback.objects.filter(user=user).order_by("created_at")
+        ],
+        # What each attachment was (its bytes are the student's to fetch: GET /api/v1/uploads/<id>).
+        "uploads": [
+            {"id": str(u.id), "name": u.name, "content_type": u.content_type, "size": u.size,
+             "conversation_id": str(u.conversation_id) if u.conversation_id else None, "created_at": _when(u.created_at)}
+            for u in Upload.objects.filter(user=user).order_by("created_at")
         ],
         "api_keys": [
             {"name": k.name, "prefix": k.prefix, "created_at": _when(k.created_at), "last_used_at": _when(k.last_used_at),
@@ -91,7 +97,9 @@ def user_conversations_delete(*, user) -> int:
     """Deletes every conversation of `user` (messages, runs, approvals and ratings with them);
     returns how many. A run still answering finds its conversation gone and stores nothing."""
     ids = list(Conversation.objects.filter(user=user).values_list("id", flat=True))
-    Conversation.objects.filter(id__in=ids).delete()
+    Conversation.objects.filter(id__in=ids).delete()  # their attachments (and files) with them
+    for upload in Upload.objects.filter(user=user, conversation__isnull=True):  # uploaded, never sent
+        upload.delete()
     logger.info("all conversations deleted user={} count={}", user.pk, len(ids))
     return len(ids)
 

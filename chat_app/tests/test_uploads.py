@@ -5,6 +5,7 @@ marks or 300 characters, a flood) are refused or made harmless; a file is served
 owner and removed with its conversation. Real files, built here with the libraries that read
 them (pypdf, python-docx)."""
 import io
+import json
 import zipfile
 
 import pytest
@@ -182,3 +183,17 @@ def test_a_file_is_served_to_its_owner_only_and_goes_with_its_conversation(user,
     assert path.exists()
     conversation.delete()
     assert not Upload.objects.filter(id=image.id).exists() and not path.exists()
+
+
+def test_my_data_lists_the_uploads_and_deleting_everything_takes_them(user, token_for, media):
+    client = _client(token_for, user)
+    sent = Upload.objects.get(id=_post(client, "发过的.txt", b"a").json()["id"])
+    unsent = Upload.objects.get(id=_post(client, "没发的.txt", b"b").json()["id"])
+    conversation = Conversation.objects.create(user=user, title="附件")
+    Upload.objects.filter(id=sent.id).update(conversation=conversation)
+    listed = json.loads(client.get("/api/v1/me/export").content)["uploads"]
+    assert [(u["name"], u["conversation_id"]) for u in listed] == [("发过的.txt", str(conversation.id)),
+                                                                  ("没发的.txt", None)]
+    assert client.delete("/api/v1/me/conversations").status_code == 200
+    assert not Upload.objects.exists()
+    assert not (media / sent.file.name).exists() and not (media / unsent.file.name).exists()
