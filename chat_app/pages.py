@@ -78,6 +78,9 @@ def chat_page(request, conversation_id=None):
         "tools": tool_labels(),
         "catalogs": agent_catalogs(agents=enabled_agents),
         "message_max": MESSAGE_MAX,
+        # Which agents' models see attached images (the page warns on an image for the others).
+        "reads_images": {agent.slug: agent.reads_images() for agent in enabled_agents.select_related("provider")},
+        "attachments_max": settings.UPLOAD_MAX_PER_MESSAGE,
         # Where the page sends a student whose campus token expired (40102); null: not configured.
         "campus_login_url": reverse("campus-login") if oidc.campus_login_enabled() else None,
     }

@@ -170,9 +170,9 @@ def test_a_file_is_served_to_its_owner_only_and_goes_with_its_conversation(user,
     image = Upload.objects.get(id=_post(mine, "图.png", PNG).json()["id"])
     document = Upload.objects.get(id=_post(mine, "说明.txt", "说明".encode()).json()["id"])
     shown = mine.get(f"/api/v1/uploads/{image.id}")
-    assert shown.status_code == 200 and b"".join(shown.streaming_content) == PNG
+    assert shown.status_code == 200 and shown.content == PNG
     assert shown["Content-Type"] == "image/png" and shown["X-Content-Type-Options"] == "nosniff"
-    assert "sandbox" in shown["Content-Security-Policy"] and not shown["Content-Disposition"].startswith("attachment")
+    assert "sandbox" in shown["Content-Security-Policy"] and shown["Content-Disposition"].startswith("inline")
     assert mine.get(f"/api/v1/uploads/{document.id}")["Content-Disposition"].startswith("attachment")
     assert theirs.get(f"/api/v1/uploads/{image.id}").status_code == 404
     assert APIClient().get(f"/api/v1/uploads/{image.id}").status_code == 401

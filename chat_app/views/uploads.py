@@ -4,7 +4,8 @@
 read from its content, `nosniff`, and as a download unless it is an image. The same callers as
 `POST /api/v1/chat` (a Bearer JWT or API key, or the page's session + CSRF)."""
 from django.conf import settings
-from django.http import FileResponse
+from django.http import HttpResponse
+from django.utils.http import content_disposition_header
 from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.parsers import MultiPartParser
@@ -57,8 +58,9 @@ class UploadFileView(ApiView):
         upload = upload_get(user=request.user, upload_id=upload_id)
         if upload is None:
             raise errors.ApiError(MSG_UPLOAD_NOT_FOUND, code=errors.NOT_FOUND, status=404)
-        response = FileResponse(upload.file.open("rb"), content_type=upload.content_type,
-                                as_attachment=not upload.is_image, filename=upload.name)
+        with upload.file.open("rb") as stored:  # at most UPLOAD_MAX_BYTES: read whole, not streamed
+            response = HttpResponse(stored.read(), content_type=upload.content_type)
+        response["Content-Disposition"] = content_disposition_header(not upload.is_image, upload.name)
         response["X-Content-Type-Options"] = "nosniff"
         response["Content-Security-Policy"] = "default-src 'none'; sandbox"
         response["Cache-Control"] = "private, max-age=3600"

@@ -10,13 +10,24 @@ function headers(extra = {}) {
 }
 
 // Starts one chat turn; the caller reads the SSE body. Rejects only on network failure/abort.
-export function chatPost({ message, conversationId, agent, signal }) {
+export function chatPost({ message, conversationId, agent, attachments, signal }) {
+  const body = { message, conversation_id: conversationId, agent: agent || null, hint_domain: null };
+  if (attachments?.length) body.attachments = attachments;
   return fetch("/api/v1/chat", {
     method: "POST",
     credentials: "same-origin",
     headers: headers({ "Content-Type": "application/json", Accept: "text/event-stream" }),
-    body: JSON.stringify({ message, conversation_id: conversationId, agent: agent || null, hint_domain: null }),
+    body: JSON.stringify(body),
     signal,
+  });
+}
+
+// Uploads one attachment (DESIGN §4c): 201 {id, name, content_type, size}.
+export function uploadPost(file) {
+  const form = new FormData();
+  form.append("file", file, file.name || "image.png");
+  return fetch("/api/v1/uploads", {
+    method: "POST", credentials: "same-origin", headers: headers({ Accept: "application/json" }), body: form,
   });
 }
 

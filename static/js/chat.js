@@ -20,6 +20,7 @@ import {
   runStop,
 } from "./api.js";
 import { apiKeysPanel } from "./api_keys.js";
+import { AttachmentTray } from "./attachments.js";
 import { copyWithFeedback } from "./clipboard.js";
 import { Composer } from "./composer.js";
 import { Exchange, exchangeFor } from "./exchange.js";
@@ -33,6 +34,7 @@ import {
   APPROVAL_TITLE,
   APPROVAL_UNTIL,
   APPROVAL_WAITING,
+  ATTACHMENT_WAIT,
   AUTHORIZATION_DECLINE,
   AUTHORIZATION_HINT,
   AUTHORIZATION_OPEN,
@@ -77,6 +79,11 @@ const CAMPUS_TOKEN_EXPIRED = 40102;
 toolLabelsSet(state.tools);
 const composer = new Composer({
   input, send: sendButton, counter: $("input-limit"), notice: statusLine, max: state.message_max || 8000,
+});
+
+const tray = new AttachmentTray({
+  button: $("attach"), picker: $("attach-picker"), tray: $("attachment-tray"), drop: $("composer"), paste: input,
+  readsImages: () => state.reads_images?.[agentSelect.value] === true,
 });
 
 // The run this page follows now, if any:
@@ -395,9 +402,9 @@ function countdown(button, seconds) {
   tick();
 }
 
-function ask(question, { exchange = null } = {}) {
+function ask(question, { exchange = null, attachments = [] } = {}) {
   $("welcome").hidden = true;
-  const target = exchange || new Exchange(pane, question);
+  const target = exchange || new Exchange(pane, question, attachments);
   target.pendingQuestion = null;
   const run = runBegin(question, target);
   return runFollow(run, async () => {
@@ -405,6 +412,7 @@ function ask(question, { exchange = null } = {}) {
       message: question,
       conversationId: state.conversation_id,
       agent: agentSelect.value,
+      attachments: attachments.map((a) => a.id),
       signal: run.controller.signal,
     });
     if (!response.ok) {
@@ -612,8 +620,14 @@ $("composer").addEventListener("submit", (event) => {
   event.preventDefault();
   const question = input.value.trim();
   if (!question || current || composer.tooLong) return;
+  if (tray.ids() === null) {
+    status(ATTACHMENT_WAIT);
+    return;
+  }
+  const attachments = tray.sent();
   composer.clear();
-  ask(question);
+  tray.clear();
+  ask(question, { attachments });
 });
 
 input.addEventListener("keydown", (event) => {

@@ -23,9 +23,9 @@ function iconButton(action, text, label, extraClass = "") {
 }
 
 export class Exchange {
-  constructor(container, question) {
+  constructor(container, question, attachments = []) {
     this.node = el("div", "exchange");
-    this.userArticle = userBubble(this.node, question);
+    this.userArticle = userBubble(this.node, question, attachments);
     // Edit-and-resend is offered on the last question only (CSS .only-last).
     this.userArticle.prepend(iconButton("edit", "✎", "编辑问题后重新发送", "edit-question only-last"));
     container.append(this.node);

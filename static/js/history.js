@@ -67,7 +67,8 @@ export function historyRender(container, messages, { feedback = {}, onError } = 
   let earlier = []; // superseded turns waiting for the turn that replaced them
   const build = (turns) => {
     const last = turns[turns.length - 1];
-    const exchange = new Exchange(container, last.question.content);
+    const attached = Array.isArray(last.question.meta?.attachments) ? last.question.meta.attachments : [];
+    const exchange = new Exchange(container, last.question.content, attached);
     for (const t of turns) {
       if (!t.rows.length) continue; // a question still being answered: the run re-attaches
       const turn = exchange.newTurn();

@@ -56,6 +56,12 @@ export const ELICITATION_SENT = { accept: "已提交，正在继续…", decline
 export const ELICITATION_WAITING = "等待你回答…";
 export const ELICITATION_PICK = "请选择";
 export const ELICITATION_PICK_SOME = "请至少选一项。";
+export const ATTACHMENT_UPLOADING = "上传中…";
+export const ATTACHMENT_FAILED = "上传失败，请重试。";
+export const ATTACHMENT_REMOVE = (name) => `移除附件 ${name}`;
+export const ATTACHMENT_LIMIT = (max) => `一条消息最多 ${max} 个附件。`;
+export const ATTACHMENT_NO_IMAGES = "这个智能体看不到图片，只会知道文件名";
+export const ATTACHMENT_WAIT = "附件还在上传，请稍候再发送。";
 export const RETRY = "重试";
 export const RETRY_IN = (seconds) => `${seconds} 秒后可重试`;
 export const TOO_LONG = (over, max) => `问题超过 ${max} 字（多了 ${over} 字），请删减后再发送。`;

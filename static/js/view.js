@@ -1,5 +1,6 @@
 // DOM of the conversation pane. A live stream and a reloaded history build the same nodes
 // through the same AssistantTurn methods, so both look the same (tool chips included).
+import { attachmentChip } from "./attachments.js";
 import { chartRender } from "./charts.js";
 import { codeEnhance } from "./code.js";
 import { elicitationFields } from "./elicitation_form.js";
@@ -40,10 +41,16 @@ export function toolLabel(tool) {
   return name.startsWith("call_") ? `子 Agent · ${name.slice(5)}` : `工具 · ${name}`;
 }
 
-export function userBubble(container, text) {
+export function userBubble(container, text, attachments = []) {
   const article = el("article", "msg msg-user");
   const body = el("div", "msg-body");
   body.append(el("p", "msg-text", text)); // the student's own text, shown as typed
+  if (attachments.length) {
+    const list = el("ul", "attachment-list");
+    list.setAttribute("aria-label", "附件");
+    list.append(...attachments.map(attachmentChip));
+    body.append(list);
+  }
   article.append(body);
   container.append(article);
   return article;
