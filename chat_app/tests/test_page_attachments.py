@@ -75,6 +75,13 @@ def test_picked_dropped_and_pasted_files_go_with_the_question_and_stay_after_a_r
     page.wait_for_function("() => [...document.querySelectorAll('.msg-user .attachment-thumb')]"
                            ".every((i) => i.complete && i.naturalWidth === 1)")
 
+    # Regenerating the answer sends the question with its files again.
+    llm_settings.reply_text("还是 6 月 18 日。")
+    page.click(".exchange:last-child [data-action=regenerate]")
+    wait_answered(page)
+    again = [m for m in llm_settings.requests[-1].body["messages"] if m["role"] == "user"][-1]["content"]
+    assert [p["type"] for p in again] == [p["type"] for p in sent]
+
 
 def test_a_file_the_server_refuses_says_why_and_is_not_sent(site, llm_settings, tmp_path):
     page = site.page

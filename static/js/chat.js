@@ -402,7 +402,7 @@ function countdown(button, seconds) {
   tick();
 }
 
-function ask(question, { exchange = null, attachments = [] } = {}) {
+function ask(question, { exchange = null, attachments = exchange?.attachments || [] } = {}) {
   $("welcome").hidden = true;
   const target = exchange || new Exchange(pane, question, attachments);
   target.pendingQuestion = null;

@@ -25,6 +25,7 @@ function iconButton(action, text, label, extraClass = "") {
 export class Exchange {
   constructor(container, question, attachments = []) {
     this.node = el("div", "exchange");
+    this.attachments = attachments; // the question's files: regenerate and edit send them again
     this.userArticle = userBubble(this.node, question, attachments);
     // Edit-and-resend is offered on the last question only (CSS .only-last).
     this.userArticle.prepend(iconButton("edit", "✎", "编辑问题后重新发送", "edit-question only-last"));
