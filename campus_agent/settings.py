@@ -261,6 +261,21 @@ MAX_HISTORY = env.int("MAX_HISTORY", default=20)
 # Attachments (DESIGN §4c, chat_app/services/uploads.py): where they are stored is Django's
 # storage (MEDIA_ROOT on this disk by default; STORAGES names another backend).
 MEDIA_ROOT = env.str("MEDIA_ROOT", default=str(BASE_DIR / "media"))
+# S3-compatible campus storage instead (django-storages): a bucket, its endpoint and keys. The
+# files stay private: each is served by the API to its owner, never by a public bucket URL.
+UPLOAD_S3_BUCKET = env.str("UPLOAD_S3_BUCKET", default="")
+if UPLOAD_S3_BUCKET:
+    STORAGES = {
+        "default": {"BACKEND": "storages.backends.s3.S3Storage", "OPTIONS": {
+            "bucket_name": UPLOAD_S3_BUCKET,
+            "endpoint_url": env.str("UPLOAD_S3_ENDPOINT_URL", default="") or None,
+            "access_key": env.str("UPLOAD_S3_ACCESS_KEY_ID", default="") or None,
+            "secret_key": env.str("UPLOAD_S3_SECRET_ACCESS_KEY", default="") or None,
+            "region_name": env.str("UPLOAD_S3_REGION", default="") or None,
+            "default_acl": "private", "file_overwrite": False, "querystring_auth": True,
+        }},
+        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    }
 UPLOAD_MAX_BYTES = env.int("UPLOAD_MAX_BYTES", default=10 * 1024 * 1024)
 UPLOAD_USER_MAX_BYTES = env.int("UPLOAD_USER_MAX_BYTES", default=200 * 1024 * 1024)
 UPLOAD_RATE_PER_MINUTE = env.int("UPLOAD_RATE_PER_MINUTE", default=20)

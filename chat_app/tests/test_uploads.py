@@ -197,3 +197,44 @@ def test_my_data_lists_the_uploads_and_deleting_everything_takes_them(user, toke
     assert client.delete("/api/v1/me/conversations").status_code == 200
     assert not Upload.objects.exists()
     assert not (media / sent.file.name).exists() and not (media / unsent.file.name).exists()
+
+
+@pytest.fixture
+def s3_storage(settings):
+    """Django's default storage on an S3 API: moto's server mode on loopback (a real HTTP S3
+    endpoint, which django-storages and boto3 speak to as to campus storage)."""
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    endpoint = f"http://{host}:{port}"
+    keys = {"aws_access_key_id": "campus", "aws_secret_access_key": "campus-secret", "region_name": "us-east-1"}
+    client = boto3.client("s3", endpoint_url=endpoint, **keys)
+    client.create_bucket(Bucket="campus-uploads")
+    settings.STORAGES = {
+        "default": {"BACKEND": "storages.backends.s3.S3Storage", "OPTIONS": {
+            "bucket_name": "campus-uploads", "endpoint_url": endpoint, "access_key": "campus",
+            "secret_key": "campus-secret", "region_name": "us-east-1", "default_acl": "private",
+            "file_overwrite": False}},
+        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    }
+    try:
+        yield client
+    finally:
+        server.stop()
+
+
+def test_attachments_live_in_s3_compatible_storage_when_configured(user, token_for, s3_storage):
+    client = _client(token_for, user)
+    answer = _post(client, "课表.png", PNG)
+    assert answer.status_code == 201
+    upload = Upload.objects.get(id=answer.json()["id"])
+    [stored] = s3_storage.list_objects_v2(Bucket="campus-uploads")["Contents"]
+    assert stored["Key"] == upload.file.name and stored["Size"] == len(PNG)
+    assert client.get(f"/api/v1/uploads/{upload.id}").content == PNG
+    conversation = Conversation.objects.create(user=user, title="附件")
+    Upload.objects.filter(id=upload.id).update(conversation=conversation)
+    conversation.delete()
+    assert s3_storage.list_objects_v2(Bucket="campus-uploads").get("KeyCount") == 0
