@@ -191,7 +191,10 @@ def upload_store(*, user, uploaded) -> Upload:
 
 def upload_payload(upload: Upload) -> dict:
     """How an upload is named to its owner (the upload's answer, a question's `meta.attachments`)."""
-    return {"id": str(upload.id), "name": upload.name, "content_type": upload.content_type, "size": upload.size}
+    payload = {"id": str(upload.id), "name": upload.name, "content_type": upload.content_type, "size": upload.size}
+    if upload.text_cut:  # the model reads only the first UPLOAD_TEXT_MAX_CHARS characters
+        payload["text_cut"] = True
+    return payload
 
 
 def upload_get(*, user, upload_id) -> Upload | None:

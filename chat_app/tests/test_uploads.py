@@ -98,7 +98,7 @@ def test_a_long_document_is_cut_and_says_so(user, token_for, settings):
     settings.UPLOAD_TEXT_MAX_CHARS = 50
     answer = _post(_client(token_for, user), "长.txt", ("很长的文字" * 100).encode())
     upload = Upload.objects.get(id=answer.json()["id"])
-    assert len(upload.text) == 50 and upload.text_cut is True
+    assert len(upload.text) == 50 and upload.text_cut is True and answer.json()["text_cut"] is True
 
 
 @pytest.mark.parametrize(("name", "data", "status"), [

@@ -9,6 +9,7 @@ import {
   ATTACHMENT_LIMIT,
   ATTACHMENT_NO_IMAGES,
   ATTACHMENT_REMOVE,
+  ATTACHMENT_TEXT_CUT,
   ATTACHMENT_UPLOADING,
   errorText,
 } from "./messages.js";
@@ -160,6 +161,7 @@ export class AttachmentTray {
     status.textContent = sizeText(answer.size);
     chip.className = "attachment";
     if (IMAGE.test(answer.content_type)) icon.replaceWith(attachmentChip(answer).firstChild);
+    if (answer.text_cut) chip.append(node("span", "attachment-warning", ATTACHMENT_TEXT_CUT));
     if (IMAGE.test(answer.content_type) && !this.readsImages()) {
       chip.append(node("span", "attachment-warning", ATTACHMENT_NO_IMAGES));
     }

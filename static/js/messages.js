@@ -61,6 +61,7 @@ export const ATTACHMENT_FAILED = "上传失败，请重试。";
 export const ATTACHMENT_REMOVE = (name) => `移除附件 ${name}`;
 export const ATTACHMENT_LIMIT = (max) => `一条消息最多 ${max} 个附件。`;
 export const ATTACHMENT_NO_IMAGES = "这个智能体看不到图片，只会知道文件名";
+export const ATTACHMENT_TEXT_CUT = "文字过长，只会读前面一部分";
 export const ATTACHMENT_WAIT = "附件还在上传，请稍候再发送。";
 export const RETRY = "重试";
 export const RETRY_IN = (seconds) => `${seconds} 秒后可重试`;
