@@ -94,9 +94,11 @@ def tab_to(page, selector: str) -> None:
     raise AssertionError(f"Tab never reached {selector}")
 
 
-def test_a_student_with_only_a_keyboard_sends_stops_approves_and_opens_the_reasoning(chat, agent, llm_settings):
+def test_a_student_with_only_a_keyboard_sends_stops_approves_opens_the_reasoning_and_attaches(chat, agent, llm_settings,
+                                                                                  settings, tmp_path):
     import threading
 
+    settings.MEDIA_ROOT = str(tmp_path / "media")
     page = chat.page
     page.evaluate("() => document.activeElement?.blur()")
 
@@ -138,3 +140,21 @@ def test_a_student_with_only_a_keyboard_sends_stops_approves_and_opens_the_reaso
     tab_to(page, f"{LAST_ANSWER} .reasoning summary")
     page.keyboard.press("Enter")
     page.wait_for_selector(f"{LAST_ANSWER} .reasoning[open]")
+
+    # The paperclip, from the keyboard: Enter on 附件 opens the file picker (the browser's own
+    # dialog, which a test cannot click in: the file is then given to the picker).
+    choosers = []
+    page.on("filechooser", lambda chooser: choosers.append(chooser))
+    tab_to(page, "#attach")
+    page.keyboard.press("Enter")
+    for _ in range(100):  # the driver delivers the event while a call of ours is in flight
+        if choosers:
+            break
+        page.evaluate("() => new Promise((done) => setTimeout(done, 50))")
+    assert len(choosers) == 1
+    page.set_input_files("#attach-picker", files=[{"name": "笔记.txt", "mimeType": "text/plain",
+                                                   "buffer": "第一章".encode()}])
+    page.wait_for_selector("#attachment-tray .attachment:not(.attachment-uploading) .attachment-remove")
+    tab_to(page, "#attachment-tray .attachment-remove")
+    page.keyboard.press("Enter")  # taken off again
+    page.wait_for_selector("#attachment-tray", state="hidden")
