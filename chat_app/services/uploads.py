@@ -200,3 +200,19 @@ def upload_payload(upload: Upload) -> dict:
 def upload_get(*, user, upload_id) -> Upload | None:
     """The caller's own upload; None for anyone else's (404, never 403: it does not exist for them)."""
     return Upload.objects.filter(user=user, id=upload_id).first()
+
+
+UNSENT_KEEP = timedelta(days=1)
+
+
+def uploads_unsent_purge(*, dry_run: bool = False) -> int:
+    """Deletes the uploads never sent with a question that are over a day old (a page closed
+    with chips in its tray), files too; returns how many (or would, with `dry_run`). For cron,
+    with purge_conversations."""
+    stale = Upload.objects.filter(conversation__isnull=True, created_at__lt=timezone.now() - UNSENT_KEEP)
+    count = stale.count()
+    if not dry_run:
+        for upload in stale.iterator():
+            upload.delete()  # one by one: each takes its stored file (post_delete)
+        logger.info("unsent uploads purged count={}", count)
+    return count

@@ -238,3 +238,24 @@ def test_attachments_live_in_s3_compatible_storage_when_configured(user, token_f
     Upload.objects.filter(id=upload.id).update(conversation=conversation)
     conversation.delete()
     assert s3_storage.list_objects_v2(Bucket="campus-uploads").get("KeyCount") == 0
+
+
+def test_uploads_never_sent_are_purged_after_a_day_by_the_retention_command(user, token_for, media):
+    from datetime import timedelta
+    from io import StringIO
+
+    from django.core.management import call_command
+    from django.utils import timezone
+
+    client = _client(token_for, user)
+    old = Upload.objects.get(id=_post(client, "旧.txt", b"a").json()["id"])
+    fresh = Upload.objects.get(id=_post(client, "新.txt", b"b").json()["id"])
+    sent = Upload.objects.get(id=_post(client, "发过.txt", b"c").json()["id"])
+    conversation = Conversation.objects.create(user=user, title="附件")
+    Upload.objects.filter(id=sent.id).update(conversation=conversation)
+    Upload.objects.filter(id__in=[old.id, sent.id]).update(created_at=timezone.now() - timedelta(days=2))
+    out = StringIO()
+    call_command("purge_conversations", "--older-than", "30", stdout=out)
+    assert "1 个一天前上传却没有发送的附件" in out.getvalue()
+    assert set(Upload.objects.values_list("id", flat=True)) == {fresh.id, sent.id}
+    assert not (media / old.file.name).exists()

@@ -1,10 +1,12 @@
 """`manage.py purge_conversations [--older-than DAYS] [--dry-run]`: deletes the conversations
-whose last exchange is older than DAYS (default RETENTION_DAYS), with their messages, runs and
-ratings — for cron (docs/operations.md, "Retention")."""
+whose last exchange is older than DAYS (default RETENTION_DAYS), with their messages, runs,
+ratings and attachments, and the attachments uploaded over a day ago and never sent — for cron
+(docs/operations.md, "Retention")."""
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from chat_app.services.privacy import conversations_purge
+from chat_app.services.uploads import uploads_unsent_purge
 
 
 class Command(BaseCommand):
@@ -21,5 +23,6 @@ class Command(BaseCommand):
         if days < 1:
             raise CommandError("--older-than 至少为 1 天。")
         count = conversations_purge(older_than_days=days, dry_run=dry_run)
+        unsent = uploads_unsent_purge(dry_run=dry_run)
         verb = "将删除" if dry_run else "已删除"
-        self.stdout.write(f"{verb} {count} 个 {days} 天前的对话。")
+        self.stdout.write(f"{verb} {count} 个 {days} 天前的对话，{unsent} 个一天前上传却没有发送的附件。")
