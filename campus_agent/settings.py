@@ -260,7 +260,7 @@ PROVIDER_KEY_SECRET = env.str("PROVIDER_KEY_SECRET", default="")
 MAX_HISTORY = env.int("MAX_HISTORY", default=20)
 # Attachments (DESIGN §4c, chat_app/services/uploads.py): where they are stored is Django's
 # storage (MEDIA_ROOT on this disk by default; STORAGES names another backend).
-MEDIA_ROOT = env.str("MEDIA_ROOT", default=str(BASE_DIR / "media"))
+MEDIA_ROOT = env.str("MEDIA_ROOT", default="") or str(BASE_DIR / "media")
 # S3-compatible campus storage instead (django-storages): a bucket, its endpoint and keys. The
 # files stay private: each is served by the API to its owner, never by a public bucket URL.
 UPLOAD_S3_BUCKET = env.str("UPLOAD_S3_BUCKET", default="")

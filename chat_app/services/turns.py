@@ -5,6 +5,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 
 from agents_app.models import Agent
 from agents_app.selectors import agent_catalog_load
@@ -72,6 +73,8 @@ def _hint_domain_check(*, agent: Agent, hint_domain: str | None) -> None:
     if not domains:
         raise errors.invalid_body(errors.MSG_HINT_DOMAIN_NONE)
     raise errors.invalid_body(errors.MSG_HINT_DOMAIN_UNKNOWN.format(domains="、".join(domains)))
+
+
 MSG_ATTACHMENT_NOT_FOUND = "附件不存在。"
 MSG_ATTACHMENT_ELSEWHERE = "附件《{name}》已经发在另一个对话里了，请重新上传。"
 
@@ -128,7 +131,12 @@ def turn_begin(*, user, chat: ChatInput, request_id: str, lease: SlotLease) -> T
             conversation=conversation, role=Message.Role.USER, content=message, request_id=request_id, meta=meta
         )
         if uploads:
-            Upload.objects.filter(id__in=[u.id for u in uploads]).update(conversation=conversation)
+            # Claimed in this transaction: a question sent at the same moment in another
+            # conversation with the same file loses (and stores nothing).
+            claimed = (Upload.objects.filter(id__in=[u.id for u in uploads])
+                       .filter(Q(conversation__isnull=True) | Q(conversation=conversation)).update(conversation=conversation))
+            if claimed != len(uploads):
+                raise errors.invalid_body(MSG_ATTACHMENT_ELSEWHERE.format(name=uploads[0].name))
         run = run_create(conversation=conversation, user=user, request_id=request_id, agent_name=agent.name,
                          lease=lease)
     if new_conversation and not uploads:  # nothing before the question: no need to read it back

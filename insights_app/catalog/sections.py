@@ -32,7 +32,8 @@ from insights_app.forms import TOOL_NAME
 from insights_app.models import ANY_TOOL, RoutingArgExpectation, RoutingCase
 from subagents_app.models import SubAgent
 
-_TYPE_WORDS = {str: "字符串", int: "整数", float: "数字", bool: "true 或 false", list: "列表", dict: "映射"}
+_TYPE_WORDS = {str: "字符串", int: "整数", float: "数字", bool: "true 或 false", list: "列表", dict: "映射",
+               type(None): "null（跟随默认）"}
 PREVIEW = 40
 STDIO_WARNING = "警告：stdio MCP 服务 {name} 将在本服务器上运行 {command}（以服务器的用户身份）"
 
@@ -420,6 +421,7 @@ class AgentSection(Section):
         Field("thinking"),
         Field("temperature", (float,)),
         Field("max_tool_rounds", (int,)),
+        Field("accepts_images", (bool, type(None))),  # null: as its model provider says
         Field("enabled", (bool,)),
         Field("is_default", (bool,)),
         Refs("mcp_services", section="mcp_services", noun="MCP 服务"),
