@@ -18,9 +18,12 @@ XFrameOptionsMiddleware stay Django's in settings.MIDDLEWARE: `check --deploy` l
 their dotted names, and without them skips the checks that depend on them.
 """
 from csp.middleware import CSPMiddleware as _CSPMiddleware
+from django.conf import settings
 from django.contrib.auth.middleware import AuthenticationMiddleware as _AuthenticationMiddleware
 from django.contrib.messages.middleware import MessageMiddleware as _MessageMiddleware
 from django.middleware.common import CommonMiddleware as _CommonMiddleware
+from django.middleware.locale import LocaleMiddleware as _LocaleMiddleware
+from django.utils import translation
 
 
 class InlineHooks:
@@ -51,3 +54,15 @@ class AuthenticationMiddleware(InlineHooks, _AuthenticationMiddleware):
 
 class MessageMiddleware(InlineHooks, _MessageMiddleware):
     pass
+
+
+class LocaleMiddleware(InlineHooks, _LocaleMiddleware):
+    """The request's language (cookie, else Accept-Language; no language prefix in URLs), except
+    under /admin/, which stays in LANGUAGE_CODE: staff work in Chinese whatever their browser says."""
+
+    def process_request(self, request):
+        if request.path.startswith("/admin/"):
+            translation.activate(settings.LANGUAGE_CODE)
+            request.LANGUAGE_CODE = translation.get_language()
+            return None
+        return super().process_request(request)

@@ -87,6 +87,8 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "campus_agent.middleware.CSPMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    # The student's language: the page's switch (a cookie, saved per user too), else Accept-Language.
+    "campus_agent.middleware.LocaleMiddleware",
     "campus_agent.middleware.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "campus_agent.middleware.AuthenticationMiddleware",
@@ -107,6 +109,7 @@ TEMPLATES = [
         "OPTIONS": {
             "context_processors": [
                 "django.template.context_processors.request",
+                "django.template.context_processors.i18n",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
             ],
@@ -170,6 +173,10 @@ LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "login"
 
 LANGUAGE_CODE = "zh-hans"
+# The page and what the agent is told to answer in (DESIGN §7); admin stays Chinese for staff.
+LANGUAGES = [("zh-hans", "简体中文"), ("en", "English")]
+LANGUAGE_COOKIE_AGE = 365 * 24 * 3600
+LANGUAGE_COOKIE_SAMESITE = "Lax"
 TIME_ZONE = env.str("TIME_ZONE", default="Asia/Shanghai")
 USE_I18N = True
 # Our own catalogs, merged over Django's (locale/zh_Hans/LC_MESSAGES/djangojs.po fills the admin

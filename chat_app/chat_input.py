@@ -3,10 +3,12 @@
 The body itself (Content-Type, size, encoding, depth, JSON object) is checked where every JSON
 endpoint's is, in campus_agent.json_body; the fields are checked here.
 """
+import dataclasses
 import uuid
 from dataclasses import dataclass
 
 from django.conf import settings
+from django.utils import translation
 
 from campus_agent.json_body import JsonBodyRefused, json_object_read
 from chat_app import api_errors as errors
@@ -23,6 +25,9 @@ class ChatInput:
     agent: str | None
     hint_domain: str | None
     attachments: tuple[uuid.UUID, ...] = ()  # the caller's uploads (DESIGN §4c), in the order sent
+    # The language the student reads (the page's switch, else Accept-Language; DESIGN §7): the
+    # model is told to answer in it. None: not known (a client of another protocol).
+    language: str | None = None
 
 
 def _optional_str(body: dict, name: str, limit: int) -> str | None:
@@ -66,7 +71,7 @@ def chat_input_read(*, request) -> ChatInput:
         body = json_object_read(request)
     except JsonBodyRefused as exc:
         raise errors.ApiError(exc.message, code=exc.code, status=exc.status) from None
-    return chat_input_parse(body=body)
+    return dataclasses.replace(chat_input_parse(body=body), language=translation.get_language_from_request(request))
 
 
 def chat_input_parse(*, body: dict) -> ChatInput:

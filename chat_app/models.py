@@ -330,6 +330,21 @@ class Feedback(models.Model):
         return f"{self.get_rating_display()} · {self.message_id}"
 
 
+class Preference(models.Model):
+    """What a student chose on the page: their language (DESIGN §7), set again as the language
+    cookie each time they log in, on any device."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, primary_key=True,
+                                related_name="preference", verbose_name="用户")
+    language = models.CharField("语言", max_length=10, choices=settings.LANGUAGES, default=settings.LANGUAGE_CODE)
+
+    class Meta:
+        verbose_name = verbose_name_plural = "学生偏好"
+
+    def __str__(self) -> str:
+        return self.get_language_display()
+
+
 def _upload_path(upload: "Upload", filename: str) -> str:
     # The stored name is the upload's id: the student's file name is shown, never used as a path.
     return f"uploads/{upload.user_id}/{upload.id}"

@@ -1,5 +1,6 @@
 """Routes of the server-rendered student page (/, a stored conversation, login, logout)."""
 from django.urls import path
+from django.views.i18n import JavaScriptCatalog
 
 from chat_app import pages
 from chat_app.views.mcp_oauth import mcp_oauth_callback, mcp_oauth_client_metadata
@@ -8,6 +9,8 @@ urlpatterns = [
     path("", pages.chat_page, name="chat"),
     path("c/<uuid:conversation_id>/", pages.chat_page, name="chat-conversation"),
     path("login/", pages.LoginPage.as_view(), name="login"),
+    path("language/", pages.language_set, name="language-set"),
+    path("jsi18n/", JavaScriptCatalog.as_view(), name="javascript-catalog"),
     path("login/campus/", pages.campus_login, name="campus-login"),
     path("login/campus/callback/", pages.campus_callback, name="campus-callback"),
     # Django 5 logs out on POST only (a GET link could be forged by any page); the sidebar posts a form.

@@ -9,17 +9,17 @@ from django.contrib.auth import login
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.db.models import Q
-from django.http import Http404, HttpResponseRedirect
+from django.http import Http404, HttpResponse, HttpResponseBadRequest, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_GET, require_POST
 from loguru import logger
 
 from chat_app import oidc
 from chat_app.chat_input import MESSAGE_MAX
 from chat_app.login_forms import LoginForm
-from chat_app.models import Conversation, Message, Run
+from chat_app.models import Conversation, Message, Preference, Run
 from chat_app.page_catalog import agent_catalogs, tool_labels
 from chat_app.selectors import (
     agent_list,
@@ -157,7 +157,7 @@ def campus_callback(request):
     login(request, user, backend="django.contrib.auth.backends.ModelBackend")
     oidc.tokens_store(session=request.session, tokens=done.tokens)  # after login(): it cycles the session
     logger.info("page login via campus OIDC user={}", user.pk)
-    return HttpResponseRedirect(_safe_next(request, done.next_url))
+    return language_cookie_restore(HttpResponseRedirect(_safe_next(request, done.next_url)), user)
 
 
 class LogoutPage(auth_views.LogoutView):
@@ -180,9 +180,41 @@ class LoginPage(auth_views.LoginView):
     def get_context_data(self, **kwargs):
         return _login_context(self.request, **super().get_context_data(**kwargs))
 
+    def form_valid(self, form):
+        return language_cookie_restore(super().form_valid(form), form.get_user())
+
     def form_invalid(self, form):
         response = super().form_invalid(form)
         if form.throttled is not None:
             response.status_code = 429
             response["Retry-After"] = str(form.throttled.retry_after)
         return response
+
+
+def _language_cookie(response, language: str):
+    response.set_cookie(settings.LANGUAGE_COOKIE_NAME, language, max_age=settings.LANGUAGE_COOKIE_AGE,
+                        samesite=settings.LANGUAGE_COOKIE_SAMESITE, secure=settings.SESSION_COOKIE_SECURE)
+    return response
+
+
+def language_cookie_restore(response, user):
+    """At login: the language the student chose before (on any device) becomes this browser's."""
+    preference = Preference.objects.filter(user=user).first()
+    return _language_cookie(response, preference.language) if preference is not None else response
+
+
+@require_POST
+def language_set(request):
+    """`POST /language/` (`language`: zh-hans or en; the page's switch, with its CSRF token): the
+    browser's language cookie, and the signed-in student's choice kept for their next login.
+    Back to `next` (a path of this site), else 204 for a script."""
+    language = request.POST.get("language", "")
+    if language not in dict(settings.LANGUAGES):
+        return HttpResponseBadRequest("unknown language")
+    if request.user.is_authenticated:
+        Preference.objects.update_or_create(user=request.user, defaults={"language": language})
+    wanted = request.POST.get("next", "")
+    safe = url_has_allowed_host_and_scheme(wanted, allowed_hosts={request.get_host()},
+                                           require_https=request.is_secure())
+    response = HttpResponseRedirect(wanted) if wanted and safe else HttpResponse(status=204)
+    return _language_cookie(response, language)

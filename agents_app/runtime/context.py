@@ -10,6 +10,7 @@ class RunContext:
     user_id: int | None = None
     campus_token: str | None = None
     hint_domain: str | None = None
+    language: str | None = None  # what the student reads (settings.LANGUAGES); the model answers in it
     # The turn's wall-clock deadline (event-loop time) set by whoever runs the turn; None: the
     # runtime starts TURN_BUDGET_SEC from its own start.
     deadline: float | None = None

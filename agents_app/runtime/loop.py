@@ -92,18 +92,26 @@ def _model_down(exc: Exception) -> bool:
     return True
 
 
+# The student reads another language than the prompt's Chinese (the page's switch, DESIGN §7).
+LANGUAGE_TEXT = {
+    "en": "The student reads English: answer in English, whatever language the tools answer in "
+          "(keep the names of campus places, courses and services as the tools give them).",
+}
+
+
 def _system_prompt(agent: Agent, ctx: RunContext, domains: set[str]) -> str:
-    """The agent's prompt, plus the conversation's domain hint (the entry the student came from,
+    """The agent's prompt, plus the language the student reads when it is not Chinese, plus the conversation's domain hint (the entry the student came from,
     e.g. the canteen app's chat button) so the model prefers that domain's tools. The hint is the
     student's value: only a domain of the agent's own tools (`domains`) reaches the prompt, quoted
     as data; anything else is dropped here, whatever the API let through."""
     hint = ctx.hint_domain
+    language = LANGUAGE_TEXT.get(ctx.language or "")
     if not hint or not isinstance(hint, str) or hint not in domains:
         if hint:
             logger.info("hint_domain not in the agent's catalog, left out of the prompt")
-        return agent.system_prompt
+        return "\n\n".join(filter(None, [agent.system_prompt, language]))
     quoted = json.dumps(hint, ensure_ascii=False)
-    return "\n\n".join(filter(None, [agent.system_prompt, DOMAIN_HINT_TEXT.format(domain=quoted)]))
+    return "\n\n".join(filter(None, [agent.system_prompt, DOMAIN_HINT_TEXT.format(domain=quoted), language]))
 
 
 def _tool_domains(tools: list[Tool]) -> set[str]:

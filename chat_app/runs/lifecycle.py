@@ -66,6 +66,7 @@ def run_start(admission: Admission, *, request_id: str) -> RunTask:
         user_id=caller.user.pk,
         campus_token=caller.campus_token,
         hint_domain=start.hint_domain,
+        language=admission.chat.language,
     )
     task = RunTask(RunPlan(run=start.run, agent=start.agent, history=start.history, ctx=ctx), lease=admission.lease)
     for closed in start.closed_runs:

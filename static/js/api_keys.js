@@ -3,18 +3,19 @@
 import { apiKeyCreate, apiKeyRevoke, apiKeysList, errorBody } from "./api.js";
 import { copyWithFeedback } from "./clipboard.js";
 import { el } from "./view.js";
+import { LOCALE, t } from "./i18n.js";
 
 const DAY_MS = 24 * 60 * 60 * 1000;
 const TEXTS = {
-  loadFailed: "密钥列表加载失败，请稍后重试。",
-  network: "网络连接失败，请稍后重试。",
-  nameMissing: "请填写名称。",
-  created: "已创建。",
-  revoked: "已吊销，使用它的应用会立即失去访问权限。",
-  confirmRevoke: (name) => `确定吊销密钥“${name}”吗？使用它的应用会立即失去访问权限。`,
-  never: "从未",
-  noExpiry: "不过期",
-  revoke: "吊销",
+  loadFailed: t("密钥列表加载失败，请稍后重试。"),
+  network: t("网络连接失败，请稍后重试。"),
+  nameMissing: t("请填写名称。"),
+  created: t("已创建。"),
+  revoked: t("已吊销，使用它的应用会立即失去访问权限。"),
+  confirmRevoke: (name) => t("确定吊销密钥“%s”吗？使用它的应用会立即失去访问权限。", name),
+  never: t("从未"),
+  noExpiry: t("不过期"),
+  revoke: t("吊销"),
 };
 
 const $ = (id) => document.getElementById(id);
@@ -22,7 +23,7 @@ const $ = (id) => document.getElementById(id);
 function when(iso) {
   if (!iso) return "";
   const date = new Date(iso);
-  return Number.isNaN(date.getTime()) ? "" : date.toLocaleString("zh-CN", { dateStyle: "short", timeStyle: "short" });
+  return Number.isNaN(date.getTime()) ? "" : date.toLocaleString(LOCALE, { dateStyle: "short", timeStyle: "short" });
 }
 
 function say(text) {
@@ -34,7 +35,7 @@ function row(key, onRevoke) {
   tr.dataset.id = key.id;
   const revoke = el("button", "btn btn-ghost btn-small key-revoke", TEXTS.revoke);
   revoke.type = "button";
-  revoke.setAttribute("aria-label", `${TEXTS.revoke}：${key.name}`);
+  revoke.setAttribute("aria-label", t("%s：%s", TEXTS.revoke, key.name));
   revoke.addEventListener("click", () => onRevoke(key));
   const cells = [
     el("td", "key-name", key.name),

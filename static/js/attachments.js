@@ -13,6 +13,7 @@ import {
   ATTACHMENT_UPLOADING,
   errorText,
 } from "./messages.js";
+import { t } from "./i18n.js";
 
 export const MAX_ATTACHMENTS = 5; // UPLOAD_MAX_PER_MESSAGE
 
@@ -33,7 +34,7 @@ const IMAGE = /^image\/(png|jpeg|webp|gif)$/;
 // A document's kind as a short label (its extension): no icon font is needed to read it.
 function kindLabel(name) {
   const extension = String(name || "").split(".").pop();
-  return extension && extension !== name ? extension.slice(0, 4).toUpperCase() : "文件";
+  return extension && extension !== name ? extension.slice(0, 4).toUpperCase() : t("文件");
 }
 
 // One attachment's chip: `{id, name, content_type, size}` of a stored upload (a sent question's,
@@ -127,7 +128,7 @@ export class AttachmentTray {
     // The thumbnail is the stored file once it is in (the CSP allows no blob: image).
     const icon = node("span", "attachment-icon", kindLabel(file.name));
     chip.append(icon);
-    const name = node("span", "attachment-name", file.name || "粘贴的图片");
+    const name = node("span", "attachment-name", file.name || t("粘贴的图片"));
     const status = node("span", "attachment-size", ATTACHMENT_UPLOADING);
     status.setAttribute("aria-live", "polite");
     const remove = node("button", "attachment-remove", "×");

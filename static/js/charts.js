@@ -7,6 +7,7 @@
 //    "datasets": [{"label": "人次", "data": [120, 98, …]}]   1–8 series, numbers, one per label
 //   }
 // Anything else is refused with a short note instead of a chart.
+import { t } from "./i18n.js";
 
 export const CHART_TYPES = ["bar", "line", "pie"];
 const MAX_LABELS = 100;
@@ -74,7 +75,7 @@ export function chartRender(container, spec) {
   const parsed = chartSpecParse(spec);
   if (!parsed || !window.Chart) {
     figure.classList.add("chart-invalid");
-    figure.textContent = "图表数据格式不正确，无法显示。";
+    figure.textContent = t("图表数据格式不正确，无法显示。");
     container.append(figure);
     return null;
   }
@@ -82,7 +83,7 @@ export function chartRender(container, spec) {
   box.className = "chart-box";
   const canvas = document.createElement("canvas");
   canvas.setAttribute("role", "img");
-  canvas.setAttribute("aria-label", parsed.title || "图表");
+  canvas.setAttribute("aria-label", parsed.title || t("图表"));
   box.append(canvas);
   figure.append(box);
   container.append(figure);

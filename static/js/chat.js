@@ -64,6 +64,7 @@ import { Sidebar } from "./sidebar.js";
 import { eventIds, sseFrames } from "./sse.js";
 import { el, toolLabelsSet } from "./view.js";
 import { welcomeRender } from "./welcome.js";
+import { t } from "./i18n.js";
 
 const state = JSON.parse(document.getElementById("page-state").textContent);
 const $ = (id) => document.getElementById(id);
@@ -90,7 +91,7 @@ const tray = new AttachmentTray({
 // {controller, runId, lastSeq, stopWanted, turn, question, exchange, version, sessionSeen, refused}.
 let current = null;
 const RESUME_TRIES = 5;
-const STREAMING_STATUS = "小智正在回答…（可按“停止”中断）";
+const STREAMING_STATUS = t("小智正在回答…（可按“停止”中断）");
 const APPROVAL_TEXTS = {
   title: APPROVAL_TITLE, approve: APPROVAL_APPROVE, reject: APPROVAL_REJECT, until: APPROVAL_UNTIL, sent: APPROVAL_SENT,
 };
@@ -117,7 +118,7 @@ function keepScrolled(wasNear) {
 // Mirrors the server's rule (issue 4) so the sidebar shows the title before a reload does.
 function titleFrom(question) {
   const text = question.replace(/\s+/g, " ").trim();
-  if (!text) return "新对话";
+  if (!text) return t("新对话");
   return text.length > 24 ? `${text.slice(0, 24)}...` : text;
 }
 
@@ -140,7 +141,7 @@ function setStreaming(on) {
 
 function titleShow(title) {
   $("chat-title").textContent = title;
-  document.title = `${title} · 校园小智`;
+  document.title = t("%s · 校园小智", title);
 }
 
 const sidebar = new Sidebar({
@@ -311,7 +312,7 @@ function stopCurrent() {
   const run = current;
   if (!run || run.stopWanted) return;
   run.stopWanted = true;
-  status("正在停止…");
+  status(t("正在停止…"));
   if (run.runId) sendStop(run);
 }
 
@@ -395,7 +396,7 @@ function countdown(button, seconds) {
       button.textContent = RETRY;
       return;
     }
-    button.textContent = `${RETRY}（${RETRY_IN(left)}）`;
+    button.textContent = t("%s（%s）", RETRY, RETRY_IN(left));
     left -= 1;
   };
   const timer = setInterval(tick, 1000);
@@ -478,10 +479,10 @@ function editStart(exchange) {
   const editor = el("div", "question-editor");
   const area = el("textarea");
   area.value = bubble.querySelector(".msg-text").textContent;
-  area.setAttribute("aria-label", "修改问题");
+  area.setAttribute("aria-label", t("修改问题"));
   const buttons = el("div", "question-editor-buttons");
-  const cancel = el("button", "btn btn-ghost btn-small", "取消");
-  const send = el("button", "btn btn-primary btn-small", "发送");
+  const cancel = el("button", "btn btn-ghost btn-small", t("取消"));
+  const send = el("button", "btn btn-primary btn-small", t("发送"));
   cancel.type = "button";
   send.type = "button";
   buttons.append(cancel, send);
@@ -541,11 +542,11 @@ function feedbackFormShow(exchange, version, rating) {
   const form = el("form", "feedback-form");
   const area = el("textarea");
   area.maxLength = 1000;
-  area.placeholder = rating === "up" ? "哪里有帮助？（可选）" : "哪里不对或不够好？（可选）";
-  area.setAttribute("aria-label", "补充意见");
+  area.placeholder = rating === "up" ? t("哪里有帮助？（可选）") : t("哪里不对或不够好？（可选）");
+  area.setAttribute("aria-label", t("补充意见"));
   const buttons = el("div", "feedback-form-buttons");
-  const send = el("button", "btn btn-primary btn-small", "提交意见");
-  const skip = el("button", "btn btn-ghost btn-small", "不用了");
+  const send = el("button", "btn btn-primary btn-small", t("提交意见"));
+  const skip = el("button", "btn btn-ghost btn-small", t("不用了"));
   send.type = "submit";
   skip.type = "button";
   buttons.append(send, skip);
@@ -571,7 +572,7 @@ function feedbackFormShow(exchange, version, rating) {
       return;
     }
     version.feedback = { rating, comment };
-    form.replaceWith(el("p", "feedback-thanks", "谢谢你的意见！"));
+    form.replaceWith(el("p", "feedback-thanks", t("谢谢你的意见！")));
   });
 }
 
@@ -658,7 +659,7 @@ $("conversation-list").addEventListener("click", async (event) => {
   const button = event.target.closest(".delete-conversation");
   if (!button) return;
   const { id } = button.dataset;
-  if (!window.confirm("确定删除这个对话吗？删除后无法恢复。")) return;
+  if (!window.confirm(t("确定删除这个对话吗？删除后无法恢复。"))) return;
   let response;
   try {
     response = await conversationDelete({ id });
@@ -677,7 +678,7 @@ $("conversation-list").addEventListener("click", async (event) => {
 function themeToggleSync() {
   const dark = document.documentElement.dataset.theme === "dark";
   $("theme-toggle").setAttribute("aria-pressed", String(dark));
-  $("theme-toggle").setAttribute("aria-label", dark ? "浅色模式" : "深色模式");
+  $("theme-toggle").setAttribute("aria-label", dark ? t("浅色模式") : t("深色模式"));
 }
 $("theme-toggle").addEventListener("click", () => {
   window.themeChoose(document.documentElement.dataset.theme === "dark" ? "light" : "dark");

@@ -1,6 +1,7 @@
 // Copies text for the student. The async Clipboard API needs a secure context (HTTPS or
 // localhost); on a plain-HTTP campus intranet address it is missing, so a hidden textarea and
 // execCommand("copy") stand in.
+import { t } from "./i18n.js";
 
 export async function copyText(text) {
   if (navigator.clipboard?.writeText) {
@@ -32,7 +33,7 @@ export async function copyWithFeedback(button, text) {
   const label = button.dataset.label || button.textContent;
   button.dataset.label = label;
   const ok = await copyText(text);
-  button.textContent = ok ? "已复制" : "复制失败";
+  button.textContent = ok ? t("已复制") : t("复制失败");
   clearTimeout(Number(button.dataset.timer || 0));
   button.dataset.timer = String(setTimeout(() => { button.textContent = label; }, 1500));
   return ok;

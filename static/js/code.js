@@ -1,6 +1,7 @@
 // Code blocks in sanitized markdown: highlighted with the vendored highlight.js and given a
 // header with the language and a copy button. Runs on the sanitizer's output: highlight.js
 // reads the code's text (never HTML) and writes only <span class="hljs-…"> around it.
+import { t } from "./i18n.js";
 
 const LANGUAGE = /^language-([\w+#.-]{1,40})$/;
 
@@ -35,12 +36,12 @@ export function codeEnhance(root) {
     head.className = "code-head";
     const label = document.createElement("span");
     label.className = "code-lang";
-    label.textContent = language || "代码";
+    label.textContent = language || t("代码");
     const copy = document.createElement("button");
     copy.type = "button";
     copy.className = "icon-btn code-copy";
-    copy.textContent = "复制";
-    copy.setAttribute("aria-label", "复制代码");
+    copy.textContent = t("复制");
+    copy.setAttribute("aria-label", t("复制代码"));
     head.append(label, copy);
     pre.replaceWith(block);
     block.append(head, pre);

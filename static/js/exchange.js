@@ -5,6 +5,7 @@
 // A version: {turn: AssistantTurn, question, messageId (the answer's final row, for feedback),
 // stored (the question reached the database), superseded, feedback: {rating, comment} | null}.
 import { AssistantTurn, el, userBubble } from "./view.js";
+import { t } from "./i18n.js";
 
 const exchangeOf = new WeakMap(); // .exchange node → Exchange
 
@@ -28,7 +29,7 @@ export class Exchange {
     this.attachments = attachments; // the question's files: regenerate and edit send them again
     this.userArticle = userBubble(this.node, question, attachments);
     // Edit-and-resend is offered on the last question only (CSS .only-last).
-    this.userArticle.prepend(iconButton("edit", "✎", "编辑问题后重新发送", "edit-question only-last"));
+    this.userArticle.prepend(iconButton("edit", "✎", t("编辑问题后重新发送"), "edit-question only-last"));
     container.append(this.node);
     exchangeOf.set(this.node, this);
     this.versions = [];
@@ -77,11 +78,11 @@ export class Exchange {
     turn.actions?.remove();
     const bar = el("div", "msg-actions");
     bar.append(el("span", "versions"));
-    if (turn.markdownText()) bar.append(iconButton("copy", "复制", "复制回答（Markdown 原文）"));
-    if (regenerate) bar.append(iconButton("regenerate", "↻ 重新生成", "重新生成回答", "only-last"));
+    if (turn.markdownText()) bar.append(iconButton("copy", t("复制"), t("复制回答（Markdown 原文）")));
+    if (regenerate) bar.append(iconButton("regenerate", t("↻ 重新生成"), t("重新生成回答"), "only-last"));
     if (version.messageId) {
       // Icons drawn from this site's SVGs (CSS masks), not emoji: not every system has an emoji font.
-      for (const [rating, label] of [["up", "有帮助"], ["down", "没帮助"]]) {
+      for (const [rating, label] of [["up", t("有帮助")], ["down", t("没帮助")]]) {
         const button = iconButton("rate", "", label, `rate-${rating}`);
         button.append(el("span", `thumb thumb-${rating}`));
         button.dataset.rating = rating;
@@ -100,8 +101,8 @@ export class Exchange {
     slot.replaceChildren();
     if (this.versions.length < 2) return;
     const index = this.versions.indexOf(version);
-    const prev = iconButton("prev", "‹", "上一个版本", "version-prev");
-    const next = iconButton("next", "›", "下一个版本", "version-next");
+    const prev = iconButton("prev", "‹", t("上一个版本"), "version-prev");
+    const next = iconButton("next", "›", t("下一个版本"), "version-next");
     prev.disabled = index === 0;
     next.disabled = index === this.versions.length - 1;
     slot.append(prev, el("span", "version-count", `${index + 1}/${this.versions.length}`), next);

@@ -2,17 +2,18 @@
 // plain link to /api/v1/me/export), delete all their conversations, and see and disconnect the
 // MCP services they connected their own account to.
 import { errorBody, myAccountRemove, myAccountsList, myConversationsDelete } from "./api.js";
+import { t } from "./i18n.js";
 
 const $ = (id) => document.getElementById(id);
 const TEXTS = {
-  confirm: "确定删除你的全部对话吗？删除后无法恢复。",
-  failed: "删除失败，请稍后重试。",
-  network: "网络连接失败，请稍后重试。",
-  deleted: (count) => `已删除 ${count} 个对话。`,
-  disconnect: "断开",
-  disconnectLabel: (service) => `断开“${service}”账号`,
-  disconnected: (service) => `已断开“${service}”账号。`,
-  accountsFailed: "没有读到已连接的账号，请稍后重试。",
+  confirm: t("确定删除你的全部对话吗？删除后无法恢复。"),
+  failed: t("删除失败，请稍后重试。"),
+  network: t("网络连接失败，请稍后重试。"),
+  deleted: (count) => t("已删除 %s 个对话。", count),
+  disconnect: t("断开"),
+  disconnectLabel: (service) => t("断开“%s”账号", service),
+  disconnected: (service) => t("已断开“%s”账号。", service),
+  accountsFailed: t("没有读到已连接的账号，请稍后重试。"),
 };
 
 function accountRow(account) {

@@ -4,10 +4,11 @@
 import { conversationRename, conversationSearch, errorBody } from "./api.js";
 import { RENAME_FAILED, SEARCH_FAILED, errorText } from "./messages.js";
 import { el } from "./view.js";
+import { t } from "./i18n.js";
 
 const $ = (id) => document.getElementById(id);
 const DAY_MS = 24 * 60 * 60 * 1000;
-export const GROUPS = ["今天", "昨天", "7 天内", "更早"];
+export const GROUPS = [t("今天"), t("昨天"), t("7 天内"), t("更早")];
 const SEARCH_DELAY_MS = 250;
 
 export function groupOf(updated, now = new Date()) {
@@ -28,7 +29,7 @@ export function sidebarItem({ id, title, updated }) {
   link.href = `/c/${id}/`;
   const rename = el("button", "icon-btn rename-conversation", "✎");
   const del = el("button", "icon-btn delete-conversation", "✕");
-  for (const [button, word] of [[rename, "重命名"], [del, "删除"]]) {
+  for (const [button, word] of [[rename, t("重命名")], [del, t("删除")]]) {
     button.type = "button";
     button.dataset.id = id;
     button.title = word;
@@ -40,8 +41,8 @@ export function sidebarItem({ id, title, updated }) {
 
 function itemLabel(li, title) {
   li.querySelector(".conversation-link").textContent = title;
-  li.querySelector(".rename-conversation").setAttribute("aria-label", `重命名对话：${title}`);
-  li.querySelector(".delete-conversation").setAttribute("aria-label", `删除对话：${title}`);
+  li.querySelector(".rename-conversation").setAttribute("aria-label", t("重命名对话：%s", title));
+  li.querySelector(".delete-conversation").setAttribute("aria-label", t("删除对话：%s", title));
 }
 
 export class Sidebar {
@@ -133,7 +134,7 @@ export class Sidebar {
     input.type = "text";
     input.value = link.textContent;
     input.maxLength = 64;
-    input.setAttribute("aria-label", "新的对话标题");
+    input.setAttribute("aria-label", t("新的对话标题"));
     link.hidden = true;
     li.insertBefore(input, link);
     input.focus();
@@ -144,7 +145,7 @@ export class Sidebar {
       done = true;
       const title = input.value.replace(/\s+/g, " ").trim();
       if (save && title && title !== link.textContent) await this.renameSave(li, title);
-      else if (save && !title) this.onStatus("标题不能为空。");
+      else if (save && !title) this.onStatus(t("标题不能为空。"));
       input.remove();
       link.hidden = false;
       link.focus();

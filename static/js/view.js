@@ -5,16 +5,17 @@ import { chartRender } from "./charts.js";
 import { codeEnhance } from "./code.js";
 import { elicitationFields } from "./elicitation_form.js";
 import { markdownFragment } from "./markdown.js";
+import { LOCALE, t } from "./i18n.js";
 
-export const INTERRUPTED_MARK = "（已中断）";
+export const INTERRUPTED_MARK = t("（已中断）");
 const TOOL_STATE_TEXT = {
-  running: "运行中…", waiting: "等待确认", authorizing: "等待连接账号", asking: "等待回答", done: "完成", failed: "失败",
-  cut: "已中断",
+  running: t("运行中…"), waiting: t("等待确认"), authorizing: t("等待连接账号"), asking: t("等待回答"), done: t("完成"), failed: t("失败"),
+  cut: t("已中断"),
 };
-export const ECHO_TITLE = "结果已写在回答里";
-const TOOL_IMAGE_ALT = "工具返回的图片";
-export const REASONING_TITLE = "思考过程";
-const REASONING_LIVE = "思考中…";
+export const ECHO_TITLE = t("结果已写在回答里");
+const TOOL_IMAGE_ALT = t("工具返回的图片");
+export const REASONING_TITLE = t("思考过程");
+const REASONING_LIVE = t("思考中…");
 const SAFE_LINK = /^https?:\/\/[^\s]+$/i;
 const SAFE_IMAGE = /^data:image\/(png|jpeg|gif|webp);base64,[A-Za-z0-9+/]+={0,2}$/;
 
@@ -38,7 +39,7 @@ export function toolLabel(tool) {
   const name = String(tool || "");
   if (Object.hasOwn(toolNames.names, name)) return toolNames.names[name];
   for (const [prefix, label] of toolNames.prefixes) if (name.startsWith(prefix)) return label;
-  return name.startsWith("call_") ? `子 Agent · ${name.slice(5)}` : `工具 · ${name}`;
+  return name.startsWith("call_") ? t("子 Agent · %s", name.slice(5)) : t("工具 · %s", name);
 }
 
 export function userBubble(container, text, attachments = []) {
@@ -47,7 +48,7 @@ export function userBubble(container, text, attachments = []) {
   body.append(el("p", "msg-text", text)); // the student's own text, shown as typed
   if (attachments.length) {
     const list = el("ul", "attachment-list");
-    list.setAttribute("aria-label", "附件");
+    list.setAttribute("aria-label", t("附件"));
     list.append(...attachments.map(attachmentChip));
     body.append(list);
   }
@@ -58,16 +59,16 @@ export function userBubble(container, text, attachments = []) {
 
 // A call's arguments (JSON text) as readable pairs: {"message": "订一份午饭"} → 内容: 订一份午饭.
 // Shown as text nodes only; a value that is not a string is shown as compact JSON.
-const ARGUMENT_NAMES = { message: "内容" };
+const ARGUMENT_NAMES = { message: t("内容") };
 
 export function argumentPairs(args) {
   let value;
   try {
     value = JSON.parse(String(args || "{}"));
   } catch {
-    return [["参数", String(args)]];
+    return [[t("参数"), String(args)]];
   }
-  if (!value || typeof value !== "object" || Array.isArray(value)) return [["参数", JSON.stringify(value)]];
+  if (!value || typeof value !== "object" || Array.isArray(value)) return [[t("参数"), JSON.stringify(value)]];
   return Object.entries(value).map(([key, item]) => [
     ARGUMENT_NAMES[key] || key,
     typeof item === "string" ? item : JSON.stringify(item),
@@ -79,7 +80,7 @@ const flat = (text) => String(text || "").replace(/\s+/g, " ").trim();
 export class AssistantTurn {
   constructor(container) {
     this.article = el("article", "msg msg-assistant");
-    this.article.append(el("div", "msg-avatar", "智"));
+    this.article.append(el("div", "msg-avatar", t("智")));
     this.body = el("div", "msg-body");
     this.article.append(this.body);
     container.append(this.article);
@@ -97,7 +98,7 @@ export class AssistantTurn {
   thinking(on) {
     if (on && !this.dots) {
       this.dots = el("div", "thinking");
-      this.dots.setAttribute("aria-label", "正在思考");
+      this.dots.setAttribute("aria-label", t("正在思考"));
       this.dots.append(el("span"), el("span"), el("span"));
       this.body.append(this.dots);
     } else if (!on && this.dots) {
@@ -257,13 +258,13 @@ export class AssistantTurn {
     this.toolState(entry, "waiting");
     const card = el("div", "approval");
     card.setAttribute("role", "group");
-    card.append(el("p", "approval-title", `${texts.title}：${toolLabel(tool)}`));
+    card.append(el("p", "approval-title", t("%s：%s", texts.title, toolLabel(tool))));
     const list = el("dl", "approval-args");
     for (const [key, value] of argumentPairs(args)) list.append(el("dt", "", key), el("dd", "", value));
     if (list.childElementCount) card.append(list);
     const until = new Date(expiresAt);
     if (!Number.isNaN(until.getTime())) {
-      const time = until.toLocaleTimeString("zh-CN", { hour: "2-digit", minute: "2-digit" });
+      const time = until.toLocaleTimeString(LOCALE, { hour: "2-digit", minute: "2-digit" });
       card.append(el("p", "approval-until", texts.until(time)));
     }
     const row = el("div", "approval-actions");
@@ -307,7 +308,7 @@ export class AssistantTurn {
     card.append(el("p", "approval-title", texts.title(name)));
     const until = new Date(expiresAt);
     if (!Number.isNaN(until.getTime())) {
-      const time = until.toLocaleTimeString("zh-CN", { hour: "2-digit", minute: "2-digit" });
+      const time = until.toLocaleTimeString(LOCALE, { hour: "2-digit", minute: "2-digit" });
       card.append(el("p", "approval-until", texts.hint(time)));
     }
     const row = el("div", "approval-actions");
@@ -365,7 +366,7 @@ export class AssistantTurn {
     if (message) card.append(el("p", "elicitation-message", String(message)));
     const until = new Date(expiresAt);
     if (!Number.isNaN(until.getTime())) {
-      const time = until.toLocaleTimeString("zh-CN", { hour: "2-digit", minute: "2-digit" });
+      const time = until.toLocaleTimeString(LOCALE, { hour: "2-digit", minute: "2-digit" });
       card.append(el("p", "approval-until", texts.hint(time)));
     }
     const note = el("p", "approval-note");
