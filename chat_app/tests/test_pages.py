@@ -109,4 +109,6 @@ def test_page_references_only_local_scripts(student_client):
     html = student_client.get("/").content.decode()
     sources = re.findall(r'<script[^>]+src="([^"]+)"', html)
     assert sources, "the page loads its scripts"
-    assert all(src.startswith("/static/") for src in sources), sources  # no CDN: campus networks are offline
+    # No CDN (campus networks are offline): static files, and the page's own translation catalog.
+    assert all(src.startswith("/static/") or src == "/jsi18n/" for src in sources), sources
+    assert "/jsi18n/" in sources and sources.index("/jsi18n/") < next(i for i, s in enumerate(sources) if "chat.js" in s)
