@@ -15,6 +15,7 @@ class ApplicationError(Exception):
     status = 500
 
     def __init__(self, message: str, *, code: int | None = None, status: int | None = None):
+        message = str(message)  # a lazy translation: in the language of the request raising it
         super().__init__(message)
         self.message = message
         if code is not None:

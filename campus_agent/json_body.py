@@ -23,6 +23,8 @@ from itertools import accumulate
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.utils.http import parse_header_parameters
+from django.utils.text import format_lazy
+from django.utils.translation import gettext_lazy as _
 from rest_framework.parsers import JSONParser
 
 from campus_agent.errors import INVALID_BODY, ApplicationError
@@ -34,15 +36,15 @@ JSON_MAX_DEPTH = 32
 JSON_MEDIA_TYPE = "application/json"
 _UTF8_CHARSETS = ("utf-8", "utf8")
 
-MSG_BODY_TOO_LARGE = "请求体过大（上限 64 KB）。"
-MSG_BODY_TOO_LARGE_OF = "请求体过大（上限 {limit} KB）。"
-MSG_BODY_NOT_JSON = "请求体必须是 JSON 对象。"
-MSG_CONTENT_TYPE = "请求体必须是 JSON，请使用 Content-Type: application/json（UTF-8）。"
-MSG_NOT_UTF8 = "请求体必须是 UTF-8 编码的 JSON。"
-MSG_TOO_DEEP = f"JSON 嵌套层数过多（上限 {JSON_MAX_DEPTH} 层）。"
-MSG_DUPLICATE_KEY = "JSON 对象中有重复的字段名。"
-MSG_NOT_FINITE = "JSON 数字必须是有限值（不接受 NaN、Infinity 或溢出的数）。"
-MSG_LONE_SURROGATE = "请求体含有无效的 Unicode 字符（不成对的代理项 \\ud800–\\udfff）。"
+MSG_BODY_TOO_LARGE = _("请求体过大（上限 64 KB）。")
+MSG_BODY_TOO_LARGE_OF = _("请求体过大（上限 {limit} KB）。")
+MSG_BODY_NOT_JSON = _("请求体必须是 JSON 对象。")
+MSG_CONTENT_TYPE = _("请求体必须是 JSON，请使用 Content-Type: application/json（UTF-8）。")
+MSG_NOT_UTF8 = _("请求体必须是 UTF-8 编码的 JSON。")
+MSG_TOO_DEEP = format_lazy(_("JSON 嵌套层数过多（上限 {limit} 层）。"), limit=JSON_MAX_DEPTH)
+MSG_DUPLICATE_KEY = _("JSON 对象中有重复的字段名。")
+MSG_NOT_FINITE = _("JSON 数字必须是有限值（不接受 NaN、Infinity 或溢出的数）。")
+MSG_LONE_SURROGATE = _("请求体含有无效的 Unicode 字符（不成对的代理项 \\ud800–\\udfff）。")
 
 
 class JsonBodyRefused(ApplicationError):

@@ -19,11 +19,12 @@ def sse_frame(payload: dict, *, event_id: int | None = None) -> str:
 
     Never fails on the payload's text: a lone surrogate (which UTF-8 cannot encode, so the
     response would fail after its headers went out), a NUL, or NaN / Infinity (not JSON) makes
-    the payload go through `text_clean` first. The check costs one scan of the encoded frame.
+    the payload go through `text_clean` first, as does a lazy translation (TypeError: a message
+    of ours in the request's language). The check costs one scan of the encoded frame.
     """
     try:
         body = _dumps(payload)
-    except ValueError:  # NaN / Infinity
+    except (ValueError, TypeError):  # NaN / Infinity; a lazy translation
         body = _dumps(text_clean(payload))
     else:
         if _NUL_ESCAPE in body or not text_valid(body):

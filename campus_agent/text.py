@@ -12,6 +12,8 @@ microsecond), so it can run per streamed chunk.
 import math
 import re
 
+from django.utils.functional import Promise
+
 REPLACEMENT = "\ufffd"
 # Deeper data is not kept: no chart or tool argument needs it, and the JSON encoder, the
 # database driver and this function would all hit Python's recursion limit on it.
@@ -47,6 +49,8 @@ def _str_clean(value: str) -> str:
 def _clean(value, depth: int):
     if isinstance(value, str):
         return _str_clean(value)
+    if isinstance(value, Promise):  # a gettext_lazy text of ours: in the language active now
+        return _str_clean(str(value))
     if isinstance(value, dict):
         if depth <= 0:
             return None
@@ -64,7 +68,8 @@ def text_clean(value):
     """`value` with every string in it (dict keys too, in nested dicts and lists) made valid:
     lone surrogates → U+FFFD, NUL dropped. NaN and ±Infinity become None, and containers nested
     deeper than MAX_DEPTH become None. A string that needs nothing is returned as is; dicts and
-    lists are copied (tuples become lists, as JSON has them)."""
+    lists are copied (tuples become lists, as JSON has them). A lazy translation becomes the text
+    of the language active now (a run's events: the student's language, chat_app.runs.engine)."""
     return _clean(value, MAX_DEPTH)
 
 

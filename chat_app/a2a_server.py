@@ -71,6 +71,8 @@ from a2a.utils.errors import (
     UnsupportedOperationError,
 )
 from django.conf import settings
+from django.utils.text import format_lazy
+from django.utils.translation import gettext_lazy as _
 from loguru import logger
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -110,28 +112,28 @@ SKILL_NO_SERVICES = "直接回答校园生活问题。"
 BEARER_DESCRIPTION = "个人 API 密钥（cak_…，在校园小智网页上创建）或登录得到的 JWT：Authorization: Bearer <key>"
 
 # What the client reads in a task's status (and in JSON-RPC errors). Tests assert these.
-TOOL_STATUS_TEXT = "调用 {label}…"
+TOOL_STATUS_TEXT = _("调用 {label}…")
 APPROVAL_TEXT = (
     "{tools} 需要你批准后才能运行：请在校园小智网页上打开这段对话，批准或拒绝（{expires} 前有效）。"
     "批准后回答会继续，用 GetTask 或 SubscribeToTask 查看。"
 )
-AUTH_REQUIRED_TEXT = "校园账号的登录已过期：请在校园小智网页上重新登录校园账号，然后再问一次。"
-CANCELED_TEXT = "回答已停止。"
-FAILED_TEXT = "回答未完成。"
-MSG_NOT_FOUND = "任务或对话不存在。"
-MSG_TEXT_ONLY = "暂时只支持文字消息（text 部分），不支持文件或数据部分。"
-MSG_TOO_MANY_PARTS = f"消息最多 {MESSAGE_PARTS_MAX} 个部分。"
-MSG_TASK_IS_ONE_TURN = "一个任务就是一轮问答，不能再往里发消息：继续对话请只带 context_id（对话 ID）发新消息。"
+AUTH_REQUIRED_TEXT = _("校园账号的登录已过期：请在校园小智网页上重新登录校园账号，然后再问一次。")
+CANCELED_TEXT = _("回答已停止。")
+FAILED_TEXT = _("回答未完成。")
+MSG_NOT_FOUND = _("任务或对话不存在。")
+MSG_TEXT_ONLY = _("暂时只支持文字消息（text 部分），不支持文件或数据部分。")
+MSG_TOO_MANY_PARTS = format_lazy(_("消息最多 {limit} 个部分。"), limit=MESSAGE_PARTS_MAX)
+MSG_TASK_IS_ONE_TURN = _("一个任务就是一轮问答，不能再往里发消息：继续对话请只带 context_id（对话 ID）发新消息。")
 WAITING_TEXT = (
     "{tools} 需要你先在校园小智网页上打开这段对话，连接账号或回答服务提出的问题（{expires} 前有效）。"
     "完成后回答会继续，用 GetTask 或 SubscribeToTask 查看。"
 )
-MSG_APPROVE_ON_PAGE = "这个任务在等你批准工具运行：请在校园小智网页上打开这段对话批准或拒绝，不能用消息回答。"
-MSG_AGENT_FIELD = "metadata.agent 必须是智能体的 slug（字符串）。"
-MSG_TASK_ENDED = "任务已经结束，无法取消。"
-MSG_ENDED_USE_GET = "任务已经结束：用 GetTask 读取结果。"
-MSG_UNREACHABLE = "暂时无法停止这个任务（它在另一个服务进程上运行），请稍后再试。"
-MSG_NOT_SUPPORTED = "不支持这个方法。"
+MSG_APPROVE_ON_PAGE = _("这个任务在等你批准工具运行：请在校园小智网页上打开这段对话批准或拒绝，不能用消息回答。")
+MSG_AGENT_FIELD = _("metadata.agent 必须是智能体的 slug（字符串）。")
+MSG_TASK_ENDED = _("任务已经结束，无法取消。")
+MSG_ENDED_USE_GET = _("任务已经结束：用 GetTask 读取结果。")
+MSG_UNREACHABLE = _("暂时无法停止这个任务（它在另一个服务进程上运行），请稍后再试。")
+MSG_NOT_SUPPORTED = _("不支持这个方法。")
 
 
 # --- a task, as folded from a run's frames or read from its rows --------------------------------
@@ -212,11 +214,11 @@ class TaskFold:
             text = APPROVAL_TEXT if all(w.get("type") == "approval_required" for w in self.waiting) else WAITING_TEXT
             return text.format(tools=tools, expires=expires)
         if state == TaskState.TASK_STATE_AUTH_REQUIRED:
-            return AUTH_REQUIRED_TEXT
+            return str(AUTH_REQUIRED_TEXT)
         if state == TaskState.TASK_STATE_FAILED:
-            return self.errors[-1][1] or FAILED_TEXT
+            return self.errors[-1][1] or str(FAILED_TEXT)
         if state == TaskState.TASK_STATE_CANCELED:
-            return CANCELED_TEXT
+            return str(CANCELED_TEXT)
         return ""
 
     def status(self) -> TaskStatus:
@@ -349,11 +351,11 @@ def _caller(context: ServerCallContext) -> Caller:
 
 def _message_text(message: Message) -> str:
     if len(message.parts) > MESSAGE_PARTS_MAX:
-        raise InvalidParamsError(MSG_TOO_MANY_PARTS)
+        raise InvalidParamsError(str(MSG_TOO_MANY_PARTS))
     texts = []
     for part in message.parts:
         if part.WhichOneof("content") != "text":
-            raise ContentTypeNotSupportedError(MSG_TEXT_ONLY)
+            raise ContentTypeNotSupportedError(str(MSG_TEXT_ONLY))
         texts.append(part.text)
     return PART_JOIN.join(texts)
 
@@ -363,7 +365,7 @@ def _metadata_agent(request) -> str | None:
         if "agent" in metadata.fields:
             value = metadata.fields["agent"]
             if value.WhichOneof("kind") != "string_value":
-                raise InvalidParamsError(MSG_AGENT_FIELD)
+                raise InvalidParamsError(str(MSG_AGENT_FIELD))
             return value.string_value
     return None
 
@@ -400,21 +402,21 @@ class CampusRequestHandler(RequestHandler):
         if message.task_id:
             record = await db_call(task_read, user=caller.user, task_id=message.task_id)
             if record is None:
-                raise TaskNotFoundError(MSG_NOT_FOUND)
-            raise InvalidParamsError(MSG_APPROVE_ON_PAGE if record.fold.waiting else MSG_TASK_IS_ONE_TURN)
+                raise TaskNotFoundError(str(MSG_NOT_FOUND))
+            raise InvalidParamsError(str(MSG_APPROVE_ON_PAGE if record.fold.waiting else MSG_TASK_IS_ONE_TURN))
         body = {"message": _message_text(message), "conversation_id": message.context_id or None,
                 "agent": _metadata_agent(params)}
         try:
             uuid.UUID(message.context_id) if message.context_id else None
         except ValueError:
-            raise TaskNotFoundError(MSG_NOT_FOUND) from None
+            raise TaskNotFoundError(str(MSG_NOT_FOUND)) from None
         request_id = context.state.get("campus_request_id") or request_id_from_header(None)
         try:
             chat = chat_input_parse(body=body)
             turn = await inbound_turn_start(caller=caller, chat=chat, request_id=request_id)
         except errors.ApiError as refused:
             if refused.status == 404:
-                raise TaskNotFoundError(MSG_NOT_FOUND) from None
+                raise TaskNotFoundError(str(MSG_NOT_FOUND)) from None
             if refused.status == 400:
                 raise InvalidParamsError(refused.message) from None
             logger.info("A2A turn refused status={} code={}", refused.status, refused.code)
@@ -445,7 +447,7 @@ class CampusRequestHandler(RequestHandler):
             return started.refused
         if params.configuration.return_immediately:
             return started.fold.task()
-        async for _ in self._follow(started.turn, started.fold):
+        async for _event in self._follow(started.turn, started.fold):
             pass
         return started.fold.task()
 
@@ -462,7 +464,7 @@ class CampusRequestHandler(RequestHandler):
     async def _record(self, task_id: str, context: ServerCallContext) -> TaskRecord:
         record = await db_call(task_read, user=_caller(context).user, task_id=task_id)
         if record is None:
-            raise TaskNotFoundError(MSG_NOT_FOUND)
+            raise TaskNotFoundError(str(MSG_NOT_FOUND))
         return record
 
     async def _live(self, record: TaskRecord) -> TaskFold:
@@ -488,11 +490,11 @@ class CampusRequestHandler(RequestHandler):
     async def on_cancel_task(self, params, context: ServerCallContext) -> Task:
         record = await self._record(params.id, context)
         if not record.run.active:
-            raise TaskNotCancelableError(MSG_TASK_ENDED)
+            raise TaskNotCancelableError(str(MSG_TASK_ENDED))
         turn = InboundTurn(run=record.run)
         outcome = await turn.stop()
         if outcome == StopOutcome.UNREACHABLE:
-            raise TaskNotCancelableError(MSG_UNREACHABLE)
+            raise TaskNotCancelableError(str(MSG_UNREACHABLE))
         try:  # until its end is stored (the reply so far, interrupted)
             async with asyncio.timeout(CANCEL_SETTLE_SEC), aclosing(turn.frames()) as frames:
                 async for frame in frames:
@@ -506,7 +508,7 @@ class CampusRequestHandler(RequestHandler):
     async def on_subscribe_to_task(self, params, context: ServerCallContext) -> AsyncIterator:
         record = await self._record(params.id, context)
         if not record.run.active:
-            raise UnsupportedOperationError(MSG_ENDED_USE_GET)
+            raise UnsupportedOperationError(str(MSG_ENDED_USE_GET))
         fold = TaskFold(task_id=record.fold.task_id, context_id=record.fold.context_id,
                         question=record.fold.question, question_id=record.fold.question_id, labels=record.fold.labels)
         yield fold.task()
@@ -515,7 +517,7 @@ class CampusRequestHandler(RequestHandler):
             yield event
 
     async def on_list_tasks(self, params, context: ServerCallContext):
-        raise UnsupportedOperationError(MSG_NOT_SUPPORTED)
+        raise UnsupportedOperationError(str(MSG_NOT_SUPPORTED))
 
     async def on_create_task_push_notification_config(self, params, context: ServerCallContext):
         raise PushNotificationNotSupportedError()
@@ -592,14 +594,14 @@ class A2aAuth:
         try:
             caller = await bearer_caller(_bearer(scope))
         except errors.ApiError as refused:
-            response = JSONResponse({"code": refused.code, "message": refused.message}, status_code=refused.status,
+            response = JSONResponse({"code": refused.code, "message": str(refused.message)}, status_code=refused.status,
                                     headers={**refused.headers, REQUEST_ID_HEADER: request_id})
             await response(scope, receive, send)
             return
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
         declared = _header(scope, b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
-            await _rpc_error(InvalidRequestError(message=errors.MSG_BODY_TOO_LARGE))(scope, receive, send)
+            await _rpc_error(InvalidRequestError(message=str(errors.MSG_BODY_TOO_LARGE)))(scope, receive, send)
             return
         body = bytearray()
         while True:
@@ -608,7 +610,7 @@ class A2aAuth:
                 return
             body += message.get("body", b"")
             if len(body) > limit:
-                await _rpc_error(InvalidRequestError(message=errors.MSG_BODY_TOO_LARGE))(scope, receive, send)
+                await _rpc_error(InvalidRequestError(message=str(errors.MSG_BODY_TOO_LARGE)))(scope, receive, send)
                 return
             if not message.get("more_body"):
                 break
@@ -645,7 +647,7 @@ class _RpcEndpoint:
 
     async def __call__(self, scope, receive, send):
         if scope["method"] != "POST":
-            response = JSONResponse({"code": errors.METHOD_NOT_ALLOWED, "message": errors.MSG_METHOD},
+            response = JSONResponse({"code": errors.METHOD_NOT_ALLOWED, "message": str(errors.MSG_METHOD)},
                                     status_code=405, headers={"Allow": "POST"})
             await response(scope, receive, send)
             return

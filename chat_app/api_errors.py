@@ -4,6 +4,7 @@ The contract fixes 40001, 40101 and the 5xxxx codes (campus_agent.errors); the c
 complete it for answers the contract leaves open (documented in docs/api.md).
 """
 from django.http import JsonResponse
+from django.utils.translation import gettext_lazy as _
 
 from campus_agent.errors import INVALID_BODY, TOKEN_INVALID, ApplicationError
 from campus_agent.json_body import (  # noqa: F401  (the body codes and messages, named here with the rest)
@@ -27,26 +28,26 @@ TOO_MANY_FOLLOWERS = 42905
 TOKEN_MISSING_MESSAGE = "token_missing"
 TOKEN_INVALID_MESSAGE = "token_invalid"
 
-MSG_MESSAGE_MISSING = "message 不能为空。"
-MSG_MESSAGE_TOO_LONG = "message 不能超过 8000 个字符。"
-MSG_FIELD_TYPE = "{field} 的类型不正确。"
-MSG_NUL_CHARACTER = "{field} 不能包含空字符（\\u0000）。"
-MSG_CONVERSATION_ID = "conversation_id 不是有效的对话 ID。"
-MSG_AGENT_UNKNOWN = "智能体不存在或已停用。"
-MSG_HINT_DOMAIN_UNKNOWN = "hint_domain 不是这个智能体可用的业务域（可用：{domains}）。"
-MSG_HINT_DOMAIN_NONE = "这个智能体没有可用的业务域，hint_domain 请留空。"
-MSG_NO_AGENT = "暂无可用的智能体，请联系管理员。"
-MSG_NOT_FOUND = "对话不存在。"
-MSG_CSRF = "CSRF 校验失败，请刷新页面后重试。"
-MSG_TOO_MANY_STREAMS = "同时进行的对话太多，请等当前回答结束后再试。"
-MSG_RATE_LIMITED = "发送太频繁，请稍后再试。"
-MSG_TOO_MANY_FOLLOWERS = "同时打开的回答流太多（最多 {limit} 个），请关闭一些页面或标签页后再试。"
-MSG_LOGIN_THROTTLED = "登录失败次数过多，请 {minutes} 分钟后再试。"
-MSG_BAD_CREDENTIALS = "用户名或密码错误。"
-MSG_SSO_NOT_CONFIGURED = "未配置校园统一认证，暂不能用校园令牌登录。"
-MSG_SSO_UNAVAILABLE = "校园统一认证暂时不可用，请稍后重试。"
-MSG_METHOD = "不支持该请求方法。"
-MSG_INTERNAL = "服务内部错误，请稍后重试。"
+MSG_MESSAGE_MISSING = _("message 不能为空。")
+MSG_MESSAGE_TOO_LONG = _("message 不能超过 8000 个字符。")
+MSG_FIELD_TYPE = _("{field} 的类型不正确。")
+MSG_NUL_CHARACTER = _("{field} 不能包含空字符（\\u0000）。")
+MSG_CONVERSATION_ID = _("conversation_id 不是有效的对话 ID。")
+MSG_AGENT_UNKNOWN = _("智能体不存在或已停用。")
+MSG_HINT_DOMAIN_UNKNOWN = _("hint_domain 不是这个智能体可用的业务域（可用：{domains}）。")
+MSG_HINT_DOMAIN_NONE = _("这个智能体没有可用的业务域，hint_domain 请留空。")
+MSG_NO_AGENT = _("暂无可用的智能体，请联系管理员。")
+MSG_NOT_FOUND = _("对话不存在。")
+MSG_CSRF = _("CSRF 校验失败，请刷新页面后重试。")
+MSG_TOO_MANY_STREAMS = _("同时进行的对话太多，请等当前回答结束后再试。")
+MSG_RATE_LIMITED = _("发送太频繁，请稍后再试。")
+MSG_TOO_MANY_FOLLOWERS = _("同时打开的回答流太多（最多 {limit} 个），请关闭一些页面或标签页后再试。")
+MSG_LOGIN_THROTTLED = _("登录失败次数过多，请 {minutes} 分钟后再试。")
+MSG_BAD_CREDENTIALS = _("用户名或密码错误。")
+MSG_SSO_NOT_CONFIGURED = _("未配置校园统一认证，暂不能用校园令牌登录。")
+MSG_SSO_UNAVAILABLE = _("校园统一认证暂时不可用，请稍后重试。")
+MSG_METHOD = _("不支持该请求方法。")
+MSG_INTERNAL = _("服务内部错误，请稍后重试。")
 
 
 class ApiError(ApplicationError):
@@ -83,7 +84,7 @@ def error_response(error: ApiError) -> JsonResponse:
 
 
 
-MSG_NO_SUCH_RESOURCE = "请求的资源不存在。"
+MSG_NO_SUCH_RESOURCE = _("请求的资源不存在。")
 
 
 def page_not_found(request, exception=None):

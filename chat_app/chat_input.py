@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.utils import translation
+from django.utils.translation import gettext_lazy as _
 
 from campus_agent.json_body import JsonBodyRefused, json_object_read
 from chat_app import api_errors as errors
@@ -46,7 +47,7 @@ def _refuse_nul(value: str, name: str) -> None:
         raise errors.invalid_body(errors.MSG_NUL_CHARACTER.format(field=name))
 
 
-MSG_ATTACHMENTS = "attachments 必须是最多 {limit} 个附件 ID（POST /api/v1/uploads 的 id）的数组。"
+MSG_ATTACHMENTS = _("attachments 必须是最多 {limit} 个附件 ID（POST /api/v1/uploads 的 id）的数组。")
 
 
 def _attachments(body: dict) -> tuple[uuid.UUID, ...]:

@@ -33,6 +33,7 @@ import mcp_types as types
 from django.conf import settings
 from django.core.cache import cache
 from django.http.request import split_domain_port, validate_host
+from django.utils.translation import gettext_lazy as _
 from loguru import logger
 from mcp.server.lowlevel.server import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
@@ -59,20 +60,20 @@ CANCEL_KEY_PREFIX = "mcp:call:"
 CANCEL_KEY_MARGIN_SEC = 60
 
 MSG_TOOL_UNKNOWN = "Unknown tool: {name}"
-MSG_ARGUMENTS_UNKNOWN = "不支持的参数：{names}（只接受 message 和 conversation_id）。"
-MSG_ASK_FAILED = "校园小智没能回答：{message}"
-MSG_ASK_NOTICE = "提示：{message}"
-MSG_INTERRUPTED = "回答被中断了。"
+MSG_ARGUMENTS_UNKNOWN = _("不支持的参数：{names}（只接受 message 和 conversation_id）。")
+MSG_ASK_FAILED = _("校园小智没能回答：{message}")
+MSG_ASK_NOTICE = _("提示：{message}")
+MSG_INTERRUPTED = _("回答被中断了。")
 MSG_HOST = "Host not allowed"
 MSG_ORIGIN = "Origin not allowed"
 MSG_NO_STREAM = "This server offers no standalone SSE stream (stateless): POST requests only"
-MSG_TOOL_CALL = "调用 {label}…"
-MSG_TOOL_DONE = "{label} 已完成"
-MSG_TOOL_FAILED = "{label} 失败：{error}"
-MSG_TOOL_APPROVAL = "{label} 需要批准：请在校园小智网页上批准或拒绝"
-MSG_TOOL_WAITING = "{label} 需要你先处理：请在校园小智网页上连接账号或回答服务提出的问题"
-MSG_THINKING = "思考中…"
-MSG_WRITING = "正在回答…（已写 {count} 字）"
+MSG_TOOL_CALL = _("调用 {label}…")
+MSG_TOOL_DONE = _("{label} 已完成")
+MSG_TOOL_FAILED = _("{label} 失败：{error}")
+MSG_TOOL_APPROVAL = _("{label} 需要批准：请在校园小智网页上批准或拒绝")
+MSG_TOOL_WAITING = _("{label} 需要你先处理：请在校园小智网页上连接账号或回答服务提出的问题")
+MSG_THINKING = _("思考中…")
+MSG_WRITING = _("正在回答…（已写 {count} 字）")
 SUMMARY_MAX_SERVICES = 6
 
 INPUT_SCHEMA = {
@@ -249,7 +250,7 @@ class _Outcome:
     def notices(self) -> list[str]:
         """What the caller is told beside the answer, once each."""
         messages = list(dict.fromkeys(self.errors))
-        return messages or ([MSG_INTERRUPTED] if self.interrupted else [])
+        return messages or ([str(MSG_INTERRUPTED)] if self.interrupted else [])
 
 
 async def _turn_follow(turn: InboundTurn, progress: _Progress, labels: dict) -> _Outcome:
@@ -262,7 +263,7 @@ async def _turn_follow(turn: InboundTurn, progress: _Progress, labels: dict) -> 
             await progress.text(sum(map(len, text)))
         elif kind == "reasoning" and not progress.thinking:
             progress.thinking = True
-            await progress.say(MSG_THINKING)
+            await progress.say(str(MSG_THINKING))
         elif kind == "tool_call":
             await progress.say(MSG_TOOL_CALL.format(label=_tool_label(labels, frame)))
         elif kind == "tool_result" and not frame.get("interrupted"):
@@ -402,7 +403,7 @@ def metadata_document(scope) -> dict:
 
 
 async def _json(send, status: int, body: dict, headers: list[tuple[bytes, bytes]] = ()) -> None:
-    payload = json.dumps(body, ensure_ascii=False).encode()
+    payload = json.dumps(body, ensure_ascii=False, default=str).encode()  # default: a lazy translated message
     await send({"type": "http.response.start", "status": status, "headers": [
         (b"content-type", b"application/json; charset=utf-8"), (b"content-length", str(len(payload)).encode()),
         *headers,

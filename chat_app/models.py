@@ -227,6 +227,9 @@ class Run(models.Model):
     frames_seq = models.PositiveIntegerField(default=0)
     resume_state = models.JSONField(default=dict, blank=True)
     pause_kind = models.CharField("等待内容", max_length=20, choices=PauseKind.choices, blank=True, default="")
+    # The language the student asked in (DESIGN §7): the texts the gateway writes into this run
+    # are in it, on whichever worker resumes or reaps the run. Empty: LANGUAGE_CODE.
+    language = models.CharField("语言", max_length=10, blank=True, default="")
 
     class Meta:
         verbose_name = "运行"

@@ -23,6 +23,7 @@ from authlib.common.errors import AuthlibBaseError
 from authlib.integrations.httpx_client import OAuth2Client
 from django.conf import settings
 from django.core.cache import cache
+from django.utils.translation import gettext_lazy as _
 from joserfc import jwt
 from joserfc.errors import JoseError
 from joserfc.jwk import KeySet
@@ -40,7 +41,7 @@ COOKIE_SESSION_ENGINE = "django.contrib.sessions.backends.signed_cookies"
 
 
 CAMPUS_SUB_MAX = 150  # Django's username length: a new user is named after the sub
-MSG_SUB_UNUSABLE = "校园账号的用户标识（sub）无法使用：含控制字符或超过 150 个字符。请联系校园统一身份认证的管理员。"
+MSG_SUB_UNUSABLE = _("校园账号的用户标识（sub）无法使用：含控制字符或超过 150 个字符。请联系校园统一身份认证的管理员。")
 
 
 class CampusLoginFailed(Exception):

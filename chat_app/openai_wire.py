@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.http import JsonResponse
+from django.utils.text import format_lazy
+from django.utils.translation import gettext_lazy as _
 
 from agents_app.runtime.events import WAITING_FRAME_TYPES
 from campus_agent.errors import INVALID_BODY
@@ -26,23 +28,23 @@ ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function
 CONVERSATION_HEADER = "X-Conversation-Id"
 CONVERSATION_META = "HTTP_X_CONVERSATION_ID"
 
-MSG_MODEL_MISSING = "model 必须是智能体的标识（GET /v1/models 列出可用的）。"
-MSG_MODEL_UNKNOWN = "模型 {model} 不存在或已停用（GET /v1/models 列出可用的）。"
-MSG_MESSAGES_MISSING = "messages 必须是非空数组。"
-MSG_MESSAGES_TOO_MANY = "messages 不能超过 {limit} 条。"
-MSG_MESSAGE_SHAPE = "messages[{i}] 必须是含 role 和 content 的对象。"
-MSG_ROLE = "messages[{i}].role 不正确（可用：system、developer、user、assistant、tool）。"
-MSG_CONTENT_TYPE = "messages[{i}].content 必须是字符串或内容片段数组。"
-MSG_CONTENT_NUL = "messages[{i}].content 不能包含空字符（\\u0000）。"
-MSG_LAST_NOT_USER = "最后一条消息必须是用户（role: user）的问题。"
-MSG_QUESTION_EMPTY = "最后一条用户消息不能为空。"
-MSG_QUESTION_TOO_LONG = f"最后一条用户消息不能超过 {MESSAGE_MAX} 个字符。"
-MSG_NOT_TEXT = "暂不支持图片、音频和文件，请只发送文字（附件稍后支持）。"
-MSG_N = "只支持 n = 1。"
-MSG_TOOL_CHOICE = "不支持客户端工具：校园小智自己调用服务端工具，tool_choice 只能是 auto 或 none。"
-MSG_RESPONSE_FORMAT = "不支持 response_format（JSON 输出），请去掉这个参数。"
-MSG_STREAM = "stream 必须是布尔值。"
-MSG_CONVERSATION_ID = "conversation_id 不是有效的对话 ID。"
+MSG_MODEL_MISSING = _("model 必须是智能体的标识（GET /v1/models 列出可用的）。")
+MSG_MODEL_UNKNOWN = _("模型 {model} 不存在或已停用（GET /v1/models 列出可用的）。")
+MSG_MESSAGES_MISSING = _("messages 必须是非空数组。")
+MSG_MESSAGES_TOO_MANY = _("messages 不能超过 {limit} 条。")
+MSG_MESSAGE_SHAPE = _("messages[{i}] 必须是含 role 和 content 的对象。")
+MSG_ROLE = _("messages[{i}].role 不正确（可用：system、developer、user、assistant、tool）。")
+MSG_CONTENT_TYPE = _("messages[{i}].content 必须是字符串或内容片段数组。")
+MSG_CONTENT_NUL = _("messages[{i}].content 不能包含空字符（\\u0000）。")
+MSG_LAST_NOT_USER = _("最后一条消息必须是用户（role: user）的问题。")
+MSG_QUESTION_EMPTY = _("最后一条用户消息不能为空。")
+MSG_QUESTION_TOO_LONG = format_lazy(_("最后一条用户消息不能超过 {limit} 个字符。"), limit=MESSAGE_MAX)
+MSG_NOT_TEXT = _("暂不支持图片、音频和文件，请只发送文字（附件稍后支持）。")
+MSG_N = _("只支持 n = 1。")
+MSG_TOOL_CHOICE = _("不支持客户端工具：校园小智自己调用服务端工具，tool_choice 只能是 auto 或 none。")
+MSG_RESPONSE_FORMAT = _("不支持 response_format（JSON 输出），请去掉这个参数。")
+MSG_STREAM = _("stream 必须是布尔值。")
+MSG_CONVERSATION_ID = _("conversation_id 不是有效的对话 ID。")
 
 # Seconds a client waits before asking again when all its streams are busy (the official SDK
 # retries a 429 by itself, honouring Retry-After up to 60 s).
@@ -95,7 +97,7 @@ def error_response(exc: errors.ApiError) -> JsonResponse:
         type_, code = _STATUS_TYPES.get(status, ("invalid_request_error", None))
         param = None
         if status == 401:
-            message = "API 密钥无效或已吊销（在网页的「API 密钥」面板创建一把）。"
+            message = _("API 密钥无效或已吊销（在网页的「API 密钥」面板创建一把）。")
             code = "invalid_api_key" if exc.message == errors.TOKEN_INVALID_MESSAGE else "missing_api_key"
         elif status == 404 and exc.message == errors.MSG_NOT_FOUND:
             param, code = "conversation_id", "conversation_not_found"
@@ -225,14 +227,14 @@ def completion_request_parse(*, body: dict, conversation_header: str | None = No
 
 # --- the answer --------------------------------------------------------------------------------
 NOTICE_ERROR = "⚠️ {message}"
-NOTICE_APPROVAL = ("🔒「{tool}」需要你批准后才能运行。请在网页上打开 {url} 批准或拒绝"
+NOTICE_APPROVAL = _("🔒「{tool}」需要你批准后才能运行。请在网页上打开 {url} 批准或拒绝"
                    "（{expires} 前有效），回答会在那里继续。")
-NOTICE_WAITING = ("🔒「{tool}」需要你先在网页上连接账号或回答服务提出的问题。请打开 {url} 完成"
+NOTICE_WAITING = _("🔒「{tool}」需要你先在网页上连接账号或回答服务提出的问题。请打开 {url} 完成"
                   "（{expires} 前有效），回答会在那里继续。")
-TOOL_STARTS = "🔧 调用 {tool}…\n"
-TOOL_OK = "✅ {tool} 完成\n"
+TOOL_STARTS = _("🔧 调用 {tool}…\n")
+TOOL_OK = _("✅ {tool} 完成\n")
 TOOL_FAILED = "⚠️ {tool}：{error}\n"
-TOOL_CUT = "⏹ {tool} 已中断\n"
+TOOL_CUT = _("⏹ {tool} 已中断\n")
 
 
 @dataclass
@@ -299,7 +301,7 @@ class Translation:
             elif frame.get("ok"):
                 line = TOOL_OK.format(tool=self._label(frame))
             else:
-                label, error = self._label(frame), frame.get("error") or "失败"
+                label, error = self._label(frame), frame.get("error") or _("失败")
                 line = f"⚠️ {error}\n" if label in error else TOOL_FAILED.format(tool=label, error=error)
             return [self._tool_line(line)]
         if kind == "error":

@@ -24,12 +24,13 @@ from django.db import transaction
 from django.db.models import Sum
 from django.dispatch import Signal
 from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
 
 from chat_app.api_errors import ApiError
 from chat_app.models import Conversation, Message
 
 QUOTA_EXCEEDED = 42904
-MSG_QUOTA_EXCEEDED = "今天的对话额度（{quota} tokens）已用完，明天 0 点后恢复。"
+MSG_QUOTA_EXCEEDED = _("今天的对话额度（{quota} tokens）已用完，明天 0 点后恢复。")
 # A counter outlives its day a little, so a turn stored just after midnight never reseeds it.
 COUNTER_GRACE_SEC = 3600
 

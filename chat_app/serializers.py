@@ -1,5 +1,7 @@
 """Shapes of the REST answers and request bodies (the stream's frames are in docs/api.md)."""
 from django.core.validators import RegexValidator
+from django.utils.text import format_lazy
+from django.utils.translation import gettext_lazy as _
 from rest_framework import serializers
 
 from agents_app.models import Agent
@@ -8,10 +10,10 @@ from chat_app.models import FEEDBACK_COMMENT_MAX, Conversation, Feedback, Messag
 
 TITLE_MAX = 64
 SEARCH_QUERY_MAX = 100
-MSG_TITLE_EMPTY = "标题不能为空。"
-MSG_TITLE_TOO_LONG = f"标题不能超过 {TITLE_MAX} 个字符。"
-MSG_COMMENT_TOO_LONG = f"意见不能超过 {FEEDBACK_COMMENT_MAX} 个字符。"
-MSG_RATING = "rating 只能是 up 或 down。"
+MSG_TITLE_EMPTY = _("标题不能为空。")
+MSG_TITLE_TOO_LONG = format_lazy(_("标题不能超过 {limit} 个字符。"), limit=TITLE_MAX)
+MSG_COMMENT_TOO_LONG = format_lazy(_("意见不能超过 {limit} 个字符。"), limit=FEEDBACK_COMMENT_MAX)
+MSG_RATING = _("rating 只能是 up 或 down。")
 
 
 class AgentSerializer(serializers.ModelSerializer):
@@ -90,7 +92,7 @@ class TokenRequestSerializer(serializers.Serializer):
     password = serializers.CharField(max_length=256, trim_whitespace=False, style={"input_type": "password"})
 
 
-MSG_CAMPUS_TOKEN_CHARS = "只能包含可见的 ASCII 字符（校园令牌放在 Authorization 请求头中发送）。"
+MSG_CAMPUS_TOKEN_CHARS = _("只能包含可见的 ASCII 字符（校园令牌放在 Authorization 请求头中发送）。")
 
 
 class SsoRequestSerializer(serializers.Serializer):

@@ -38,6 +38,7 @@ from a2a.types import CancelTaskRequest, Message, Part, Role, SendMessageRequest
 from a2a.utils.constants import TransportProtocol
 from a2a.utils.errors import A2AError
 from django.conf import settings
+from django.utils.translation import gettext_lazy as _
 from loguru import logger
 
 from campus_agent.errors import DOWNSTREAM, SUBAGENT_INTERNAL
@@ -82,7 +83,7 @@ AUTH_REQUIRED_TEXT = (
     "子 Agent 要求额外的身份验证才能回答：{detail}\n"
     "（本次调用已结束，网关无法代学生完成这种验证。请告诉学生该服务暂时无法在这里回答。）"
 )
-AUTH_REQUIRED_NOTICE = "「{label}」服务需要额外的身份验证，暂时无法在这里回答。"
+AUTH_REQUIRED_NOTICE = _("「{label}」服务需要额外的身份验证，暂时无法在这里回答。")
 NO_DETAIL = "（对方没有说明）"
 # The agent's own words when it ends a task without them.
 STATE_WORDS = {

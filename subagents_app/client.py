@@ -17,6 +17,7 @@ from contextlib import aclosing
 from dataclasses import dataclass, replace
 
 import httpx
+from django.utils.translation import gettext_lazy as _
 from loguru import logger
 
 from campus_agent.errors import CAMPUS_TOKEN_EXPIRED, DOWNSTREAM, SUBAGENT_INTERNAL
@@ -32,11 +33,11 @@ ERROR_EVENT_TEXT = "子 Agent 返回错误: {message}"
 EMPTY_ANSWER_TEXT = "子 Agent 没有返回内容。"
 
 # What the student reads (tool_result.error, the error frame, a keyword-routing answer).
-TIMEOUT_NOTICE = "「{label}」服务响应超时，请稍后再试。"
-CONNECT_FAILED_NOTICE = "暂时无法连接「{label}」服务，请稍后再试。"
-HTTP_ERROR_NOTICE = "「{label}」服务暂时出错，请稍后再试。"
-ERROR_EVENT_NOTICE = "「{label}」服务暂时无法回答，请稍后再试。"
-TOKEN_EXPIRED_NOTICE = "校园账号登录已过期，请重新登录校园账号后再试。"  # as the page says for 40102
+TIMEOUT_NOTICE = _("「{label}」服务响应超时，请稍后再试。")
+CONNECT_FAILED_NOTICE = _("暂时无法连接「{label}」服务，请稍后再试。")
+HTTP_ERROR_NOTICE = _("「{label}」服务暂时出错，请稍后再试。")
+ERROR_EVENT_NOTICE = _("「{label}」服务暂时无法回答，请稍后再试。")
+TOKEN_EXPIRED_NOTICE = _("校园账号登录已过期，请重新登录校园账号后再试。")  # as the page says for 40102
 
 CHAT_PATH = "/api/v1/chat"
 NOT_SSE_REASON = "子 Agent 的回答不是事件流（Content-Type: {content_type}）"

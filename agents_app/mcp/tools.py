@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import httpx
 import httpx2
+from django.utils.translation import gettext_lazy as _
 from loguru import logger
 from mcp import MCPError
 from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, PARSE_ERROR
@@ -41,8 +42,8 @@ from campus_agent.request_id import request_id_get
 UNAVAILABLE_TEXT = "MCP 服务“{service}”暂时不可用：{reason}"
 CALL_TIMEOUT_TEXT = "MCP 工具“{tool}”调用超时（{timeout} 秒）。"
 CALL_FAILED_TEXT = "MCP 工具“{tool}”调用失败：{reason}"
-IS_ERROR_TEXT = "MCP 工具“{tool}”返回了错误。"
-CIRCUIT_OPEN_TEXT = "MCP 服务“{service}”暂时不可用，请稍后再试。"
+IS_ERROR_TEXT = _("MCP 工具“{tool}”返回了错误。")
+CIRCUIT_OPEN_TEXT = _("MCP 服务“{service}”暂时不可用，请稍后再试。")
 # The reason, by what the server answered (issue 20): a 4xx is a configuration the server refuses
 # (retrying will not help), a 5xx or 429 a server in trouble (later may work).
 HTTP_REFUSED_REASON = "服务拒绝了访问（HTTP {status}），多半是密钥或权限配置有误，重试不会成功。"
@@ -55,11 +56,11 @@ CLOSED_REASON = "与服务的连接已断开。"
 SERVER_ERROR_REASON = "服务返回错误：{message}"
 NO_CONNECTION_REASON = "无法连接服务。"
 # For the student: Chinese, names the service, no exception text.
-DOWN_NOTICE = "MCP 服务“{service}”暂时无法使用，请稍后再试。"
-REFUSED_NOTICE = "MCP 服务“{service}”拒绝了访问，请联系管理员检查它的配置。"
-AUTHORIZATION_NOTICE = "MCP 服务“{service}”需要你先连接自己的账号才能使用。"
-CALL_FAILED_NOTICE = "MCP 工具“{tool}”调用失败，请稍后再试。"
-OUTPUT_INVALID_NOTICE = "MCP 工具“{tool}”返回的结果格式不正确。"
+DOWN_NOTICE = _("MCP 服务“{service}”暂时无法使用，请稍后再试。")
+REFUSED_NOTICE = _("MCP 服务“{service}”拒绝了访问，请联系管理员检查它的配置。")
+AUTHORIZATION_NOTICE = _("MCP 服务“{service}”需要你先连接自己的账号才能使用。")
+CALL_FAILED_NOTICE = _("MCP 工具“{tool}”调用失败，请稍后再试。")
+OUTPUT_INVALID_NOTICE = _("MCP 工具“{tool}”返回的结果格式不正确。")
 MAX_SERVER_MESSAGE = 300  # characters of a server's JSON-RPC error message the model reads
 # A server's `notifications/progress` during a call, one `tool_chunk` line each on the tool's chip.
 PROGRESS_TEXT = "{message}（{done}）\n"
@@ -164,7 +165,7 @@ def mcp_failure_notice(*, service: McpService, exc: BaseException, status: int |
 async def _list_all(client) -> list[McpToolInfo]:
     infos: list[McpToolInfo] = []
     cursor = None
-    for _ in range(MAX_LIST_PAGES):
+    for _page in range(MAX_LIST_PAGES):
         page = await client.list_tools(cursor=cursor)
         infos += [
             McpToolInfo(name=t.name, description=t.description or _title(t) or t.name, input_schema=t.input_schema,

@@ -17,6 +17,7 @@ from contextlib import aclosing
 from dataclasses import dataclass
 
 from django.conf import settings
+from django.utils.translation import gettext_lazy as _
 from loguru import logger
 
 from agents_app.models import Agent
@@ -32,12 +33,12 @@ from campus_agent.redaction import clip_text
 from campus_agent.request_id import request_id_set
 from campus_agent.text import text_head
 
-NOTICE = "（AI 模型暂不可用，以下内容由关键词匹配自动转给“{tool}”回答）\n\n"
-NO_MATCH_NOTICE = "（AI 模型暂不可用，关键词匹配也没有找到能回答这个问题的服务。）\n\n"
+NOTICE = _("（AI 模型暂不可用，以下内容由关键词匹配自动转给“{tool}”回答）\n\n")
+NO_MATCH_NOTICE = _("（AI 模型暂不可用，关键词匹配也没有找到能回答这个问题的服务。）\n\n")
 # With no model configured at all (LLM_BASE_URL empty, the keyless demo) "暂不可用" reads like an
 # outage; say what it is.
-UNCONFIGURED_NOTICE = "（未配置 AI 模型，以下内容由关键词匹配自动转给“{tool}”回答）\n\n"
-UNCONFIGURED_NO_MATCH_NOTICE = "（未配置 AI 模型，关键词匹配没有找到能回答这个问题的服务。）\n\n"
+UNCONFIGURED_NOTICE = _("（未配置 AI 模型，以下内容由关键词匹配自动转给“{tool}”回答）\n\n")
+UNCONFIGURED_NO_MATCH_NOTICE = _("（未配置 AI 模型，关键词匹配没有找到能回答这个问题的服务。）\n\n")
 
 
 def fallback_notices(*, reason: str | None = None) -> tuple[str, str]:
@@ -48,9 +49,9 @@ def fallback_notices(*, reason: str | None = None) -> tuple[str, str]:
     if configured:
         return NOTICE, NO_MATCH_NOTICE
     return UNCONFIGURED_NOTICE, UNCONFIGURED_NO_MATCH_NOTICE
-CAPABILITIES_HEADER = "我目前可以帮你：\n"
-CAPABILITIES_FOOTER = "\n\n提问时带上上面列出的关键词，我就能转给对应的服务；AI 模型恢复后可以直接提问。"
-NO_TOOLS_TEXT = "当前智能体还没有配置任何服务，请稍后再试或联系管理员。"
+CAPABILITIES_HEADER = _("我目前可以帮你：\n")
+CAPABILITIES_FOOTER = _("\n\n提问时带上上面列出的关键词，我就能转给对应的服务；AI 模型恢复后可以直接提问。")
+NO_TOOLS_TEXT = _("当前智能体还没有配置任何服务，请稍后再试或联系管理员。")
 
 # Fragments of descriptions that name no topic; they would route every question somewhere.
 STOP_WORDS = frozenset(

@@ -15,6 +15,7 @@ import httpx
 import openai
 from django.conf import settings
 from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
 from loguru import logger
 
 from agents_app.models import Agent
@@ -47,22 +48,22 @@ from campus_agent.errors import DOWNSTREAM
 from campus_agent.request_id import request_id_set
 
 NOT_CONFIGURED_REASON = "LLM_BASE_URL is not set"
-MODEL_INTERRUPTED_TEXT = "AI 模型回答中断，请稍后重试。"
-TURN_TIMEOUT_TEXT = "本轮回答超时，请稍后重试或换个问法。"
+MODEL_INTERRUPTED_TEXT = _("AI 模型回答中断，请稍后重试。")
+TURN_TIMEOUT_TEXT = _("本轮回答超时，请稍后重试或换个问法。")
 # The domain is one of the catalog's (a SubAgent.domain of the agent's tools), written as a JSON
 # string: data the model reads, never words of the prompt (issue 20).
 DOMAIN_HINT_TEXT = ("提示：学生是从业务入口进入本对话的，入口的业务域代码是 {domain}（JSON 字符串，只是数据）；"
                     "问题不明确时优先考虑该业务域的工具。")
-REPLY_TOO_LONG_TEXT = "AI 模型的回答过长，已中断。请换个问法或缩小问题范围。"
+REPLY_TOO_LONG_TEXT = _("AI 模型的回答过长，已中断。请换个问法或缩小问题范围。")
 # Past this much CPU without a pause, reading the model's stream lets the event loop run (a
 # hostile answer arrives faster than it can be parsed; /healthz and other turns must not wait).
 YIELD_EVERY_SEC = 0.005
 YIELD_PAUSE_SEC = 0.001
-MODEL_REFUSED_TEXT = "AI 模型拒绝了请求（HTTP {status}），请联系管理员检查模型配置。"
+MODEL_REFUSED_TEXT = _("AI 模型拒绝了请求（HTTP {status}），请联系管理员检查模型配置。")
 # What a call that was not approved returns: to the model (so it answers without it), to the student.
 NOT_APPROVED_TEXT = {
-    "rejected": ("学生拒绝了这次操作，工具没有运行。请据此回答，不要再次调用它，除非学生明确要求。", "已拒绝，未执行。"),
-    "expired": ("等待学生批准超时，工具没有运行。请告诉学生操作未执行，需要时可以再次发起。", "等待批准超时，未执行。"),
+    "rejected": ("学生拒绝了这次操作，工具没有运行。请据此回答，不要再次调用它，除非学生明确要求。", _("已拒绝，未执行。")),
+    "expired": ("等待学生批准超时，工具没有运行。请告诉学生操作未执行，需要时可以再次发起。", _("等待批准超时，未执行。")),
 }
 # A call that waited for the student's authorization of a service whose tools could not be listed
 # before (runtime/mcp_tool.py McpConnectTool): once authorized, the resumed turn is offered the
@@ -70,14 +71,14 @@ NOT_APPROVED_TEXT = {
 AUTHORIZED_TEXT = "学生已连接账号，这项服务的工具现在已经提供给你，请调用合适的工具回答学生的问题。"
 # The same for a call that waited for the student's authorization of its service (oauth.py).
 NOT_AUTHORIZED_TEXT = {
-    "rejected": ("学生没有连接这项服务的账号，工具没有运行。请据此回答，不要再次调用它，除非学生明确要求。", "未连接账号，未执行。"),
-    "expired": ("等待学生连接账号超时，工具没有运行。请告诉学生需要先连接账号，需要时可以再次发起。", "等待连接账号超时，未执行。"),
+    "rejected": ("学生没有连接这项服务的账号，工具没有运行。请据此回答，不要再次调用它，除非学生明确要求。", _("未连接账号，未执行。")),
+    "expired": ("等待学生连接账号超时，工具没有运行。请告诉学生需要先连接账号，需要时可以再次发起。", _("等待连接账号超时，未执行。")),
 }
 # A call whose server asked the student something (an elicitation) that the student did not answer:
 # its server was told "cancel" (agents_app/mcp/person.py) and the call is not run again.
 NOT_ANSWERED_TEXT = {
-    "rejected": ("学生没有回答服务提出的问题，工具没有完成。请据此回答，不要再次调用它，除非学生明确要求。", "未回答，未执行。"),
-    "expired": ("等待学生回答服务提出的问题超时，工具没有完成。请告诉学生操作未执行，需要时可以再次发起。", "等待回答超时，未执行。"),
+    "rejected": ("学生没有回答服务提出的问题，工具没有完成。请据此回答，不要再次调用它，除非学生明确要求。", _("未回答，未执行。")),
+    "expired": ("等待学生回答服务提出的问题超时，工具没有完成。请告诉学生操作未执行，需要时可以再次发起。", _("等待回答超时，未执行。")),
 }
 _NOT_RUN_TEXTS = {"approval": NOT_APPROVED_TEXT, "authorization": NOT_AUTHORIZED_TEXT, "elicitation": NOT_ANSWERED_TEXT}
 

@@ -17,15 +17,17 @@ import re
 import uuid
 from dataclasses import dataclass, field
 
+from django.utils.translation import gettext_lazy as _
+
 from agents_app.runtime.caps import cap, utf8_size
 from agents_app.runtime.tool_runs import ToolRequest
 from campus_agent.text import text_clean
 
 BAD_ARGUMENTS_NOTE = "注意：调用参数不是 JSON 对象，已按空参数 {} 调用。"
 BAD_CALL_TEXT = "调用格式不正确（{reason}），这次调用没有执行。请按工具定义重新调用。"
-BAD_CALL_NOTICE = "AI 模型发出了一个格式不正确的工具调用，已忽略。"
+BAD_CALL_NOTICE = _("AI 模型发出了一个格式不正确的工具调用，已忽略。")
 ARGS_TOO_LONG_TEXT = "调用参数过长（{size} 字节，上限 {limit} 字节），这次调用没有执行。请缩短参数后重试。"
-ARGS_TOO_LONG_NOTICE = "AI 模型的工具调用参数过长，未执行。"
+ARGS_TOO_LONG_NOTICE = _("AI 模型的工具调用参数过长，未执行。")
 CALLS_DROPPED_NOTE = ("注意：这一轮你请求了 {asked} 个工具调用，只执行了前 {kept} 个，其余 {dropped} 个没有执行；"
                       "如果仍然需要，请减少调用数量后再调用。")
 # The name a bad call is stored and sent back under when the model gave no usable name.

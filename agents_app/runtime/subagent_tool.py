@@ -10,6 +10,8 @@ run sends that answer as the next message of the same A2A task; a student who de
 task cancelled instead."""
 from __future__ import annotations
 
+from django.utils.translation import gettext_lazy as _
+
 from agents_app.mcp.person import MAX_QUESTIONS_PER_CALL
 from agents_app.runtime.context import RunContext
 from agents_app.runtime.tool import ElicitationNeeded, Emit, ToolOutcome
@@ -31,14 +33,19 @@ MESSAGE_PARAMETERS = {
     "properties": {"message": {"type": "string", "description": "要交给该子 Agent 的问题，写完整、自包含。"}},
     "required": ["message"],
 }
-MISSING_MESSAGE_TEXT = "调用参数缺少 message（要交给子 Agent 的问题）。"
-CIRCUIT_OPEN_TEXT = "子 Agent 暂时不可用，请稍后再试。"
+MISSING_MESSAGE_TEXT = _("调用参数缺少 message（要交给子 Agent 的问题）。")
+CIRCUIT_OPEN_TEXT = _("子 Agent 暂时不可用，请稍后再试。")
 # The form an A2A agent's question is put to the student with: one answer in words.
 ANSWER_FIELD = "answer"
-ANSWER_SCHEMA = {"type": "object", "required": [ANSWER_FIELD], "properties": {
-    ANSWER_FIELD: {"type": "string", "title": "你的回答", "minLength": 1, "maxLength": 2000}}}
+ANSWER_TITLE = _("你的回答")
 NOT_ANSWERED_TEXT = ("学生没有回答子 Agent 的问题，子 Agent 的任务已取消。请据此回答，不要再次调用它，除非学生明确要求。",
-                     "未回答，未执行。")
+                     _("未回答，未执行。"))
+
+
+def answer_schema() -> dict:
+    """The one-field form, titled in the run's language (it is stored with the pause)."""
+    return {"type": "object", "required": [ANSWER_FIELD], "properties": {
+        ANSWER_FIELD: {"type": "string", "title": str(ANSWER_TITLE), "minLength": 1, "maxLength": 2000}}}
 # A probe may take the whole timeout; past it plus this margin another worker may probe.
 PROBE_LEASE_MARGIN_SEC = 5
 
@@ -123,5 +130,5 @@ class SubAgentTool:
         if reply.asks is None or len(ctx.elicitation_answers) >= MAX_QUESTIONS_PER_CALL:
             return None
         return ElicitationNeeded(service=subagent_label(self.sub_agent), message=reply.asks["message"], mode="form",
-                                 schema=ANSWER_SCHEMA, defaults={},
+                                 schema=answer_schema(), defaults={},
                                  resume={"task_id": reply.asks["task_id"], "context_id": reply.asks["context_id"]})

@@ -8,6 +8,7 @@ import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from django.utils.translation import gettext_lazy as _
 from loguru import logger
 
 from agents_app.runtime.budget import within
@@ -19,8 +20,8 @@ from agents_app.runtime.tracing import tool_span
 from campus_agent.metrics import tool_call_counted
 from campus_agent.request_id import request_id_set
 
-UNKNOWN_TOOL_TEXT = "没有名为“{name}”的工具，请只使用提供的工具。"
-TOOL_CRASHED_TEXT = "工具运行出错：{reason}"
+UNKNOWN_TOOL_TEXT = _("没有名为“{name}”的工具，请只使用提供的工具。")
+TOOL_CRASHED_TEXT = _("工具运行出错：{reason}")
 # What the student's notice of a failed tool may hold (it is one sentence; the model's text is capped
 # by MAX_TOOL_RESULT_BYTES).
 MAX_NOTICE_BYTES = 2048

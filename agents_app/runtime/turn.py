@@ -3,6 +3,7 @@ from collections.abc import AsyncIterator
 from contextlib import aclosing
 
 from django.conf import settings
+from django.utils.translation import gettext_lazy as _
 
 from agents_app.models import Agent
 from agents_app.runtime.context import RunContext
@@ -11,7 +12,7 @@ from agents_app.runtime.fallback import fallback_turn
 from agents_app.runtime.loop import DecidedCall, LlmUnavailable, resume_turn, run_turn
 from campus_agent.errors import DOWNSTREAM
 
-MODEL_UNAVAILABLE = "AI 模型暂时不可用，请稍后重试。"
+MODEL_UNAVAILABLE = _("AI 模型暂时不可用，请稍后重试。")
 
 
 async def turn_stream(*, agent: Agent, history: list[dict], ctx: RunContext) -> AsyncIterator[Event | Paused]:

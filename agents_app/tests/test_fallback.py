@@ -161,7 +161,7 @@ def test_capabilities_list_sub_agents_first_from_their_descriptions():
     now = mcp_tool("aaa", "now", "当前时间：现在几点。无需参数。")
     tools = [now, sub_agent_tool("course"), sub_agent_tool("canteen")]
     text = capabilities_text(tools=tools)
-    lines = text.removeprefix(CAPABILITIES_HEADER).splitlines()
+    lines = text.removeprefix(str(CAPABILITIES_HEADER)).splitlines()
     assert lines[0] == "- " + DEMO_SUBAGENTS["canteen"].description.split("。")[0] + "。"
     assert lines[1].startswith("- 选课助手（演示）") and lines[2] == "- 当前时间：现在几点。"
 
@@ -377,7 +377,7 @@ async def test_a_tool_needing_other_arguments_is_never_guessed(settings, agent_f
     agent = await sync_to_async(agent_factory)(mcp_services=[mcp_service_stdio])
     events = await collect(agent, "add")  # the name of tools__add, which needs two integers
     assert not any(isinstance(e, ToolCall) for e in events)
-    assert events[0].content.startswith(UNCONFIGURED_NO_MATCH_NOTICE + CAPABILITIES_HEADER)
+    assert events[0].content.startswith(str(UNCONFIGURED_NO_MATCH_NOTICE + CAPABILITIES_HEADER))
     assert "- " in events[0].content and events[-1].fallback
 
 
@@ -428,6 +428,7 @@ async def test_a_slow_sub_agent_is_streamed_as_the_answer_while_it_answers(setti
 
 def _said(events, sentence: str) -> int:
     """How many times the student is shown `sentence` as text: answer chunks and error frames."""
+    sentence = str(sentence)
     return sum(e.content.count(sentence) for e in events if isinstance(e, Chunk)) + sum(
         e.message.count(sentence) for e in events if isinstance(e, Error))
 

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 
 from asgiref.sync import ThreadSensitiveContext
 from django.conf import settings
+from django.utils import translation
+from django.utils.translation import gettext_lazy as _
 from loguru import logger
 
 from agents_app.models import Agent
@@ -42,11 +44,11 @@ from chat_app.services.approvals import approval_pause_store
 from chat_app.services.recording import TOOL_CUT_MESSAGE, TurnRecorder
 from chat_app.services.runs import run_finish, run_rows_store, run_store_failed_mark
 
-TURN_BUDGET_MESSAGE = "本轮回答超出时间限制，已中断。"
-TURN_FAILED_MESSAGE = "服务内部错误，回答已中断，请稍后重试。"
-STORE_FAILED_MESSAGE = "回答保存失败，刷新后可能看不到这条回答。"
-STORE_PARTIAL_MESSAGE = "回答未能完整保存：只保存了回答的文字，工具结果等没有保存。"
-FRAME_FAILED_MESSAGE = "回答中有无法发送的内容，已中断。"
+TURN_BUDGET_MESSAGE = _("本轮回答超出时间限制，已中断。")
+TURN_FAILED_MESSAGE = _("服务内部错误，回答已中断，请稍后重试。")
+STORE_FAILED_MESSAGE = _("回答保存失败，刷新后可能看不到这条回答。")
+STORE_PARTIAL_MESSAGE = _("回答未能完整保存：只保存了回答的文字，工具结果等没有保存。")
+FRAME_FAILED_MESSAGE = _("回答中有无法发送的内容，已中断。")
 
 # The runtime enforces TURN_BUDGET_SEC itself, step by step; this outer cut is the backstop for
 # whatever it might not bound (a path that overruns its own deadline), so it fires a little later.
@@ -147,6 +149,9 @@ class RunTask:
         return "fallback" if done is not None and getattr(done, "fallback", False) else "completed"
 
     async def _main(self) -> None:
+        # Whatever the gateway writes into this run (notices, errors, the keyword routing's
+        # answer) is in its student's language; the task's own context keeps it to this run.
+        translation.activate(self.plan.ctx.language or settings.LANGUAGE_CODE)
         ACTIVE_RUNS.inc()
         try:
             async with ThreadSensitiveContext(executor=turn_sync_executor):

@@ -82,6 +82,7 @@ def _resumed(resumption: Resumption, *, campus_token: str | None) -> RunTask:
         user_id=run.user_id,
         campus_token=campus_token,
         hint_domain=run.conversation.hint_domain or None,
+        language=run.language or None,
     )
     decided = [DecidedCall(call_id=a.call_id, tool=a.tool, args=a.args, decision=a.status, kind=a.kind,
                            answers=resumption.answers.get(a.call_id, ()))

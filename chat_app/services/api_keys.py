@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
 
 from chat_app import api_errors as errors
 from chat_app.api_keys import KEY_PREFIX, key_digest
@@ -19,9 +20,9 @@ _SECRET_BYTES = 24  # 32 URL-safe characters
 PREFIX_SHOWN = len(KEY_PREFIX) + 6
 NAME_MAX = 64
 
-MSG_KEY_NAME = "name：请填写 1–64 个字符的名称。"
-MSG_KEY_EXPIRES = "expires_at：请填写一个将来的时间（ISO 8601），最长一年；留空表示不过期。"
-MSG_KEYS_TOO_MANY = "API 密钥已达上限（{limit} 个），请先吊销不用的密钥。"
+MSG_KEY_NAME = _("name：请填写 1–64 个字符的名称。")
+MSG_KEY_EXPIRES = _("expires_at：请填写一个将来的时间（ISO 8601），最长一年；留空表示不过期。")
+MSG_KEYS_TOO_MANY = _("API 密钥已达上限（{limit} 个），请先吊销不用的密钥。")
 EXPIRES_MAX = timedelta(days=366)
 
 

@@ -14,6 +14,7 @@ from datetime import datetime
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
 from loguru import logger
 
 from agents_app.mcp.notifications import elicitation_content_problem
@@ -28,9 +29,9 @@ from chat_app.services.runs import run_pause, run_resume_claim
 
 KIND = Run.PauseKind.APPROVAL
 APPROVAL_CANCELLED_TEXT = {
-    "stopped": "回答已停止，操作没有执行。",
-    "superseded": "学生发送了新消息，操作没有执行。",
-    "quota": "今天的对话额度已用完，操作没有执行。",
+    "stopped": _("回答已停止，操作没有执行。"),
+    "superseded": _("学生发送了新消息，操作没有执行。"),
+    "quota": _("今天的对话额度已用完，操作没有执行。"),
 }
 
 
@@ -270,7 +271,7 @@ def approval_close_rows(run: Run, reason: str) -> list[RowSpec]:
     ToolApproval.objects.filter(run_id=run.id, status=ToolApproval.Status.PENDING).update(
         status=ToolApproval.Status.CANCELLED, decided_at=timezone.now()
     )
-    text = APPROVAL_CANCELLED_TEXT[reason]
+    text = str(APPROVAL_CANCELLED_TEXT[reason])  # in the run's language (pauses.waiting_run_close)
     return [
         RowSpec(role="tool", content=text, meta={"tool_call_id": a.call_id, "tool": a.tool, "ok": False, "error": text})
         for a in waiting

@@ -12,16 +12,18 @@ on a new question, the followers — is the same for every kind (chat_app.runs.l
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from django.utils.translation import gettext_lazy as _
+
 from campus_agent.errors import GENERAL
 from chat_app.models import Run
 from chat_app.services import approvals
 from chat_app.services.recording import RowSpec
-from chat_app.services.runs import run_waiting_close
+from chat_app.services.runs import run_language, run_waiting_close
 
 RUN_CLOSED_MESSAGE = {
-    "stopped": "回答已停止。",
-    "superseded": "等待学生操作时学生发送了新消息，这轮回答已结束。",
-    "quota": "今天的对话额度已用完，这轮回答已结束，明天 0 点后可以再问。",
+    "stopped": _("回答已停止。"),
+    "superseded": _("等待学生操作时学生发送了新消息，这轮回答已结束。"),
+    "quota": _("今天的对话额度已用完，这轮回答已结束，明天 0 点后可以再问。"),
 }
 
 
@@ -59,9 +61,10 @@ def waiting_run_close(*, run_id, reason: str) -> Run | None:
     stored as not done, the reply so far as interrupted. None when it was not waiting."""
 
     def rows_for(run: Run) -> list[RowSpec]:
-        kind = PAUSE_KINDS.get(run.pause_kind)
-        rows = kind.close_rows(run, reason) if kind is not None else []
-        meta = {"interrupted": True, "errors": [{"code": GENERAL, "message": RUN_CLOSED_MESSAGE[reason]}]}
+        with run_language(run):
+            kind = PAUSE_KINDS.get(run.pause_kind)
+            rows = kind.close_rows(run, reason) if kind is not None else []
+            meta = {"interrupted": True, "errors": [{"code": GENERAL, "message": str(RUN_CLOSED_MESSAGE[reason])}]}
         return [*rows, RowSpec(role="assistant", content="", meta=meta, is_final=True)]
 
     return run_waiting_close(run_id=run_id, rows_for=rows_for)

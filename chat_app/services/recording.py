@@ -12,9 +12,11 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 
+from django.utils.translation import gettext_lazy as _
+
 from agents_app.runtime.events import Chunk, Done, Error, Event, Reasoning, ToolCall, ToolChunk, ToolResult
 
-TOOL_CUT_MESSAGE = "工具调用被中断，没有返回结果。"
+TOOL_CUT_MESSAGE = _("工具调用被中断，没有返回结果。")
 # The largest count a usage column holds on every database (Message.prompt_tokens … are
 # PositiveIntegerField: PostgreSQL's integer ends at 2**31 - 1). A model may report anything.
 USAGE_COUNT_MAX = 2**31 - 1
@@ -298,7 +300,7 @@ def _tool_row(record: _Call) -> RowSpec:
     if record.result is None:
         meta.update(ok=False, interrupted=True)
         streamed = "".join(record.streamed)
-        content = f"{streamed}\n\n（{TOOL_CUT_MESSAGE}）" if streamed else TOOL_CUT_MESSAGE
+        content = f"{streamed}\n\n（{TOOL_CUT_MESSAGE}）" if streamed else str(TOOL_CUT_MESSAGE)
         return RowSpec(role="tool", content=content, meta=meta)
     meta["ok"] = record.result.ok
     if record.result.error:

@@ -17,8 +17,10 @@ import socket
 import uuid
 from datetime import timedelta
 
+from django.conf import settings
 from django.db import connection, transaction
-from django.utils import timezone
+from django.utils import timezone, translation
+from django.utils.translation import gettext_lazy as _
 from loguru import logger
 
 from campus_agent.errors import GENERAL
@@ -39,12 +41,18 @@ RUN_MOVES: dict[State, frozenset[State]] = {
 
 # Names this process in Run.worker: unique even when a pid is reused after a restart.
 WORKER_ID = f"{socket.gethostname()[:80]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-WORKER_LOST_MESSAGE = "服务进程意外中断，回答未完成。"
+WORKER_LOST_MESSAGE = _("服务进程意外中断，回答未完成。")
 # A run whose task could not store its end (issue 20 point 3) is not a dead worker's: it is
 # marked (Run.worker) so the reaper ends it at its next sweep and says what happened.
 STORE_FAILED_WORKER_PREFIX = "store-failed:"
-STORE_FAILED_REAP_MESSAGE = "回答保存失败，这里只保留了保存前已生成的文字。"
+STORE_FAILED_REAP_MESSAGE = _("回答保存失败，这里只保留了保存前已生成的文字。")
 _CHECKPOINT_SQL = "UPDATE {table} SET partial_text = %s WHERE id = %s"
+
+
+def run_language(run: Run) -> translation.override:
+    """The texts written into `run` from here on in its student's language (Run.language), on
+    whichever worker writes them."""
+    return translation.override(run.language or settings.LANGUAGE_CODE)
 
 
 class IllegalMove(Exception):
@@ -103,11 +111,11 @@ def run_stored_end(*, run: Run) -> dict:
 
 # --- moves --------------------------------------------------------------------------------------
 
-def run_create(*, conversation, user, request_id: str, agent_name: str, lease: SlotLease) -> Run:
+def run_create(*, conversation, user, request_id: str, agent_name: str, lease: SlotLease, language: str = "") -> Run:
     """(admitted) → RUNNING on this worker, holding `lease` (inside the caller's transaction)."""
     return Run.objects.create(
         conversation=conversation, user=user, status=State.RUNNING, worker=WORKER_ID, heartbeat_at=timezone.now(),
-        request_id=request_id, agent_name=agent_name, slot_key=lease.key,
+        request_id=request_id, agent_name=agent_name, slot_key=lease.key, language=language,
     )
 
 
@@ -210,7 +218,8 @@ def run_reap(*, run: Run, stale_before) -> bool:
         if not claimed.update(status=State.INTERRUPTED, ended_at=timezone.now(), partial_text="", slot_key=""):
             return False
         store_failed = run.worker.startswith(STORE_FAILED_WORKER_PREFIX)
-        reason = STORE_FAILED_REAP_MESSAGE if store_failed else WORKER_LOST_MESSAGE
+        with run_language(run):
+            reason = str(STORE_FAILED_REAP_MESSAGE if store_failed else WORKER_LOST_MESSAGE)
         meta = {"interrupted": True, "errors": [{"code": GENERAL, "message": reason}]}
         if store_failed:
             meta["store_failed"] = True

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
+from django.utils.translation import gettext_lazy as _
 
 from agents_app.models import Agent
 from agents_app.selectors import agent_catalog_load
@@ -75,8 +76,8 @@ def _hint_domain_check(*, agent: Agent, hint_domain: str | None) -> None:
     raise errors.invalid_body(errors.MSG_HINT_DOMAIN_UNKNOWN.format(domains="、".join(domains)))
 
 
-MSG_ATTACHMENT_NOT_FOUND = "附件不存在。"
-MSG_ATTACHMENT_ELSEWHERE = "附件《{name}》已经发在另一个对话里了，请重新上传。"
+MSG_ATTACHMENT_NOT_FOUND = _("附件不存在。")
+MSG_ATTACHMENT_ELSEWHERE = _("附件《{name}》已经发在另一个对话里了，请重新上传。")
 
 
 def _attachments_of(*, user, ids: tuple, conversation: Conversation | None) -> list[Upload]:
@@ -138,7 +139,7 @@ def turn_begin(*, user, chat: ChatInput, request_id: str, lease: SlotLease) -> T
             if claimed != len(uploads):
                 raise errors.invalid_body(MSG_ATTACHMENT_ELSEWHERE.format(name=uploads[0].name))
         run = run_create(conversation=conversation, user=user, request_id=request_id, agent_name=agent.name,
-                         lease=lease)
+                         lease=lease, language=chat.language or "")
     if new_conversation and not uploads:  # nothing before the question: no need to read it back
         history = [{"role": "user", "content": user_message.content}]
     else:

@@ -27,6 +27,7 @@ from django.conf import settings
 from django.core.files.base import ContentFile
 from django.db.models import Sum
 from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
 from loguru import logger
 
 from campus_agent.errors import INVALID_BODY
@@ -43,13 +44,13 @@ DOCX_MAX_UNPACKED = 50 * 1024 * 1024
 DOCX_MAX_RATIO = 200
 TEXT_CUT_MARK = "\n…（附件文字过长，已截断）"
 
-MSG_EMPTY = "文件是空的。"
-MSG_TOO_LARGE = "文件不能超过 {limit}。"
-MSG_TYPE = "只能上传图片（PNG、JPEG、WebP、GIF）、PDF、Word（.docx）或纯文本（.txt、.md、.csv）文件。"
-MSG_UNREADABLE = "无法读取这个{kind}文件：{reason}"
-MSG_RATE = "上传太频繁了：每分钟最多 {limit} 个文件，请稍后再试。"
-MSG_QUOTA = "你的附件已占用 {used}，上限是 {limit}：请删除一些对话后再上传。"
-MSG_NO_FILE = "请用 multipart/form-data 的 file 字段上传一个文件。"
+MSG_EMPTY = _("文件是空的。")
+MSG_TOO_LARGE = _("文件不能超过 {limit}。")
+MSG_TYPE = _("只能上传图片（PNG、JPEG、WebP、GIF）、PDF、Word（.docx）或纯文本（.txt、.md、.csv）文件。")
+MSG_UNREADABLE = _("无法读取这个 {kind} 文件：{reason}")
+MSG_RATE = _("上传太频繁了：每分钟最多 {limit} 个文件，请稍后再试。")
+MSG_QUOTA = _("你的附件已占用 {used}，上限是 {limit}：请删除一些对话后再上传。")
+MSG_NO_FILE = _("请用 multipart/form-data 的 file 字段上传一个文件。")
 UPLOAD_RATE_LIMITED = 42906
 UPLOAD_QUOTA_EXCEEDED = 42907
 
@@ -93,7 +94,7 @@ def _pdf_text(data: bytes) -> Extracted:
 
     reader = PdfReader(io.BytesIO(data))
     if reader.is_encrypted and not reader.decrypt(""):
-        raise Unreadable("文件已加密")
+        raise Unreadable(_("文件已加密"))
     parts, total = [], 0
     for index, page in enumerate(reader.pages):
         if index >= settings.UPLOAD_PDF_MAX_PAGES or total > settings.UPLOAD_TEXT_MAX_CHARS:
@@ -111,7 +112,7 @@ def _docx_text(data: bytes) -> Extracted:
         if len(members) > DOCX_MAX_MEMBERS or unpacked > DOCX_MAX_UNPACKED or any(
             m.compress_size and m.file_size / m.compress_size > DOCX_MAX_RATIO for m in members
         ):
-            raise Unreadable("文件的压缩结构异常（解压后过大或条目过多）")
+            raise Unreadable(_("文件的压缩结构异常（解压后过大或条目过多）"))
     from docx import Document
 
     document = Document(io.BytesIO(data))
@@ -139,14 +140,14 @@ def _sniffed(data: bytes, name: str) -> str:
 
 
 def _extracted(data: bytes, content_type: str) -> Extracted:
-    kind = {PDF: "PDF ", DOCX: " Word "}.get(content_type, "")
+    kind = "PDF" if content_type == PDF else "Word"  # only these two are parsed, so only they fail
     try:
         if content_type == PDF:
             return _pdf_text(data)
         if content_type == DOCX:
             return _docx_text(data)
     except Exception as exc:  # noqa: BLE001 - whatever a broken or hostile file raises, it is refused
-        reason = str(exc) if isinstance(exc, Unreadable) else "文件已损坏或格式不对"
+        reason = str(exc) if isinstance(exc, Unreadable) else _("文件已损坏或格式不对")
         logger.info("upload refused type={} reason={!r}", content_type, f"{type(exc).__name__}: {exc}"[:200])
         raise errors.ApiError(MSG_UNREADABLE.format(kind=kind, reason=reason), code=INVALID_BODY, status=400) from exc
     if content_type in TEXT_TYPES.values():

@@ -336,7 +336,7 @@ def test_another_users_task_or_context_is_not_found(live_asgi, llm_settings, age
             _call(live_asgi, key_headers, method, request)
     with pytest.raises(TaskNotFoundError) as raised:
         _send(live_asgi, key_headers, _question("接着说", context_id=theirs.task.context_id))
-    assert MSG_NOT_FOUND in str(raised.value)
+    assert str(MSG_NOT_FOUND) in str(raised.value)
     with pytest.raises(TaskNotFoundError):
         _send(live_asgi, key_headers, _question("接着说", task_id=theirs.task.id))
     assert Row.objects.filter(conversation_id=theirs.task.context_id).count() == 2  # nothing added
@@ -396,7 +396,7 @@ def test_file_parts_are_refused_clearly(live_asgi, agent, key_headers):
     with pytest.raises(ContentTypeNotSupportedError) as raised:
         _send(live_asgi, key_headers, _question("", parts=[Part(url="https://example.com/a.pdf",
                                                                   media_type="application/pdf")]))
-    assert MSG_TEXT_ONLY in str(raised.value)
+    assert str(MSG_TEXT_ONLY) in str(raised.value)
 
 
 # --- hostile JSON-RPC -----------------------------------------------------------------------------

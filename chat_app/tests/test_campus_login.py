@@ -201,6 +201,6 @@ def test_a_sub_that_cannot_be_a_username_is_a_clear_page(site, oidc_settings, su
     oidc_settings.account.sub = sub  # the ID token and the user-info answer agree on it
     refused = _campus_login(site)
     assert refused.status_code == 400
-    assert MSG_SUB_UNUSABLE in refused.text
+    assert str(MSG_SUB_UNUSABLE) in refused.text
     assert not CampusIdentity.objects.exists()
     assert not get_user_model().objects.filter(username__contains="2023").exists()

@@ -129,4 +129,4 @@ def test_a_run_that_stored_nothing_is_reaped_at_once_and_says_the_store_failed(l
     reply = Message.objects.get(id=run.message_id)
     assert reply.content == "一食堂有红烧肉。"
     assert reply.meta["errors"] == [{"code": 50002, "message": STORE_FAILED_REAP_MESSAGE}]
-    assert WORKER_LOST_MESSAGE not in str(reply.meta)
+    assert str(WORKER_LOST_MESSAGE) not in str(reply.meta)

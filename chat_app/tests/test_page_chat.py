@@ -335,7 +335,7 @@ def test_the_keyless_demo_for_the_readme(browser_page, user, password, settings,
     _ask(page, "二食堂晚饭有什么便宜的")
     _wait_answered(page)
     answer = page.text_content("#messages .msg-assistant.done")
-    assert UNCONFIGURED_NOTICE.split("“")[0].strip() in answer  # （未配置 AI 模型，以下内容由关键词匹配自动转给
+    assert str(UNCONFIGURED_NOTICE).split("“")[0].strip() in answer  # （未配置 AI 模型，以下内容由关键词匹配自动转给
     assert "第二食堂" in answer
     page.wait_for_function(CANVAS_PAINTED)
     page.set_viewport_size({"width": 1280, "height": 1000})

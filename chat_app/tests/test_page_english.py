@@ -1,12 +1,14 @@
 """The page in English (issue 26 point 2, DESIGN §7), in headless Chromium: a browser that asks for
 English gets the login page in English; the switch on the page turns it to English and back, is
 kept for the student (a new browser after login is English too), the agent is told to answer in
-English, times are written the English way, and admin stays Chinese for staff."""
+English, times are written the English way, the server's own messages are English, and admin
+stays Chinese for staff."""
 import re
 
 import pytest
 
 from agents_app.runtime.loop import LANGUAGE_TEXT
+from agents_app.testing.fake_llm import Reply
 from chat_app.models import Preference
 from chat_app.tests.page_helpers import ask, wait_answered
 
@@ -61,6 +63,13 @@ def test_the_switch_turns_the_page_english_for_the_student_and_the_agent(
     site.screenshot("english-approval")
     page.click(".approval-approve")
     wait_answered(page)
+
+    # What the server writes for the student is English too: the model breaks off mid-answer.
+    llm_settings.queue(Reply(text="Lunch is served until two.", chunk_size=4, drop_after_chunks=2))
+    ask(page, "Until when is lunch?")
+    wait_answered(page)
+    assert page.text_content(".exchange:last-child .msg-assistant:not([hidden]) .msg-error") == (
+        "The AI model stopped answering. Please try again later.")
 
     # Kept for the student: another browser, once logged in, is English as well.
     context = browser.new_context(viewport={"width": 1280, "height": 860}, locale="zh-CN")

@@ -35,7 +35,11 @@ def test_download_and_delete_everything(chat, user, viewport):
     page.click("#my-data-delete")
     page.wait_for_function("() => document.getElementById('my-data-status').textContent === '已删除 1 个对话。'")
     assert not Conversation.objects.filter(user=user).exists()
+    # Closing reloads the page at "/": wait for the new document (the URL may be "/" already, so
+    # waiting for the URL alone can pass before the reload and race it).
+    page.evaluate("document.documentElement.dataset.before = 'close'")
     page.click("#my-data-close")
+    page.wait_for_selector("html:not([data-before])")
     page.wait_for_url("**/")
     chat.chat_ready()
     sidebar_open(page)

@@ -3,6 +3,7 @@ this answer only), list them (never a secret), revoke one.
 
 Managing keys takes a login (the page's session or a JWT), never a key: a leaked key cannot make
 more keys nor hide itself by revoking the others."""
+from django.utils.translation import gettext_lazy as _
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
@@ -19,7 +20,7 @@ from chat_app.services.api_keys import (
 )
 from chat_app.views.base import LoginOnlyView
 
-MSG_KEY_NOT_FOUND = "API 密钥不存在。"
+MSG_KEY_NOT_FOUND = _("API 密钥不存在。")
 
 
 class ApiKeySerializer(serializers.ModelSerializer):

@@ -1,5 +1,6 @@
 """`/api/v1/auth/…`: password login, campus SSO login, logout (DESIGN §7)."""
 from django.contrib.auth import authenticate
+from django.utils.translation import gettext_lazy as _
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import permissions
 from rest_framework.response import Response
@@ -106,7 +107,7 @@ class SsoView(_TokenIssuingView):
         return Response(_token_body(issued))
 
 
-MSG_LOGOUT_KEY = "注销只适用于 JWT；API 密钥请在「API 密钥」中吊销。"
+MSG_LOGOUT_KEY = _("注销只适用于 JWT；API 密钥请在「API 密钥」中吊销。")
 
 
 class LogoutView(ApiView):

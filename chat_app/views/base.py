@@ -1,6 +1,7 @@
 """The REST views' common ground: JWT-or-session auth and the §4 JSON error bodies."""
 from django.core.exceptions import RequestDataTooBig
 from django.http import Http404
+from django.utils.translation import gettext_lazy as _
 from rest_framework import exceptions, permissions
 from rest_framework.response import Response
 from rest_framework.views import APIView, set_rollback
@@ -61,7 +62,7 @@ class ApiView(APIView):
         return api_exception_handler
 
 
-MSG_LOGIN_NEEDED = "这项操作需要登录（页面或 JWT），不能用 API 密钥。"
+MSG_LOGIN_NEEDED = _("这项操作需要登录（页面或 JWT），不能用 API 密钥。")
 
 
 class LoggedIn(permissions.BasePermission):

@@ -13,6 +13,7 @@ from django.contrib.auth.views import redirect_to_login
 from django.http import Http404, HttpResponseRedirect, JsonResponse
 from django.shortcuts import render
 from django.urls import reverse
+from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_GET
 from loguru import logger
 
@@ -30,10 +31,10 @@ from chat_app.runs.lifecycle import run_answer
 from chat_app.services.approvals import ApprovalRefused, authorization_waiting_calls
 
 MAX_PARAM_CHARS = 4096  # a code or an issuer longer than this is not one
-MSG_CONNECTED = "已连接“{service}”账号。"
-MSG_DECLINED = "没有连接“{service}”账号，相关操作没有执行。"
-MSG_EXPIRED = "这个授权链接已失效（超时或已用过）。请回到对话，重新发起需要这个账号的问题。"
-MSG_REFUSED = "账号没有连接成功：授权服务器的答复无法通过校验。请回到对话重试。"
+MSG_CONNECTED = _("已连接“{service}”账号。")
+MSG_DECLINED = _("没有连接“{service}”账号，相关操作没有执行。")
+MSG_EXPIRED = _("这个授权链接已失效（超时或已用过）。请回到对话，重新发起需要这个账号的问题。")
+MSG_REFUSED = _("账号没有连接成功：授权服务器的答复无法通过校验。请回到对话重试。")
 
 
 def _param(request, name: str) -> str | None:

@@ -6,6 +6,7 @@ import json
 
 from django.http import HttpResponse
 from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.response import Response
@@ -57,5 +58,5 @@ class MyAccountView(LoginOnlyView):
                    responses={204: None, 401: ErrorSerializer, 404: ErrorSerializer})
     def delete(self, request, grant_id: int):
         if not connected_account_remove(user=request.user, grant_id=grant_id):
-            raise errors.ApiError("没有这个连接的账号。", code=errors.NOT_FOUND, status=404)
+            raise errors.ApiError(_("没有这个连接的账号。"), code=errors.NOT_FOUND, status=404)
         return Response(status=status.HTTP_204_NO_CONTENT)

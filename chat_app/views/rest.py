@@ -2,6 +2,8 @@
 rename, delete, setting the last turn aside for regenerate / edit), messages, answer feedback."""
 import re
 
+from django.utils.text import format_lazy
+from django.utils.translation import gettext_lazy as _
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import generics, status
 from rest_framework.exceptions import NotFound
@@ -42,13 +44,13 @@ from chat_app.views.base import ApiView
 
 TURN_BUSY = 40901
 NO_TURN = 40902
-MSG_QUERY_TOO_LONG = f"q 不能超过 {SEARCH_QUERY_MAX} 个字符。"
-MSG_TURN_BUSY = "这个对话正在回答中，请等回答结束后再试。"
-MSG_NO_TURN = "这个对话还没有可以重新生成的问题。"
-MSG_ANSWER_NOT_FOUND = "回答不存在。"
-MSG_FEEDBACK_NOT_FOUND = "还没有评价这个回答。"
-MSG_PAGE_INVALID = "page 必须是正整数（从 1 开始）。"
-MSG_PAGE_PAST_END = "没有这一页：page 超出了最后一页。"
+MSG_QUERY_TOO_LONG = format_lazy(_("q 不能超过 {limit} 个字符。"), limit=SEARCH_QUERY_MAX)
+MSG_TURN_BUSY = _("这个对话正在回答中，请等回答结束后再试。")
+MSG_NO_TURN = _("这个对话还没有可以重新生成的问题。")
+MSG_ANSWER_NOT_FOUND = _("回答不存在。")
+MSG_FEEDBACK_NOT_FOUND = _("还没有评价这个回答。")
+MSG_PAGE_INVALID = _("page 必须是正整数（从 1 开始）。")
+MSG_PAGE_PAST_END = _("没有这一页：page 超出了最后一页。")
 _PAGE = re.compile(r"[1-9][0-9]{0,8}")
 
 

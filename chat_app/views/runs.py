@@ -8,6 +8,7 @@ import re
 
 from django.conf import settings
 from django.http import JsonResponse
+from django.utils.translation import gettext_lazy as _
 from django.views.decorators.csrf import csrf_exempt
 
 from campus_agent.asyncdb import db_call
@@ -23,20 +24,20 @@ from chat_app.services.approvals import ANSWER_ACTIONS, ApprovalRefused
 from chat_app.services.runs import run_get
 
 _SEQ = re.compile(r"[0-9]{1,9}")
-MSG_RUN_NOT_FOUND = "运行不存在。"
-MSG_AFTER = "Last-Event-ID / after 必须是非负整数。"
-MSG_DECISION = 'decision 必须是 "approve" 或 "reject"。'
-MSG_CALL_ID = "call_id 必须是非空字符串。"
-MSG_NO_CALL = "这次运行没有这个等待批准的调用。"
-MSG_DECIDED = "这个调用已经有结果（{status}），不能再决定。"
-MSG_NOT_WAITING = "这次运行没有在等待批准。"
-MSG_AUTHORIZE = "这个调用等待你连接账号：打开授权页面完成授权后会自动继续；不想连接请选择拒绝。"
-MSG_ACTION = 'action 必须是 "accept"、"decline" 或 "cancel"。'
-MSG_CONTENT = "content 必须是 JSON 对象（表单各字段的值）。"
-MSG_ANSWER_NEEDED = "这个调用在等你回答服务提出的问题：请用 action（accept / decline / cancel）和 content 回答。"
-MSG_NO_QUESTION = "这个调用没有在等你回答问题：请用 decision（approve / reject）决定。"
-MSG_ANSWER_UNFIT = "回答不符合服务的表单：{problem}"
-MSG_RUN_UNREACHABLE = "这次运行在另一个服务进程上，未配置 REDIS_URL 时无法从这里停止。"
+MSG_RUN_NOT_FOUND = _("运行不存在。")
+MSG_AFTER = _("Last-Event-ID / after 必须是非负整数。")
+MSG_DECISION = _('decision 必须是 "approve" 或 "reject"。')
+MSG_CALL_ID = _("call_id 必须是非空字符串。")
+MSG_NO_CALL = _("这次运行没有这个等待批准的调用。")
+MSG_DECIDED = _("这个调用已经有结果（{status}），不能再决定。")
+MSG_NOT_WAITING = _("这次运行没有在等待批准。")
+MSG_AUTHORIZE = _("这个调用等待你连接账号：打开授权页面完成授权后会自动继续；不想连接请选择拒绝。")
+MSG_ACTION = _('action 必须是 "accept"、"decline" 或 "cancel"。')
+MSG_CONTENT = _("content 必须是 JSON 对象（表单各字段的值）。")
+MSG_ANSWER_NEEDED = _("这个调用在等你回答服务提出的问题：请用 action（accept / decline / cancel）和 content 回答。")
+MSG_NO_QUESTION = _("这个调用没有在等你回答问题：请用 decision（approve / reject）决定。")
+MSG_ANSWER_UNFIT = _("回答不符合服务的表单：{problem}")
+MSG_RUN_UNREACHABLE = _("这次运行在另一个服务进程上，未配置 REDIS_URL 时无法从这里停止。")
 APPROVAL_CONFLICT = 40903
 RUN_UNREACHABLE = 40904
 DECISIONS = {"approve": True, "reject": False}

@@ -6,6 +6,7 @@ read from its content, `nosniff`, and as a download unless it is an image. The s
 from django.conf import settings
 from django.http import HttpResponse
 from django.utils.http import content_disposition_header
+from django.utils.translation import gettext_lazy as _
 from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.parsers import MultiPartParser
@@ -17,7 +18,7 @@ from chat_app.services.uploads import MSG_NO_FILE, MSG_TOO_LARGE, size_text, upl
 from chat_app.views.base import ApiView
 
 MULTIPART_OVERHEAD = 64 * 1024  # the form's own bytes around the file
-MSG_UPLOAD_NOT_FOUND = "附件不存在。"
+MSG_UPLOAD_NOT_FOUND = _("附件不存在。")
 
 
 UploadSerializer = inline_serializer("Upload", {

@@ -1,9 +1,10 @@
 import { LOCALE, t } from "./i18n.js";
 
-// What students read when something goes wrong. The server's own message when it is Chinese
-// (the gateway writes those for students, e.g. "AI 模型暂时不可用，请稍后重试。"); otherwise plain
-// Chinese chosen by error code (DESIGN §4) or HTTP status, so English internals such as
-// "token_invalid" never reach the page.
+// What students read when something goes wrong. The server's own message when it is a sentence
+// in the page's language (the gateway writes those for students in the request's language, e.g.
+// "AI 模型暂时不可用，请稍后重试。" / "The AI model is unavailable right now. Please try again
+// later."); otherwise a sentence chosen by error code (DESIGN §4) or HTTP status, so machine words
+// such as "token_invalid" never reach the page.
 
 const BY_CODE = {
   40001: t("问题格式不对，请修改后重试。"),
@@ -72,9 +73,14 @@ export const COUNT = (used, max) => t("%s / %s", used, max);
 
 const CJK = /[\u4e00-\u9fff]/;
 
+// A server message written for students in the page's language: Chinese text on a Chinese page;
+// on an English one, words without Chinese (a message from before the switch stays unshown).
+function inPageLanguage(message) {
+  if (typeof message !== "string" || !message) return false;
+  return LOCALE === "en" ? !CJK.test(message) && /\s/.test(message.trim()) : CJK.test(message);
+}
+
 export function errorText({ code, status, message } = {}) {
-  // The server writes its messages for students in Chinese: a student who reads English gets the
-  // sentence for the code or status instead.
-  if (typeof message === "string" && CJK.test(message) && LOCALE !== "en") return message.slice(0, 300);
+  if (inPageLanguage(message)) return message.slice(0, 300);
   return BY_CODE[code] || BY_STATUS[status] || (status ? t("服务暂时不可用（%s），请稍后重试。", status) : BY_CODE[50002]);
 }
