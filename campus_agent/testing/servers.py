@@ -69,6 +69,13 @@ class ThreadedAsgiServer:
         return f"http://{self.host}:{self.port}"
 
     def stop(self) -> None:
+        # The requests still open (a client's SSE stream, a held answer) are ended first, as a
+        # reset would: uvicorn's graceful shutdown would otherwise wait its whole timeout for them.
+        if self.loop is not None and self._thread.is_alive() and not self.loop.is_closed():
+            try:
+                self.tasks_cancel(timeout=2)
+            except (RuntimeError, TimeoutError):
+                pass  # shutting down anyway: uvicorn cancels what is left after its timeout
         self.server.should_exit = True
         self._thread.join(timeout=5)
 
