@@ -202,6 +202,19 @@ class BrowserPage:
         self.page.screenshot(path=str(path), full_page=False)
         return path
 
+    def sign_in(self, user) -> None:
+        """Opens the chat page signed in as `user` without the login form: a session made on the
+        server (Django's test client, `force_login`) whose cookie this context gets. For tests
+        about the chat page; `login()` is the form a student fills in (and its tests use it)."""
+        from django.test import Client
+
+        client = Client()
+        client.force_login(user)
+        cookie = client.cookies[settings.SESSION_COOKIE_NAME]
+        self.page.context.add_cookies([{"name": cookie.key, "value": cookie.value, "url": self.base_url}])
+        self.goto("/")
+        self.chat_ready()
+
     def login(self, *, username: str, password: str) -> None:
         self.goto("/")  # redirected to the login page: `/` requires login
         self.page.wait_for_url(re.compile(r"/login/"))

@@ -38,7 +38,7 @@ def serious_violations(page) -> list[str]:
 
 @pytest.fixture
 def chat(browser_page, user, password, agent, llm_settings, subagent_server):
-    browser_page.login(username=user.username, password=password)
+    browser_page.sign_in(user)
     return browser_page
 
 

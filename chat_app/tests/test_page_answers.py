@@ -22,7 +22,7 @@ SHOWN = f"""() => ({{
 
 @pytest.fixture
 def chat(browser_page, user, password, agent, llm_settings):
-    browser_page.login(username=user.username, password=password)
+    browser_page.sign_in(user)
     return browser_page
 
 

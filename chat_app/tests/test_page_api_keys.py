@@ -17,7 +17,7 @@ ROWS = """() => [...document.querySelectorAll('#api-keys-list tr')].map((tr) => 
 
 @pytest.fixture
 def chat(browser_page, user, password, agent, llm_settings):
-    browser_page.login(username=user.username, password=password)
+    browser_page.sign_in(user)
     return browser_page
 
 

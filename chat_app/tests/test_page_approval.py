@@ -29,7 +29,7 @@ HOSTILE = '<img src=x onerror="window.__xss=1">午饭'
 @pytest.fixture
 def site(browser_page, user, password, agent, llm_settings, subagent_server):
     agent.sub_agents.update(approval_policy="ask")
-    browser_page.login(username=user.username, password=password)
+    browser_page.sign_in(user)
     return browser_page
 
 

@@ -34,7 +34,7 @@ FILE_EVENT = """([selector, kind, name, type, b64]) => {
 def site(browser_page, user, password, agent_factory, settings, tmp_path):
     settings.MEDIA_ROOT = str(tmp_path / "media")
     agent_factory(accepts_images=True)
-    browser_page.login(username=user.username, password=password)
+    browser_page.sign_in(user)
     return browser_page
 
 

@@ -57,7 +57,7 @@ INERT_DOM = """() => ({
 def chat(browser_page, user, password, agent, llm_settings, subagent_server):
     """A logged-in page; the default agent may call the contract sub-agent `canteen`."""
     subagent_server.chunk_delay = 0.12  # slow enough to watch the sub-agent's text arrive
-    browser_page.login(username=user.username, password=password)
+    browser_page.sign_in(user)
     return browser_page
 
 

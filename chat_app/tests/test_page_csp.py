@@ -86,7 +86,7 @@ def remote_loading_markup(remote: str) -> str:
 
 @pytest.fixture
 def chat(browser_page, user, password, agent, llm_settings, subagent_server):
-    browser_page.login(username=user.username, password=password)
+    browser_page.sign_in(user)
     return browser_page
 
 

@@ -36,7 +36,7 @@ FORM_SNAPSHOT = """() => {
 @pytest.fixture
 def site(browser_page, user, password, agent_factory, mcp_service_http, mcp_pool_cleanup):
     agent_factory(mcp_services=[mcp_service_http])
-    browser_page.login(username=user.username, password=password)
+    browser_page.sign_in(user)
     return browser_page
 
 

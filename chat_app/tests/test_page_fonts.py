@@ -25,7 +25,7 @@ def test_chinese_on_the_login_and_chat_pages_is_drawn_with_a_cjk_font(browser_pa
     for selector in ("#login-title", ".brand span:not(.brand-mark)"):
         drawn = platform_fonts(browser_page, selector)
         assert drawn and all("CJK" in family for family in drawn), (selector, drawn)  # {"Noto Sans CJK SC": 2}
-    browser_page.login(username=user.username, password=password)
+    browser_page.sign_in(user)
     drawn = platform_fonts(browser_page, "#chat-title")  # 新对话
     assert drawn and all("CJK" in family for family in drawn), drawn
 
@@ -41,5 +41,5 @@ FITS_IN_SIDEBAR = """() => {
 def test_the_sidebars_buttons_fit_it_in_chinese(browser_page, user, password):
     """CJK glyphs are wider than the fallback's boxes: drawn in Noto Sans CJK, the name and the
     three buttons under the conversation list once ran past the sidebar's edge."""
-    browser_page.login(username=user.username, password=password)
+    browser_page.sign_in(user)
     assert browser_page.page.evaluate(FITS_IN_SIDEBAR) == []

@@ -65,7 +65,7 @@ ALLOWED_ATTRIBUTES = {
 
 @pytest.fixture
 def chat(browser_page, user, password):
-    browser_page.login(username=user.username, password=password)
+    browser_page.sign_in(user)
     return browser_page
 
 

@@ -37,7 +37,7 @@ WIDE_TABLE = (
 
 @pytest.fixture
 def chat(browser_page, user, password, agent, llm_settings, subagent_server):
-    browser_page.login(username=user.username, password=password)
+    browser_page.sign_in(user)
     return browser_page
 
 

@@ -27,7 +27,7 @@ def library(settings, live_site, agent_factory):
 
 @pytest.fixture
 def chat(browser_page, user, password, llm_settings, library):
-    browser_page.login(username=user.username, password=password)
+    browser_page.sign_in(user)
     return browser_page
 
 

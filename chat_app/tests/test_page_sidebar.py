@@ -16,7 +16,7 @@ GROUPS_AND_TITLES = """() => [...document.querySelectorAll('#conversation-list >
 
 @pytest.fixture
 def chat(browser_page, user, password, agent):
-    browser_page.login(username=user.username, password=password)
+    browser_page.sign_in(user)
     return browser_page
 
 

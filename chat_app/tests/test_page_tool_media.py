@@ -11,7 +11,7 @@ PIXEL = f"data:image/png;base64,{PIXEL_PNG_B64}"
 
 @pytest.fixture
 def chat(browser_page, user, password):
-    browser_page.login(username=user.username, password=password)
+    browser_page.sign_in(user)
     return browser_page
 
 
