@@ -4,6 +4,7 @@ Every variable is documented in `.env.example`; each has a default that runs the
 fresh machine (SQLite, no model configured, no Redis).
 """
 import os
+import sys
 from pathlib import Path
 
 import environ
@@ -54,9 +55,13 @@ if _proxy_ssl_header and len(_proxy_ssl_header) != 2:
     raise ImproperlyConfigured("SECURE_PROXY_SSL_HEADER is a header and a value, e.g. HTTP_X_FORWARDED_PROTO,https")
 SECURE_PROXY_SSL_HEADER = tuple(_proxy_ssl_header) or None
 
+# daphne's app, first, makes `manage.py runserver` (scripts/run.sh) daphne's ASGI server. Only
+# there: importing it installs Twisted's reactor (0.3 s of start-up) in every process that loads the
+# settings, the uvicorn and daphne workers, the other manage.py commands and the tests included.
+_RUNSERVER = sys.argv[1:2] == ["runserver"]
+
 INSTALLED_APPS = [
-    # daphne first: its runserver replaces Django's so `manage.py runserver` serves ASGI.
-    "daphne",
+    *(["daphne"] if _RUNSERVER else []),
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
