@@ -25,6 +25,7 @@ def pytest_configure(config) -> None:
         _postgres_flush_by_delete()
     if database["ENGINE"] == "django.db.backends.sqlite3":
         _sqlite_flush_keeps()
+    _flush_without_post_migrate()
     _loopback_clients_share_one_tls_context()
 
 
@@ -70,24 +71,44 @@ def _sqlite_flush_keeps() -> None:
     DatabaseOperations.sql_flush = sql_flush
 
 
+def _flush_without_post_migrate() -> None:
+    """The flush that ends a `transaction=True` test then sends post_migrate, whose handlers look
+    for every model's content type and permissions and, since the flush kept FLUSH_KEEPS (above),
+    find them all and make none: 80 % of the flush's CPU for nothing. Such a flush skips them; one
+    that resets sequences or cascades, which truncates everything, still sends the signal."""
+    from django.core.management.commands import flush
+
+    handle = flush.Command.handle
+
+    def handle_keeping(self, **options):
+        if not options.get("reset_sequences", True) and not options.get("allow_cascade", False):
+            options["inhibit_post_migrate"] = True
+        return handle(self, **options)
+
+    flush.Command.handle = handle_keeping
+
+
 def _loopback_clients_share_one_tls_context() -> None:
-    """httpx builds a TLS context for every client, loading the whole CA bundle (about 20 ms
-    here) even for a plain-HTTP request to loopback, and the tests make a client per request or
-    two: a tenth of the suite's CPU. The default context (verify=True, no client certificate)
-    is made once and shared, as one long-lived client would share it; nothing in the suite
-    speaks TLS, and an explicit `verify=` or `cert=` still gets its own."""
+    """httpx (and httpx2, the fork the openai and mcp SDKs use) builds a TLS context for every
+    client, loading the whole CA bundle (about 20 ms here) even for a plain-HTTP request to
+    loopback, and the tests make a client per request or two: a tenth of the suite's CPU. The
+    default context (verify=True, no client certificate) is made once per library and shared, as
+    one long-lived client would share it; nothing in the suite speaks TLS, and an explicit
+    `verify=` or `cert=` still gets its own."""
     import functools
+    import importlib
 
-    import httpx._config
-    import httpx._transports.default
+    for library in ("httpx", "httpx2"):
+        config = importlib.import_module(f"{library}._config")
+        transports = importlib.import_module(f"{library}._transports.default")
+        make = config.create_ssl_context
+        shared = functools.lru_cache(maxsize=2)(
+            lambda trust_env, make=make: make(verify=True, cert=None, trust_env=trust_env))
 
-    make = httpx._config.create_ssl_context
-    shared = functools.lru_cache(maxsize=2)(lambda trust_env: make(verify=True, cert=None, trust_env=trust_env))
+        def create_ssl_context(verify=True, cert=None, trust_env=True, make=make, shared=shared):
+            if verify is True and cert is None:
+                return shared(bool(trust_env))
+            return make(verify=verify, cert=cert, trust_env=trust_env)
 
-    def create_ssl_context(verify=True, cert=None, trust_env=True):
-        if verify is True and cert is None:
-            return shared(bool(trust_env))
-        return make(verify=verify, cert=cert, trust_env=trust_env)
-
-    httpx._config.create_ssl_context = create_ssl_context
-    httpx._transports.default.create_ssl_context = create_ssl_context
+        config.create_ssl_context = create_ssl_context
+        transports.create_ssl_context = create_ssl_context
