@@ -3,16 +3,7 @@
 #   DATABASE_URL=postgres://postgres@127.0.0.1:5432/campus_agent scripts/test.sh
 # Extra arguments go to pytest (e.g. scripts/test.sh -k stream -x).
 source "$(dirname "$0")/_venv.sh" requirements-dev.txt
-# The browser tests: Debian's chromium, and fonts-noto-cjk so that the page's Chinese is drawn in
-# the screenshots (test-artifacts/) instead of boxes (test_page_fonts.py holds it).
-if ! command -v chromium >/dev/null 2>&1 || ! dpkg -s fonts-noto-cjk >/dev/null 2>&1; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "Installing Debian's chromium and fonts-noto-cjk for the browser tests…"
-    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-noto-cjk) >/dev/null
-  else
-    echo "Browser tests need Debian's chromium and CJK fonts: sudo apt-get install -y chromium fonts-noto-cjk" >&2
-  fi
-fi
+source scripts/_browser_deps.sh  # _venv.sh made the project root the working directory
 # Tests of several workers need a Redis (TEST_REDIS_URL, default redis://127.0.0.1:6379/15): a
 # throwaway one is started when none answers there (they fail, not skip, without one).
 if [ -z "${TEST_REDIS_URL:-}" ] && ! (command -v redis-cli >/dev/null && redis-cli -p 6379 ping >/dev/null 2>&1); then
