@@ -167,6 +167,12 @@ if REDIS_URL:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+# A worker's asyncio connections to Redis (campus_agent/redis_clients.py): commands (the limits,
+# the frames' copies, stop signals) and the blocking reads of the runs followed here; a command
+# past them waits up to REDIS_POOL_WAIT_SEC for a free connection.
+REDIS_MAX_CONNECTIONS = env.int("REDIS_MAX_CONNECTIONS", default=100)
+REDIS_MAX_READ_CONNECTIONS = env.int("REDIS_MAX_READ_CONNECTIONS", default=1000)
+REDIS_POOL_WAIT_SEC = env.float("REDIS_POOL_WAIT_SEC", default=10.0)
 
 # --- auth, i18n, static -----------------------------------------------------------------------
 AUTH_PASSWORD_VALIDATORS = [

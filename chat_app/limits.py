@@ -195,15 +195,12 @@ class _RedisSlots:
     def _async_script(self):
         """This loop's client and registered script (EVALSHA after the first call): the run bus's
         client when the cache is on the same Redis, so a worker keeps one asyncio pool."""
-        from redis.asyncio import Redis
-
         from campus_agent.redis_clients import redis_client
 
         loop = asyncio.get_running_loop()
         found = self._scripts.get(loop)
         if found is None:
-            location = self._backend._servers[0]
-            client = redis_client() if location == settings.REDIS_URL else Redis.from_url(location)
+            client = redis_client(self._backend._servers[0])
             found = self._scripts[loop] = (client, client.register_script(_TAKE_SCRIPT))
         return found
 

@@ -192,7 +192,7 @@ class RedisBus(MemoryBus):
         if log is not None and not log.paused and after >= log.base:  # written here (or ended here)
             frames, last, ended = await log.read(after=after, timeout=timeout)
             return Batch(frames, last, ended=ended, known=True, live=not log.ended)
-        client = redis_client()
+        client = redis_client(reads=True)  # XREAD BLOCK holds its connection: never the commands' pool
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         try:

@@ -77,3 +77,21 @@ def test_a_large_limit_costs_no_key_per_slot_on_our_side(redis_cache, settings):
         assert ok
         slot.release_now()
     assert (time.process_time() - started) / 10 < 0.005
+
+
+async def test_a_burst_past_the_connection_pool_waits_for_a_connection(redis_cache, settings):
+    """More turns admitted at once than the worker has Redis connections wait for one: redis-py's
+    default pool raised MaxConnectionsError there, and a burst of 1,000 turns got 774 HTTP 500s."""
+    import asyncio
+
+    from chat_app.limits import astream_slot_and_rate_take
+
+    settings.REDIS_MAX_CONNECTIONS = 2
+    settings.CHAT_MAX_CONCURRENT_STREAMS = 200
+    settings.CHAT_RATE_PER_MINUTE = 200
+    # 150: past redis-py's default pool of 100 too
+    taken = await asyncio.gather(*(astream_slot_and_rate_take(user_id=9) for _ in range(150)))
+    assert all(lease is not None and ok for lease, ok in taken)
+    assert len({lease.key for lease, _ in taken}) == 150
+    await asyncio.gather(*(lease.release() for lease, _ in taken))
+    assert await astream_slot_and_rate_take(user_id=9) is not None
