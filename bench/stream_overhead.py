@@ -406,6 +406,118 @@ async def hold(stack: Stack, *, streams: int, ramp: int) -> dict:
             "holding_cpu_pct": holding_cpu_pct}
 
 
+async def burst(stack: Stack, *, streams: int, side: str) -> dict:
+    """Opens `streams` streams in the same instant against the slow model (issue 24's course-selection
+    morning) and waits for them all to end: per stream the first chunk's time from the start, and
+    how many were open together (first chunk seen, `done` not yet). `side` is "gateway" (POST
+    /api/v1/chat) or "direct" (the openai SDK to the same model: the floor). For the gateway, the
+    workers' RSS is sampled while they run (under --profile, py-spy's child)."""
+    import httpx
+    import openai
+
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=0)
+    timeout = httpx.Timeout(600, connect=120, pool=120)
+    # Several workers (--backends redis): the clients alternate between them.
+    https = [httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=timeout, limits=limits)
+             for port in stack.gw_ports]
+    direct = openai.AsyncOpenAI(base_url=f"http://127.0.0.1:{stack.llm_port}/v1", api_key="sk", max_retries=0,
+                                http_client=httpx.AsyncClient(timeout=timeout, limits=limits))
+    firsts: list[float] = []
+    errors: list[str] = []
+    open_now = open_max = 0
+    pids = stack.gateway_pids()
+    rss_before, rss_max = sum(_rss_kb(pid) for pid in pids), 0
+    t0 = time.perf_counter()
+
+    def seen_first():
+        nonlocal open_now, open_max
+        firsts.append(time.perf_counter() - t0)
+        open_now += 1
+        open_max = max(open_max, open_now)
+
+    async def one(i: int):
+        nonlocal open_now
+        try:
+            if side == "gateway":
+                await gateway_stream(https[i % len(https)], stack.token, f"选课{i}", on_first=seen_first)
+            else:
+                stream = await direct.chat.completions.create(
+                    model="fake-model", messages=[{"role": "user", "content": f"选课{i}"}], stream=True)
+                first = True
+                async for chunk in stream:
+                    if first and chunk.choices and chunk.choices[0].delta.content:
+                        first = False
+                        seen_first()
+            open_now -= 1
+        except Exception as exc:  # noqa: BLE001 - counted and reported
+            errors.append(f"{type(exc).__name__}: {exc}"[:160])
+
+    async def sample_rss():
+        nonlocal rss_max
+        while True:
+            rss_max = max(rss_max, sum(_rss_kb(pid) for pid in pids))
+            await asyncio.sleep(0.25)
+
+    sampler = asyncio.create_task(sample_rss())
+    cpu_before = stack.cpu_sec()
+    await asyncio.gather(*(one(i) for i in range(streams)))
+    cpu_ms = (stack.cpu_sec() - cpu_before) * 1000
+    sampler.cancel()
+    for http in https:
+        await http.aclose()
+    await direct.close()
+    return {"streams": streams, "served": len(firsts), "open_max": open_max, "errors": errors,
+            "first_p50": _pct(firsts, 50) if firsts else float("nan"),
+            "first_p99": _pct(firsts, 99) if firsts else float("nan"),
+            "first_max": max(firsts, default=float("nan")),
+            "kib_per_stream": (rss_max - rss_before) / streams if side == "gateway" else float("nan"),
+            "cpu_ms_per_turn": cpu_ms / streams if side == "gateway" else float("nan")}
+
+
+def burst_report(rows: dict, *, streams: int, pace: float, chunks: int) -> None:
+    print(f"\nBurst: {streams} streams opened in the same instant, the model sending a delta every "
+          f"{pace:g} s ({chunks} deltas); seconds from the start")
+    header = (f"{'side':<22} {'served':>7} {'open together':>14} {'first p50':>10} {'first p99':>10} "
+              f"{'first max':>10} {'KiB/stream':>11} {'cpu ms/turn':>12} {'errors':>7}")
+    print(header)
+    print("-" * len(header))
+    for label, row in rows.items():
+        print(f"{label:<22} {row['served']:>7} {row['open_max']:>14} {row['first_p50']:10.2f} {row['first_p99']:10.2f} "
+              f"{row['first_max']:10.2f} {row['kib_per_stream']:11.1f} {row['cpu_ms_per_turn']:12.1f} "
+              f"{len(row['errors']):>7}")
+        for err in row["errors"][:3]:
+            print("   ", err)
+    print("goal (issue 24): all open together; first chunk p50 ≤ 3 s, max ≤ 6 s; ≤ 64 KiB per held stream")
+
+
+def compare_bursts(args) -> None:
+    """--burst N: the direct floor, then each gateway variant (--trees, --servers, --backends), all
+    against the same slow model set-up, in one run."""
+    rows = {}
+    for label, root, backend, server_args in _variants(args):
+        stack = Stack(pace=args.burst_pace, chunks=args.burst_chunks, database_url=args.database_url, root=root,
+                      redis_url=args.redis_url if backend.startswith("redis") else "", workers=_workers(backend),
+                      server_args=server_args,
+                      profile=args.profile.replace("{label}", (label or "gateway").replace(":", "-"))).start()
+        try:
+            asyncio.run(gateway_stream_warm(stack))
+            if not rows:
+                rows["direct (floor)"] = asyncio.run(burst(stack, streams=args.burst, side="direct"))
+            rows[f"gateway {label}".strip()] = asyncio.run(burst(stack, streams=args.burst, side="gateway"))
+        finally:
+            stack.stop()
+    burst_report(rows, streams=args.burst, pace=args.burst_pace, chunks=args.burst_chunks)
+
+
+async def gateway_stream_warm(stack: Stack) -> None:
+    """One turn through each worker before a burst (its code paths, pools and database pages)."""
+    import httpx
+
+    for port in stack.gw_ports:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=120) as http:
+            await gateway_stream(http, stack.token, "热身")
+
+
 def report(results: dict, held: dict | None, concurrency: int, args_chunks: int) -> None:
     print("\nTime to first chunk (TTFC) and total, milliseconds (gateway vs direct to the same paced model)")
     header = f"{'streams':>7} {'metric':<6} {'pct':<4} {'direct':>9} {'gateway':>9} {'added':>8} {'ratio':>6}"
@@ -599,10 +711,19 @@ def main() -> None:
     parser.add_argument("--tracemalloc", action="store_true",
                         help="with --hold: trace the holding worker's allocations and show what a held stream holds")
     parser.add_argument("--tracemalloc-only", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--burst", type=int, default=0,
+                        help="open this many streams in the same instant against a slow model (issue 24), "
+                             "against the direct floor; with --trees/--servers/--backends side by side")
+    parser.add_argument("--burst-pace", type=float, default=1.0, help="with --burst: seconds between the model's deltas")
+    parser.add_argument("--burst-chunks", type=int, default=20, help="with --burst: the model's deltas per answer")
     parser.add_argument("--serve-llm", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_llm:
         serve_llm(args.serve_llm, args.pace, args.chunks)
+        return
+    if args.burst:
+        args.backends = args.backends or "embedded"
+        compare_bursts(args)
         return
     if (args.trees or args.servers) and not args.backends:
         args.backends = "embedded"  # trees and servers are compared side by side, through --backends
