@@ -49,7 +49,9 @@ def test_a_key_is_made_shown_once_works_and_is_revoked(chat, live_site, user, vi
 
     page.keyboard.press("Escape")  # closes the dialog; the secret goes with it
     page.wait_for_selector("#api-keys:not([open])", state="attached")
-    assert page.text_content("#api-key-secret") == ""
+    # The dialog's `close` event, which forgets the secret, is dispatched in a task after `open`
+    # goes: wait for it rather than read at once.
+    page.wait_for_function("() => document.getElementById('api-key-secret').textContent === ''")
     page.click("#api-keys-open")
     page.wait_for_function("() => document.querySelectorAll('#api-keys-list tr').length === 1")
     assert page.is_hidden("#api-key-created")
