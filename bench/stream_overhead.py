@@ -11,6 +11,10 @@ streams one gateway worker holds.
         --database-url postgres://postgres@127.0.0.1:5432/campus_bench --gc-log
         # the same from two source trees (e.g. `git archive` of the commit before a change), on a
         # throw-away PostgreSQL database, with the worker's garbage collections timed
+    .venv/bin/python bench/stream_overhead.py --burst 1000 --backends embedded,redis
+        # issue 24: 1,000 streams opened in the same instant against a slow model, the direct
+        # floor beside one worker and two (Redis): first chunk p50/p99/max, how many were open
+        # together, RSS and CPU per stream
     BENCH_GATEWAY_CPUS=2-3 taskset -c 0,1 .venv/bin/python bench/stream_overhead.py --backends embedded,redis …
         # a machine with ≥ 4 cores: the workers on cores 2-3, the model and the clients on 0-1
 
@@ -429,28 +433,29 @@ async def burst(stack: Stack, *, streams: int, side: str) -> dict:
     rss_before, rss_max = sum(_rss_kb(pid) for pid in pids), 0
     t0 = time.perf_counter()
 
-    def seen_first():
-        nonlocal open_now, open_max
-        firsts.append(time.perf_counter() - t0)
-        open_now += 1
-        open_max = max(open_max, open_now)
-
     async def one(i: int):
-        nonlocal open_now
+        nonlocal open_now, open_max
+        opened = False
+
+        def seen_first():
+            nonlocal open_now, open_max, opened
+            firsts.append(time.perf_counter() - t0)
+            opened, open_now = True, open_now + 1
+            open_max = max(open_max, open_now)
+
         try:
             if side == "gateway":
                 await gateway_stream(https[i % len(https)], stack.token, f"选课{i}", on_first=seen_first)
             else:
                 stream = await direct.chat.completions.create(
                     model="fake-model", messages=[{"role": "user", "content": f"选课{i}"}], stream=True)
-                first = True
                 async for chunk in stream:
-                    if first and chunk.choices and chunk.choices[0].delta.content:
-                        first = False
+                    if not opened and chunk.choices and chunk.choices[0].delta.content:
                         seen_first()
-            open_now -= 1
         except Exception as exc:  # noqa: BLE001 - counted and reported
             errors.append(f"{type(exc).__name__}: {exc}"[:160])
+        finally:
+            open_now -= opened  # ended, or failed after its first chunk
 
     async def sample_rss():
         nonlocal rss_max
