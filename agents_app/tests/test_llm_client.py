@@ -51,6 +51,63 @@ async def test_client_is_reused_across_turns_against_the_server(llm_settings, ag
     assert len(llm_settings.requests) == 2
 
 
+# Every shape of message and tool a turn sends (agents_app/runtime/loop.py, tool.py,
+# chat_app/selectors.py, chat_app/attachments.py).
+TURN_MESSAGES = [
+    {"role": "system", "content": "你是校园小智。"},
+    {"role": "user", "content": "今天一食堂吃什么？"},
+    {"role": "user", "content": [{"type": "text", "text": "这张课表"},
+                                 {"type": "text", "text": "[图片 课表.png]"},
+                                 {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}]},
+    {"role": "assistant", "content": None,
+     "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "call_canteen", "arguments": '{"q": "菜单"}'}},
+                    {"id": "call_2", "type": "function", "function": {"name": "add", "arguments": "{}"}}]},
+    {"role": "tool", "tool_call_id": "call_1", "content": "红烧肉"},
+    {"role": "tool", "tool_call_id": "call_2", "content": ""},
+    {"role": "assistant", "content": "一食堂有红烧肉。"},
+]
+TURN_TOOLS = [
+    {"type": "function", "function": {"name": "call_canteen", "description": "食堂助手：菜单、人数",
+                                      "parameters": {"type": "object", "properties": {"q": {"type": "string"}},
+                                                     "required": ["q"]}}},
+    {"type": "function", "function": {"name": "add", "description": "",
+                                      "parameters": {"type": "object", "additionalProperties": False,
+                                                     "properties": {"a": {"type": "integer", "default": 1},
+                                                                    "items": {"type": "array",
+                                                                              "items": {"$ref": "#/$defs/x"}}},
+                                                     "$defs": {"x": {"anyOf": [{"type": "string"}, {"type": "null"}]}}}}},
+]
+
+
+def test_the_sdks_walk_of_a_turns_messages_and_tools_gives_back_what_went_in():
+    """llm_stream hands the messages and tools to the SDK in `extra_body`, which skips the walk
+    create() makes of its typed arguments (for aliases and file fields): the walk, run here as
+    create() runs it, would have changed none of them."""
+    from openai._utils import maybe_transform
+    from openai.types.chat.completion_create_params import CompletionCreateParamsStreaming
+
+    params = {"model": "m", "messages": TURN_MESSAGES, "tools": TURN_TOOLS, "tool_choice": "auto", "stream": True}
+    assert maybe_transform(params, CompletionCreateParamsStreaming) == params
+
+
+async def test_the_request_carries_the_messages_tools_and_options_as_given(llm_settings):
+    llm_settings.reply_text("好")
+    stream = await llm_stream(model="fake-model", messages=TURN_MESSAGES, tools=TURN_TOOLS, temperature=0.3,
+                              request_id="0123456789abcdef",
+                              options={"extra_body": {"enable_thinking": True}, "reasoning_effort": "low"})
+    try:
+        assert [c async for c in stream]
+    finally:
+        await stream.close()
+    recorded = llm_settings.requests[-1]
+    assert recorded.body == {
+        "model": "fake-model", "messages": TURN_MESSAGES, "tools": TURN_TOOLS, "tool_choice": "auto",
+        "temperature": 0.3, "max_tokens": recorded.body["max_tokens"], "stream": True,
+        "stream_options": {"include_usage": True}, "enable_thinking": True, "reasoning_effort": "low",
+    }
+    assert recorded.body["max_tokens"] > 0 and recorded.headers["x-request-id"] == "0123456789abcdef"
+
+
 async def _read_all(**llm_kwargs) -> list[dict]:
     stream = await llm_stream(model="fake-model", messages=[{"role": "user", "content": "hi"}], tools=None,
                               temperature=0.3, request_id="0123456789abcdef", **llm_kwargs)
