@@ -75,7 +75,9 @@ def _stream_db_connections_closed(django_db_setup, django_db_blocker):
     """Threads that outlive a test keep a database connection: the stream path's database
     threads (campus_agent.asyncdb) and asgiref's one thread for thread-sensitive calls made outside
     a request (runtime tests). Close them before pytest-django drops the test database, which
-    PostgreSQL refuses while they are open."""
+    PostgreSQL refuses while they are open; on PostgreSQL a closed connection only goes back to
+    psycopg's pool (settings: OPTIONS["pool"]), which keeps it open, so the pools are closed too
+    (they were what "database … is being accessed by other users" at the end of a pass was)."""
     yield
     from asgiref.sync import SyncToAsync
     from django.db import connections
@@ -85,3 +87,7 @@ def _stream_db_connections_closed(django_db_setup, django_db_blocker):
     with django_db_blocker.unblock():
         db_connections_close()
         SyncToAsync.single_thread_executor.submit(connections.close_all).result(timeout=10)
+        connections.close_all()
+        for connection in connections.all(initialized_only=True):
+            if hasattr(connection, "close_pool"):  # the PostgreSQL backend's
+                connection.close_pool()
