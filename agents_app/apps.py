@@ -1,4 +1,11 @@
 from django.apps import AppConfig
+from django.db.models.signals import post_migrate
+
+
+def _catalog_triggers_install(sender, using, **kwargs) -> None:
+    from agents_app.catalog_cache import catalog_triggers_install
+
+    catalog_triggers_install(using=using)
 
 
 class AgentsAppConfig(AppConfig):
@@ -10,3 +17,5 @@ class AgentsAppConfig(AppConfig):
         from agents_app.metrics import metrics_register
 
         metrics_register()
+        # After every migrate, so a table a migration rebuilt gets its triggers back.
+        post_migrate.connect(_catalog_triggers_install, sender=self, dispatch_uid="catalog_triggers_install")

@@ -440,3 +440,19 @@ class McpOAuthPending(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["expires_at"], name="mcpoauthpending_expiry")]
+
+
+class CatalogStamp(models.Model):
+    """One row whose `token` a database trigger replaces with a random one at every write to a
+    table a turn's agent catalog is read from (agents_app.catalog_cache): a worker keeps the
+    catalog it read and reads it again only when the token it read it with has changed. A
+    trigger, not a Django signal, so a write by any process and by any means (admin, the catalog
+    import, `QuerySet.update()`, SQL typed in a console) counts."""
+
+    token = models.CharField("版本标记", max_length=32)
+
+    class Meta:
+        verbose_name = verbose_name_plural = "目录版本标记"
+
+    def __str__(self) -> str:
+        return self.token

@@ -25,7 +25,7 @@ def agent_default_exists() -> bool:
     return Agent.objects.filter(is_default=True).exists()
 
 
-def _catalog_prefetches() -> tuple[Prefetch, Prefetch]:
+def _enabled_tools_prefetches() -> tuple[Prefetch, Prefetch]:
     return (
         Prefetch(
             "mcp_services",
@@ -40,22 +40,25 @@ def _catalog_prefetches() -> tuple[Prefetch, Prefetch]:
     )
 
 
-def agent_catalog_load(*, agent: Agent) -> Agent:
-    """Loads the agent's enabled MCP services and sub-agents onto it (`enabled_mcp_services`,
-    `enabled_sub_agents`), so the turn's tool list needs no query of its own. The chat stream
-    calls this in the same database call that admits the turn: the catalog is still read per turn."""
-    prefetch_related_objects([agent], *_catalog_prefetches(), *_provider_prefetches())
-    return agent
-
-
-def _provider_prefetches() -> tuple[str, Prefetch]:
-    """The agent's provider and its fallbacks in order (`fallback_links`), for
-    runtime.providers.provider_chain: the turn's chain needs no query of its own."""
+def catalog_prefetches() -> tuple[Prefetch, ...]:
+    """What a turn reads of its agent beside the row: its enabled MCP services and sub-agents
+    (`enabled_mcp_services`, `enabled_sub_agents`, so the turn's tool list needs no query of its
+    own) and its fallback providers in order (`fallback_links`, for runtime.providers.provider_chain).
+    The provider itself is joined (`select_related`) or prefetched beside them."""
     return (
-        "provider",
+        *_enabled_tools_prefetches(),
         Prefetch("fallbacks", queryset=AgentFallback.objects.select_related("provider").order_by("position", "id"),
                  to_attr="fallback_links"),
     )
+
+
+def agent_catalog_load(*, agent: Agent) -> Agent:
+    """Loads the catalog (catalog_prefetches) and the provider onto this instance, read now. A
+    chat turn takes its agent from agents_app.catalog_cache instead, which reads this once per
+    change of the catalog; this is for an instance that is not the stored one (a copy with
+    unsaved edits: the routing check's preview)."""
+    prefetch_related_objects([agent], "provider", *catalog_prefetches())
+    return agent
 
 
 def agent_catalog_loaded(*, agent: Agent) -> bool:
@@ -68,5 +71,5 @@ def agent_catalog(*, agent: Agent) -> tuple[list[McpService], list[SubAgent]]:
     reused instance never serves an old catalog)."""
     if agent_catalog_loaded(agent=agent):
         return agent.enabled_mcp_services, agent.enabled_sub_agents
-    services, sub_agents = _catalog_prefetches()
+    services, sub_agents = _enabled_tools_prefetches()
     return list(services.queryset.filter(agents=agent)), list(sub_agents.queryset.filter(agents=agent))

@@ -1,8 +1,9 @@
 """A save in admin applies to the next turn: drop what this process cached for the service.
 
-Only MCP tool lists are cached (per service, in agents_app.mcp.tool_cache); agents, their tool
-selections and sub-agents are read from the database every turn, so an Agent save has nothing
-to invalidate. Other worker processes do not get this signal: they notice the new
+Here: MCP tool lists (per service, in agents_app.mcp.tool_cache). Agents, their tool
+selections, providers and sub-agents are kept per worker too, but a database trigger tells every
+worker when they changed (agents_app.catalog_cache), so a save has nothing to drop for them.
+Other worker processes do not get this signal: they notice the new
 `updated_at` in the service's fingerprint instead (agents_app.mcp.connect). A rollback from the
 admin history (campus_agent.history) is a plain save too: it goes through these receivers.
 """

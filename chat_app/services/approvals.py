@@ -17,13 +17,15 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 from loguru import logger
 
+from agents_app.catalog_cache import catalog_snapshot
 from agents_app.mcp.notifications import elicitation_content_problem
 from agents_app.models import Agent
 from agents_app.runtime.events import ApprovalRequired, AuthorizationRequired, ElicitationRequired, WaitingCall
-from agents_app.selectors import agent_catalog_load
+from campus_agent.errors import GENERAL
+from chat_app import api_errors as errors
 from chat_app.limits import SlotLease
 from chat_app.models import Message, Run, ToolApproval
-from chat_app.selectors import agent_get_default, history_build
+from chat_app.selectors import history_build
 from chat_app.services.recording import RowSpec
 from chat_app.services.runs import run_pause, run_resume_claim
 
@@ -223,9 +225,10 @@ def approval_resume_claim(*, run_id, lease_take: Callable[[Run], SlotLease]) -> 
 def _claim(run: Run, lease: SlotLease) -> Resumption:
     if not run_resume_claim(run_id=run.id, lease=lease):  # the caller holds the row: cannot happen
         raise RuntimeError(f"run {run.id} left WAITING while its row was held")
-    run = Run.objects.select_related("conversation__agent").get(id=run.id)
-    agent = agent_catalog_load(agent=run.conversation.agent if run.conversation.agent and run.conversation.agent.enabled
-                               else agent_get_default())
+    run = Run.objects.select_related("conversation").get(id=run.id)
+    agent = catalog_snapshot().agent_of(agent_id=run.conversation.agent_id)
+    if agent is None:  # every agent disabled while the run waited
+        raise errors.ApiError(errors.MSG_NO_AGENT, code=GENERAL, status=503)
     decided = list(_current(run).order_by("created_at", "id"))
     return Resumption(
         run=run,

@@ -8,15 +8,15 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
+from agents_app.catalog_cache import CatalogSnapshot, catalog_snapshot
 from agents_app.models import Agent
-from agents_app.selectors import agent_catalog_load
 from campus_agent.errors import GENERAL
 from campus_agent.text import text_clean
 from chat_app import api_errors as errors
 from chat_app.chat_input import ChatInput
 from chat_app.limits import SlotLease
 from chat_app.models import DEFAULT_TITLE, Conversation, Message, Run, Upload
-from chat_app.selectors import agent_get_default, agent_get_enabled, conversation_get, history_build
+from chat_app.selectors import conversation_get, history_build
 from chat_app.services.pauses import waiting_runs_close
 from chat_app.services.runs import run_create
 from chat_app.services.uploads import upload_payload
@@ -47,15 +47,15 @@ class TurnStart:
         return self.run.conversation_id
 
 
-def _agent_for(*, wanted: str | None, conversation: Conversation | None) -> Agent:
+def _agent_for(*, wanted: str | None, conversation: Conversation | None, catalog: CatalogSnapshot) -> Agent:
+    """The agent asked for by slug (400 unless enabled), else the conversation's while it is
+    enabled, else the default (503 when no agent is enabled)."""
     if wanted:
-        agent = agent_get_enabled(slug=wanted)
+        agent = catalog.by_slug.get(wanted)
         if agent is None:
             raise errors.invalid_body(errors.MSG_AGENT_UNKNOWN)
         return agent
-    if conversation is not None and conversation.agent is not None and conversation.agent.enabled:
-        return conversation.agent
-    agent = agent_get_default()
+    agent = catalog.agent_of(agent_id=conversation.agent_id if conversation is not None else None)
     if agent is None:
         raise errors.ApiError(errors.MSG_NO_AGENT, code=GENERAL, status=503)
     return agent
@@ -107,7 +107,7 @@ def turn_begin(*, user, chat: ChatInput, request_id: str, lease: SlotLease) -> T
         conversation = conversation_get(user=user, conversation_id=chat.conversation_id)
         if conversation is None:
             raise errors.not_found()
-    agent = agent_catalog_load(agent=_agent_for(wanted=chat.agent, conversation=conversation))
+    agent = _agent_for(wanted=chat.agent, conversation=conversation, catalog=catalog_snapshot())
     _hint_domain_check(agent=agent, hint_domain=hint_domain)
     uploads = _attachments_of(user=user, ids=chat.attachments, conversation=conversation)
     new_conversation = conversation is None

@@ -1,0 +1,125 @@
+"""The enabled agents and their catalogs, kept by each worker while the database says they are current.
+
+A turn needs its agent with the agent's enabled MCP services, sub-agents, provider and fallbacks.
+Read per turn, that was four or five queries of every admission (issue 24's burst: 1,000 of them at
+once). Now a turn reads one row, the `CatalogStamp`, and takes the agents from this worker's copy
+when the stamp's token is the one the copy was read with; otherwise it reads them all again, once.
+
+The token is changed by database triggers on every table the catalog is read from
+(CATALOG_MODELS), so a write by any process, made in any way, makes every worker read the catalog
+again at its next turn: a change in admin still applies to the next turn on every worker. The
+triggers are (re)installed after every `migrate` (post_migrate, agents_app.apps): SQLite drops a
+table's triggers when a migration rebuilds the table, which many `ALTER`s do.
+
+A database other than SQLite and PostgreSQL has no triggers here: its turns read the catalog
+every time, as before. The kept `Agent` instances are shared by the turns of the worker and must
+be treated as read-only (nothing in a turn writes to its agent).
+"""
+import threading
+import uuid
+from dataclasses import dataclass
+
+from django.db import connection, connections
+
+from agents_app.models import Agent, AgentFallback, CatalogStamp, McpService, Provider
+from agents_app.selectors import agent_list, catalog_prefetches
+from subagents_app.models import SubAgent
+
+STAMP_ID = 1
+TRIGGER_VENDORS = frozenset({"sqlite", "postgresql"})
+
+
+def catalog_tables() -> list[str]:
+    """The tables whose rows a turn's catalog is read from (the agents' M2M tables included)."""
+    models = [Agent, Agent.mcp_services.through, Agent.sub_agents.through, AgentFallback, Provider, McpService,
+              SubAgent]
+    return [model._meta.db_table for model in models]
+
+
+@dataclass(frozen=True)
+class CatalogSnapshot:
+    token: str | None  # None: read for one turn and not kept
+    by_id: dict[int, Agent]
+    by_slug: dict[str, Agent]
+    default: Agent | None  # the default agent, else the first enabled one (agent_list's order)
+
+    def agent_of(self, *, agent_id: int | None) -> Agent | None:
+        """A conversation's agent when it is still enabled, else the default."""
+        return self.by_id.get(agent_id, self.default) if agent_id is not None else self.default
+
+
+_kept: CatalogSnapshot | None = None
+_reload = threading.Lock()
+
+
+def catalog_snapshot() -> CatalogSnapshot:
+    """The enabled agents with their catalogs as the database holds them now (sync): one query
+    when this worker's copy is current, else the catalog read again and kept."""
+    global _kept
+    if connection.vendor not in TRIGGER_VENDORS:
+        return _catalog_read(token=None)
+    token = _stamp_token()
+    kept = _kept
+    if kept is not None and kept.token == token:
+        return kept
+    with _reload:  # a burst right after a change reads the catalog once, not once per turn
+        if _kept is None or _kept.token != token:
+            # Read after the token: a write committed in between is read too (and kept under the
+            # older token, which the next turn no longer sees, so it reads again); never older.
+            _kept = _catalog_read(token=token)
+        return _kept
+
+
+def _stamp_token() -> str:
+    token = CatalogStamp.objects.filter(pk=STAMP_ID).values_list("token", flat=True).first()
+    if token is None:  # a new database, or one flushed (tests): a fresh token, never one seen before
+        token = CatalogStamp.objects.get_or_create(pk=STAMP_ID, defaults={"token": uuid.uuid4().hex})[0].token
+    return token
+
+
+def _catalog_read(*, token: str | None) -> CatalogSnapshot:
+    agents = list(agent_list().select_related("provider").prefetch_related(*catalog_prefetches()))
+    return CatalogSnapshot(
+        token=token,
+        by_id={agent.pk: agent for agent in agents},
+        by_slug={agent.slug: agent for agent in agents},
+        default=agents[0] if agents else None,
+    )
+
+
+# --- the triggers -----------------------------------------------------------------------------
+_SQLITE_TRIGGER = (
+    'CREATE TRIGGER IF NOT EXISTS "{name}" AFTER {event} ON "{table}" '
+    'BEGIN UPDATE "{stamp}" SET token = lower(hex(randomblob(16))); END'
+)
+_POSTGRES_FUNCTION = (
+    'CREATE OR REPLACE FUNCTION catalog_stamp_touch() RETURNS trigger LANGUAGE plpgsql AS $$ '
+    "BEGIN UPDATE \"{stamp}\" SET token = replace(gen_random_uuid()::text, '-', ''); RETURN NULL; END $$"
+)
+# Per statement, TRUNCATE included: one update of the stamp however many rows a statement writes.
+_POSTGRES_TRIGGER = (
+    'CREATE OR REPLACE TRIGGER "{name}" AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON "{table}" '
+    "FOR EACH STATEMENT EXECUTE FUNCTION catalog_stamp_touch()"
+)
+
+
+def catalog_triggers_install(*, using: str = "default") -> None:
+    """Creates the triggers that change the stamp's token, where they are missing (idempotent)."""
+    db = connections[using]
+    if db.vendor not in TRIGGER_VENDORS:
+        return
+    stamp = CatalogStamp._meta.db_table
+    present = set(db.introspection.table_names())
+    tables = [table for table in catalog_tables() if table in present]
+    if stamp not in present or not tables:
+        return  # migrated only part of the way: the next migrate installs them
+    with db.cursor() as cursor:
+        if db.vendor == "sqlite":
+            for table in tables:
+                for event in ("INSERT", "UPDATE", "DELETE"):
+                    cursor.execute(_SQLITE_TRIGGER.format(name=f"{table}_catalog_{event.lower()}", event=event,
+                                                          table=table, stamp=stamp))
+        else:
+            cursor.execute(_POSTGRES_FUNCTION.format(stamp=stamp))
+            for table in tables:
+                cursor.execute(_POSTGRES_TRIGGER.format(name=f"{table}_catalog_stamp", table=table))

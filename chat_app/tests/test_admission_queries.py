@@ -1,0 +1,45 @@
+"""Issue 24: what a turn's admission costs the database, counted (a burst makes 1,000 of them at
+once). The catalog is this worker's (agents_app.catalog_cache): one query for its stamp."""
+import pytest
+
+from chat_app.authentication import Caller
+from chat_app.chat_input import ChatInput
+from chat_app.limits import stream_slot_take
+from chat_app.services.admission import _admit_with_lease
+
+CATALOG_TABLES = ("agents_app_agent", "agents_app_mcpservice", "subagents_app_subagent", "agents_app_agentfallback")
+
+
+def _admit(user, *, conversation_id=None, message="你好"):
+    chat = ChatInput(message=message, conversation_id=conversation_id, agent=None, hint_domain=None)
+    return _admit_with_lease(caller=Caller(user=user, auth_session=None), chat=chat, request_id="0123456789abcdef",
+                             lease=stream_slot_take(user_id=user.pk))
+
+
+@pytest.fixture
+def warm(agent, user):
+    """A first turn: the worker has read the catalog."""
+    return _admit(user, message="第一问")
+
+
+def _statements(captured) -> list[str]:
+    return [query["sql"].split(" (")[0].split(" WHERE")[0][:80] for query in captured]
+
+
+def test_a_new_conversation_costs_the_stamp_and_its_three_rows(warm, user, django_assert_num_queries):
+    # The stamp; then, in one transaction (a savepoint inside the test's): conversation, message, run.
+    with django_assert_num_queries(6) as captured:
+        start = _admit(user).start
+    assert not any(table in query["sql"] for query in captured for table in CATALOG_TABLES), _statements(captured)
+    assert start.agent.slug == "xiaozhi" and [s.name for s in start.agent.enabled_sub_agents] == ["canteen"]
+    assert start.history == [{"role": "user", "content": "你好"}]
+
+
+def test_a_next_question_adds_the_conversation_waiting_runs_and_history(warm, user, django_assert_num_queries):
+    # The conversation and the stamp, the runs waiting for a person; the transaction (conversation
+    # saved, message, run); the history read back.
+    with django_assert_num_queries(9) as captured:
+        start = _admit(user, conversation_id=warm.start.conversation_id, message="再问").start
+    assert not any(table in query["sql"] for query in captured for table in CATALOG_TABLES[1:]), _statements(captured)
+    assert [m["content"] for m in start.history] == ["第一问", "再问"]
+
