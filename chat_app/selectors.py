@@ -59,6 +59,14 @@ def conversation_get(*, user, conversation_id) -> Conversation | None:
     return conversation_list(user=user).filter(id=conversation_id).first()
 
 
+def conversation_for_turn(*, user, conversation_id) -> Conversation | None:
+    """The user's own conversation a new question is asked in (None otherwise, as
+    conversation_get), with `has_waiting_run`: whether one of its runs waits for a person (which
+    the question ends). One query, without the agent and the active run the lists show."""
+    waiting = Run.objects.filter(conversation=OuterRef("pk"), status=Run.Status.WAITING)
+    return Conversation.objects.filter(user=user, id=conversation_id).annotate(has_waiting_run=Exists(waiting)).first()
+
+
 def message_list(*, conversation: Conversation) -> QuerySet[Message]:
     return Message.objects.filter(conversation=conversation).order_by("created_at", "seq")
 

@@ -37,7 +37,10 @@ def turn_store(
         )
         for position, spec in enumerate(rows, start=1)
     ]
-    with transaction.atomic():
+    # No savepoint when the caller's transaction is open (run_finish, run_rows_store): nothing
+    # between them catches a failure, so it undoes the whole transaction either way, and a
+    # savepoint is two more statements per store.
+    with transaction.atomic(savepoint=False):
         conversation = Conversation.objects.select_related("agent").filter(id=conversation_id).first()
         if conversation is None:
             return  # deleted by its owner while the answer streamed: nothing to attach the reply to

@@ -125,7 +125,7 @@ def run_rows_store(*, run: Run, rows: list[RowSpec], unsaved_text: str | None = 
     With `unsaved_text`, the run's checkpoint is replaced in the same transaction: the text it
     held may have become part of the stored round, and a reaper must never store it twice.
     """
-    with transaction.atomic():
+    with transaction.atomic(savepoint=False):  # as turn_store's: inside run_finish's, no savepoint
         turn_store(
             conversation_id=run.conversation_id,
             final_message_id=run.message_id,

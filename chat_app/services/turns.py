@@ -16,7 +16,7 @@ from chat_app import api_errors as errors
 from chat_app.chat_input import ChatInput
 from chat_app.limits import SlotLease
 from chat_app.models import DEFAULT_TITLE, Conversation, Message, Run, Upload
-from chat_app.selectors import conversation_get, history_build
+from chat_app.selectors import conversation_for_turn, history_build
 from chat_app.services.pauses import waiting_runs_close
 from chat_app.services.runs import run_create
 from chat_app.services.uploads import upload_payload
@@ -104,7 +104,7 @@ def turn_begin(*, user, chat: ChatInput, request_id: str, lease: SlotLease) -> T
     message, hint_domain = text_clean(chat.message), text_clean(chat.hint_domain)
     conversation = None
     if chat.conversation_id is not None:
-        conversation = conversation_get(user=user, conversation_id=chat.conversation_id)
+        conversation = conversation_for_turn(user=user, conversation_id=chat.conversation_id)
         if conversation is None:
             raise errors.not_found()
     agent = _agent_for(wanted=chat.agent, conversation=conversation, catalog=catalog_snapshot())
@@ -113,7 +113,8 @@ def turn_begin(*, user, chat: ChatInput, request_id: str, lease: SlotLease) -> T
     new_conversation = conversation is None
     # A question asked while a run waits for a person ends that run first (its waiting calls are
     # stored as not run), so the new turn's history has no call without its result.
-    closed = () if new_conversation else tuple(waiting_runs_close(conversation_id=conversation.id))
+    closed = tuple(waiting_runs_close(conversation_id=conversation.id)) if not new_conversation \
+        and conversation.has_waiting_run else ()
     with transaction.atomic():
         if new_conversation:
             conversation = Conversation.objects.create(

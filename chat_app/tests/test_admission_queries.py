@@ -5,7 +5,10 @@ import pytest
 from chat_app.authentication import Caller
 from chat_app.chat_input import ChatInput
 from chat_app.limits import stream_slot_take
+from chat_app.models import Message
 from chat_app.services.admission import _admit_with_lease
+from chat_app.services.recording import RowSpec
+from chat_app.services.runs import run_finish
 
 CATALOG_TABLES = ("agents_app_agent", "agents_app_mcpservice", "subagents_app_subagent", "agents_app_agentfallback")
 
@@ -35,11 +38,25 @@ def test_a_new_conversation_costs_the_stamp_and_its_three_rows(warm, user, djang
     assert start.history == [{"role": "user", "content": "你好"}]
 
 
-def test_a_next_question_adds_the_conversation_waiting_runs_and_history(warm, user, django_assert_num_queries):
-    # The conversation and the stamp, the runs waiting for a person; the transaction (conversation
-    # saved, message, run); the history read back.
-    with django_assert_num_queries(9) as captured:
+def test_a_next_question_adds_the_conversation_and_its_history(warm, user, django_assert_num_queries):
+    # The conversation (with whether a run of it waits for a person) and the stamp; the
+    # transaction (conversation saved, message, run); the history read back.
+    with django_assert_num_queries(8) as captured:
         start = _admit(user, conversation_id=warm.start.conversation_id, message="再问").start
     assert not any(table in query["sql"] for query in captured for table in CATALOG_TABLES[1:]), _statements(captured)
     assert [m["content"] for m in start.history] == ["第一问", "再问"]
 
+
+
+
+def test_the_finish_is_one_transaction_of_five_statements(warm, user, django_assert_num_queries):
+    # In one transaction (a savepoint inside the test's, none nested): the run moved, the
+    # conversation read (deleted meanwhile: nothing stored), the rows, their one instant, the
+    # conversation touched.
+    reply = RowSpec(role="assistant", content="答", meta={"usage": {"prompt_tokens": 3, "completion_tokens": 2}},
+                    is_final=True)
+    with django_assert_num_queries(7) as captured:
+        assert run_finish(run=warm.start.run, rows=[reply], interrupted=False)
+    assert sum("SAVEPOINT" in query["sql"] for query in captured) == 2, _statements(captured)
+    stored = Message.objects.get(id=warm.start.run.message_id)
+    assert (stored.content, stored.prompt_tokens, stored.completion_tokens) == ("答", 3, 2)
