@@ -51,3 +51,17 @@ def test_held_streams_park_no_thread_each(live_asgi, llm_settings, agent, user, 
             client.close()
     # Django's handler started a thread per request that idled as long as its stream (+5 here).
     assert holding - before <= 1
+
+
+def test_a_stream_answer_carries_the_security_headers_and_the_policy(live_asgi, llm_settings, agent, user):
+    llm_settings.queue(Reply(text="好的。"))
+    token = auth_session_create(user=user, via="password", roles=["student"]).access_token
+    auth_headers = {"Authorization": f"Bearer {token}"}
+    with httpx.stream("POST", f"{live_asgi}/api/v1/chat", json={"message": "你好"}, headers=auth_headers,
+                      timeout=20) as response:
+        read_rest(response)
+    assert response.status_code == 200
+    assert response.headers["x-content-type-options"] == "nosniff"
+    assert response.headers["referrer-policy"] == "same-origin"
+    assert "default-src" in response.headers["content-security-policy"]
+    assert response.headers["x-request-id"]
