@@ -23,6 +23,7 @@ import httpx_sse
 import openai
 from django.conf import settings
 
+from agents_app.runtime.model_transport import model_http_client
 from agents_app.runtime.reasoning import delta_reasoning
 from campus_agent.request_id import HEADER
 
@@ -93,6 +94,7 @@ def llm_client(provider: LlmProvider | None = None) -> openai.AsyncOpenAI:
         # No SDK retries: providers.py retries before the first token only (a retried stream
         # could repeat text the user already saw), within the turn's budget.
         max_retries=0,
+        http_client=model_http_client(timeout=key[2]),
     )
     per_loop[provider.slot] = (key, client)
     return client
