@@ -167,6 +167,10 @@ if REDIS_URL:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    # The per-user limits of this one process: sized for a campus, expired entries dropped first
+    # (Django's default keeps 300 entries, fewer than the slots of a burst; campus_agent/local_cache.py).
+    CACHES = {"default": {"BACKEND": "campus_agent.local_cache.LocalCache",
+                          "OPTIONS": {"MAX_ENTRIES": env.int("LOCAL_CACHE_MAX_ENTRIES", default=100_000)}}}
 # A worker's asyncio connections to Redis (campus_agent/redis_clients.py): commands (the limits,
 # the frames' copies, stop signals) and the blocking reads of the runs followed here; a command
 # past them waits up to REDIS_POOL_WAIT_SEC for a free connection.
