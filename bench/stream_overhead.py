@@ -99,8 +99,9 @@ class Stack:
 
     def __init__(self, *, pace: float, chunks: int, redis_url: str = "", workers: int = 1,
                  extra_env: dict | None = None, database_url: str = "", profile: str = "", root: Path = ROOT,
-                 server_args: tuple[str, ...] = ()):
+                 server_args: tuple[str, ...] = (), users: int = 1):
         self.root = root
+        self.users = users  # students with a JWT each (--burst-users); the streams take them in turn
         self.server_args = server_args  # uvicorn options of the gateway workers (--servers)
         self.tmp = tempfile.TemporaryDirectory(prefix="bench-stream-")
         # A PostgreSQL URL names a throw-away database: it is dropped and made again here.
@@ -160,9 +161,13 @@ class Stack:
 
             redis.Redis.from_url(self.env["REDIS_URL"]).flushdb()
         subprocess.run([PY, "manage.py", "migrate", "-v", "0"], cwd=self.root, env=self.env, check=True)
-        self.token = subprocess.run(
-            [PY, "manage.py", "shell", "-c", _SEED], cwd=self.root, env=self.env, check=True, capture_output=True, text=True
-        ).stdout.strip().splitlines()[-1]
+        seeded = subprocess.run(
+            [PY, "manage.py", "shell", "-c", _SEED], cwd=self.root, env={**self.env, "BENCH_USERS": str(self.users)},
+            check=True, capture_output=True, text=True,
+        ).stdout.strip().splitlines()
+        self.tokens = [line for line in seeded if line.startswith("eyJ") and line.count(".") == 2]  # not the logs
+        assert len(self.tokens) == self.users, seeded[-3:]
+        self.token = self.tokens[0]
         self.procs.append(subprocess.Popen(
             [PY, __file__, "--serve-llm", str(self.llm_port), "--pace", str(self.pace), "--chunks", str(self.chunks)],
             cwd=ROOT, env=self.env,
@@ -236,12 +241,14 @@ main()
 
 
 _SEED = """
+import os
 from django.contrib.auth import get_user_model
 from agents_app.models import Agent
 from chat_app.services.auth import auth_session_create
-user, _ = get_user_model().objects.get_or_create(username="bench")
 Agent.objects.get_or_create(slug="bench", defaults={"name": "bench", "is_default": True, "system_prompt": "bench"})
-print(auth_session_create(user=user, via="password", roles=["student"]).access_token)
+for i in range(int(os.environ.get("BENCH_USERS", "1"))):
+    user, _ = get_user_model().objects.get_or_create(username="bench" if i == 0 else f"bench-{i}")
+    print(auth_session_create(user=user, via="password", roles=["student"]).access_token)
 """
 
 
@@ -445,7 +452,8 @@ async def burst(stack: Stack, *, streams: int, side: str) -> dict:
 
         try:
             if side == "gateway":
-                await gateway_stream(https[i % len(https)], stack.token, f"选课{i}", on_first=seen_first)
+                await gateway_stream(https[i % len(https)], stack.tokens[i % len(stack.tokens)], f"选课{i}",
+                                     on_first=seen_first)
             else:
                 stream = await direct.chat.completions.create(
                     model="fake-model", messages=[{"role": "user", "content": f"选课{i}"}], stream=True)
@@ -480,9 +488,9 @@ async def burst(stack: Stack, *, streams: int, side: str) -> dict:
             "cpu_ms_per_turn": cpu_ms / streams if side == "gateway" else float("nan")}
 
 
-def burst_report(rows: dict, *, streams: int, pace: float, chunks: int) -> None:
-    print(f"\nBurst: {streams} streams opened in the same instant, the model sending a delta every "
-          f"{pace:g} s ({chunks} deltas); seconds from the start")
+def burst_report(rows: dict, *, streams: int, pace: float, chunks: int, users: int = 1) -> None:
+    print(f"\nBurst: {streams} streams of {users} student(s) opened in the same instant, the model sending a "
+          f"delta every {pace:g} s ({chunks} deltas); seconds from the start")
     header = (f"{'side':<22} {'served':>7} {'open together':>14} {'first p10':>10} {'first p50':>10} {'first p99':>10} "
               f"{'first max':>10} {'KiB/stream':>11} {'cpu ms/turn':>12} {'errors':>7}")
     print(header)
@@ -503,7 +511,7 @@ def compare_bursts(args) -> None:
     for label, root, backend, server_args in _variants(args):
         stack = Stack(pace=args.burst_pace, chunks=args.burst_chunks, database_url=args.database_url, root=root,
                       redis_url=args.redis_url if backend.startswith("redis") else "", workers=_workers(backend),
-                      server_args=server_args,
+                      server_args=server_args, users=args.burst_users,
                       profile=args.profile.replace("{label}", (label or "gateway").replace(":", "-"))).start()
         try:
             asyncio.run(gateway_stream_warm(stack))
@@ -512,7 +520,7 @@ def compare_bursts(args) -> None:
             rows[f"gateway {label}".strip()] = asyncio.run(burst(stack, streams=args.burst, side="gateway"))
         finally:
             stack.stop()
-    burst_report(rows, streams=args.burst, pace=args.burst_pace, chunks=args.burst_chunks)
+    burst_report(rows, streams=args.burst, pace=args.burst_pace, chunks=args.burst_chunks, users=args.burst_users)
 
 
 async def gateway_stream_warm(stack: Stack) -> None:
@@ -722,6 +730,9 @@ def main() -> None:
                              "against the direct floor; with --trees/--servers/--backends side by side")
     parser.add_argument("--burst-pace", type=float, default=1.0, help="with --burst: seconds between the model's deltas")
     parser.add_argument("--burst-chunks", type=int, default=20, help="with --burst: the model's deltas per answer")
+    parser.add_argument("--burst-users", type=int, default=1,
+                        help="with --burst: this many students, each with a JWT, the streams taking them in turn "
+                             "(1: one student opens them all, as in docs/benchmarks.md's earlier tables)")
     parser.add_argument("--serve-llm", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_llm:

@@ -6,11 +6,12 @@ must not change afterwards; the table is also small (one row per day, user, agen
 so the report stays cheap whatever the message count. `usage_rollup_rebuild` recomputes it from
 the messages (for turns stored before this existed, or after restoring a backup).
 """
+import functools
 from dataclasses import dataclass
 from datetime import date
 
 from django.contrib.auth import get_user_model
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Count, F, Q, QuerySet, Sum
 from django.db.models.functions import TruncDate
 from django.utils import timezone
@@ -25,6 +26,9 @@ TOP_USERS = 10
 
 def usage_turn_add(*, usage: TurnUsage) -> None:
     """Adds one stored turn to its day's row (created at the first turn of the key)."""
+    if connection.vendor in _UPSERT_VENDORS:
+        _usage_upsert(usage)
+        return
     users = get_user_model()
     key = {"day": usage.day, "user_id": usage.user_id, "agent_name": usage.agent_name, "provider": usage.provider,
            "model": usage.model}
@@ -54,6 +58,43 @@ def usage_turn_add(*, usage: TurnUsage) -> None:
                 return
             except IntegrityError:
                 continue
+
+
+# SQLite and PostgreSQL add a turn in one statement, `INSERT … ON CONFLICT DO UPDATE`, whether the
+# day's row exists or not: the ORM's update, then on a day's first turn a username read and an
+# insert in a savepoint, cost 3.7-7.1 % of a worker's CPU through a burst of 1,000 turns
+# (docs/benchmarks.md). Other databases take the ORM path above.
+_UPSERT_VENDORS = ("sqlite", "postgresql")
+_KEY = ("day", "user", "agent_name", "provider", "model")
+_SUMMED_ADDED = ("fallback_turns", "prompt_tokens", "completion_tokens", "cached_tokens")
+
+
+@functools.cache
+def _upsert_sql(vendor: str) -> str:
+    quote = connection.ops.quote_name
+    column = {name: quote(UsageDaily._meta.get_field(name).column) for name in ("username", "turns", *_KEY,
+                                                                                 *_SUMMED_ADDED)}
+    users = get_user_model()
+    username = (f"SELECT {quote(users._meta.get_field(users.USERNAME_FIELD).column)} "
+                f"FROM {quote(users._meta.db_table)} WHERE {quote(users._meta.pk.column)} = %s")
+    table = quote(UsageDaily._meta.db_table)
+    key = ", ".join(column[name] for name in _KEY)
+    added = ", ".join(f"{column[name]} = {table}.{column[name]} + EXCLUDED.{column[name]}" for name in _SUMMED_ADDED)
+    return (
+        f"INSERT INTO {table} ({key}, {column['username']}, {column['turns']}, "
+        f"{', '.join(column[name] for name in _SUMMED_ADDED)}) "
+        f"VALUES (%s, %s, %s, %s, %s, COALESCE(({username}), ''), 1, %s, %s, %s, %s) "
+        f"ON CONFLICT ({key}) DO UPDATE SET {column['turns']} = {table}.{column['turns']} + 1, {added}"
+    )
+
+
+def _usage_upsert(usage: TurnUsage) -> None:
+    day = UsageDaily._meta.get_field("day").get_db_prep_value(usage.day, connection)
+    with connection.cursor() as cursor:
+        cursor.execute(_upsert_sql(connection.vendor), [
+            day, usage.user_id, usage.agent_name, usage.provider, usage.model, usage.user_id,
+            int(usage.fallback), usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens,
+        ])
 
 
 def usage_rollup_rebuild(*, since: date | None = None) -> int:

@@ -187,3 +187,38 @@ def test_usage_per_provider(live_asgi, llm_settings, llm_server_second, agent, u
     page = staff_client.get("/admin/insights_app/usagedaily/", {"provider": "备用"})
     assert page.status_code == 200 and "按模型提供方" in page.content.decode()
     assert page.context["usage_totals"].total_tokens == 22
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("vendor_path", ["upsert", "orm"])
+def test_a_turn_is_added_to_its_days_row_in_one_statement(user, vendor_path, monkeypatch):
+    """SQLite and PostgreSQL add a turn with one INSERT … ON CONFLICT DO UPDATE; any other
+    database takes the ORM path (forced here): both give the same rows."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from chat_app.quota import TurnUsage
+    from insights_app import usage as usage_module
+
+    if vendor_path == "orm":
+        monkeypatch.setattr(usage_module, "_UPSERT_VENDORS", ())
+    today = timezone.localdate()
+
+    def turn(model: str, prompt: int, *, fallback: bool = False) -> TurnUsage:
+        return TurnUsage(user_id=user.pk, agent_name="校园小智", model=model, day=today, prompt_tokens=prompt,
+                         completion_tokens=prompt // 10, cached_tokens=prompt // 20, fallback=fallback,
+                         interrupted=False, provider="default")
+
+    with CaptureQueriesContext(connection) as queries:
+        usage_module.usage_turn_add(usage=turn("qwen-plus", 100))
+    if vendor_path == "upsert":
+        assert len(queries) == 1
+    usage_module.usage_turn_add(usage=turn("qwen-plus", 200, fallback=True))
+    usage_module.usage_turn_add(usage=turn("qwen-max", 40))
+    rows = list(UsageDaily.objects.order_by("model").values_list(
+        "day", "user_id", "username", "model", "turns", "fallback_turns", "prompt_tokens", "completion_tokens",
+        "cached_tokens"))
+    assert rows == [
+        (today, user.pk, user.username, "qwen-max", 1, 0, 40, 4, 2),
+        (today, user.pk, user.username, "qwen-plus", 2, 1, 300, 30, 15),
+    ]
