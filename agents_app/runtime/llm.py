@@ -166,7 +166,11 @@ class LlmStream:
                     message = error.get("message") if isinstance(error, dict) else None
                     raise openai.APIError(message if isinstance(message, str) and message else STREAM_ERROR_MESSAGE,
                                           request, body=error)
-                if not self._body.pacing and _carries_output(chunk):
+                if _finishes(chunk):
+                    # The answer is complete: what is left (the usage chunk, [DONE]) follows at once
+                    # and is read as it comes; a pause here would only delay the end.
+                    self._body.pacing = False
+                elif not self._body.pacing and _carries_output(chunk):
                     self._body.pacing = True
                 yield chunk
         except httpx_sse.SSEError as exc:  # not text/event-stream: e.g. an error body with status 200
@@ -178,6 +182,10 @@ class LlmStream:
             raise openai.APIConnectionError(request=request) from exc
         finally:
             await events.aclose()
+
+
+def _finishes(chunk: dict) -> bool:
+    return any(isinstance(choice, dict) and choice.get("finish_reason") for choice in chunk.get("choices") or ())
 
 
 def _carries_output(chunk: dict) -> bool:

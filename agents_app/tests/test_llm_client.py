@@ -189,5 +189,24 @@ async def test_once_text_flows_the_body_is_read_at_most_every_read_gap(llm_setti
         await stream.close()
     text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c.get("choices"))
     assert text == "".join(pieces)
-    assert llm.READ_GAP_SEC > 0 and stream._body.pacing
+    assert llm.READ_GAP_SEC > 0  # (pacing is off again at the end: test_pacing_stops_once_the_answer_finishes)
     assert stream._body.reads < len(pieces) / 2  # unpaced: a wait for the network per chunk
+
+
+async def test_pacing_stops_once_the_answer_finishes(llm_settings):
+    """The chunk with `finish_reason` ends the paced reading: the usage chunk and [DONE] after it
+    are read as they come, so the end of the answer is not held back by READ_GAP_SEC."""
+    llm_settings.reply_text("一二三四五六七八", chunk_size=1, chunk_delay=0.002)
+    stream = await llm_stream(model="fake-model", messages=[{"role": "user", "content": "hi"}], tools=None,
+                              temperature=0.0, request_id="0123456789abcdef")
+    seen = []
+    try:
+        async for chunk in stream:
+            choice = (chunk.get("choices") or [{}])[0]
+            seen.append((bool(choice.get("delta", {}).get("content")), bool(choice.get("finish_reason")),
+                         stream._body.pacing))
+    finally:
+        await stream.close()
+    assert any(content and pacing for content, _, pacing in seen)  # paced while the text flowed
+    finished = next(i for i, (_, finish, _) in enumerate(seen) if finish)
+    assert all(not pacing for _, _, pacing in seen[finished:])  # and not from the finish on
