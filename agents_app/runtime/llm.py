@@ -184,12 +184,17 @@ class LlmStream:
             await events.aclose()
 
 
+def _choices(chunk: dict) -> list:
+    choices = chunk.get("choices")
+    return choices if isinstance(choices, list) else []  # a hostile model's number or text: none
+
+
 def _finishes(chunk: dict) -> bool:
-    return any(isinstance(choice, dict) and choice.get("finish_reason") for choice in chunk.get("choices") or ())
+    return any(isinstance(choice, dict) and choice.get("finish_reason") for choice in _choices(chunk))
 
 
 def _carries_output(chunk: dict) -> bool:
-    for choice in chunk.get("choices") or ():
+    for choice in _choices(chunk):
         delta = choice.get("delta") if isinstance(choice, dict) else None
         if isinstance(delta, dict) and (delta.get("content") or delta.get("tool_calls") or delta_reasoning(delta)):
             return True
