@@ -46,6 +46,7 @@ async def test_streams_beyond_a_shard_go_to_the_next_and_give_their_place_back(l
         for stream in streams:
             await stream.close()  # the last one left unread: closed mid-answer
     assert transport.in_flight == (0, 0)
+    assert transport.pools_open == 1  # the second pool closed with its last stream
     peers = {request.peer for request in llm_settings.requests}
     assert len(peers) == count
 
@@ -57,6 +58,23 @@ async def test_streams_beyond_a_shard_go_to_the_next_and_give_their_place_back(l
         await stream.close()
     assert llm_settings.last_request.peer in peers  # a kept-alive connection served it
     assert transport.in_flight == (0, 0)
+
+
+async def test_a_quiet_workers_connections_are_all_kept_alive(llm_settings):
+    """Ten streams at once, then ten more: the second ten reuse the first ten's connections, as
+    one pool of the SDK's would (it keeps up to 100 alive)."""
+    rounds = []
+    for round_ in range(2):
+        llm_settings.queue(*[Reply(text=f"第{round_}轮{i}") for i in range(10)])
+        streams = await asyncio.gather(*(_open() for _ in range(10)))
+        for stream in streams:
+            try:
+                assert [chunk async for chunk in stream]
+            finally:
+                await stream.close()
+        rounds.append({request.peer for request in llm_settings.requests[-10:]})
+    assert len(rounds[0]) == 10 and rounds[1] == rounds[0]
+    assert _transport().in_flight == (0,)
 
 
 async def test_a_request_that_fails_gives_its_place_back(llm_settings):
@@ -93,4 +111,4 @@ async def test_when_every_shard_is_full_a_request_waits_in_the_least_busy_one(ll
         for response in [*responses[1:], served]:
             await response.aread()
             await response.aclose()
-    assert transport.in_flight == (0, 0)
+        assert transport.in_flight == (0, 0) and transport.pools_open == 1
