@@ -15,14 +15,21 @@ Each is a subclass of Django's, so the admin's checks (E408, E409: by subclass) 
 and the sync path (Django's test client, WSGI) is Django's own. SecurityMiddleware,
 SessionMiddleware (its `process_response` saves the session), CsrfViewMiddleware and
 XFrameOptionsMiddleware stay Django's in settings.MIDDLEWARE: `check --deploy` looks for them by
-their dotted names, and without them skips the checks that depend on them.
+their dotted names, and without them skips the checks that depend on them. Their inline twins
+(`Inline…` below) serve the stream paths only, whose handler builds its chain with them
+(campus_agent/stream_handler.py).
 """
+from asgiref.sync import sync_to_async
 from csp.middleware import CSPMiddleware as _CSPMiddleware
 from django.conf import settings
 from django.contrib.auth.middleware import AuthenticationMiddleware as _AuthenticationMiddleware
 from django.contrib.messages.middleware import MessageMiddleware as _MessageMiddleware
+from django.contrib.sessions.middleware import SessionMiddleware as _SessionMiddleware
+from django.middleware.clickjacking import XFrameOptionsMiddleware as _XFrameOptionsMiddleware
 from django.middleware.common import CommonMiddleware as _CommonMiddleware
+from django.middleware.csrf import CsrfViewMiddleware as _CsrfViewMiddleware
 from django.middleware.locale import LocaleMiddleware as _LocaleMiddleware
+from django.middleware.security import SecurityMiddleware as _SecurityMiddleware
 from django.utils import translation
 
 
@@ -66,3 +73,38 @@ class LocaleMiddleware(InlineHooks, _LocaleMiddleware):
             request.LANGUAGE_CODE = translation.get_language()
             return None
         return super().process_request(request)
+
+
+# The twins of the four that settings.MIDDLEWARE keeps Django's, for the stream paths' handler
+# (campus_agent/stream_handler.py): async only, which that handler is.
+
+
+class InlineSecurityMiddleware(InlineHooks, _SecurityMiddleware):
+    """Headers, and the redirect to HTTPS: no I/O."""
+
+
+class InlineXFrameOptionsMiddleware(InlineHooks, _XFrameOptionsMiddleware):
+    """One header: no I/O."""
+
+
+class InlineCsrfViewMiddleware(InlineHooks, _CsrfViewMiddleware):
+    """With the token in a cookie (the stream handler keeps Django's class when CSRF_USE_SESSIONS
+    puts it in the session) and the body read into memory before the view is resolved, no hook
+    does I/O. Django adapts a sync `process_view` to a thread hop; an async one it calls as it is."""
+
+    async def process_view(self, request, callback, callback_args, callback_kwargs):
+        return super().process_view(request, callback, callback_args, callback_kwargs)
+
+
+class InlineSessionMiddleware(_SessionMiddleware):
+    """The session object is lazy (read when the view asks, on a database thread), so making it
+    is no I/O. After the view, a session that was never read (a Bearer request) has nothing to
+    save, and Django's `process_response` runs inline; one that was read may have changed (the
+    page's campus token refreshed) and is saved as Django does, on a thread."""
+
+    async def __acall__(self, request):
+        self.process_request(request)
+        response = await self.get_response(request)
+        if request.session.accessed or settings.SESSION_SAVE_EVERY_REQUEST:
+            return await sync_to_async(self.process_response, thread_sensitive=True)(request, response)
+        return self.process_response(request, response)

@@ -1,12 +1,19 @@
 """The streaming endpoints run without a thread per request (campus_agent/stream_handler.py):
 held streams do not each park a thread, and everything else still goes through Django's handler."""
+import asyncio
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
+from django.core.handlers.asgi import ASGIHandler
+from django.middleware.csrf import CsrfViewMiddleware
 
 from agents_app.testing.fake_llm import Reply
-from campus_agent.stream_handler import is_stream_path
+from campus_agent import stream_handler
+from campus_agent.middleware import InlineCsrfViewMiddleware
+from campus_agent.stream_handler import StreamHandler, is_stream_path
+from chat_app.api_errors import TOKEN_INVALID
 from chat_app.services.auth import auth_session_create
 from chat_app.tests.sse import read_rest, read_until
 
@@ -65,3 +72,66 @@ def test_a_stream_answer_carries_the_security_headers_and_the_policy(live_asgi, 
     assert response.headers["referrer-policy"] == "same-origin"
     assert "default-src" in response.headers["content-security-policy"]
     assert response.headers["x-request-id"]
+
+
+class _HopsCounted(ThreadPoolExecutor):
+    """The stream paths' shared thread, counting what is handed to it."""
+
+    def __init__(self):
+        super().__init__(max_workers=1)
+        self.hops = 0
+
+    def submit(self, fn, /, *args, **kwargs):
+        self.hops += 1
+        return super().submit(fn, *args, **kwargs)
+
+
+class _DjangosChain(StreamHandler):
+    load_middleware = ASGIHandler.load_middleware  # settings.MIDDLEWARE as it is, no twins
+
+
+def _hops_of_one_request(handler, monkeypatch) -> int:
+    """A Bearer POST to the chat stream that Django's whole chain handles (401: the token is not a
+    JWT, found without the database), in this process; how often it crossed to the shared thread."""
+    executor = _HopsCounted()
+    monkeypatch.setattr(stream_handler, "_signals_executor", executor)
+
+    async def post():
+        transport = httpx.ASGITransport(app=handler)
+        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
+            return await client.post("/api/v1/chat", json={"message": "你好"},
+                                     headers={"Authorization": "Bearer not-a-jwt"})
+
+    try:
+        response = asyncio.run(post())
+    finally:
+        executor.shutdown()
+    assert response.status_code == 401
+    assert response.headers["x-frame-options"] == "DENY"  # each of the four still did its work
+    assert response.headers["x-content-type-options"] == "nosniff"
+    assert response.json()["code"] == TOKEN_INVALID
+    return executor.hops
+
+
+def test_the_stream_paths_run_djangos_middleware_hooks_in_the_event_loop(monkeypatch):
+    inline = _hops_of_one_request(StreamHandler(), monkeypatch)
+    hopping = _hops_of_one_request(_DjangosChain(), monkeypatch)
+    # Security 2 (request, response), sessions 2, CSRF 3 (request, view, response), X-Frame-Options 1.
+    assert hopping - inline == 8
+    assert inline <= 3  # Django's request_started / request_finished receivers, the response's close
+
+
+def test_a_csrf_token_kept_in_the_session_keeps_djangos_csrf_hooks(settings):
+    settings.CSRF_USE_SESSIONS = True  # reading it is a session read: I/O, so not in the event loop
+    handler = StreamHandler()
+    csrf = [hook.__self__ for hook in map(_unwrapped, handler._view_middleware)
+            if isinstance(getattr(hook, "__self__", None), CsrfViewMiddleware)]
+    assert [type(mw) for mw in csrf] == [CsrfViewMiddleware]
+    settings.CSRF_USE_SESSIONS = False
+    csrf = [hook.__self__ for hook in map(_unwrapped, StreamHandler()._view_middleware)
+            if isinstance(getattr(hook, "__self__", None), CsrfViewMiddleware)]
+    assert [type(mw) for mw in csrf] == [InlineCsrfViewMiddleware]
+
+
+def _unwrapped(hook):
+    return getattr(hook, "func", hook)  # Django's adapted sync hook is a SyncToAsync around it
