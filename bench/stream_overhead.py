@@ -189,8 +189,10 @@ class Stack:
             [PY, __file__, "--serve-llm", str(self.llm_port), "--pace", str(self.pace), "--chunks", str(self.chunks)],
             cwd=ROOT, env=self.env,
         ))
+        log = os.environ.get("BENCH_GATEWAY_LOG")  # --gateway-log: the workers' own log lines, for a failure's cause
         self.gateways = [
-            subprocess.Popen(self._gateway_cmd(port, i == 0), cwd=self.root, env=self.env, stdout=subprocess.DEVNULL)
+            subprocess.Popen(self._gateway_cmd(port, i == 0), cwd=self.root, env=self.env,
+                             stdout=open(log, "ab") if log else subprocess.DEVNULL)  # noqa: SIM115 - the child's
             for i, port in enumerate(self.gw_ports)
         ]
         self.gateway = self.gateways[0]
@@ -687,19 +689,21 @@ def compare_backends(args) -> None:
             stack.stop()
     db = "PostgreSQL" if args.database_url.startswith("postgres") else "SQLite"
     print(f"\nSide by side ({db}, {args.chunks} chunks × {args.pace * 1000:.0f} ms): gateway TTFC and total (ms), "
-          "added over direct, server CPU per turn")
+          "added over direct, server CPU per turn, the first chunk's p50 against the direct client's")
     width = max(9, *(len(label) for label in rows))
     header = (f"{'variant':<{width}} {'streams':>7} {'ttfc p50':>9} {'+direct':>8} {'ttfc p99':>9} {'+direct':>8} "
-              f"{'total p50':>10} {'cpu ms':>7}")
+              f"{'total p50':>10} {'+direct':>8} {'cpu ms':>7} {'ttfc/floor':>10}")
     print(header)
     print("-" * len(header))
     for label, results in rows.items():
         for streams in ("1", str(args.concurrency)):
             gateway, direct = results[(streams, "gateway")], results[(streams, "direct")]
             p50, p99 = _pct([g[0] for g in gateway], 50), _pct([g[0] for g in gateway], 99)
-            print(f"{label:<{width}} {streams:>7} {p50:9.1f} {p50 - _pct([d[0] for d in direct], 50):8.1f} "
+            floor, end = _pct([d[0] for d in direct], 50), _pct([g[1] for g in gateway], 50)
+            print(f"{label:<{width}} {streams:>7} {p50:9.1f} {p50 - floor:8.1f} "
                   f"{p99:9.1f} {p99 - _pct([d[0] for d in direct], 99):8.1f} "
-                  f"{_pct([g[1] for g in gateway], 50):10.1f} {results[(streams, 'cpu_ms')]:7.1f}")
+                  f"{end:10.1f} {end - _pct([d[1] for d in direct], 50):8.1f} {results[(streams, 'cpu_ms')]:7.1f} "
+                  f"{p50 / floor:9.2f}×")
     print("\nSlowest first chunks at 1 stream (run number: gateway TTFC ms), to tell warm-up from periodic stalls:")
     for label, results in rows.items():
         slowest = sorted(enumerate(g[0] for g in results[("1", "gateway")]), key=lambda item: -item[1])[:4]
@@ -756,6 +760,7 @@ def main() -> None:
     parser.add_argument("--tracemalloc", action="store_true",
                         help="with --hold: trace the holding worker's allocations and show what a held stream holds")
     parser.add_argument("--tracemalloc-only", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--gateway-log", default="", help="append the gateway workers' log lines to this file")
     parser.add_argument("--burst", type=int, default=0,
                         help="open this many streams in the same instant against a slow model (issue 24), "
                              "against the direct floor; with --trees/--servers/--backends side by side")
@@ -766,6 +771,8 @@ def main() -> None:
                              "(1: one student opens them all, as in docs/benchmarks.md's earlier tables)")
     parser.add_argument("--serve-llm", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.gateway_log:
+        os.environ["BENCH_GATEWAY_LOG"] = args.gateway_log
     if args.serve_llm:
         serve_llm(args.serve_llm, args.pace, args.chunks)
         return

@@ -76,12 +76,24 @@ db_executor = ReusingExecutor(max_workers=DB_THREADS, thread_name_prefix="chat-d
 turn_sync_executor = ReusingExecutor(max_workers=1, thread_name_prefix="chat-turn-sync")
 
 
+# The run supervisor's heartbeat: a thread of its own. On the shared threads it waited behind a
+# burst's admissions (6.3 s behind 1,000 turns opened at once on PostgreSQL, docs/benchmarks.md),
+# and a beat later than RUN_STALE_SEC lets a reaper on any worker end runs that are alive.
+beat_executor = ReusingExecutor(max_workers=1, thread_name_prefix="chat-beat")
+
+
 async def db_call(fn: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
     """Runs `fn` (a sync service) on the database threads."""
     return await sync_to_async(fn, thread_sensitive=False, executor=db_executor)(*args, **kwargs)
+
+
+async def beat_db_call(fn: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
+    """Runs `fn` on the heartbeat's thread, never queued behind the stream path's calls."""
+    return await sync_to_async(fn, thread_sensitive=False, executor=beat_executor)(*args, **kwargs)
 
 
 def db_connections_close() -> None:
     """Closes the connections the stream path's threads keep open."""
     db_executor.connections_close()
     turn_sync_executor.connections_close()
+    beat_executor.connections_close()

@@ -2,7 +2,8 @@
 
 Every RUN_HEARTBEAT_SEC it refreshes the heartbeat of this worker's active runs and saves the
 reply text each has streamed but not yet stored (two statements, however many runs: at 1,000
-held streams it is still one transaction every 2 s). Every few beats it finishes as interrupted
+held streams it is still one transaction every 2 s), on a database thread of its own, so that
+a burst's admissions never hold it back past RUN_STALE_SEC. Every few beats it finishes as interrupted
 the runs whose worker stopped heart-beating for RUN_STALE_SEC (a killed worker: its last
 ≤2 s of text are what is lost), and ends their log so that followers end; and it resumes the
 waiting runs that can go on (their calls waited for approval past APPROVAL_TIMEOUT_SEC: rejected
@@ -22,7 +23,7 @@ from django.conf import settings
 from django.utils import timezone
 from loguru import logger
 
-from campus_agent.asyncdb import db_call
+from campus_agent.asyncdb import beat_db_call, db_call
 from chat_app.models import Run
 from chat_app.runs.bus import run_bus
 from chat_app.runs.engine import checkpoint_lock
@@ -72,7 +73,10 @@ async def _beat() -> None:
     async with checkpoint_lock():
         changed = _checkpoints()
         active = [run_id for run_id, task in list(local_runs.items()) if task.active]
-        await db_call(runs_heartbeat, worker=WORKER_ID, checkpoints=changed, run_ids=active)
+        # On its own thread: the liveness of this worker's runs must not wait for a burst's
+        # admissions. The reaper's sweep stays on the shared threads: ending many runs of a dead
+        # worker there must not delay this worker's next beat.
+        await beat_db_call(runs_heartbeat, worker=WORKER_ID, checkpoints=changed, run_ids=active)
         for run_id, text in changed.items():
             task = local_runs.get(run_id)
             if task is not None:

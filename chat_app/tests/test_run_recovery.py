@@ -107,3 +107,39 @@ async def test_a_worker_warns_when_another_one_runs_runs_without_redis(conversat
         assert any("several workers" in line and "REDIS_URL" in line for line in lines)
     finally:
         logger.remove(sink)
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_the_heartbeat_is_not_queued_behind_the_stream_paths_database_calls(conversation, monkeypatch):
+    """A burst's admissions fill the database threads; the beat that keeps this worker's runs
+    alive must not wait for them (it waited 6.3 s behind 1,000 on PostgreSQL: a beat later than
+    RUN_STALE_SEC lets any worker's reaper end live runs)."""
+    import asyncio
+    import threading
+    from types import SimpleNamespace
+
+    from campus_agent.asyncdb import DB_THREADS, db_call
+    from chat_app.runs import supervisor
+    from chat_app.services.runs import WORKER_ID
+
+    old = timezone.now() - timedelta(seconds=30)
+    run = await Run.objects.acreate(conversation=conversation, user=conversation.user, worker=WORKER_ID,
+                                    heartbeat_at=old, agent_name="小智")
+    monkeypatch.setitem(supervisor.local_runs, run.id, SimpleNamespace(
+        active=True, recorder=SimpleNamespace(unsaved_text="说到一半"), checkpointed=""))
+    busy, release = threading.Barrier(DB_THREADS + 1), threading.Event()
+
+    def admission_in_progress() -> None:
+        busy.wait(timeout=10)
+        release.wait(timeout=30)
+
+    holders = [asyncio.ensure_future(db_call(admission_in_progress)) for _ in range(DB_THREADS)]
+    try:
+        await asyncio.to_thread(busy.wait, 10)  # every database thread is taken
+        await asyncio.wait_for(supervisor._beat(), timeout=20)
+        await run.arefresh_from_db()
+        assert run.heartbeat_at > old and run.partial_text == "说到一半"
+        assert not any(holder.done() for holder in holders)  # the beat did not wait for them
+    finally:
+        release.set()
+        await asyncio.gather(*holders)
