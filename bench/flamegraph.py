@@ -19,18 +19,25 @@ def _frame(text: str) -> str:
     return re.sub(r":\d+\)", ")", _SITE.sub("", text))
 
 
-def _tree(path: str, skip: str):
-    root = {"n": 0, "kids": defaultdict(lambda: None)}
+def stacks(path: str):
+    """(frames, samples) per line of py-spy's raw output, each stack starting at the callback (a
+    task step) or the work item (a database call) that the event loop or a thread pool ran: their
+    own frames are the same in every stack. A stack with neither (the loop waiting, start-up)
+    is kept whole."""
     for line in open(path, encoding="utf-8"):
         stack, _, count = line.rstrip().rpartition(" ")
-        if not stack or (skip and skip in stack):
+        if not stack:
             continue
-        count = int(count)
         frames = stack.split(";")
-        # The event loop's and the thread pool's own frames are the same in every stack: start
-        # at the callback (a task step) or the work item (a database call) they run.
         starts = [i for i, frame in enumerate(frames) if frame.startswith(("Handle._run ", "_WorkItem.run "))]
-        frames = frames[starts[0]:] if starts else frames
+        yield (frames[starts[0]:] if starts else frames), int(count)
+
+
+def _tree(path: str, skip: str):
+    root = {"n": 0, "kids": defaultdict(lambda: None)}
+    for frames, count in stacks(path):
+        if skip and any(skip in frame for frame in frames):
+            continue
         node = root
         node["n"] += count
         for frame in frames:
