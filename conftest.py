@@ -6,12 +6,12 @@ from contextlib import ExitStack, contextmanager
 import pytest
 
 pytest_plugins = [
-    "campus_agent.testing.suite_settings",
-    "campus_agent.testing.fixtures",
-    "subagents_app.testing.fixtures",
-    "agents_app.testing.fixtures",
-    "chat_app.tests.browser_fixtures",
-    "chat_app.tests.worker_fixtures",
+    "testkit.suite_settings",
+    "testkit.fixtures.base",
+    "testkit.fixtures.subagents",
+    "testkit.fixtures.agents",
+    "testkit.fixtures.browser",
+    "testkit.fixtures.workers",
 ]
 
 

@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/mcp_pool.py [-n 30]
 
-Calls `add` on the stdio test server (agents_app.testing.mcp_servers) N times each way and
+Calls `add` on the stdio test server (testkit.mcp.servers) N times each way and
 prints the median latencies side by side with the ratio. Goal: pooled ≥ 40× faster.
 """
 import argparse
@@ -31,7 +31,7 @@ from agents_app.mcp.tools import McpToolInfo
 from agents_app.models import McpService
 from agents_app.runtime.context import RunContext
 from agents_app.runtime.mcp_tool import McpTool
-from agents_app.testing.mcp_servers import stdio_argv
+from testkit.mcp.servers import stdio_argv
 
 CTX = RunContext(request_id="bench00000000000", conversation_id="bench")
 

@@ -20,7 +20,7 @@ streams one gateway worker holds.
 
 Three processes, so the client's own work does not share a GIL with what it measures:
 
-- the scripted model (agents_app.testing.fake_llm) paced at --pace seconds per chunk;
+- the scripted model (testkit.model.fake_llm) paced at --pace seconds per chunk;
 - one gateway worker (uvicorn, campus_agent.asgi) against a throw-away SQLite file;
 - this script: the clients.
 
@@ -64,7 +64,7 @@ def serve_llm(port: int, pace: float, chunks: int) -> None:
     sys.path.insert(0, str(ROOT))
     import uvicorn
 
-    from agents_app.testing.fake_llm import FakeLlm, Reply
+    from testkit.model.fake_llm import FakeLlm, Reply
 
     llm = FakeLlm()
     text = "".join(f"第{i}段。" for i in range(chunks))

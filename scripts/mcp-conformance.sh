@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The official MCP conformance suite (@modelcontextprotocol/conformance, pinned below) against the
 # project's MCP client: every client scenario, driven through scripts/mcp-conformance-client
-# (the pool, the breaker, McpTool.run: agents_app/testing/conformance_client.py). Set-up included:
+# (the pool, the breaker, McpTool.run: testkit/mcp/conformance_client.py). Set-up included:
 # a Node ≥ 22 (scripts/node.sh) and the pinned suite are fetched into .cache/ on the first run.
 #
 #   scripts/mcp-conformance.sh                 # the three legs below
@@ -59,7 +59,7 @@ cleanup() {
 trap cleanup EXIT
 if [ "${MCP_CONFORMANCE_WARM:-1}" != 0 ]; then
   export MCP_CONFORMANCE_ZYGOTE="$MCP_CONFORMANCE_SLOTS_DIR/client.sock"
-  .venv/bin/python -m agents_app.testing.conformance_client --serve "$MCP_CONFORMANCE_ZYGOTE" \
+  .venv/bin/python -m testkit.mcp.conformance_client --serve "$MCP_CONFORMANCE_ZYGOTE" \
     2>"$MCP_CONFORMANCE_SLOTS_DIR/client.log" &
   zygote_pid=$!
   for _ in $(seq 1 600); do [ -S "$MCP_CONFORMANCE_ZYGOTE" ] && break; sleep 0.1; done
@@ -100,5 +100,5 @@ for leg in "${legs[@]}"; do
 done
 
 echo "== pass counts (suite $SUITE_VERSION, $((SECONDS - started)) s) =="
-.venv/bin/python -m agents_app.testing.conformance_summary "$requirements" "${summary_args[@]}"
+.venv/bin/python -m testkit.mcp.conformance_summary "$requirements" "${summary_args[@]}"
 exit "$status"

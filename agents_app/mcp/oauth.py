@@ -17,7 +17,7 @@ step-up on 403 `insufficient_scope`. What this module adds:
   another worker goes on with the same authorization.
 - Who answers the authorization page: the person the calling task set (person.py). With nobody
   at hand the opening fails with McpAuthorizationRequired, which carries the URL the student
-  must visit (the conformance client sets a headless person, agents_app/testing/).
+  must visit (the conformance client sets a headless person, testkit/mcp/conformance_client.py).
 - Refresh before the access token expires (a random margin, so the sessions of one student do not
   all refresh at the same second), single-flight across workers: a lock in the cache (Redis when
   REDIS_URL is set, the process's memory otherwise), and whoever waited reads the tokens the

@@ -9,7 +9,7 @@ from django.utils.html import escape
 
 from agents_app.admin import OFFERED_TOOLS_HINT, OFFERED_TOOLS_PROBLEM
 from agents_app.models import McpService
-from campus_agent.testing.admin_forms import admin_action_run
+from testkit.web.admin_forms import admin_action_run
 
 pytestmark = pytest.mark.django_db
 

@@ -11,7 +11,7 @@ from django.utils.html import escape
 
 from agents_app.admin import LOCKED_FIELD_ERROR
 from agents_app.models import Agent, McpService
-from campus_agent.testing.admin_forms import admin_form_data, admin_login_required_check
+from testkit.web.admin_forms import admin_form_data, admin_login_required_check
 
 
 @pytest.fixture

@@ -5,9 +5,9 @@ from django.urls import reverse
 
 from agents_app.mcp.tools import mcp_circuit_key
 from campus_agent.circuit import CircuitState, circuit_enter, circuit_failure, circuit_status
-from campus_agent.testing.admin_forms import admin_action_run
 from subagents_app.admin import CIRCUIT_CLOSED_TEXT
 from subagents_app.client import subagent_circuit_key
+from testkit.web.admin_forms import admin_action_run
 
 pytestmark = pytest.mark.django_db
 

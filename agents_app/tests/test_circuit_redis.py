@@ -13,8 +13,8 @@ from asgiref.sync import sync_to_async
 from agents_app.runtime.context import RunContext
 from agents_app.runtime.subagent_tool import CIRCUIT_OPEN_TEXT, SubAgentTool
 from campus_agent.circuit import KEY_PREFIX, CircuitState, circuit_status
-from campus_agent.testing.fixtures import redis_cache_shared
-from campus_agent.tests.processes import manage, project_env
+from testkit.fixtures.base import redis_cache_shared
+from testkit.processes import manage, project_env
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

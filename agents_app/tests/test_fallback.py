@@ -41,7 +41,7 @@ from subagents_app.demo.canteen import canteen_answer
 from subagents_app.demo.catalog import DEMO_SUBAGENTS
 from subagents_app.demo.course import course_answer
 from subagents_app.models import SubAgent
-from subagents_app.testing.contract_agent import CHART, EXPIRED_MESSAGE, answer_chunks
+from testkit.subagents.contract_agent import CHART, EXPIRED_MESSAGE, answer_chunks
 
 CTX = RunContext(request_id="0123456789abcdef", conversation_id="conv-7", user_id=1,
                  campus_token="campus-secret-token-0001")

@@ -31,15 +31,15 @@ from agents_app.runtime.model_calls import (
     CALLS_DROPPED_NOTE,
 )
 from agents_app.runtime.tool_runs import UNKNOWN_TOOL_TEXT
-from agents_app.testing.fake_llm import (
+from campus_agent.errors import DOWNSTREAM
+from subagents_app.client import subagent_client_close
+from testkit.model.fake_llm import (
     Reply,
     ScriptedCall,
     endless_line_body,
     huge_text_body,
     many_tool_calls_body,
 )
-from campus_agent.errors import DOWNSTREAM
-from subagents_app.client import subagent_client_close
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -5,7 +5,7 @@ import openai
 import pytest
 
 from agents_app.runtime.llm import llm_base_url_normalise, llm_client, llm_stream
-from agents_app.testing.fake_llm import STREAM_ERROR_MESSAGE, Reply, ScriptedCall
+from testkit.model.fake_llm import STREAM_ERROR_MESSAGE, Reply, ScriptedCall
 
 
 @pytest.mark.parametrize(

@@ -17,8 +17,8 @@ from starlette.responses import StreamingResponse
 from starlette.routing import Route
 
 from agents_app.runtime.llm import STREAM_BAD_JSON_MESSAGE, llm_stream
-from agents_app.testing.fake_llm import Reply
-from campus_agent.testing.servers import ServedApp
+from testkit.model.fake_llm import Reply
+from testkit.servers import ServedApp
 
 TIMEOUT = 0.5  # seconds; the stalling cases wait this long, twice
 TEXT = "一食堂今天有红烧肉"

@@ -16,7 +16,7 @@ from agents_app.mcp.person import MAX_QUESTIONS_PER_CALL, TurnPerson
 from agents_app.runtime.context import RunContext
 from agents_app.runtime.events import Done, ElicitationRequired, Paused, ToolCall, ToolResult
 from agents_app.runtime.loop import NOT_ANSWERED_TEXT, DecidedCall, resume_turn, run_turn
-from agents_app.testing.mcp_servers import ENROL_MESSAGE, PAY_MESSAGE, PAY_URL
+from testkit.mcp.servers import ENROL_MESSAGE, PAY_MESSAGE, PAY_URL
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -164,7 +164,7 @@ async def test_the_turns_person_caps_what_one_call_may_ask():
 
 async def test_an_a2a_question_left_unanswered_cancels_the_agents_task(agent_factory, a2a_sub_agent_factory,
                                                                        a2a_server, llm_settings):
-    from subagents_app.testing.a2a_agent import INPUT_QUESTION
+    from testkit.subagents.a2a_agent import INPUT_QUESTION
 
     library = await sync_to_async(lambda: agent_factory(sub_agents=[a2a_sub_agent_factory("stream", timeout_sec=10)]))()
     llm_settings.reply_tool_calls(("call_library", {"message": "[[mode:input]] 图书馆几点关门"}))

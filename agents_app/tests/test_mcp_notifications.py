@@ -20,8 +20,8 @@ from agents_app.mcp.tools import MAX_PROGRESS_LINES, mcp_tool_call, progress_tex
 from agents_app.runtime.context import RunContext
 from agents_app.runtime.events import ToolChunk, ToolResult
 from agents_app.runtime.loop import run_turn
-from agents_app.testing.mcp_servers import ADDED_TOOL, PROGRESS_MESSAGE
 from campus_agent.version import PRODUCT_NAME, VERSION
+from testkit.mcp.servers import ADDED_TOOL, PROGRESS_MESSAGE
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -1,6 +1,6 @@
 """MCP services each student authorizes with their own account (agents_app/mcp/oauth.py), end to
 end: the project's pool and tool call against an MCP server protected by its own OAuth 2.1
-authorization server, both built with the mcp SDK (agents_app/testing/oauth_servers.py), on
+authorization server, both built with the mcp SDK (testkit/mcp/oauth_servers.py), on
 loopback. The student at the authorization page is the conformance client's headless person
 (the loopback server approves at once)."""
 import asyncio
@@ -19,9 +19,9 @@ from agents_app.models import McpOAuthClient, McpOAuthGrant, McpService
 from agents_app.runtime.context import RunContext
 from agents_app.runtime.events import AuthorizationRequired, Paused, ToolResult
 from agents_app.runtime.loop import run_turn
-from agents_app.testing.conformance_client import HeadlessPerson
-from agents_app.testing.oauth_servers import OAuthMcpServer
 from agents_app.validation import mcp_config_errors
+from testkit.mcp.conformance_client import HeadlessPerson
+from testkit.mcp.oauth_servers import OAuthMcpServer
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

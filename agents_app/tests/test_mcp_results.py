@@ -12,7 +12,7 @@ from agents_app.mcp.tools import OUTPUT_INVALID_NOTICE
 from agents_app.runtime.context import RunContext
 from agents_app.runtime.events import ToolResult
 from agents_app.runtime.loop import run_turn
-from agents_app.testing.mcp_servers import (
+from testkit.mcp.servers import (
     BROKEN_FORECAST,
     FORECAST,
     HANDBOOK_NAME,

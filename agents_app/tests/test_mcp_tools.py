@@ -18,7 +18,7 @@ from agents_app.runtime.context import RunContext
 from agents_app.runtime.events import ToolResult
 from agents_app.runtime.loop import run_turn
 from agents_app.runtime.tools import tools_for_agent
-from agents_app.testing.mcp_servers import SPAWN_LOG_ENV
+from testkit.mcp.servers import SPAWN_LOG_ENV
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -90,7 +90,7 @@ async def test_stdio_server_starts_in_a_dedicated_empty_directory(make_agent, ll
         protocol="stdio",
         config={
             "command": sys.executable,
-            "args": ["-m", "agents_app.testing.mcp_servers"],
+            "args": ["-m", "testkit.mcp.servers"],
             "env": {"PYTHONPATH": str(django_settings.BASE_DIR)},  # no "cwd"
         },
         timeout_sec=5,

@@ -10,7 +10,7 @@ import pytest
 from agents_app.runtime import model_transport
 from agents_app.runtime.llm import llm_client, llm_stream
 from agents_app.runtime.model_transport import ShardedTransport
-from agents_app.testing.fake_llm import Reply
+from testkit.model.fake_llm import Reply
 
 
 def _transport() -> ShardedTransport:

@@ -1,4 +1,4 @@
-"""Real providers' streams (issue 21 point 4): the fixtures in agents_app/testing/streams/ (DashScope
+"""Real providers' streams (issue 21 point 4): the fixtures in testkit/model/streams/ (DashScope
 Qwen3 thinking, vLLM with the qwen3 and hermes parsers or none, DeepSeek reasoner, Ollama), replayed
 by the scripted model byte for byte in their recorded write pieces, through the whole stack: POST
 /api/v1/chat on the live server, the openai SDK's request and our stream reader (runtime/llm.py),
@@ -26,7 +26,7 @@ import openai
 import pytest
 
 from agents_app.runtime.llm import llm_stream
-from agents_app.testing.fake_llm import stream_fixture, stream_fixture_names
+from testkit.model.fake_llm import stream_fixture, stream_fixture_names
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -149,7 +149,7 @@ def ask(live_asgi, llm_settings, two_tool_agent, user):
     """`ask(message, conversation_id=None)`: one POST /api/v1/chat, read to its end (StreamResult)."""
     from chat_app.models import AuthSession
     from chat_app.services.auth import auth_session_create
-    from chat_app.tests.sse import chat
+    from testkit.web.sse import chat
 
     token = auth_session_create(user=user, via=AuthSession.Via.PASSWORD, roles=["student"]).access_token
 

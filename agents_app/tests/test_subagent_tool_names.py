@@ -7,9 +7,9 @@ from asgiref.sync import sync_to_async
 from agents_app.runtime.context import RunContext
 from agents_app.runtime.events import Done, ToolResult
 from agents_app.runtime.loop import run_turn
-from agents_app.testing.fake_llm import Reply, ScriptedCall
 from subagents_app.client import subagent_client_close
-from subagents_app.testing.contract_agent import answer_chunks
+from testkit.model.fake_llm import Reply, ScriptedCall
+from testkit.subagents.contract_agent import answer_chunks
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -27,7 +27,6 @@ from agents_app.runtime.loop import (
 )
 from agents_app.runtime.model_calls import BAD_ARGUMENTS_NOTE
 from agents_app.runtime.tool_runs import TOOL_CRASHED_TEXT, UNKNOWN_TOOL_TEXT, ToolRequest, tool_calls_run
-from agents_app.testing.fake_llm import Reply, ScriptedCall
 from campus_agent.errors import CAMPUS_TOKEN_EXPIRED, DOWNSTREAM, SUBAGENT_INTERNAL
 from subagents_app.client import (
     ERROR_EVENT_NOTICE,
@@ -38,7 +37,8 @@ from subagents_app.client import (
     TOKEN_EXPIRED_NOTICE,
     subagent_client_close,
 )
-from subagents_app.testing.contract_agent import CHART, ERROR_MESSAGE, EXPIRED_MESSAGE, answer_chunks
+from testkit.model.fake_llm import Reply, ScriptedCall
+from testkit.subagents.contract_agent import CHART, ERROR_MESSAGE, EXPIRED_MESSAGE, answer_chunks
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -9,9 +9,9 @@ from agents_app.runtime.context import RunContext
 from agents_app.runtime.events import Chunk, Done, Error, ToolCall, ToolChunk, ToolResult
 from agents_app.runtime.loop import LlmUnavailable, run_turn
 from agents_app.runtime.turn import turn_stream
-from agents_app.testing.fake_llm import Reply, ScriptedCall
 from subagents_app.client import subagent_client_close
-from subagents_app.testing.contract_agent import answer_chunks
+from testkit.model.fake_llm import Reply, ScriptedCall
+from testkit.subagents.contract_agent import answer_chunks
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

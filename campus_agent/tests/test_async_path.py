@@ -4,9 +4,9 @@ import pytest
 from django.core.handlers.asgi import ASGIHandler
 from django.test import override_settings
 
-from campus_agent.testing.servers import ThreadedAsgiServer
+from testkit.servers import ThreadedAsgiServer
 
-PROBE_URLS = "campus_agent.tests.probe_urls"
+PROBE_URLS = "testkit.web.probe_urls"
 
 
 @pytest.mark.django_db(transaction=True)

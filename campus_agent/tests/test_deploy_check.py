@@ -8,7 +8,7 @@ import environ
 import httpx
 import pytest
 
-from campus_agent.tests.processes import BASE_DIR, asgi_server, manage, project_env
+from testkit.processes import BASE_DIR, asgi_server, manage, project_env
 
 PRODUCTION_ENV = BASE_DIR / "docs" / "production.env.example"
 HOST = "xiaozhi.example.edu.cn"

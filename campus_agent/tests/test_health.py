@@ -1,7 +1,7 @@
 import httpx
 import pytest
 
-from campus_agent.tests.processes import asgi_server, project_env
+from testkit.processes import asgi_server, project_env
 
 
 @pytest.mark.django_db

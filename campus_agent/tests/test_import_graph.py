@@ -16,8 +16,8 @@ The levels, lowest first; a module imports from its own level or lower ones, nev
 - The project's entry points, `campus_agent/asgi.py` and `campus_agent/urls.py`, put the apps
   together (the run supervisor, the demo A2A agent, the admin's login form, the apps' URLconfs):
   they may import any app, and only test code imports them.
-- Test code (`<app>.tests`, and `<app>.testing`: the fixtures and fake servers the root conftest
-  registers) drives the whole stack (the live-server fixture serves campus_agent.asgi; the
+- Test code (`<app>.tests`, and `testkit`: the fixtures and fake servers the root conftest
+  registers, outside INSTALLED_APPS) drives the whole stack (the live-server fixture serves campus_agent.asgi; the
   stream-handler test uses chat_app's SSE client); nothing else imports it. It is in the circle
   check too: it has no circle.
 
@@ -30,6 +30,7 @@ from pathlib import Path
 from django.conf import settings
 
 LAYERS = ("campus_agent", "subagents_app", "agents_app", "chat_app", "insights_app")  # lowest first
+TEST_CODE = ("testkit",)  # packages of test code only (the `tests` of each app are test code too)
 ENTRY_POINTS = {"campus_agent.asgi", "campus_agent.urls"}
 
 
@@ -120,7 +121,7 @@ def circles(graph: dict[str, set[str]], limit: int = 100) -> set[tuple[str, ...]
 
 
 def _is_test(module: str) -> bool:
-    return module.split(".")[1:2] in (["tests"], ["testing"])
+    return module.split(".")[0] in TEST_CODE or module.split(".")[1:2] == ["tests"]
 
 
 def _part(module: str) -> str:
@@ -156,7 +157,7 @@ def upward_imports(graph: dict[str, set[str]]) -> set[tuple[str, str]]:
 
 
 def _project_graph() -> dict[str, set[str]]:
-    graph = import_graph(Path(settings.BASE_DIR))
+    graph = import_graph(Path(settings.BASE_DIR), LAYERS + TEST_CODE)
     assert {"agents_app.runtime.loop", "chat_app.runs.engine", "insights_app.usage"} <= graph.keys()
     return graph
 
@@ -199,15 +200,15 @@ def test_the_level_reader_finds_upward_imports():
         "campus_agent.urls": {"chat_app.login_forms", "campus_agent.health"},  # an entry point
         "subagents_app.client": {"campus_agent.text"},
         "agents_app.tools": {"subagents_app.client", "insights_app.usage"},  # the second is up
-        "chat_app.views": {"campus_agent.asgi", "agents_app.testing.fake_llm"},  # both up
-        "campus_agent.testing.fixtures": {"campus_agent.asgi"},  # test code: the top
-        "campus_agent.tests.test_x": {"chat_app.tests.sse", "insights_app.usage"},
+        "chat_app.views": {"campus_agent.asgi", "testkit.model.fake_llm"},  # both up
+        "testkit.fixtures.base": {"campus_agent.asgi"},  # test code: the top
+        "campus_agent.tests.test_x": {"testkit.web.sse", "insights_app.usage"},
     }
     assert upward_imports(graph) == {
         ("campus_agent.text", "chat_app.models"),
         ("agents_app.tools", "insights_app.usage"),
         ("chat_app.views", "campus_agent.asgi"),
-        ("chat_app.views", "agents_app.testing.fake_llm"),
+        ("chat_app.views", "testkit.model.fake_llm"),
     }
 
 
@@ -216,7 +217,7 @@ def test_the_level_reader_finds_upward_imports():
 
 def test_every_first_party_package_is_read():
     packages = {path.parent.name for path in Path(settings.BASE_DIR).glob("*/__init__.py")}
-    assert packages == set(LAYERS)
+    assert packages == set(LAYERS + TEST_CODE)
 
 
 def test_no_import_circle_between_modules_nor_between_the_parts_of_an_app():

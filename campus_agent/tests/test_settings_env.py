@@ -8,7 +8,7 @@ import sys
 import environ
 import pytest
 
-from campus_agent.tests.processes import BASE_DIR, project_env
+from testkit.processes import BASE_DIR, project_env
 
 DUMP = """
 import json

@@ -7,7 +7,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from campus_agent.tests.processes import asgi_server, manage, project_env
+from testkit.processes import asgi_server, manage, project_env
 
 
 @pytest.fixture(scope="module")

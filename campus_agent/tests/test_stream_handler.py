@@ -9,13 +9,13 @@ import pytest
 from django.core.handlers.asgi import ASGIHandler
 from django.middleware.csrf import CsrfViewMiddleware
 
-from agents_app.testing.fake_llm import Reply
 from campus_agent import stream_handler
 from campus_agent.middleware import InlineCsrfViewMiddleware
 from campus_agent.stream_handler import StreamHandler, is_stream_path
 from chat_app.api_errors import TOKEN_INVALID
 from chat_app.services.auth import auth_session_create
-from chat_app.tests.sse import read_rest, read_until
+from testkit.model.fake_llm import Reply
+from testkit.web.sse import read_rest, read_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

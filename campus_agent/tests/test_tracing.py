@@ -10,8 +10,8 @@ from starlette.routing import Route
 
 from campus_agent.apps import CampusAgentConfig
 from campus_agent.request_id import request_id_set
-from campus_agent.testing.servers import ThreadedAsgiServer
 from campus_agent.tracing import GRPC_NOT_INSTALLED, trace_headers_add, tracing_exporters, tracing_provider_build
+from testkit.servers import ThreadedAsgiServer
 
 
 @pytest.mark.parametrize(("environ", "exporters"), [

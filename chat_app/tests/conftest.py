@@ -35,7 +35,7 @@ def auth_headers(user_token) -> dict:
 @pytest.fixture(scope="session")
 def oidc_provider_session():
     """The campus OpenID Connect provider's server, started once per test session."""
-    from chat_app.testing.oidc_provider import OidcProvider
+    from testkit.identity.oidc_provider import OidcProvider
 
     with OidcProvider() as provider:
         yield provider
@@ -43,7 +43,7 @@ def oidc_provider_session():
 
 @pytest.fixture
 def oidc_provider(oidc_provider_session):
-    """A campus OpenID Connect provider on loopback (chat_app/testing/oidc_provider.py): the
+    """A campus OpenID Connect provider on loopback (testkit/identity/oidc_provider.py): the
     session's one, reset for this test (no code, token, account change or record of another)."""
     oidc_provider_session.reset()
     yield oidc_provider_session
@@ -53,7 +53,7 @@ def oidc_provider(oidc_provider_session):
 @pytest.fixture
 def oidc_settings(settings, oidc_provider):
     """The OIDC_* settings pointing at `oidc_provider` (returned): campus login switched on."""
-    from chat_app.testing.oidc_provider import CLIENT_ID, CLIENT_SECRET
+    from testkit.identity.oidc_provider import CLIENT_ID, CLIENT_SECRET
 
     settings.OIDC_ISSUER = oidc_provider.issuer
     settings.OIDC_CLIENT_ID = CLIENT_ID

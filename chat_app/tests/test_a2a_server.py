@@ -23,7 +23,6 @@ from a2a.utils.constants import TransportProtocol
 from a2a.utils.errors import ContentTypeNotSupportedError, TaskNotFoundError
 
 from agents_app.models import Agent
-from agents_app.testing.fake_llm import Reply
 from chat_app.a2a_server import (
     APPROVAL_TEXT,
     AUTH_REQUIRED_TEXT,
@@ -36,6 +35,7 @@ from chat_app.api_errors import MSG_RATE_LIMITED
 from chat_app.models import Conversation, Run
 from chat_app.models import Message as Row
 from chat_app.services.api_keys import api_key_create
+from testkit.model.fake_llm import Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -440,7 +440,7 @@ def test_a_huge_body_or_message_is_refused(live_asgi, agent, key_headers):
 # --- several workers --------------------------------------------------------------------------------
 
 def test_a_task_started_on_worker_a_is_read_and_cancelled_on_worker_b(workers, token, llm_server, worker_database):
-    from chat_app.tests.worker_fixtures import worker_sql
+    from testkit.fixtures.workers import worker_sql
 
     (a_url, _), (b_url, _) = workers
     release = threading.Event()

@@ -1,13 +1,13 @@
 """A chat turn with an A2A sub-agent, end to end: the real ASGI app on loopback, the scripted
-model calling `call_library`, an a2a-sdk agent answering (subagents_app/testing/a2a_agent.py)."""
+model calling `call_library`, an a2a-sdk agent answering (testkit/subagents/a2a_agent.py)."""
 import json
 
 import httpx
 import pytest
 
-from chat_app.tests.sse import chat, read_rest, read_until
 from subagents_app.client import ERROR_EVENT_NOTICE, ERROR_EVENT_TEXT
-from subagents_app.testing.a2a_agent import FAILED_MESSAGE, STATUS_TEXT, answer_chunks
+from testkit.subagents.a2a_agent import FAILED_MESSAGE, STATUS_TEXT, answer_chunks
+from testkit.web.sse import chat, read_rest, read_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -2,8 +2,8 @@ import pytest
 from django.urls import reverse
 
 from agents_app.models import Agent
-from campus_agent.testing.admin_forms import admin_login_required_check
 from chat_app.models import Conversation, Message
+from testkit.web.admin_forms import admin_login_required_check
 
 
 @pytest.fixture

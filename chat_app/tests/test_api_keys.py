@@ -11,7 +11,7 @@ from rest_framework.test import APIClient
 from chat_app.api_keys import KEY_LENGTH, KEY_PREFIX
 from chat_app.models import ApiKey, Conversation, Message
 from chat_app.services.api_keys import api_key_create
-from chat_app.tests.sse import chat
+from testkit.web.sse import chat
 
 pytestmark = pytest.mark.django_db
 

@@ -1,6 +1,6 @@
 """A personal API key on two worker processes (DESIGN §4b): made through A, it works on B; revoked
 through A, B refuses it at once (the key is checked on its row on every request: no cache to
-wait out, with or without Redis). Fixtures: chat_app/tests/worker_fixtures.py."""
+wait out, with or without Redis). Fixtures: testkit/fixtures/workers.py."""
 import httpx
 
 

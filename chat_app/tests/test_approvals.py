@@ -13,12 +13,12 @@ import httpx
 import pytest
 from django.utils import timezone
 
-from agents_app.testing.fake_llm import ScriptedCall
 from chat_app.models import Message, Run, ToolApproval
 from chat_app.runs.bus import run_bus
 from chat_app.runs.registry import local_runs
-from chat_app.tests.polling import wait_for
-from chat_app.tests.sse import chat, parse_blocks, read_rest, read_until
+from testkit.model.fake_llm import ScriptedCall
+from testkit.polling import wait_for
+from testkit.web.sse import chat, parse_blocks, read_rest, read_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -8,9 +8,9 @@ import uuid
 
 import httpx
 
-from campus_agent.tests.processes import asgi_process
-from chat_app.tests.sse import parse_blocks, read_rest, read_until, run_events
-from chat_app.tests.worker_fixtures import worker_sql
+from testkit.fixtures.workers import worker_sql
+from testkit.processes import asgi_process
+from testkit.web.sse import parse_blocks, read_rest, read_until, run_events
 
 
 def _ask_first(database_url) -> None:

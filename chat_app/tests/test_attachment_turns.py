@@ -9,8 +9,8 @@ import pytest
 
 from chat_app.attachments import IMAGE_UNSEEN
 from chat_app.models import Message, Upload
-from chat_app.tests.sse import chat
 from chat_app.tests.test_uploads import PNG
+from testkit.web.sse import chat
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -17,9 +17,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from campus_agent.testing.servers import ServedApp
 from chat_app.models import AuthSession, CampusIdentity
 from chat_app.tokens import jwt_decode
+from testkit.servers import ServedApp
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

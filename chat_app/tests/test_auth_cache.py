@@ -7,7 +7,7 @@ from django.utils import timezone
 
 from chat_app import auth_cache
 from chat_app.models import AuthSession
-from chat_app.tests.sse import chat
+from testkit.web.sse import chat
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -1,5 +1,5 @@
 """Campus login on the page with OpenID Connect (issue 13), through the real project on uvicorn
-and the loopback provider (chat_app/testing/oidc_provider.py): real redirects, a real code
+and the loopback provider (testkit/identity/oidc_provider.py): real redirects, a real code
 exchange with PKCE, the ID token checked, users linked by `sub`, the campus token kept in the
 server-side session and sent to sub-agents, refreshed, revoked on logout."""
 import json

@@ -12,11 +12,11 @@ import httpx
 import pytest
 
 from agents_app.runtime.subagent_tool import NOT_ANSWERED_TEXT as SUBAGENT_NOT_ANSWERED
-from agents_app.testing.mcp_servers import ENROL_MESSAGE
 from chat_app.models import Message, Run, ToolApproval
-from chat_app.tests.polling import wait_for
-from chat_app.tests.sse import parse_blocks, read_rest, read_until
-from subagents_app.testing.a2a_agent import INPUT_ANSWER, INPUT_QUESTION
+from testkit.mcp.servers import ENROL_MESSAGE
+from testkit.polling import wait_for
+from testkit.subagents.a2a_agent import INPUT_ANSWER, INPUT_QUESTION
+from testkit.web.sse import parse_blocks, read_rest, read_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -6,9 +6,9 @@ runs in this test process, on loopback."""
 import httpx
 import pytest
 
-from agents_app.testing.mcp_servers import HttpMcpServer
-from campus_agent.tests.processes import manage
-from chat_app.tests.sse import parse_blocks, read_rest, read_until
+from testkit.mcp.servers import HttpMcpServer
+from testkit.processes import manage
+from testkit.web.sse import parse_blocks, read_rest, read_until
 
 ADD_COURSES = """
 from agents_app.models import Agent, McpService

@@ -6,11 +6,11 @@ from contextlib import ExitStack, nullcontext
 import httpx
 import pytest
 
-from agents_app.testing.fake_llm import Reply
-from campus_agent.testing.fixtures import redis_cache_shared
 from chat_app.api_errors import MSG_TOO_MANY_FOLLOWERS, TOO_MANY_FOLLOWERS
-from chat_app.tests.polling import wait_for
-from chat_app.tests.sse import read_until
+from testkit.fixtures.base import redis_cache_shared
+from testkit.model.fake_llm import Reply
+from testkit.polling import wait_for
+from testkit.web.sse import read_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -26,8 +26,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from campus_agent.testing.servers import ServedApp
 from chat_app.models import AuthSession, Conversation, Message
+from testkit.servers import ServedApp
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -640,8 +640,8 @@ def test_hostile_output_still_ends_with_done_and_is_stored(live_asgi, llm_settin
                                                            subagent_server, mode):
     """The text is made valid (lone surrogates → U+FFFD, NUL dropped), the stream ends with `done`
     and the turn is stored."""
-    from agents_app.testing.fake_llm import Reply
-    from chat_app.tests.sse import chat
+    from testkit.model.fake_llm import Reply
+    from testkit.web.sse import chat
 
     if mode is None:
         llm_settings.queue(Reply(text="半个表情\ud83d，空字符\x00，反的\ude00。", chunk_size=3))

@@ -10,13 +10,13 @@ from asgiref.sync import sync_to_async
 from django.core.cache import cache
 from django.test import RequestFactory
 
-from agents_app.testing.fake_llm import Reply
 from chat_app import limits
 from chat_app.limits import stream_slot_take, stream_slots_held
 from chat_app.models import Message
 from chat_app.runs.registry import local_runs
-from chat_app.tests.sse import chat
 from chat_app.views.stream import _admit
+from testkit.model.fake_llm import Reply
+from testkit.web.sse import chat
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -5,10 +5,10 @@ import httpx
 import pytest
 import redis
 
-from agents_app.testing.fake_llm import Reply
-from campus_agent.tests.processes import asgi_processes
 from chat_app.api_errors import TOO_MANY_STREAMS
-from chat_app.tests.sse import chat, read_rest, read_until
+from testkit.model.fake_llm import Reply
+from testkit.processes import asgi_processes
+from testkit.web.sse import chat, read_rest, read_until
 
 SLOW_TEXT = "慢慢地说，" * 10
 

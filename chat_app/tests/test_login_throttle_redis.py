@@ -7,10 +7,10 @@ Redis database. Failures counted by one lock the other out. Redis database 15 by
 """
 import pytest
 
-from campus_agent.testing.fixtures import redis_cache_shared
-from campus_agent.tests.processes import asgi_server, manage, project_env
 from chat_app.services.login_throttle import KEY_PREFIX
 from chat_app.tests.test_login_throttle import THROTTLED, _token
+from testkit.fixtures.base import redis_cache_shared
+from testkit.processes import asgi_server, manage, project_env
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -1,6 +1,6 @@
 """A turn that needs the student's own account at an MCP service (issue 23 point 2), end to end on
 loopback: the project on uvicorn, the scripted model, and an MCP server protected by its own OAuth
-2.1 authorization server, both built with the mcp SDK (agents_app/testing/oauth_servers.py).
+2.1 authorization server, both built with the mcp SDK (testkit/mcp/oauth_servers.py).
 
 The call that finds no authorization does not fail: the run waits (`authorization_required`, the
 authorization page's URL in it), the student's browser comes back from that page to
@@ -12,10 +12,10 @@ import pytest
 
 from agents_app.models import McpOAuthGrant, McpOAuthPending, McpService
 from agents_app.runtime.loop import AUTHORIZED_TEXT, NOT_AUTHORIZED_TEXT
-from agents_app.testing.oauth_servers import OAuthMcpServer
 from chat_app.models import Message, Run, ToolApproval
-from chat_app.tests.polling import wait_for
-from chat_app.tests.sse import parse_blocks, read_rest, read_until
+from testkit.mcp.oauth_servers import OAuthMcpServer
+from testkit.polling import wait_for
+from testkit.web.sse import parse_blocks, read_rest, read_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -162,7 +162,7 @@ def test_a_known_tool_of_a_service_the_student_has_not_connected_waits_for_them_
     from agents_app.mcp.person import person_use
     from agents_app.mcp.pool import mcp_pool_close
     from agents_app.mcp.tools import mcp_service_tool_infos
-    from agents_app.testing.conformance_client import HeadlessPerson
+    from testkit.mcp.conformance_client import HeadlessPerson
 
     service = McpService.objects.get(name="library")
 
@@ -201,7 +201,7 @@ def test_an_approved_call_that_then_needs_the_students_account_waits_again(
     from agents_app.mcp.person import person_use
     from agents_app.mcp.pool import mcp_pool_close
     from agents_app.mcp.tools import mcp_service_tool_infos
-    from agents_app.testing.conformance_client import HeadlessPerson
+    from testkit.mcp.conformance_client import HeadlessPerson
 
     service = McpService.objects.get(name="library")
     service.tool_approvals = {"whoami": "ask"}
@@ -247,8 +247,8 @@ def test_the_campus_oidc_provider_serves_as_the_services_authorization_server(
     """A campus service that trusts the campus login: its RFC 9728 metadata names the campus
     OpenID Connect provider (OIDC discovery, PKCE required, a client staff registered there), and
     the same pause and callback connect the student's account through it."""
-    from agents_app.testing.oauth_servers import ResourceMcpServer
-    from chat_app.testing.oidc_provider import CLIENT_ID, CLIENT_SECRET
+    from testkit.identity.oidc_provider import CLIENT_ID, CLIENT_SECRET
+    from testkit.mcp.oauth_servers import ResourceMcpServer
 
     settings.MCP_OAUTH_REDIRECT_URL = f"{live_asgi}/mcp/oauth/callback/"
     with ResourceMcpServer(issuer=oidc_provider.issuer, verify=oidc_provider.access_subject) as server:

@@ -7,9 +7,9 @@ authorization server (built with the mcp SDK) run in this test process, on loopb
 import httpx
 import pytest
 
-from agents_app.testing.oauth_servers import OAuthMcpServer
-from campus_agent.tests.processes import manage
-from chat_app.tests.sse import parse_blocks, read_rest, read_until
+from testkit.mcp.oauth_servers import OAuthMcpServer
+from testkit.processes import manage
+from testkit.web.sse import parse_blocks, read_rest, read_until
 
 ADD_LIBRARY = """
 from agents_app.models import Agent, McpService

@@ -18,7 +18,6 @@ from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from agents_app.testing.fake_llm import Reply
 from chat_app import api_errors as errors
 from chat_app.mcp_server import (
     INPUT_SCHEMA,
@@ -30,7 +29,8 @@ from chat_app.mcp_server import (
 )
 from chat_app.models import Conversation, Message, Run
 from chat_app.services.api_keys import api_key_create
-from chat_app.tests.polling import wait_for
+from testkit.model.fake_llm import Reply
+from testkit.polling import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -421,7 +421,7 @@ class _Alternating(httpx2.AsyncBaseTransport):
 
 
 def _worker_rows(database_url: str, conversation_id: str) -> list[tuple]:
-    from chat_app.tests.worker_fixtures import worker_sql
+    from testkit.fixtures.workers import worker_sql
 
     query = ("SELECT role, content FROM chat_app_message WHERE conversation_id = {} ORDER BY created_at, seq")
     return worker_sql(database_url, query, (uuid.UUID(conversation_id),))
@@ -476,7 +476,7 @@ async def test_a_cancel_posted_to_the_other_worker_stops_the_run(workers, token,
     # it cancelled): the reply so far, cut.
     assert events[-1]["id"] == "call-1" and events[-1]["result"]["isError"] is True
     assert events[-1]["result"]["content"][-1]["text"] == "校园小智没能回答：回答被中断了。"
-    from chat_app.tests.worker_fixtures import worker_sql
+    from testkit.fixtures.workers import worker_sql
 
     rows = await sync_to_async(worker_sql)(
         worker_database, "SELECT status FROM chat_app_run", ()

@@ -6,8 +6,8 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from agents_app.testing.fake_llm import Reply
-from chat_app.tests.sse import chat, read_until
+from testkit.model.fake_llm import Reply
+from testkit.web.sse import chat, read_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 TOKEN = "metrics-s3cret"

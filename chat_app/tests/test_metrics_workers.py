@@ -4,7 +4,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from campus_agent.tests.processes import asgi_processes
+from testkit.processes import asgi_processes
 
 TOKEN = "metrics-s3cret"
 

@@ -1,10 +1,10 @@
 """U+0000 from the model or a sub-agent is dropped, in frames and rows (PostgreSQL text/jsonb refuse NUL)."""
 import pytest
 
-from agents_app.testing.fake_llm import Reply, ScriptedCall
 from chat_app.models import Message
-from chat_app.tests.sse import chat
-from subagents_app.testing.contract_agent import answer_chunks
+from testkit.model.fake_llm import Reply, ScriptedCall
+from testkit.subagents.contract_agent import answer_chunks
+from testkit.web.sse import chat
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

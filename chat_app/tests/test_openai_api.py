@@ -9,12 +9,12 @@ import openai
 import pytest
 from django.utils import timezone
 
-from agents_app.testing.fake_llm import Reply
-from campus_agent.tests.processes import asgi_processes
 from chat_app import openai_wire as wire
 from chat_app.models import ApiKey, Conversation, Message, Run
 from chat_app.services.api_keys import api_key_create
-from chat_app.tests.polling import wait_for
+from testkit.model.fake_llm import Reply
+from testkit.polling import wait_for
+from testkit.processes import asgi_processes
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -13,8 +13,8 @@ import json
 import pytest
 from axe_playwright_python.base import AXE_SCRIPT
 
-from agents_app.testing.fake_llm import Reply
-from chat_app.tests.page_helpers import DESKTOP, LAST_ANSWER, PHONE, ask, sized, wait_answered
+from testkit.model.fake_llm import Reply
+from testkit.web.page_helpers import DESKTOP, LAST_ANSWER, PHONE, ask, sized, wait_answered
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -6,7 +6,7 @@ import pytest
 from django.core.cache import cache
 
 from chat_app.models import Conversation, Feedback, Message
-from chat_app.tests.page_helpers import LAST_ANSWER, VIEWPORT_IDS, VIEWPORTS, ask, sized, wait_answered
+from testkit.web.page_helpers import LAST_ANSWER, VIEWPORT_IDS, VIEWPORTS, ask, sized, wait_answered
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -5,7 +5,7 @@ import httpx
 import pytest
 
 from chat_app.models import ApiKey
-from chat_app.tests.page_helpers import VIEWPORT_IDS, VIEWPORTS, is_phone, no_sideways_scroll, sidebar_open, sized
+from testkit.web.page_helpers import VIEWPORT_IDS, VIEWPORTS, is_phone, no_sideways_scroll, sidebar_open, sized
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

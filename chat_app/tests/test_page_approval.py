@@ -5,7 +5,7 @@ import re
 import pytest
 
 from chat_app.models import Conversation, Message, ToolApproval
-from chat_app.tests.page_helpers import ask, wait_answered
+from testkit.web.page_helpers import ask, wait_answered
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -8,9 +8,9 @@ import json
 import pytest
 
 from chat_app.models import Message
-from chat_app.tests.page_helpers import ask, wait_answered
 from chat_app.tests.test_page_a11y import serious_violations
 from chat_app.tests.test_uploads import PNG
+from testkit.web.page_helpers import ask, wait_answered
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

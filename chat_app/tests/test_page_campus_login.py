@@ -7,7 +7,7 @@ import re
 import pytest
 
 from chat_app.models import CampusIdentity, Conversation
-from chat_app.tests.page_helpers import LAST_ANSWER, VIEWPORT_IDS, VIEWPORTS, ask, sized, wait_answered
+from testkit.web.page_helpers import LAST_ANSWER, VIEWPORT_IDS, VIEWPORTS, ask, sized, wait_answered
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

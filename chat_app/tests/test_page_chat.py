@@ -10,11 +10,11 @@ from django.conf import settings
 
 from agents_app.runtime.loop import MODEL_INTERRUPTED_TEXT
 from agents_app.runtime.turn import MODEL_UNAVAILABLE
-from agents_app.testing.fake_llm import Reply
 from chat_app.models import Conversation, Message
-from chat_app.tests.browser_fixtures import cjk_font_installed
 from subagents_app.client import HTTP_ERROR_NOTICE
 from subagents_app.models import SubAgent
+from testkit.fixtures.browser import cjk_font_installed
+from testkit.model.fake_llm import Reply
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -13,8 +13,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from agents_app.models import McpService
-from agents_app.testing.fake_llm import Reply
 from chat_app.tests.test_page_chat import _ask, _wait_answered
+from testkit.model.fake_llm import Reply
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

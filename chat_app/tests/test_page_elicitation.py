@@ -6,10 +6,10 @@ import re
 
 import pytest
 
-from agents_app.testing.mcp_servers import ENROL_MESSAGE, PAY_URL
 from chat_app.models import ToolApproval
-from chat_app.tests.page_helpers import ask, wait_answered
 from chat_app.tests.test_page_a11y import serious_violations
+from testkit.mcp.servers import ENROL_MESSAGE, PAY_URL
+from testkit.web.page_helpers import ask, wait_answered
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -8,15 +8,15 @@ import re
 import pytest
 
 from agents_app.runtime.loop import LANGUAGE_TEXT
-from agents_app.testing.fake_llm import Reply
 from chat_app.models import Preference
-from chat_app.tests.page_helpers import ask, wait_answered
+from testkit.model.fake_llm import Reply
+from testkit.web.page_helpers import ask, wait_answered
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
 def _english_context(browser, live_site):
-    from chat_app.tests.browser_fixtures import BrowserPage
+    from testkit.fixtures.browser import BrowserPage
 
     context = browser.new_context(viewport={"width": 1280, "height": 860}, locale="en-US")
     return context, BrowserPage(page=context.new_page(), base_url=live_site)
@@ -74,7 +74,7 @@ def test_the_switch_turns_the_page_english_for_the_student_and_the_agent(
     # Kept for the student: another browser, once logged in, is English as well.
     context = browser.new_context(viewport={"width": 1280, "height": 860}, locale="zh-CN")
     try:
-        from chat_app.tests.browser_fixtures import BrowserPage
+        from testkit.fixtures.browser import BrowserPage
 
         other = BrowserPage(page=context.new_page(), base_url=live_site)
         other.login(username=user.username, password=password)

@@ -9,10 +9,11 @@ from django.conf import settings
 from django.utils import timezone
 
 from agents_app.models import McpService
-from agents_app.testing.fake_llm import Reply
 from chat_app.models import Conversation, Message
-from chat_app.tests.browser_fixtures import cjk_font_installed
-from chat_app.tests.page_helpers import (
+from subagents_app.models import SubAgent
+from testkit.fixtures.browser import cjk_font_installed
+from testkit.model.fake_llm import Reply
+from testkit.web.page_helpers import (
     DESKTOP,
     LAST_ANSWER,
     PHONE,
@@ -23,7 +24,6 @@ from chat_app.tests.page_helpers import (
     sized,
     wait_answered,
 )
-from subagents_app.models import SubAgent
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -6,9 +6,9 @@ in the first tab, as the student."""
 import pytest
 
 from agents_app.models import McpOAuthGrant, McpService
-from agents_app.testing.oauth_servers import OAuthMcpServer
-from chat_app.tests.page_helpers import LAST_ANSWER, ask, wait_answered
 from chat_app.tests.test_page_a11y import serious_violations
+from testkit.mcp.oauth_servers import OAuthMcpServer
+from testkit.web.page_helpers import LAST_ANSWER, ask, wait_answered
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -5,8 +5,8 @@ import threading
 
 import pytest
 
-from agents_app.testing.fake_llm import Reply, ScriptedCall
-from chat_app.tests.page_helpers import (
+from testkit.model.fake_llm import Reply, ScriptedCall
+from testkit.web.page_helpers import (
     LAST_ANSWER,
     VIEWPORT_IDS,
     VIEWPORTS,

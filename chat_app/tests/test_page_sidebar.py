@@ -6,7 +6,7 @@ import pytest
 from django.utils import timezone
 
 from chat_app.models import Conversation, Message
-from chat_app.tests.page_helpers import VIEWPORT_IDS, VIEWPORTS, no_sideways_scroll, sidebar_open, sized
+from testkit.web.page_helpers import VIEWPORT_IDS, VIEWPORTS, no_sideways_scroll, sidebar_open, sized
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -2,7 +2,7 @@
 `links`, `images`, `label`), built by static/js/view.js as DOM nodes, in real Chromium."""
 import pytest
 
-from agents_app.testing.mcp_servers import PIXEL_PNG_B64
+from testkit.mcp.servers import PIXEL_PNG_B64
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

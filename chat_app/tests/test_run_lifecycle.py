@@ -28,8 +28,8 @@ from chat_app.services.runs import (
     run_waiting_close,
     runs_reap,
 )
-from chat_app.tests.polling import wait_for
-from chat_app.tests.sse import read_until
+from testkit.polling import wait_for
+from testkit.web.sse import read_until
 
 LEGAL = {
     (State.RUNNING, State.WAITING), (State.RUNNING, State.FINISHED), (State.RUNNING, State.INTERRUPTED),

@@ -9,10 +9,10 @@ import time
 import httpx
 import pytest
 
-from agents_app.testing.fake_llm import Reply
 from chat_app.models import Message, Run
-from chat_app.tests.polling import wait_for
-from chat_app.tests.sse import chat, read_rest, read_until, run_events
+from testkit.model.fake_llm import Reply
+from testkit.polling import wait_for
+from testkit.web.sse import chat, read_rest, read_until, run_events
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

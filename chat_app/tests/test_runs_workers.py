@@ -14,9 +14,9 @@ import uuid
 import httpx
 import pytest
 
-from agents_app.testing.fake_llm import Reply
-from chat_app.tests.sse import parse_blocks, read_rest, read_until, run_events
-from chat_app.tests.worker_fixtures import worker_sql
+from testkit.fixtures.workers import worker_sql
+from testkit.model.fake_llm import Reply
+from testkit.web.sse import parse_blocks, read_rest, read_until, run_events
 
 SLOW_TEXT = "两个进程共享同一个运行，" * 6  # 66 characters, 17 chunks of 4
 

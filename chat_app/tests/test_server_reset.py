@@ -1,4 +1,4 @@
-"""The project server's reset between tests (campus_agent.testing.fixtures.project_server_reset)
+"""The project server's reset between tests (testkit.fixtures.base.project_server_reset)
 ends what a test left running before its tables are flushed: also a database call whose task it
 cancelled, which goes on in its thread (the PostgreSQL pass once hung on one)."""
 import asyncio
@@ -8,7 +8,7 @@ import time
 import pytest
 
 from campus_agent.asyncdb import db_call
-from campus_agent.testing.fixtures import project_server_reset
+from testkit.fixtures.base import project_server_reset
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -7,12 +7,12 @@ from django.conf import settings
 from loguru import logger
 
 from agents_app.models import McpService
-from agents_app.testing.mcp_servers import serve_http
 from campus_agent.logging import LOG_FORMAT
 from chat_app.models import Message
-from chat_app.tests.sse import chat
-from chat_app.tests.tcp_tap import TcpTap
 from subagents_app.client import TOKEN_EXPIRED_NOTICE
+from testkit.mcp.servers import serve_http
+from testkit.web.sse import chat
+from testkit.web.tcp_tap import TcpTap
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

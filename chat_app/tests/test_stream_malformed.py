@@ -13,16 +13,16 @@ from asgiref.sync import sync_to_async
 from agents_app.runtime.context import RunContext
 from agents_app.runtime.events import Chunk
 from agents_app.runtime.loop import MODEL_INTERRUPTED_TEXT
-from agents_app.testing.fake_llm import Reply
 from chat_app.chat_input import ChatInput
 from chat_app.limits import stream_slot_take
 from chat_app.models import Message
 from chat_app.runs.engine import FRAME_FAILED_MESSAGE, RunPlan, RunTask
 from chat_app.services.turns import turn_begin
-from chat_app.tests.sse import chat, parse_events
 from chat_app.tests.test_nul_characters import _strings
 from subagents_app.client import CONNECT_FAILED_NOTICE, CONNECT_FAILED_TEXT, TOKEN_EXPIRED_NOTICE
-from subagents_app.testing.contract_agent import CHART, ERROR_MESSAGE, HUGE_CHUNK, answer_chunks
+from testkit.model.fake_llm import Reply
+from testkit.subagents.contract_agent import CHART, ERROR_MESSAGE, HUGE_CHUNK, answer_chunks
+from testkit.web.sse import chat, parse_events
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

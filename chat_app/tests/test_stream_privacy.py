@@ -11,7 +11,7 @@ from campus_agent.tests.test_personal_numbers import (
     _log_tail,
 )
 from chat_app.models import Message
-from chat_app.tests.sse import chat
+from testkit.web.sse import chat
 
 
 @pytest.mark.django_db(transaction=True)

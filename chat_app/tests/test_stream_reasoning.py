@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from agents_app.testing.fake_llm import Reply, ScriptedCall
 from chat_app.models import Conversation, Message
-from chat_app.tests.sse import chat
+from testkit.model.fake_llm import Reply, ScriptedCall
+from testkit.web.sse import chat
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

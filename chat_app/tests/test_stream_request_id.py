@@ -2,7 +2,7 @@
 import pytest
 
 from chat_app.models import Message
-from chat_app.tests.sse import chat
+from testkit.web.sse import chat
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -22,12 +22,12 @@ from agents_app.runtime.events import (
     ToolChunk,
     ToolResult,
 )
-from agents_app.testing.fake_llm import Reply
 from campus_agent.errors import CAMPUS_TOKEN_EXPIRED
 from chat_app.models import Run
 from chat_app.schema import FRAME_SCHEMA, SESSION_FRAME_SCHEMA
 from chat_app.services.runs import run_stored_end
-from chat_app.tests.sse import chat
+from testkit.model.fake_llm import Reply
+from testkit.web.sse import chat
 
 # Every optional field of every event, set at least once.
 SAMPLES = [

@@ -9,7 +9,7 @@ import pytest
 
 from agents_app.mcp.connect import REQUEST_ID_META_KEY
 from campus_agent.tracing import REQUEST_ID_ATTRIBUTE, TRACER_NAME
-from chat_app.tests.sse import chat, read_rest, read_until
+from testkit.web.sse import chat, read_rest, read_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -7,8 +7,8 @@ from django.conf import settings
 from django.db import connection
 
 from chat_app.models import Conversation, Message
-from chat_app.tests.sse import chat
-from subagents_app.testing.contract_agent import CHART, answer_chunks
+from testkit.subagents.contract_agent import CHART, answer_chunks
+from testkit.web.sse import chat
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -4,7 +4,7 @@ import re
 
 from django.forms.models import model_to_dict
 
-from agents_app.testing.fake_llm import RecordedRequest, Reply, ScriptedCall
+from testkit.model.fake_llm import RecordedRequest, Reply, ScriptedCall
 
 CANTEEN_DESCRIPTION = "食堂助手：食堂、菜单、吃什么、二食堂、晚饭。"
 COURSE_DESCRIPTION = "选课助手：课程、选课、老师、学分、名额。"

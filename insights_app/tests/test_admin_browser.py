@@ -3,10 +3,10 @@ form to a new tab that shows the case the edit breaks (the edit stays in its tab
 "运行路由用例" opens the stored check."""
 import pytest
 
-from chat_app.tests.browser_fixtures import ARTIFACTS, Remote
 from insights_app.models import RoutingCheck
 from insights_app.tests.helpers import CANTEEN_DESCRIPTION, route_by_description
 from subagents_app.models import SubAgent
+from testkit.fixtures.browser import ARTIFACTS, Remote
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -7,9 +7,9 @@ import pytest
 from django.urls import reverse
 
 from agents_app.models import Agent
-from chat_app.tests.sse import chat
 from insights_app.admin_catalog import ROLLBACK_ACCEPT_MISSING
 from insights_app.routing.preview import BREAKS, FIXES
+from testkit.web.sse import chat
 
 pytestmark = pytest.mark.django_db
 

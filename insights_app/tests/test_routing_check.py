@@ -9,7 +9,6 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from agents_app.management.commands.load_demo import demo_catalog_load
-from agents_app.testing.fake_llm import Reply, ScriptedCall
 from insights_app.models import ANY_TOOL, RoutingCase, RoutingCheck, RoutingOutcome
 from insights_app.routing.demo import DEMO_CASES, demo_cases_load
 from insights_app.routing.judge import (
@@ -21,6 +20,7 @@ from insights_app.routing.judge import (
     NO_TOOL_EXPECTED,
 )
 from insights_app.tests.helpers import route_by_description
+from testkit.model.fake_llm import Reply, ScriptedCall
 
 pytestmark = pytest.mark.django_db
 
@@ -263,7 +263,7 @@ def malformed_model(settings):
     from starlette.responses import StreamingResponse
     from starlette.routing import Route
 
-    from campus_agent.testing.servers import ThreadedAsgiServer
+    from testkit.servers import ThreadedAsgiServer
 
     chunk = {"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": "m", "choices": [
         {"index": 0, "delta": {"tool_calls": [{"index": [0], "id": {"x": 1}, "type": "function",

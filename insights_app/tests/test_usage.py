@@ -9,7 +9,6 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from chat_app.models import Message
-from chat_app.tests.sse import chat
 from insights_app.models import UsageDaily
 from insights_app.usage import (
     usage_by_agent,
@@ -19,6 +18,7 @@ from insights_app.usage import (
     usage_top_users,
     usage_totals,
 )
+from testkit.web.sse import chat
 
 USAGE_1 = {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110}
 USAGE_2 = {"prompt_tokens": 150, "completion_tokens": 20, "total_tokens": 170}

@@ -8,10 +8,10 @@ from django.contrib.messages import get_messages
 from django.urls import reverse
 from django.utils.html import escape
 
-from campus_agent.testing.admin_forms import admin_action_run, admin_form_data
 from subagents_app.a2a_card import FOREIGN_URL_TEXT, NOT_JSON_TEXT, TOO_LARGE_TEXT
 from subagents_app.models import SubAgent
-from subagents_app.testing.a2a_agent import HOSTILE_NAME, SKILL
+from testkit.subagents.a2a_agent import HOSTILE_NAME, SKILL
+from testkit.web.admin_forms import admin_action_run, admin_form_data
 
 pytestmark = pytest.mark.django_db
 

@@ -22,7 +22,7 @@ from subagents_app.client import (
     HTTP_ERROR_TEXT,
     TIMEOUT_TEXT,
 )
-from subagents_app.testing.a2a_agent import (
+from testkit.subagents.a2a_agent import (
     AGENT_CANCELED_MESSAGE,
     AUTH_DETAIL,
     CUT_CHUNK,

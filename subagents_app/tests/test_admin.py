@@ -7,8 +7,8 @@ from django.test import RequestFactory
 from django.urls import reverse
 from django.utils.html import escape
 
-from campus_agent.testing.admin_forms import admin_form_data, admin_login_required_check
 from subagents_app.models import SubAgent
+from testkit.web.admin_forms import admin_form_data, admin_login_required_check
 
 
 def pages(canteen: SubAgent) -> list[str]:

@@ -19,7 +19,7 @@ from subagents_app.client import (
     subagent_client_close,
 )
 from subagents_app.models import SubAgent
-from subagents_app.testing.contract_agent import (
+from testkit.subagents.contract_agent import (
     CHART,
     ERROR_MESSAGE,
     EXPIRED_MESSAGE,

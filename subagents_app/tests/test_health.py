@@ -1,7 +1,7 @@
 import re
 
-from campus_agent.testing.admin_forms import admin_action_run
 from subagents_app.models import SubAgent
+from testkit.web.admin_forms import admin_action_run
 
 
 def run_health_check(client, *sub_agents) -> list[tuple[str, str]]:

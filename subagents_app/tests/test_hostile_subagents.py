@@ -27,7 +27,6 @@ from agents_app.runtime.turn import turn_stream
 from campus_agent.errors import CAMPUS_TOKEN_EXPIRED, SUBAGENT_INTERNAL
 from chat_app.models import AuthSession, Message
 from chat_app.services.auth import auth_session_create
-from chat_app.tests.sse import chat
 from subagents_app.a2a_client import a2a_call, a2a_client_close
 from subagents_app.client import (
     CONNECT_FAILED_TEXT,
@@ -40,18 +39,19 @@ from subagents_app.client import (
     subagent_client_close,
 )
 from subagents_app.limits import CUT_BYTES, CUT_EVENTS, CUT_FRAMES, CUT_LINE, CUT_TEXT, size_text
-from subagents_app.testing.a2a_agent import (
+from testkit.subagents.a2a_agent import (
     artifact_update,
     rpc_frame,
     status_update,
 )
-from subagents_app.testing.contract_agent import (
+from testkit.subagents.contract_agent import (
     ERROR_MESSAGE,
     FLOOD_PIECE,
     HUGE_CHUNK,
     MANY_FRAMES_TEXT,
     answer_chunks,
 )
+from testkit.web.sse import chat
 
 MB = 1024 * 1024
 CUT_HEAD = "[子 Agent 的回答已截断："

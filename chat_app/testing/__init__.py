@@ -1,1 +1,0 @@
-"""Test doubles of chat_app: a campus OpenID Connect provider on loopback."""
