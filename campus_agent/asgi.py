@@ -16,7 +16,7 @@ from campus_agent.stream_handler import StreamHandler, is_stream_path  # noqa: E
 from chat_app.a2a_server import a2a_app, is_a2a_path  # noqa: E402
 from chat_app.mcp_server import is_mcp_path, mcp_app  # noqa: E402
 from chat_app.runs.supervisor import supervisor_ensure  # noqa: E402
-from subagents_app.demo.library_a2a import LIBRARY_PATH, library_app  # noqa: E402
+from demo_app.subagents.library_a2a import LIBRARY_PATH, library_app  # noqa: E402
 
 stream_app = StreamHandler()  # the streaming endpoints: no thread per request (stream_handler.py)
 

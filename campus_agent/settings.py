@@ -80,6 +80,7 @@ INSTALLED_APPS = [
     "chat_app",
     # Staff insight (routing cases, usage reports): depends on the apps above, none on it.
     "insights_app",
+    "demo_app",  # the keyless demo (load_demo; served only with DEMO_ENABLED): no app depends on it
 ]
 
 # Every middleware here is async-capable, so async views run without a thread hop.

@@ -24,5 +24,5 @@ urlpatterns = [
 if settings.DEMO_ENABLED:
     # Issue #6's demo sub-agents answer anyone, unauthenticated: mounted only where asked for
     # (scripts/run.sh), never by default in a deployment.
-    urlpatterns.append(path("demo/subagents/", include("subagents_app.demo.urls")))
+    urlpatterns.append(path("demo/subagents/", include("demo_app.subagents.urls")))
 urlpatterns.append(path("", include("chat_app.page_urls")))

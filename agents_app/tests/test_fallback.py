@@ -8,9 +8,6 @@ import pytest
 from asgiref.sync import sync_to_async
 from loguru import logger
 
-from agents_app.demo_mcp import DEMO_MCP_NAME, NOW_ENV
-from agents_app.demo_mcp.server import server as demo_mcp_server
-from agents_app.management.commands.load_demo import demo_mcp_config
 from agents_app.mcp.tools import McpToolInfo
 from agents_app.models import McpService
 from agents_app.runtime.context import RunContext
@@ -29,6 +26,12 @@ from agents_app.runtime.mcp_tool import McpTool
 from agents_app.runtime.subagent_tool import SubAgentTool
 from agents_app.runtime.turn import MODEL_UNAVAILABLE, turn_stream
 from campus_agent.errors import CAMPUS_TOKEN_EXPIRED, DOWNSTREAM
+from demo_app.catalog import demo_mcp_config
+from demo_app.mcp import DEMO_MCP_NAME, NOW_ENV
+from demo_app.mcp.server import server as demo_mcp_server
+from demo_app.subagents.canteen import canteen_answer
+from demo_app.subagents.catalog import DEMO_SUBAGENTS
+from demo_app.subagents.course import course_answer
 from subagents_app.client import (
     CONNECT_FAILED_NOTICE,
     CONNECT_FAILED_TEXT,
@@ -37,9 +40,6 @@ from subagents_app.client import (
     TOKEN_EXPIRED_NOTICE,
     subagent_client_close,
 )
-from subagents_app.demo.canteen import canteen_answer
-from subagents_app.demo.catalog import DEMO_SUBAGENTS
-from subagents_app.demo.course import course_answer
 from subagents_app.models import SubAgent
 from testkit.subagents.contract_agent import CHART, EXPIRED_MESSAGE, answer_chunks
 

@@ -6,13 +6,15 @@ design. (A dotted path in a string, as settings and `include()` name modules, is
 
 The levels, lowest first; a module imports from its own level or lower ones, never upwards:
 
-    campus_agent ← subagents_app ← agents_app ← chat_app ← insights_app ← entry points ← test code
+    campus_agent ← subagents_app ← agents_app ← chat_app ← insights_app ← demo_app ← entry points ← test code
 
 - campus_agent is the shared base (settings, errors, SSE encoder, logging, tracing …): all may
   use it, it uses no app.
 - insights_app (staff insight: routing checks through the runtime, the usage rollup and
   report) reads agents_app, subagents_app and chat_app, and no app imports it: chat_app tells it
   about stored turns with a signal (chat_app.quota.turn_usage_recorded).
+- demo_app (the demo the keyless run serves: its sub-agents, MCP server, catalog and routing
+  cases) registers rows of every app; nothing imports it but the entry points, which mount it.
 - The project's entry points, `campus_agent/asgi.py` and `campus_agent/urls.py`, put the apps
   together (the run supervisor, the demo A2A agent, the admin's login form, the apps' URLconfs):
   they may import any app, and only test code imports them.
@@ -29,7 +31,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-LAYERS = ("campus_agent", "subagents_app", "agents_app", "chat_app", "insights_app")  # lowest first
+LAYERS = ("campus_agent", "subagents_app", "agents_app", "chat_app", "insights_app", "demo_app")  # lowest first
 TEST_CODE = ("testkit",)  # packages of test code only (the `tests` of each app are test code too)
 ENTRY_POINTS = {"campus_agent.asgi", "campus_agent.urls"}
 

@@ -8,9 +8,9 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from agents_app.management.commands.load_demo import demo_catalog_load
+from demo_app.catalog import demo_catalog_load
+from demo_app.routing_cases import DEMO_CASES, demo_cases_load
 from insights_app.models import ANY_TOOL, RoutingCase, RoutingCheck, RoutingOutcome
-from insights_app.routing.demo import DEMO_CASES, demo_cases_load
 from insights_app.routing.judge import (
     ARG_MISMATCH,
     DEADLINE_PASSED,

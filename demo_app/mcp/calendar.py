@@ -6,7 +6,7 @@ from datetime import date, datetime, timedelta, timezone
 from functools import cache
 from pathlib import Path
 
-from agents_app.demo_mcp import NOW_ENV
+from demo_app.mcp import NOW_ENV
 
 WEEKDAYS = ("星期一", "星期二", "星期三", "星期四", "星期五", "星期六", "星期日")
 DATA_FILE = Path(__file__).resolve().parent / "calendar.json"

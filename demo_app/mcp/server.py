@@ -4,8 +4,8 @@ from datetime import date as Date
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
-from agents_app.demo_mcp import DEMO_MCP_NAME
-from agents_app.demo_mcp.calendar import calendar_describe, campus_now, time_describe, week_describe
+from demo_app.mcp import DEMO_MCP_NAME
+from demo_app.mcp.calendar import calendar_describe, campus_now, time_describe, week_describe
 
 DATE_INVALID = "日期格式应为 YYYY-MM-DD，如 2026-10-08。"
 

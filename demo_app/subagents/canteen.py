@@ -1,6 +1,6 @@
 """The canteen demo sub-agent: menus, prices, calories and opening hours from bundled data."""
-from subagents_app.demo.answer import DemoAnswer, answer_from_lines, chart_bar, first_found
-from subagents_app.demo.data import demo_data_load
+from demo_app.subagents.answer import DemoAnswer, answer_from_lines, chart_bar, first_found
+from demo_app.subagents.data import demo_data_load
 
 MEAL_WORDS = {
     "早餐": ("早餐", "早饭", "早点", "早上", "早晨"),

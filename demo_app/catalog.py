@@ -1,12 +1,14 @@
-"""`manage.py load_demo`: a catalog that works out of the box (issue #6).
+"""The demo catalog (`manage.py load_demo`): what works out of the box (issue #6).
 
 Registers the demo sub-agents (served by this server under /demo/subagents/ when DEMO_ENABLED
-is on; it warns when they are not: the seed-contract canteen and course, and the A2A library agent), the demo MCP server (stdio, `python -m agents_app.demo_mcp`),
+is on; it warns when they are not: the seed-contract canteen and course, and the A2A library agent), the demo MCP server (stdio, `python -m demo_app.mcp`),
 the default agent 校园小智 using them, and two logins for local use. Rows are created only when missing (looked up by their natural keys), so
 running it again changes nothing and never overwrites what staff edited in admin — with one
-exception: a demo sub-agent still pointing at a demo address (…/demo/subagents/<name>) follows
+exception each: a demo sub-agent still pointing at a demo address (…/demo/subagents/<name>) follows
 the address this server runs at now (`PORT=8765 scripts/run.sh` after a first run on 8000 left
-the old port behind: every demo question failed to connect). It says so.
+the old port behind: every demo question failed to connect), and the demo MCP service still
+starting the demo server by the module name it had before it moved into demo_app follows the new
+one. It says so.
 
 Demo logins carry well-known passwords, so they are created only where that is safe: with
 DEBUG on or when ALLOWED_HOSTS names this machine only (the defaults). Elsewhere pass
@@ -18,15 +20,14 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand
 from django.db import transaction
 
-from agents_app.demo_mcp import DEMO_MCP_MODULE, DEMO_MCP_NAME
 from agents_app.models import Agent, McpService
 from agents_app.selectors import agent_default_exists
 from campus_agent.hosts import hosts_local_only
-from subagents_app.demo.catalog import DEMO_SUBAGENTS
-from subagents_app.demo.library_a2a import LIBRARY_DESCRIPTION, LIBRARY_DISPLAY, LIBRARY_EXAMPLES, LIBRARY_NAME
+from demo_app.mcp import DEMO_MCP_MODULE, DEMO_MCP_MODULE_BEFORE, DEMO_MCP_NAME
+from demo_app.subagents.catalog import DEMO_SUBAGENTS
+from demo_app.subagents.library_a2a import LIBRARY_DESCRIPTION, LIBRARY_DISPLAY, LIBRARY_EXAMPLES, LIBRARY_NAME
 from subagents_app.models import SubAgent
 
 AGENT_SLUG = "xiaozhi"
@@ -120,9 +121,21 @@ def _demo_address_follow(row: SubAgent, *, base_url: str, report: DemoLoadReport
     wanted = demo_address(base_url=base_url, name=row.name)
     if row.base_url == wanted or not is_demo_address(url=row.base_url, name=row.name):
         return False
-    report.moved.append(f"子 Agent {row.name}：{row.base_url} → {wanted}")
+    report.moved.append(f"地址 子 Agent {row.name}：{row.base_url} → {wanted}")
     row.base_url = wanted
     row.save(update_fields=["base_url", "updated_at"])
+    return True
+
+
+def _demo_mcp_follow(service: McpService, *, report: DemoLoadReport) -> bool:
+    """The demo MCP service registered before the demo moved into demo_app still starts the module
+    by its old name, which no longer exists: it follows (True). A command staff set stays."""
+    args = service.config.get("args") if isinstance(service.config, dict) else None
+    if service.protocol != McpService.Protocol.STDIO or args != ["-m", DEMO_MCP_MODULE_BEFORE]:
+        return False
+    service.config = {**service.config, "args": ["-m", DEMO_MCP_MODULE]}
+    service.save(update_fields=["config", "updated_at"])
+    report.moved.append(f"启动命令 MCP 服务 {service.name}：python -m {DEMO_MCP_MODULE_BEFORE} → python -m {DEMO_MCP_MODULE}")
     return True
 
 
@@ -153,7 +166,7 @@ def demo_catalog_load(*, base_url: str, with_logins: bool) -> DemoLoadReport:
         if not moved:
             _note(report, f"子 Agent {row.name}（{row.base_url}）", created)
 
-    # The demo A2A agent (subagents_app/demo/library_a2a.py), served under the same prefix.
+    # The demo A2A agent (demo_app/subagents/library_a2a.py), served under the same prefix.
     library, library_created = SubAgent.objects.get_or_create(
         name=LIBRARY_NAME,
         defaults={
@@ -178,7 +191,8 @@ def demo_catalog_load(*, base_url: str, with_logins: bool) -> DemoLoadReport:
             "display_name": DEMO_MCP_DISPLAY,
         },
     )
-    _note(report, f"MCP 服务 {service.name}", created)
+    if created or not _demo_mcp_follow(service, report=report):
+        _note(report, f"MCP 服务 {service.name}", created)
 
     agent, created = Agent.objects.get_or_create(
         slug=AGENT_SLUG,
@@ -209,38 +223,3 @@ def demo_catalog_load(*, base_url: str, with_logins: bool) -> DemoLoadReport:
     return report
 
 
-class Command(BaseCommand):
-    help = "注册演示目录（演示子 Agent、演示 MCP 服务、默认智能体“校园小智”和本机试用账号）；重复运行不会改动已有数据。"
-
-    def add_arguments(self, parser):
-        users = parser.add_mutually_exclusive_group()
-        users.add_argument("--no-users", action="store_true", help="不创建演示登录账号。")
-        users.add_argument(
-            "--force-users",
-            action="store_true",
-            help="即使 DEBUG 关闭且 ALLOWED_HOSTS 含外部域名，也创建默认密码的演示账号（请勿用于生产）。",
-        )
-
-    def handle(self, *args, no_users: bool, force_users: bool, **options):
-        with_logins = not no_users and (force_users or demo_logins_allowed())
-        report = demo_catalog_load(base_url=settings.DEMO_BASE_URL, with_logins=with_logins)
-        for label in report.created:
-            self.stdout.write(f"已创建 {label}")
-        for label in report.moved:
-            self.stdout.write(self.style.SUCCESS(f"已更新地址 {label}（演示子 Agent 跟随本次运行的地址）"))
-        for label in report.kept:
-            self.stdout.write(f"已存在，未改动 {label}")
-        if demo_sub_agents_unserved(base_url=settings.DEMO_BASE_URL):
-            self.stdout.write(self.style.WARNING(DEMO_DISABLED_WARNING))
-        if report.logins:
-            self.stdout.write(self.style.SUCCESS("本机试用账号（仅供本机演示，部署前请删除或改密码）："))
-            for login, created in report.logins:
-                state = "" if created else "（账号已存在，密码未改动）"
-                self.stdout.write(f"  {login.label}：{login.username} / {login.password}{state}")
-        elif not no_users:
-            self.stdout.write(
-                self.style.WARNING(
-                    "DEBUG 关闭且 ALLOWED_HOSTS 含外部域名：未创建默认密码的演示账号。"
-                    "请用 manage.py createsuperuser 创建账号，或加 --force-users。"
-                )
-            )

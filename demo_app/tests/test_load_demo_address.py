@@ -5,8 +5,8 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
-from agents_app.management.commands.load_demo import DEMO_DISPLAY
 from agents_app.models import McpService
+from demo_app.catalog import DEMO_DISPLAY
 from subagents_app.models import SubAgent
 
 pytestmark = pytest.mark.django_db
@@ -55,3 +55,18 @@ def test_demo_rows_carry_display_names_and_example_questions(settings):
     assert canteen.display_name == DEMO_DISPLAY["canteen"][0] == "食堂助手"
     assert canteen.example_question_list[0] == "二食堂中午吃什么？"
     assert McpService.objects.get().display_name == "校历"
+
+
+def test_a_demo_mcp_service_naming_the_old_module_follows_and_one_staff_changed_stays(settings):
+    load_demo(settings, 8000)
+    service = McpService.objects.get()
+    service.config = {**service.config, "args": ["-m", "agents_app.demo_mcp"]}  # a catalog loaded before the move
+    service.save()
+    out = load_demo(settings, 8000)
+    assert McpService.objects.get().config["args"] == ["-m", "demo_app.mcp"]
+    assert "已更新启动命令 MCP 服务 campus-calendar：python -m agents_app.demo_mcp → python -m demo_app.mcp" in out
+
+    McpService.objects.update(config={**service.config, "args": ["-m", "my_campus.calendar"]})
+    out = load_demo(settings, 8000)
+    assert McpService.objects.get().config["args"] == ["-m", "my_campus.calendar"]
+    assert "已存在，未改动 MCP 服务 campus-calendar" in out

@@ -1,8 +1,8 @@
 """The course demo sub-agent: searches the bundled course catalogue and charts remaining seats."""
 import re
 
-from subagents_app.demo.answer import DemoAnswer, answer_from_lines, chart_bar, first_found
-from subagents_app.demo.data import demo_data_load
+from demo_app.subagents.answer import DemoAnswer, answer_from_lines, chart_bar, first_found
+from demo_app.subagents.data import demo_data_load
 
 CATEGORY_WORDS = ("通识", "专业", "体育", "必修", "选修")
 SEATS_WORDS = ("余量", "名额", "剩余", "满了", "还能选", "空位", "剩多少", "抢")

@@ -13,12 +13,12 @@ from campus_agent.json_body import (
     MSG_NOT_UTF8,
     MSG_TOO_DEEP,
 )
+from demo_app.subagents.canteen import canteen_answer
+from demo_app.subagents.catalog import DEMO_SUBAGENTS
+from demo_app.subagents.course import course_answer
+from demo_app.subagents.data import demo_data_load
+from demo_app.subagents.views import AGENT_UNKNOWN, BODY_INVALID
 from subagents_app.client import subagent_call, subagent_client_close
-from subagents_app.demo.canteen import canteen_answer
-from subagents_app.demo.catalog import DEMO_SUBAGENTS
-from subagents_app.demo.course import course_answer
-from subagents_app.demo.data import demo_data_load
-from subagents_app.demo.views import AGENT_UNKNOWN, BODY_INVALID
 from subagents_app.health import subagent_health_check
 from subagents_app.models import SubAgent
 from testkit.processes import asgi_server, project_env

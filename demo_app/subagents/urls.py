@@ -1,7 +1,7 @@
 """Routes of the demo sub-agents, mounted by campus_agent.urls under /demo/subagents/."""
 from django.urls import path
 
-from subagents_app.demo.views import demo_subagent_chat, demo_subagent_health
+from demo_app.subagents.views import demo_subagent_chat, demo_subagent_health
 
 urlpatterns = [
     path("<slug:name>/api/v1/chat", demo_subagent_chat, name="demo-subagent-chat"),

@@ -1,7 +1,7 @@
 """`manage.py load_demo_cases`: the demo catalog's routing cases (after load_demo)."""
 from django.core.management.base import BaseCommand
 
-from insights_app.routing.demo import DEMO_AGENT_SLUG, demo_cases_load
+from demo_app.routing_cases import DEMO_AGENT_SLUG, demo_cases_load
 
 
 class Command(BaseCommand):

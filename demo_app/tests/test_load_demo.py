@@ -7,18 +7,18 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
-from agents_app.demo_mcp import DEMO_MCP_NAME
-from agents_app.management.commands.load_demo import (
+from agents_app.models import Agent, McpService
+from agents_app.runtime.fallback import UNCONFIGURED_NOTICE
+from demo_app.catalog import (
     AGENT_SLUG,
     DEMO_DISABLED_WARNING,
     DEMO_LOGINS,
     demo_mcp_config,
 )
-from agents_app.models import Agent, McpService
-from agents_app.runtime.fallback import UNCONFIGURED_NOTICE
-from subagents_app.demo.canteen import canteen_answer
-from subagents_app.demo.catalog import DEMO_SUBAGENTS
-from subagents_app.demo.library_a2a import LIBRARY_DESCRIPTION, LIBRARY_NAME, library_answer_parts
+from demo_app.mcp import DEMO_MCP_NAME
+from demo_app.subagents.canteen import canteen_answer
+from demo_app.subagents.catalog import DEMO_SUBAGENTS
+from demo_app.subagents.library_a2a import LIBRARY_DESCRIPTION, LIBRARY_NAME, library_answer_parts
 from subagents_app.models import SubAgent
 
 pytestmark = pytest.mark.django_db

@@ -16,8 +16,8 @@ from campus_agent.json_body import JsonBodyRefused, json_object_read
 from campus_agent.redaction import clip_text
 from campus_agent.request_id import request_id_get, request_id_set
 from campus_agent.sse import sse_frame
-from subagents_app.demo.answer import DemoAnswer
-from subagents_app.demo.catalog import DEMO_SUBAGENTS
+from demo_app.subagents.answer import DemoAnswer
+from demo_app.subagents.catalog import DEMO_SUBAGENTS
 
 # A short pause between chunks, so the page shows the answer streaming in as a real one would.
 CHUNK_DELAY_SEC = 0.02

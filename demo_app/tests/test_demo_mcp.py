@@ -3,14 +3,14 @@ from contextlib import asynccontextmanager
 
 from mcp import Client, StdioServerParameters
 
-from agents_app.demo_mcp import NOW_ENV
-from agents_app.demo_mcp.server import DATE_INVALID
-from agents_app.management.commands.load_demo import demo_mcp_config
+from demo_app.catalog import demo_mcp_config
+from demo_app.mcp import NOW_ENV
+from demo_app.mcp.server import DATE_INVALID
 
 
 @asynccontextmanager
 async def demo_server(now: str):
-    """The registered config (interpreter, `-m agents_app.demo_mcp`, its env) with the clock pinned."""
+    """The registered config (interpreter, `-m demo_app.mcp`, its env) with the clock pinned."""
     config = demo_mcp_config()
     params = StdioServerParameters(**(config | {"env": config.get("env", {}) | {NOW_ENV: now}}))
     async with Client(params, read_timeout_seconds=10) as client:

@@ -6,9 +6,9 @@ they list the trigger words students actually type.
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from subagents_app.demo.answer import DemoAnswer
-from subagents_app.demo.canteen import canteen_answer
-from subagents_app.demo.course import course_answer
+from demo_app.subagents.answer import DemoAnswer
+from demo_app.subagents.canteen import canteen_answer
+from demo_app.subagents.course import course_answer
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class DemoAppConfig(AppConfig):
+    name = "demo_app"
+    verbose_name = "演示"
