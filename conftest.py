@@ -73,7 +73,7 @@ def _fresh_cache():
 @pytest.fixture(scope="session", autouse=True)
 def _stream_db_connections_closed(django_db_setup, django_db_blocker):
     """Threads that outlive a test keep a database connection: the stream path's database
-    threads (campus_agent.asyncdb) and asgiref's one thread for thread-sensitive calls made outside
+    threads (campus_agent.base.asyncdb) and asgiref's one thread for thread-sensitive calls made outside
     a request (runtime tests). Close them before pytest-django drops the test database, which
     PostgreSQL refuses while they are open; on PostgreSQL a closed connection only goes back to
     psycopg's pool (settings: OPTIONS["pool"]), which keeps it open, so the pools are closed too
@@ -82,7 +82,7 @@ def _stream_db_connections_closed(django_db_setup, django_db_blocker):
     from asgiref.sync import SyncToAsync
     from django.db import connections
 
-    from campus_agent.asyncdb import db_connections_close
+    from campus_agent.base.asyncdb import db_connections_close
 
     with django_db_blocker.unblock():
         db_connections_close()

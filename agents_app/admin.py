@@ -14,9 +14,9 @@ from django.views.decorators.debug import sensitive_post_parameters
 
 from agents_app.mcp.oauth import grant_revoke
 from agents_app.models import Agent, AgentFallback, McpOAuthGrant, McpService, Provider
-from campus_agent.admin_history import CatalogHistoryAdmin
-from campus_agent.approval import ApprovalPolicy
-from campus_agent.circuit import circuit_close, circuit_status, circuit_status_text
+from campus_agent.base.admin_history import CatalogHistoryAdmin
+from campus_agent.base.approval import ApprovalPolicy
+from campus_agent.base.circuit import circuit_close, circuit_status, circuit_status_text
 
 TOOL_DESCRIPTION_PREVIEW = 80
 # What a service runs (stdio: a program on this server) or where it connects and with which

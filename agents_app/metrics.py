@@ -1,10 +1,10 @@
-"""Scrape-time gauges of the catalog (campus_agent.metrics): each MCP service's and sub-agent's
+"""Scrape-time gauges of the catalog (campus_agent.base.metrics): each MCP service's and sub-agent's
 circuit breaker, read from the shared cache when /metrics is asked for (so every worker reports
 the same state, once)."""
 from agents_app.mcp.tools import mcp_circuit_key
 from agents_app.models import McpService
-from campus_agent.circuit import CircuitState, circuit_status
-from campus_agent.metrics import scrape_gauge
+from campus_agent.base.circuit import CircuitState, circuit_status
+from campus_agent.base.metrics import scrape_gauge
 from subagents_app.client import subagent_circuit_key
 from subagents_app.models import SubAgent
 

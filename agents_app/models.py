@@ -9,9 +9,9 @@ from django.db import models
 from django.db.models import Q
 from simple_history.models import HistoricalRecords
 
-from campus_agent.approval import POLICY_HELP, ApprovalPolicy
-from campus_agent.crypto import secret_decrypt, secret_encrypt
-from campus_agent.models import TimeStampedModel
+from campus_agent.base.approval import POLICY_HELP, ApprovalPolicy
+from campus_agent.base.crypto import secret_decrypt, secret_encrypt
+from campus_agent.base.models import TimeStampedModel
 from subagents_app.models import SubAgent
 
 
@@ -87,7 +87,7 @@ class McpService(TimeStampedModel):
         help_text='按 MCP 工具名（不带服务名前缀）设置，优先于默认，如 {"register_course": "ask", "drop_all": "never"}；'
         "取值 auto / ask / never。",
     )
-    # Every save keeps the old values (campus_agent.history: diff and rollback in admin). The
+    # Every save keeps the old values (campus_agent.base.history: diff and rollback in admin). The
     # config's headers and env may be credentials: the live row holds them in clear already, so
     # the historical row may too, but the diff page never shows their values.
     history = HistoricalRecords()
@@ -161,7 +161,7 @@ class Provider(TimeStampedModel):
     """An OpenAI-compatible model endpoint (DashScope, vLLM, OpenAI, Ollama …) agents may use.
 
     The API key is never stored in clear: `api_key_encrypted` holds its Fernet token
-    (campus_agent.crypto), or `api_key_env` names the environment variable that holds it."""
+    (campus_agent.base.crypto), or `api_key_env` names the environment variable that holds it."""
 
     class Kind(models.TextChoices):
         DASHSCOPE = "dashscope", "DashScope（阿里云百炼）"
@@ -378,7 +378,7 @@ class McpOAuthClient(models.Model):
     """How the gateway is known to the authorization server of an MCP service that needs each
     student's authorization (`config.oauth`, agents_app/mcp/oauth.py): the client record its
     dynamic registration returned, or the client ID metadata document's URL it used, one per
-    service, shared by every student. Encrypted (campus_agent.crypto): a registration may carry
+    service, shared by every student. Encrypted (campus_agent.base.crypto): a registration may carry
     a client secret. A client that staff pre-registered is in the service's config instead."""
 
     service = models.OneToOneField(McpService, on_delete=models.CASCADE, related_name="oauth_client",
@@ -396,7 +396,7 @@ class McpOAuthClient(models.Model):
 
 class McpOAuthGrant(models.Model):
     """One student's authorization of one MCP service: the tokens its authorization server
-    issued, encrypted (campus_agent.crypto); removed when the student or staff disconnect it."""
+    issued, encrypted (campus_agent.base.crypto); removed when the student or staff disconnect it."""
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="mcp_oauth_grants",
                              verbose_name="学生")

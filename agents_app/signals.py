@@ -5,7 +5,7 @@ selections, providers and sub-agents are kept per worker too, but a database tri
 worker when they changed (agents_app.catalog_cache), so a save has nothing to drop for them.
 Other worker processes do not get this signal: they notice the new
 `updated_at` in the service's fingerprint instead (agents_app.mcp.connect). A rollback from the
-admin history (campus_agent.history) is a plain save too: it goes through these receivers.
+admin history (campus_agent.base.history) is a plain save too: it goes through these receivers.
 """
 from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver

@@ -76,7 +76,7 @@ def _oauth_errors(oauth) -> list[str]:
 
 def tool_approvals_errors(value) -> list[str]:
     """Problems of an MCP service's per-tool approval map: {"<tool>": "auto" | "ask" | "never"}."""
-    from campus_agent.approval import ApprovalPolicy
+    from campus_agent.base.approval import ApprovalPolicy
 
     if not isinstance(value, dict):
         return ['须是 JSON 对象，如 {"register_course": "ask"}。']

@@ -33,7 +33,7 @@ from agents_app.runtime.context import RunContext  # noqa: E402
 from agents_app.runtime.tool import ToolOutcome  # noqa: E402
 from agents_app.runtime.tool_runs import ToolRequest  # noqa: E402
 from agents_app.runtime.tracing import model_round_traced, run_span, tool_span  # noqa: E402
-from campus_agent.tracing import (  # noqa: E402
+from campus_agent.base.tracing import (  # noqa: E402
     request_id_span_processor,
     trace_headers_add,
     tracing_start,

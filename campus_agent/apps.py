@@ -8,7 +8,7 @@ class CampusAgentConfig(AppConfig):
     verbose_name = "Campus Agent"
 
     def ready(self) -> None:
-        from campus_agent.logging import logging_configure
+        from campus_agent.base.logging import logging_configure
 
         logging_configure(level=settings.LOG_LEVEL, log_dir=settings.LOG_DIR)
         if settings.TRACING_EXPORTERS:
@@ -17,7 +17,7 @@ class CampusAgentConfig(AppConfig):
     def _tracing_start(self) -> None:
         from loguru import logger
 
-        from campus_agent.tracing import tracer, tracing_provider_build, tracing_start
+        from campus_agent.base.tracing import tracer, tracing_provider_build, tracing_start
 
         if tracer() is not None:  # ready() may run twice
             return

@@ -19,8 +19,8 @@ from django.db import connection
 from django.http import JsonResponse
 from loguru import logger
 
-from campus_agent.asyncdb import db_call
-from campus_agent.request_id import HEADER, request_begun, request_ended, request_id_from_header
+from campus_agent.base.asyncdb import db_call
+from campus_agent.base.request_id import HEADER, request_begun, request_ended, request_id_from_header
 
 HEALTHY = (200, {"status": "ok", "db": "ok"})
 DEGRADED = (503, {"status": "degraded", "db": "unavailable"})

@@ -6,8 +6,8 @@ from django.http import Http404, HttpResponse
 from django.utils.crypto import constant_time_compare
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from campus_agent.asyncdb import db_call
-from campus_agent.metrics import metrics_text
+from campus_agent.base.asyncdb import db_call
+from campus_agent.base.metrics import metrics_text
 
 
 def _allowed(request) -> bool:

@@ -1,4 +1,5 @@
-"""Django's own middleware, run in the event loop instead of on a thread per hook.
+"""The project's middleware: the request id, and Django's own run in the event loop instead of on
+a thread per hook.
 
 Under ASGI, a `MiddlewareMixin` middleware (all of Django's, and django-csp's) runs each of its
 hooks through `sync_to_async(thread_sensitive=True)`: for the stack in settings.MIDDLEWARE a
@@ -19,7 +20,7 @@ their dotted names, and without them skips the checks that depend on them. Their
 (`Inline…` below) serve the stream paths only, whose handler builds its chain with them
 (campus_agent/stream_handler.py).
 """
-from asgiref.sync import sync_to_async
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
 from csp.middleware import CSPMiddleware as _CSPMiddleware
 from django.conf import settings
 from django.contrib.auth.middleware import AuthenticationMiddleware as _AuthenticationMiddleware
@@ -31,6 +32,8 @@ from django.middleware.csrf import CsrfViewMiddleware as _CsrfViewMiddleware
 from django.middleware.locale import LocaleMiddleware as _LocaleMiddleware
 from django.middleware.security import SecurityMiddleware as _SecurityMiddleware
 from django.utils import translation
+
+from campus_agent.base.request_id import HEADER, META_KEY, request_begun, request_ended, request_id_from_header
 
 
 class InlineHooks:
@@ -108,3 +111,37 @@ class InlineSessionMiddleware(_SessionMiddleware):
         if request.session.accessed or settings.SESSION_SAVE_EVERY_REQUEST:
             return await sync_to_async(self.process_response, thread_sensitive=True)(request, response)
         return self.process_response(request, response)
+
+
+class RequestIdMiddleware:
+    """Reads or makes the request id, logs the request's start and end, echoes the header.
+
+    Async-capable so that async views (the chat stream) run without a thread per request.
+    """
+
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+        if iscoroutinefunction(get_response):
+            markcoroutinefunction(self)
+
+    def _start(self, request) -> float:
+        request.request_id = request_id_from_header(request.META.get(META_KEY))
+        return request_begun(request.request_id, request.method, request.path)
+
+    def _finish(self, request, response, started: float):
+        response[HEADER] = request.request_id
+        request_ended(request.method, request.path, response.status_code, started)
+        return response
+
+    def __call__(self, request):
+        if iscoroutinefunction(self):
+            return self.__acall__(request)
+        started = self._start(request)
+        return self._finish(request, self.get_response(request), started)
+
+    async def __acall__(self, request):
+        started = self._start(request)
+        return self._finish(request, await self.get_response(request), started)

@@ -10,9 +10,9 @@ from pathlib import Path
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
-from campus_agent.hosts import hosts_local_only
-from campus_agent.tracing import tracing_exporters
-from campus_agent.version import VERSION
+from campus_agent.base.hosts import hosts_local_only
+from campus_agent.base.tracing import tracing_exporters
+from campus_agent.base.version import VERSION
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -89,7 +89,7 @@ INSTALLED_APPS = [
 # stay Django's own: `check --deploy` looks for them by these names (and skips the HSTS, cookie
 # and CSRF checks when it does not find them).
 MIDDLEWARE = [
-    "campus_agent.request_id.RequestIdMiddleware",
+    "campus_agent.middleware.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "campus_agent.middleware.CSPMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -169,10 +169,10 @@ if REDIS_URL:
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
     # The per-user limits of this one process: sized for a campus, expired entries dropped first
-    # (Django's default keeps 300 entries, fewer than the slots of a burst; campus_agent/local_cache.py).
-    CACHES = {"default": {"BACKEND": "campus_agent.local_cache.LocalCache",
+    # (Django's default keeps 300 entries, fewer than the slots of a burst; campus_agent/base/local_cache.py).
+    CACHES = {"default": {"BACKEND": "campus_agent.base.local_cache.LocalCache",
                           "OPTIONS": {"MAX_ENTRIES": env.int("LOCAL_CACHE_MAX_ENTRIES", default=100_000)}}}
-# A worker's asyncio connections to Redis (campus_agent/redis_clients.py): commands (the limits,
+# A worker's asyncio connections to Redis (campus_agent/base/redis_clients.py): commands (the limits,
 # the frames' copies, stop signals) and the blocking reads of the runs followed here; a command
 # past them waits up to REDIS_POOL_WAIT_SEC for a free connection.
 REDIS_MAX_CONNECTIONS = env.int("REDIS_MAX_CONNECTIONS", default=100)
@@ -232,7 +232,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": [],
     # JSON in and out only: one body parser for every endpoint (size, depth, UTF-8, object; a
     # form or text/plain body is a 415) and every answer, errors included, as JSON.
-    "DEFAULT_PARSER_CLASSES": ["campus_agent.json_body.JsonObjectParser"],
+    "DEFAULT_PARSER_CLASSES": ["campus_agent.base.json_body.JsonObjectParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "EXCEPTION_HANDLER": "chat_app.views.base.api_exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
@@ -350,7 +350,7 @@ RUN_STALE_SEC = env.float("RUN_STALE_SEC", default=10.0)
 # Approval (DESIGN §4a): how long a tool call that needs the student's approval waits before it
 # counts as rejected (the run holds no stream slot meanwhile).
 APPROVAL_TIMEOUT_SEC = env.float("APPROVAL_TIMEOUT_SEC", default=600.0)
-# Circuit breaker per sub-agent and MCP service (campus_agent/circuit.py), shared through the
+# Circuit breaker per sub-agent and MCP service (campus_agent/base/circuit.py), shared through the
 # cache: CIRCUIT_FAILURES consecutive failures within CIRCUIT_WINDOW_SEC open it; it refuses
 # calls at once for CIRCUIT_COOLDOWN_SEC, then lets one probe call through.
 CIRCUIT_FAILURES = env.int("CIRCUIT_FAILURES", default=3)
@@ -390,7 +390,7 @@ API_KEYS_PER_USER_MAX = env.int("API_KEYS_PER_USER_MAX", default=20)
 RETENTION_DAYS = env.int("RETENTION_DAYS", default=0)
 # GET /metrics (Prometheus) answers only `Authorization: Bearer <METRICS_TOKEN>`; unset: no endpoint (404).
 METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
-# An empty PROMETHEUS_MULTIPROC_DIR means "one process" (campus_agent.metrics); prometheus_client
+# An empty PROMETHEUS_MULTIPROC_DIR means "one process" (campus_agent.base.metrics); prometheus_client
 # would take it as the current directory and write its files there. Settings load before it.
 if "PROMETHEUS_MULTIPROC_DIR" in os.environ and not os.environ["PROMETHEUS_MULTIPROC_DIR"].strip():
     del os.environ["PROMETHEUS_MULTIPROC_DIR"]
@@ -420,7 +420,7 @@ MCP_DOCUMENTATION_URL = env.str("MCP_DOCUMENTATION_URL", default="")
 MCP_MAX_BODY_BYTES = env.int("MCP_MAX_BODY_BYTES", default=256 * 1024)
 MCP_PROGRESS_INTERVAL_SEC = env.float("MCP_PROGRESS_INTERVAL_SEC", default=0.5)
 
-# --- logging (configured by campus_agent.logging at start-up, see apps.py) -------------------
+# --- logging (configured by campus_agent.base.logging at start-up, see apps.py) -------------------
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
 # The level from which 2026-07-28 MCP servers send their log (`notifications/message`) with each
 # call, into ours (agents_app/mcp/notifications.py); empty: they send none. Handshake-era servers

@@ -6,7 +6,7 @@ thread-sensitive sync call — Django's own `request_started` receivers (`close_
 then idles for as long as the response lasts, and a second thread is started to join it at the
 end. For a stream that is a parked thread per held stream and two thread starts per turn.
 
-The streaming views are async end to end and do their database work on `campus_agent.asyncdb`'s
+The streaming views are async end to end and do their database work on `campus_agent.base.asyncdb`'s
 threads; the only sync code of their request is those signal receivers, which touch nothing of
 the request. Here they run on one shared thread instead, one at a time (a few microseconds
 each). Everything else is Django's handler: the same middleware, signals, errors and response.

@@ -80,11 +80,11 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from agents_app.runtime.events import WAITING_FRAME_TYPES
-from campus_agent.asyncdb import db_call
-from campus_agent.errors import CAMPUS_TOKEN_EXPIRED
-from campus_agent.json_body import JsonBodyRefused, json_object_decode
-from campus_agent.request_id import HEADER as REQUEST_ID_HEADER
-from campus_agent.request_id import request_id_from_header, request_id_set
+from campus_agent.base.asyncdb import db_call
+from campus_agent.base.errors import CAMPUS_TOKEN_EXPIRED
+from campus_agent.base.json_body import JsonBodyRefused, json_object_decode
+from campus_agent.base.request_id import HEADER as REQUEST_ID_HEADER
+from campus_agent.base.request_id import request_id_from_header, request_id_set
 from chat_app import api_errors as errors
 from chat_app.authentication import Caller
 from chat_app.chat_input import chat_input_parse
@@ -583,7 +583,7 @@ def _header(scope, wanted: bytes) -> str | None:
 class A2aAuth:
     """In front of the JSON-RPC app: 401 without a valid Bearer (the body unread), then the body
     read within DATA_UPLOAD_MAX_MEMORY_SIZE and checked as every JSON body is
-    (campus_agent.json_body): a refusal is a JSON-RPC error, never a 5xx."""
+    (campus_agent.base.json_body): a refusal is a JSON-RPC error, never a 5xx."""
 
     def __init__(self, app):
         self.app = app

@@ -5,7 +5,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
-from campus_agent.admin_records import RecordAdminMixin
+from campus_agent.base.admin_records import RecordAdminMixin
 from chat_app.models import ApiKey, AuthSession, CampusIdentity, Conversation, Feedback, Message, ToolApproval
 
 # Links other apps offer on a stored message (insights_app: "保存为路由用例"): callables

@@ -1,13 +1,13 @@
 """JSON error bodies of the API (DESIGN §4): `{"code": …, "message": …}` with the HTTP status.
 
-The contract fixes 40001, 40101 and the 5xxxx codes (campus_agent.errors); the codes below
+The contract fixes 40001, 40101 and the 5xxxx codes (campus_agent.base.errors); the codes below
 complete it for answers the contract leaves open (documented in docs/api.md).
 """
 from django.http import JsonResponse
 from django.utils.translation import gettext_lazy as _
 
-from campus_agent.errors import INVALID_BODY, TOKEN_INVALID, ApplicationError
-from campus_agent.json_body import (  # noqa: F401  (the body codes and messages, named here with the rest)
+from campus_agent.base.errors import INVALID_BODY, TOKEN_INVALID, ApplicationError
+from campus_agent.base.json_body import (  # noqa: F401  (the body codes and messages, named here with the rest)
     BODY_TOO_LARGE,
     MSG_BODY_NOT_JSON,
     MSG_BODY_TOO_LARGE,

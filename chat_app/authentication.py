@@ -14,7 +14,7 @@ from django.http.multipartparser import MultiPartParserError
 from django.middleware.csrf import CsrfViewMiddleware
 from rest_framework import authentication, exceptions
 
-from campus_agent.json_body import too_large, unsupported_media_type
+from campus_agent.base.json_body import too_large, unsupported_media_type
 from chat_app import api_errors as errors
 from chat_app.api_keys import api_key_campus_token, api_key_resolve, looks_like_api_key
 from chat_app.auth_cache import auth_session_cached, auth_session_remember

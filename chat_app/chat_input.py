@@ -1,7 +1,7 @@
 """The body of `POST /api/v1/chat` (DESIGN §4), checked before anything is stored.
 
 The body itself (Content-Type, size, encoding, depth, JSON object) is checked where every JSON
-endpoint's is, in campus_agent.json_body; the fields are checked here.
+endpoint's is, in campus_agent.base.json_body; the fields are checked here.
 """
 import dataclasses
 import uuid
@@ -11,7 +11,7 @@ from django.conf import settings
 from django.utils import translation
 from django.utils.translation import gettext_lazy as _
 
-from campus_agent.json_body import JsonBodyRefused, json_object_read
+from campus_agent.base.json_body import JsonBodyRefused, json_object_read
 from chat_app import api_errors as errors
 
 MESSAGE_MAX = 8000
@@ -66,7 +66,7 @@ def _attachments(body: dict) -> tuple[uuid.UUID, ...]:
 
 def chat_input_read(*, request) -> ChatInput:
     """The request's chat input. Raises ApiError: 415 / 413 / 400 for the body
-    (campus_agent.json_body), 400 (40001) for its fields. Call it only once the caller is known:
+    (campus_agent.base.json_body), 400 (40001) for its fields. Call it only once the caller is known:
     an unauthenticated body is never parsed."""
     try:
         body = json_object_read(request)

@@ -16,7 +16,7 @@ import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-from campus_agent.asyncdb import db_call
+from campus_agent.base.asyncdb import db_call
 from chat_app import api_errors as errors
 from chat_app.authentication import Caller, bearer_caller_resolve
 from chat_app.chat_input import ChatInput

@@ -155,7 +155,7 @@ class _CacheSlots:
         if self._in_loop:
             cache.delete(key)
             return
-        from campus_agent.asyncdb import db_call
+        from campus_agent.base.asyncdb import db_call
 
         await db_call(cache.delete, key)
 
@@ -195,7 +195,7 @@ class _RedisSlots:
     def _async_script(self):
         """This loop's client and registered script (EVALSHA after the first call): the run bus's
         client when the cache is on the same Redis, so a worker keeps one asyncio pool."""
-        from campus_agent.redis_clients import redis_client
+        from campus_agent.base.redis_clients import redis_client
 
         loop = asyncio.get_running_loop()
         found = self._scripts.get(loop)

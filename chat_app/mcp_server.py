@@ -40,8 +40,8 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.exceptions import MCPError
 
 from agents_app.runtime.events import WAITING_FRAME_TYPES
-from campus_agent.asyncdb import db_call
-from campus_agent.request_id import request_id_from_header, request_id_set
+from campus_agent.base.asyncdb import db_call
+from campus_agent.base.request_id import request_id_from_header, request_id_set
 from chat_app import api_errors as errors
 from chat_app.authentication import Caller
 from chat_app.chat_input import MESSAGE_MAX, chat_input_parse

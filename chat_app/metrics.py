@@ -1,6 +1,6 @@
-"""Scrape-time gauges of the runs (campus_agent.metrics): tool calls waiting for a student's
+"""Scrape-time gauges of the runs (campus_agent.base.metrics): tool calls waiting for a student's
 approval, read from the database when /metrics is asked for."""
-from campus_agent.metrics import scrape_gauge
+from campus_agent.base.metrics import scrape_gauge
 from chat_app.models import ToolApproval
 
 

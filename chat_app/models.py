@@ -7,7 +7,7 @@ from django.db.models.signals import post_delete
 from django.dispatch import receiver
 
 from agents_app.models import Agent
-from campus_agent.models import TimeStampedModel
+from campus_agent.base.models import TimeStampedModel
 
 DEFAULT_TITLE = "新对话"
 

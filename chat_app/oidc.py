@@ -29,7 +29,7 @@ from joserfc.errors import JoseError
 from joserfc.jwk import KeySet
 from loguru import logger
 
-from campus_agent.redaction import mask_token
+from campus_agent.base.redaction import mask_token
 
 FLOW_KEY = "campus_oidc_flow"  # state, nonce, PKCE verifier and where to go back, during a login
 TOKENS_KEY = "campus_oidc_tokens"  # the logged-in page's campus tokens

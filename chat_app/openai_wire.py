@@ -17,7 +17,7 @@ from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy as _
 
 from agents_app.runtime.events import WAITING_FRAME_TYPES
-from campus_agent.errors import INVALID_BODY
+from campus_agent.base.errors import INVALID_BODY
 from chat_app import api_errors as errors
 from chat_app.chat_input import AGENT_SLUG_MAX, MESSAGE_MAX
 from chat_app.quota import QUOTA_EXCEEDED

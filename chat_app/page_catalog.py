@@ -8,7 +8,7 @@ import re
 
 from agents_app.models import Agent, McpService
 from agents_app.runtime.tool_names import subagent_tool_name, tool_name_normalise
-from campus_agent.redaction import clip_text
+from campus_agent.base.redaction import clip_text
 from subagents_app.models import SubAgent
 
 EXAMPLES_PER_SUB_AGENT = 2

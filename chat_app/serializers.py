@@ -5,7 +5,7 @@ from django.utils.translation import gettext_lazy as _
 from rest_framework import serializers
 
 from agents_app.models import Agent
-from campus_agent.text import text_clean
+from campus_agent.base.text import text_clean
 from chat_app.models import FEEDBACK_COMMENT_MAX, Conversation, Feedback, Message
 
 TITLE_MAX = 64

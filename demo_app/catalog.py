@@ -24,7 +24,7 @@ from django.db import transaction
 
 from agents_app.models import Agent, McpService
 from agents_app.selectors import agent_default_exists
-from campus_agent.hosts import hosts_local_only
+from campus_agent.base.hosts import hosts_local_only
 from demo_app.mcp import DEMO_MCP_MODULE, DEMO_MCP_MODULE_BEFORE, DEMO_MCP_NAME
 from demo_app.subagents.catalog import DEMO_SUBAGENTS
 from demo_app.subagents.library_a2a import LIBRARY_DESCRIPTION, LIBRARY_DISPLAY, LIBRARY_EXAMPLES, LIBRARY_NAME

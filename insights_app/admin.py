@@ -9,7 +9,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
-from campus_agent.admin_records import RecordAdminMixin
+from campus_agent.base.admin_records import RecordAdminMixin
 from chat_app import admin as chat_admin
 from chat_app.models import Message
 from insights_app.admin_catalog import CHECK_DONE_TEXT, catalog_admins_extend

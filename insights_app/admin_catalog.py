@@ -15,7 +15,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 
 from agents_app.models import Agent, McpService
-from campus_agent.history import history_date_text, history_restored
+from campus_agent.base.history import history_date_text, history_restored
 from insights_app.models import RoutingCheck
 from insights_app.routing.ask import RoutingUnavailable
 from insights_app.routing.checks import CheckSettings, routing_check_run
@@ -132,7 +132,7 @@ class AgentRoutingMixin(RoutingPreviewMixin):
             context["routing_check_url"] = reverse("admin:agents_app_agent_routing_check", args=[obj.pk])
         return super().render_change_form(request, context, add=add, change=change, form_url=form_url, obj=obj)
 
-    # --- rollback from the history (campus_agent.admin_history): the cases first
+    # --- rollback from the history (campus_agent.base.admin_history): the cases first
 
     def _rollback_state(self, request, agent: Agent, record) -> str:
         latest = agent.history.order_by("-history_date", "-history_id").values_list("history_id", flat=True).first()

@@ -5,7 +5,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from agents_app.models import Agent
-from campus_agent.models import TimeStampedModel
+from campus_agent.base.models import TimeStampedModel
 from chat_app.models import Message
 
 ANY_TOOL = "*"

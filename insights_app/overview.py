@@ -12,7 +12,7 @@ from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
 from agents_app.metrics import breaker_states
-from campus_agent.metrics import metrics_text
+from campus_agent.base.metrics import metrics_text
 from chat_app.models import Message, Run, ToolApproval
 from insights_app.models import UsageDaily
 

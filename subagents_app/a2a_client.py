@@ -41,9 +41,9 @@ from django.conf import settings
 from django.utils.translation import gettext_lazy as _
 from loguru import logger
 
-from campus_agent.errors import DOWNSTREAM, SUBAGENT_INTERNAL
-from campus_agent.redaction import clip_text, mask_token
-from campus_agent.tracing import trace_headers_add
+from campus_agent.base.errors import DOWNSTREAM, SUBAGENT_INTERNAL
+from campus_agent.base.redaction import clip_text, mask_token
+from campus_agent.base.tracing import trace_headers_add
 from subagents_app.a2a_card import AgentCardError, AgentCardInfo, aagent_card_fetch
 from subagents_app.client import (
     CONNECT_FAILED_NOTICE,
@@ -106,7 +106,7 @@ INTERRUPTED = {TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_RE
 def a2a_headers(*, request_id: str, conversation_id: str, campus_token: str | None = None) -> dict[str, str]:
     """Every header the gateway adds to a request to an A2A agent (card, message, cancel):
     `X-Request-Id` and, while tracing is on, the `traceparent` of the tool's span
-    (campus_agent.tracing), the parent conversation, and the campus token when the card asks for it."""
+    (campus_agent.base.tracing), the parent conversation, and the campus token when the card asks for it."""
     headers = {"X-Parent-Conversation-Id": conversation_id}
     trace_headers_add(headers, request_id=request_id)
     if campus_token:

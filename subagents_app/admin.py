@@ -2,8 +2,8 @@ from django import forms
 from django.contrib import admin, messages
 from django.utils.html import format_html, format_html_join
 
-from campus_agent.admin_history import CatalogHistoryAdmin
-from campus_agent.circuit import circuit_close, circuit_status, circuit_status_text
+from campus_agent.base.admin_history import CatalogHistoryAdmin
+from campus_agent.base.circuit import circuit_close, circuit_status, circuit_status_text
 from subagents_app.a2a_card import AgentCardError, AgentCardInfo, agent_card_description, agent_card_fetch
 from subagents_app.client import subagent_circuit_key
 from subagents_app.health import HEALTH_TIMEOUT_MAX_SEC, subagent_health_check

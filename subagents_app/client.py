@@ -20,9 +20,9 @@ import httpx
 from django.utils.translation import gettext_lazy as _
 from loguru import logger
 
-from campus_agent.errors import CAMPUS_TOKEN_EXPIRED, DOWNSTREAM, SUBAGENT_INTERNAL
-from campus_agent.redaction import clip_text, mask_token
-from campus_agent.tracing import trace_headers_add
+from campus_agent.base.errors import CAMPUS_TOKEN_EXPIRED, DOWNSTREAM, SUBAGENT_INTERNAL
+from campus_agent.base.redaction import clip_text, mask_token
+from campus_agent.base.tracing import trace_headers_add
 from subagents_app.limits import StreamCaps, StreamCut, cut_marker, sse_events
 from subagents_app.models import SubAgent
 
@@ -82,7 +82,7 @@ def subagent_label(sub_agent: SubAgent) -> str:
 
 
 def subagent_circuit_key(sub_agent: SubAgent) -> str:
-    """The sub-agent's circuit-breaker source (campus_agent/circuit.py): the row, not its name,
+    """The sub-agent's circuit-breaker source (campus_agent/base/circuit.py): the row, not its name,
     which staff may change; its creation time keeps a deleted row's state from reaching a new
     row that reuses the id."""
     return f"subagent:{sub_agent.pk}:{sub_agent.created_at.timestamp():.6f}"

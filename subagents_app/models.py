@@ -5,9 +5,9 @@ from django.core.validators import MaxValueValidator, MinValueValidator, RegexVa
 from django.db import models
 from simple_history.models import HistoricalRecords
 
-from campus_agent.approval import POLICY_HELP, ApprovalPolicy
-from campus_agent.models import TimeStampedModel
-from campus_agent.text import text_head
+from campus_agent.base.approval import POLICY_HELP, ApprovalPolicy
+from campus_agent.base.models import TimeStampedModel
+from campus_agent.base.text import text_head
 
 NAME_PATTERN = r"^[a-z][a-z0-9-]{1,62}$"
 TIMEOUT_MIN, TIMEOUT_MAX = 1, 300
@@ -107,7 +107,7 @@ class SubAgent(TimeStampedModel):
         blank=True,
         help_text="每行一个问题，如“二食堂中午吃什么？”。新对话的欢迎页把它们显示为按钮，学生点一下就能提问。",
     )
-    history = HistoricalRecords()  # old values for the admin's diff and rollback (campus_agent.history)
+    history = HistoricalRecords()  # old values for the admin's diff and rollback (campus_agent.base.history)
 
     class Meta:
         verbose_name = "子 Agent"

@@ -22,9 +22,9 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp_types import Implementation
 
 from agents_app.models import McpService
-from campus_agent.request_id import NO_REQUEST_ID, request_id_get
-from campus_agent.tracing import trace_headers_add
-from campus_agent.version import PRODUCT_NAME, PRODUCT_TITLE, VERSION
+from campus_agent.base.request_id import NO_REQUEST_ID, request_id_get
+from campus_agent.base.tracing import trace_headers_add
+from campus_agent.base.version import PRODUCT_NAME, PRODUCT_TITLE, VERSION
 
 # A pooled HTTP session idles between turns; the stream may stay quiet that long.
 IDLE_READ_TIMEOUT = 3600.0

@@ -32,8 +32,8 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from agents_app.mcp.tool_cache import mcp_tools_cache_drop
 from agents_app.models import McpService
-from campus_agent.redaction import clip_text
-from campus_agent.request_id import NO_REQUEST_ID, request_id_get
+from campus_agent.base.redaction import clip_text
+from campus_agent.base.request_id import NO_REQUEST_ID, request_id_get
 
 # A server's log is its own view: its "error" is not ours, and a server must not be able to raise
 # our alerts or flood them, so its levels map at most to WARNING.

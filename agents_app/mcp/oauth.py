@@ -13,7 +13,7 @@ S256, the `resource` parameter (RFC 8707), the issuer check of the answer (RFC 9
 step-up on 403 `insufficient_scope`. What this module adds:
 
 - Where it is kept: the student's tokens in McpOAuthGrant, the gateway's registration in
-  McpOAuthClient (one per service), both encrypted (campus_agent.crypto), so a worker restart or
+  McpOAuthClient (one per service), both encrypted (campus_agent.base.crypto), so a worker restart or
   another worker goes on with the same authorization.
 - Who answers the authorization page: the person the calling task set (person.py). With nobody
   at hand the opening fails with McpAuthorizationRequired, which carries the URL the student
@@ -63,9 +63,9 @@ from pydantic import AnyUrl, ValidationError
 
 from agents_app.mcp.person import person_authorizing
 from agents_app.models import McpOAuthClient, McpOAuthGrant, McpOAuthPending, McpService
-from campus_agent.asyncdb import db_call
-from campus_agent.crypto import secret_decrypt, secret_encrypt
-from campus_agent.version import PRODUCT_TITLE
+from campus_agent.base.asyncdb import db_call
+from campus_agent.base.crypto import secret_decrypt, secret_encrypt
+from campus_agent.base.version import PRODUCT_TITLE
 
 # Refresh this long before the access token's expiry, plus up to the jitter: a token is never
 # sent in its last seconds (clock skew, a slow request), and sessions spread their refreshes.

@@ -1,7 +1,7 @@
 """MCP tools: each service's tool list (cached in tool_cache.py), and one tool call with its
 failure texts and the server's progress. The runtime offers them to the model through its adapter (runtime/mcp_tool.py).
 
-Each service has a circuit breaker (campus_agent/circuit.py): the pooled listing and the runtime's
+Each service has a circuit breaker (campus_agent/base/circuit.py): the pooled listing and the runtime's
 calls go through it, so a service that keeps failing is refused at once for a cool-down instead
 of costing every turn its timeout.
 """
@@ -35,8 +35,8 @@ from agents_app.mcp.pool import McpUnavailable, mcp_pool
 from agents_app.mcp.results import OUTPUT_INVALID_TEXT, mcp_result_parts, output_invalid_reason
 from agents_app.mcp.tool_cache import McpToolInfo, mcp_tools_cached, mcp_tools_generation, mcp_tools_remember
 from agents_app.models import McpService
-from campus_agent.circuit import acircuit_enter, acircuit_failure, acircuit_success, circuit_release
-from campus_agent.request_id import request_id_get
+from campus_agent.base.circuit import acircuit_enter, acircuit_failure, acircuit_success, circuit_release
+from campus_agent.base.request_id import request_id_get
 
 # For the model (the tool message) — a reason it can act on; the SDK's own words stay in the log.
 UNAVAILABLE_TEXT = "MCP 服务“{service}”暂时不可用：{reason}"

@@ -1,4 +1,4 @@
-"""Typed events of one chat turn. `frame()` gives the §4 payload; campus_agent.sse encodes it;
+"""Typed events of one chat turn. `frame()` gives the §4 payload; campus_agent.base.sse encodes it;
 `FRAME_SCHEMA` describes that payload for the API's OpenAPI document (chat_app/schema.py builds
 the stream's description from these, and a test holds each `frame()` to its schema).
 
@@ -11,8 +11,8 @@ back are then the same valid text, and none of those steps can fail on it.
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, get_args
 
-from campus_agent.errors import CAMPUS_TOKEN_EXPIRED, DOWNSTREAM, GENERAL, SUBAGENT_INTERNAL
-from campus_agent.text import text_clean
+from campus_agent.base.errors import CAMPUS_TOKEN_EXPIRED, DOWNSTREAM, GENERAL, SUBAGENT_INTERNAL
+from campus_agent.base.text import text_clean
 
 _STRING = {"type": "string"}
 _FLAG = {"type": "boolean", "enum": [True]}  # present only when true

@@ -28,10 +28,10 @@ from agents_app.runtime.loop import NOT_CONFIGURED_REASON, TURN_TIMEOUT_TEXT
 from agents_app.runtime.tool import Tool
 from agents_app.runtime.tool_runs import ToolRequest, tool_calls_run
 from agents_app.runtime.tools import tools_for_agent
-from campus_agent.approval import ApprovalPolicy
-from campus_agent.redaction import clip_text
-from campus_agent.request_id import request_id_set
-from campus_agent.text import text_head
+from campus_agent.base.approval import ApprovalPolicy
+from campus_agent.base.redaction import clip_text
+from campus_agent.base.request_id import request_id_set
+from campus_agent.base.text import text_head
 
 NOTICE = _("（AI 模型暂不可用，以下内容由关键词匹配自动转给“{tool}”回答）\n\n")
 NO_MATCH_NOTICE = _("（AI 模型暂不可用，关键词匹配也没有找到能回答这个问题的服务。）\n\n")

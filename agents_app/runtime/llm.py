@@ -25,7 +25,7 @@ from django.conf import settings
 
 from agents_app.runtime.model_transport import model_http_client
 from agents_app.runtime.reasoning import delta_reasoning
-from campus_agent.request_id import HEADER
+from campus_agent.base.request_id import HEADER
 
 DRAIN_SEC = 0.1
 # Once text flows, the body is read at most this often: what arrived meanwhile is parsed in one

@@ -43,9 +43,9 @@ from agents_app.runtime.tool import Tool, tool_spec
 from agents_app.runtime.tool_runs import ToolRequest, tool_calls_run
 from agents_app.runtime.tools import tools_for_agent
 from agents_app.runtime.tracing import model_round_traced
-from campus_agent.approval import ApprovalPolicy
-from campus_agent.errors import DOWNSTREAM
-from campus_agent.request_id import request_id_set
+from campus_agent.base.approval import ApprovalPolicy
+from campus_agent.base.errors import DOWNSTREAM
+from campus_agent.base.request_id import request_id_set
 
 NOT_CONFIGURED_REASON = "LLM_BASE_URL is not set"
 MODEL_INTERRUPTED_TEXT = _("AI 模型回答中断，请稍后重试。")

@@ -2,7 +2,7 @@
 
 The MCP side (sessions, tool lists, the call and its failure texts) is agents_app/mcp/; this
 adapter gives it the tool interface (tool.py) behind the service's circuit breaker
-(campus_agent/circuit.py): while it is open the tool is still offered, its description says it
+(campus_agent/base/circuit.py): while it is open the tool is still offered, its description says it
 is unavailable, and a call fails at once instead of waiting for the timeout.
 """
 from __future__ import annotations
@@ -27,15 +27,15 @@ from agents_app.models import McpService
 from agents_app.runtime.context import RunContext
 from agents_app.runtime.tool import AuthorizationNeeded, ElicitationNeeded, Emit, ToolOutcome
 from agents_app.runtime.tool_names import mcp_tool_name
-from campus_agent.circuit import (
+from campus_agent.base.circuit import (
     CIRCUIT_OPEN_DESCRIPTION,
     acircuit_enter,
     acircuit_failure,
     acircuit_success,
     circuit_release,
 )
-from campus_agent.request_id import request_id_set
-from campus_agent.text import text_clean
+from campus_agent.base.request_id import request_id_set
+from campus_agent.base.text import text_clean
 
 EMPTY_PARAMETERS = {"type": "object", "properties": {}}
 

@@ -21,7 +21,7 @@ from django.utils.translation import gettext_lazy as _
 
 from agents_app.runtime.caps import cap, utf8_size
 from agents_app.runtime.tool_runs import ToolRequest
-from campus_agent.text import text_clean
+from campus_agent.base.text import text_clean
 
 BAD_ARGUMENTS_NOTE = "注意：调用参数不是 JSON 对象，已按空参数 {} 调用。"
 BAD_CALL_TEXT = "调用格式不正确（{reason}），这次调用没有执行。请按工具定义重新调用。"

@@ -41,7 +41,7 @@ from agents_app.models import Agent, AgentFallback, Provider
 from agents_app.runtime.llm import LlmProvider, LlmStream, llm_base_url_normalise, llm_default_provider, llm_stream
 from agents_app.runtime.reasoning import delta_reasoning
 from agents_app.runtime.tracing import model_attempt_traced
-from campus_agent.text import text_clean
+from campus_agent.base.text import text_clean
 
 NO_PROVIDER_REASON = "no enabled model provider for this agent"
 # Chunks kept while waiting for the first one with output; past this the stream counts as begun

@@ -1,5 +1,5 @@
 """A sub-agent offered to the model as `call_<name>(message)`, behind its circuit breaker
-(campus_agent/circuit.py): while the breaker is open the tool is still offered, its description
+(campus_agent/base/circuit.py): while the breaker is open the tool is still offered, its description
 says it is unavailable, and a call fails at once instead of waiting for the timeout.
 
 The sub-agent's protocol picks the client: the seed contract (subagents_app/client.py) or A2A
@@ -16,14 +16,14 @@ from agents_app.mcp.person import MAX_QUESTIONS_PER_CALL
 from agents_app.runtime.context import RunContext
 from agents_app.runtime.tool import ElicitationNeeded, Emit, ToolOutcome
 from agents_app.runtime.tool_names import subagent_tool_name
-from campus_agent.circuit import (
+from campus_agent.base.circuit import (
     CIRCUIT_OPEN_DESCRIPTION,
     acircuit_enter,
     acircuit_failure,
     acircuit_success,
     circuit_release,
 )
-from campus_agent.request_id import request_id_set
+from campus_agent.base.request_id import request_id_set
 from subagents_app.a2a_client import a2a_call, a2a_task_cancel
 from subagents_app.client import subagent_call, subagent_circuit_key, subagent_label
 from subagents_app.models import SubAgent

@@ -80,7 +80,7 @@ class Tool(Protocol):
     name: str  # unique within one turn, `[a-z0-9_-]{1,64}` (tool_names.py)
     description: str  # what the model reads to decide when to call it
     parameters: dict  # JSON Schema of an object
-    approval: str  # campus_agent.approval.ApprovalPolicy: "auto", or "ask" (a person decides first)
+    approval: str  # campus_agent.base.approval.ApprovalPolicy: "auto", or "ask" (a person decides first)
 
     async def run(self, args: dict, ctx: RunContext, emit: Emit) -> ToolOutcome: ...
 

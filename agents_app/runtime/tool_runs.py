@@ -17,8 +17,8 @@ from agents_app.runtime.context import RunContext
 from agents_app.runtime.events import Error, ToolChunk, ToolResult
 from agents_app.runtime.tool import Tool, ToolOutcome
 from agents_app.runtime.tracing import tool_span
-from campus_agent.metrics import tool_call_counted
-from campus_agent.request_id import request_id_set
+from campus_agent.base.metrics import tool_call_counted
+from campus_agent.base.request_id import request_id_set
 
 UNKNOWN_TOOL_TEXT = _("没有名为“{name}”的工具，请只使用提供的工具。")
 TOOL_CRASHED_TEXT = _("工具运行出错：{reason}")

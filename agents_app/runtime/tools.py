@@ -20,8 +20,8 @@ from agents_app.runtime.subagent_tool import SubAgentTool
 from agents_app.runtime.tool import Tool
 from agents_app.runtime.tool_names import mcp_tool_name, subagent_tool_name, tool_name_unique
 from agents_app.selectors import agent_catalog, agent_catalog_loaded
-from campus_agent.approval import ApprovalPolicy
-from campus_agent.circuit import acircuit_open_sources
+from campus_agent.base.approval import ApprovalPolicy
+from campus_agent.base.circuit import acircuit_open_sources
 from subagents_app.client import subagent_circuit_key
 
 
@@ -35,7 +35,7 @@ async def tools_for_agent(agent: Agent, *, pooled: bool = True, problems: list[s
     `pooled=False` uncached lists are fetched over a one-off session (admin pages, which may
     run in a short-lived event loop). `problems`, when given, receives one line per service
     left out (for the admin page). A source whose circuit breaker is open is still offered, its
-    description saying it is unavailable (campus_agent/circuit.py). `user_id`: the student, whose
+    description saying it is unavailable (campus_agent/base/circuit.py). `user_id`: the student, whose
     session lists a per-student service's tools when no list is cached (agents_app/mcp/oauth.py).
     """
     if agent_catalog_loaded(agent=agent):  # read by the caller in this turn's admission

@@ -13,7 +13,7 @@ tool runs (its own task), so what the tool sends (traceparent to a sub-agent, th
 client span and `_meta`) hangs under it. A model round's span is never made current: a round
 is an async generator, whose frames run in the caller's context between yields.
 
-While tracing is off (`campus_agent.tracing.tracer()` is None) each helper returns at once:
+While tracing is off (`campus_agent.base.tracing.tracer()` is None) each helper returns at once:
 a shared null context manager, or the round's own generator untouched.
 """
 from __future__ import annotations
@@ -33,8 +33,8 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from agents_app.runtime.context import RunContext
 from agents_app.runtime.events import Error
 from agents_app.runtime.tool import ToolOutcome
-from campus_agent.metrics import LLM_REQUEST
-from campus_agent.tracing import REQUEST_ID_ATTRIBUTE, tracer
+from campus_agent.base.metrics import LLM_REQUEST
+from campus_agent.base.tracing import REQUEST_ID_ATTRIBUTE, tracer
 
 if TYPE_CHECKING:
     from agents_app.models import Agent

@@ -10,7 +10,7 @@ from agents_app.runtime.context import RunContext
 from agents_app.runtime.events import Done, Error, Event, Paused
 from agents_app.runtime.fallback import fallback_turn
 from agents_app.runtime.loop import DecidedCall, LlmUnavailable, resume_turn, run_turn
-from campus_agent.errors import DOWNSTREAM
+from campus_agent.base.errors import DOWNSTREAM
 
 MODEL_UNAVAILABLE = _("AI 模型暂时不可用，请稍后重试。")
 

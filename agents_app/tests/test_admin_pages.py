@@ -317,7 +317,7 @@ def test_a_stdio_server_that_will_not_start_shows_its_stderr_to_staff(staff_clie
 @pytest.mark.django_db
 def test_staff_see_who_connected_an_account_never_the_token_and_can_disconnect_it(admin_client, user):
     from agents_app.models import McpOAuthGrant
-    from campus_agent.crypto import secret_encrypt
+    from campus_agent.base.crypto import secret_encrypt
 
     library = McpService.objects.create(name="library", display_name="图书馆", protocol="streamable-http",
                                         config={"url": "https://lib.example.edu.cn/mcp", "oauth": {}})

@@ -4,7 +4,7 @@ import pytest
 from django.urls import reverse
 
 from agents_app.mcp.tools import mcp_circuit_key
-from campus_agent.circuit import CircuitState, circuit_enter, circuit_failure, circuit_status
+from campus_agent.base.circuit import CircuitState, circuit_enter, circuit_failure, circuit_status
 from subagents_app.admin import CIRCUIT_CLOSED_TEXT
 from subagents_app.client import subagent_circuit_key
 from testkit.web.admin_forms import admin_action_run

@@ -1,4 +1,4 @@
-"""The circuit breaker of sub-agents and MCP services (campus_agent/circuit.py), through the real
+"""The circuit breaker of sub-agents and MCP services (campus_agent/base/circuit.py), through the real
 tools against the contract sub-agent and an MCP test server on loopback."""
 import asyncio
 import time
@@ -13,7 +13,7 @@ from agents_app.runtime.context import RunContext
 from agents_app.runtime.mcp_tool import McpTool
 from agents_app.runtime.subagent_tool import CIRCUIT_OPEN_TEXT, SubAgentTool
 from agents_app.runtime.tools import tools_for_agent
-from campus_agent.circuit import (
+from campus_agent.base.circuit import (
     CIRCUIT_OPEN_DESCRIPTION,
     CircuitState,
     circuit_enter,

@@ -12,7 +12,7 @@ from asgiref.sync import sync_to_async
 
 from agents_app.runtime.context import RunContext
 from agents_app.runtime.subagent_tool import CIRCUIT_OPEN_TEXT, SubAgentTool
-from campus_agent.circuit import KEY_PREFIX, CircuitState, circuit_status
+from campus_agent.base.circuit import KEY_PREFIX, CircuitState, circuit_status
 from testkit.fixtures.base import redis_cache_shared
 from testkit.processes import manage, project_env
 

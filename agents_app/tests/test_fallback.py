@@ -25,7 +25,7 @@ from agents_app.runtime.loop import TURN_TIMEOUT_TEXT
 from agents_app.runtime.mcp_tool import McpTool
 from agents_app.runtime.subagent_tool import SubAgentTool
 from agents_app.runtime.turn import MODEL_UNAVAILABLE, turn_stream
-from campus_agent.errors import CAMPUS_TOKEN_EXPIRED, DOWNSTREAM
+from campus_agent.base.errors import CAMPUS_TOKEN_EXPIRED, DOWNSTREAM
 from demo_app.catalog import demo_mcp_config
 from demo_app.mcp import DEMO_MCP_NAME, NOW_ENV
 from demo_app.mcp.server import server as demo_mcp_server

@@ -1,12 +1,12 @@
 """The catalog's history in admin: old values kept, a version's diff against the live row, and
-rollback (campus_agent.history, campus_agent.admin_history). An agent's rollback goes through its
+rollback (campus_agent.base.history, campus_agent.base.admin_history). An agent's rollback goes through its
 routing preview first: insights_app/tests/test_history_rollback.py."""
 import pytest
 from django.db import connection
 from django.urls import reverse
 
 from agents_app.models import Agent, McpService, Provider
-from campus_agent.history import HIDDEN_VALUE_TEXT
+from campus_agent.base.history import HIDDEN_VALUE_TEXT
 from subagents_app.models import SubAgent
 
 pytestmark = pytest.mark.django_db

@@ -31,7 +31,7 @@ from agents_app.runtime.model_calls import (
     CALLS_DROPPED_NOTE,
 )
 from agents_app.runtime.tool_runs import UNKNOWN_TOOL_TEXT
-from campus_agent.errors import DOWNSTREAM
+from campus_agent.base.errors import DOWNSTREAM
 from subagents_app.client import subagent_client_close
 from testkit.model.fake_llm import (
     Reply,

@@ -21,7 +21,7 @@ from agents_app.mcp.tools import (
 )
 from agents_app.runtime.context import RunContext
 from agents_app.runtime.mcp_tool import McpTool
-from campus_agent.circuit import CircuitState, circuit_status
+from campus_agent.base.circuit import CircuitState, circuit_status
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -20,7 +20,7 @@ from agents_app.mcp.tools import MAX_PROGRESS_LINES, mcp_tool_call, progress_tex
 from agents_app.runtime.context import RunContext
 from agents_app.runtime.events import ToolChunk, ToolResult
 from agents_app.runtime.loop import run_turn
-from campus_agent.version import PRODUCT_NAME, VERSION
+from campus_agent.base.version import PRODUCT_NAME, VERSION
 from testkit.mcp.servers import ADDED_TOOL, PROGRESS_MESSAGE
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -272,7 +272,7 @@ def test_whose_log_line_it_is_when_the_transport_cannot_say():
 
 def _whose_log_line():
     from agents_app.models import McpService
-    from campus_agent.request_id import NO_REQUEST_ID, request_id_set
+    from campus_agent.base.request_id import NO_REQUEST_ID, request_id_set
 
     stdio = McpService(pk=9001, name="pipe", protocol=McpService.Protocol.STDIO)
     http = McpService(pk=9002, name="web", protocol=McpService.Protocol.STREAMABLE_HTTP)

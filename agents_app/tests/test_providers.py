@@ -18,7 +18,7 @@ from agents_app.runtime.loop import MODEL_INTERRUPTED_TEXT, MODEL_REFUSED_TEXT
 from agents_app.runtime.providers import thinking_options
 from agents_app.runtime.tracing import ATTEMPT_EVENT
 from agents_app.runtime.turn import turn_stream
-from campus_agent.errors import DOWNSTREAM
+from campus_agent.base.errors import DOWNSTREAM
 from testkit.model.fake_llm import Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -27,7 +27,7 @@ from agents_app.runtime.loop import (
 )
 from agents_app.runtime.model_calls import BAD_ARGUMENTS_NOTE
 from agents_app.runtime.tool_runs import TOOL_CRASHED_TEXT, UNKNOWN_TOOL_TEXT, ToolRequest, tool_calls_run
-from campus_agent.errors import CAMPUS_TOKEN_EXPIRED, DOWNSTREAM, SUBAGENT_INTERNAL
+from campus_agent.base.errors import CAMPUS_TOKEN_EXPIRED, DOWNSTREAM, SUBAGENT_INTERNAL
 from subagents_app.client import (
     ERROR_EVENT_NOTICE,
     ERROR_EVENT_TEXT,

@@ -6,22 +6,22 @@ design. (A dotted path in a string, as settings and `include()` name modules, is
 
 The levels, lowest first; a module imports from its own level or lower ones, never upwards:
 
-    campus_agent ← subagents_app ← agents_app ← chat_app ← insights_app ← demo_app ← entry points ← test code
+    campus_agent.base ← subagents_app ← agents_app ← chat_app ← insights_app ← demo_app
+        ← campus_agent's start-up ← test code
 
-- campus_agent is the shared base (settings, errors, SSE encoder, logging, tracing …): all may
-  use it, it uses no app.
+- campus_agent.base is the shared base (errors, SSE encoder, logging, tracing …): all may use
+  it, it uses no app.
 - insights_app (staff insight: routing checks through the runtime, the usage rollup and
   report) reads agents_app, subagents_app and chat_app, and no app imports it: chat_app tells it
-  about stored turns with a signal (chat_app.quota.turn_usage_recorded).
+  about stored turns with a signal, and it registers its admin extensions in its AppConfig.
 - demo_app (the demo the keyless run serves: its sub-agents, MCP server, catalog and routing
-  cases) registers rows of every app; nothing imports it but the entry points, which mount it.
-- The project's entry points, `campus_agent/asgi.py` and `campus_agent/urls.py`, put the apps
-  together (the run supervisor, the demo A2A agent, the admin's login form, the apps' URLconfs):
-  they may import any app, and only test code imports them.
+  cases) registers rows of every app; nothing imports it but the start-up, which mounts it.
+- campus_agent's start-up (settings, `urls.py`, `asgi.py`, the stream handler, the middleware,
+  `/healthz`, `/metrics`: every module of campus_agent outside `base`) puts the apps together:
+  it may import any app, and only test code imports it.
 - Test code (`<app>.tests`, and `testkit`: the fixtures and fake servers the root conftest
-  registers, outside INSTALLED_APPS) drives the whole stack (the live-server fixture serves campus_agent.asgi; the
-  stream-handler test uses chat_app's SSE client); nothing else imports it. It is in the circle
-  check too: it has no circle.
+  registers, outside INSTALLED_APPS) drives the whole stack; nothing else imports it. It is in
+  the circle check too: it has no circle.
 
 Inside an app, its parts (`agents_app.runtime`, `agents_app.mcp`, `chat_app.runs` …: each
 module folded into the app's sub-package or module it belongs to) form no circle either.
@@ -31,9 +31,10 @@ from pathlib import Path
 
 from django.conf import settings
 
-LAYERS = ("campus_agent", "subagents_app", "agents_app", "chat_app", "insights_app", "demo_app")  # lowest first
+APPS = ("subagents_app", "agents_app", "chat_app", "insights_app", "demo_app")  # above the base, lowest first
 TEST_CODE = ("testkit",)  # packages of test code only (the `tests` of each app are test code too)
-ENTRY_POINTS = {"campus_agent.asgi", "campus_agent.urls"}
+PACKAGES = ("campus_agent", *APPS, *TEST_CODE)
+BASE = "campus_agent.base"
 
 
 
@@ -62,7 +63,7 @@ def _imported(node: ast.AST, module: str, is_package: bool) -> list[str]:
     return [base] + [f"{base}.{alias.name}" for alias in node.names]
 
 
-def import_graph(root: Path, packages=LAYERS) -> dict[str, set[str]]:
+def import_graph(root: Path, packages=PACKAGES) -> dict[str, set[str]]:
     """module -> the first-party modules it imports (and their parent packages, which run first)."""
     modules = _modules(root, packages)
     graph: dict[str, set[str]] = {}
@@ -147,10 +148,11 @@ def _parts(graph: dict[str, set[str]]) -> dict[str, set[str]]:
 
 def _level(module: str) -> int:
     if _is_test(module):
-        return len(LAYERS) + 1
-    if module in ENTRY_POINTS:
-        return len(LAYERS)
-    return LAYERS.index(module.split(".")[0])
+        return len(APPS) + 2
+    top = module.split(".")[0]
+    if top == "campus_agent":  # the base at the bottom, the start-up above every app
+        return 0 if module in ("campus_agent", BASE) or module.startswith(BASE + ".") else len(APPS) + 1
+    return APPS.index(top) + 1
 
 
 def upward_imports(graph: dict[str, set[str]]) -> set[tuple[str, str]]:
@@ -159,7 +161,7 @@ def upward_imports(graph: dict[str, set[str]]) -> set[tuple[str, str]]:
 
 
 def _project_graph() -> dict[str, set[str]]:
-    graph = import_graph(Path(settings.BASE_DIR), LAYERS + TEST_CODE)
+    graph = import_graph(Path(settings.BASE_DIR), PACKAGES)
     assert {"agents_app.runtime.loop", "chat_app.runs.engine", "insights_app.usage"} <= graph.keys()
     return graph
 
@@ -198,16 +200,16 @@ def test_every_circle_is_found_once_from_its_smallest_node():
 
 def test_the_level_reader_finds_upward_imports():
     graph = {
-        "campus_agent.text": {"chat_app.models"},  # up
+        "campus_agent.base.text": {"chat_app.models"},  # up
         "campus_agent.urls": {"chat_app.login_forms", "campus_agent.health"},  # an entry point
-        "subagents_app.client": {"campus_agent.text"},
+        "subagents_app.client": {"campus_agent.base.text"},
         "agents_app.tools": {"subagents_app.client", "insights_app.usage"},  # the second is up
         "chat_app.views": {"campus_agent.asgi", "testkit.model.fake_llm"},  # both up
         "testkit.fixtures.base": {"campus_agent.asgi"},  # test code: the top
         "campus_agent.tests.test_x": {"testkit.web.sse", "insights_app.usage"},
     }
     assert upward_imports(graph) == {
-        ("campus_agent.text", "chat_app.models"),
+        ("campus_agent.base.text", "chat_app.models"),
         ("agents_app.tools", "insights_app.usage"),
         ("chat_app.views", "campus_agent.asgi"),
         ("chat_app.views", "testkit.model.fake_llm"),
@@ -219,7 +221,7 @@ def test_the_level_reader_finds_upward_imports():
 
 def test_every_first_party_package_is_read():
     packages = {path.parent.name for path in Path(settings.BASE_DIR).glob("*/__init__.py")}
-    assert packages == set(LAYERS + TEST_CODE)
+    assert packages == set(PACKAGES)
 
 
 def test_no_import_circle_between_modules_nor_between_the_parts_of_an_app():

@@ -1,10 +1,10 @@
-"""The cache of a worker without Redis (campus_agent/local_cache.py): the limits of a burst of
+"""The cache of a worker without Redis (campus_agent/base/local_cache.py): the limits of a burst of
 students all held, expired entries dropped before live ones."""
 import uuid
 
 from django.core.cache import caches
 
-from campus_agent.local_cache import LocalCache
+from campus_agent.base.local_cache import LocalCache
 from chat_app.limits import stream_slot_take, stream_slots_held
 
 

@@ -12,8 +12,8 @@ import pytest
 from django.conf import settings
 from loguru import logger
 
-from campus_agent.logging import log_text_flatten
-from campus_agent.request_id import request_id_set
+from campus_agent.base.logging import log_text_flatten
+from campus_agent.base.request_id import request_id_set
 
 FAKE = "2099-01-01 00:00:00.000 | CRITICAL | request_id=forged | x:y:1 - FORGED"
 
@@ -68,7 +68,7 @@ def test_a_request_path_cannot_forge_a_log_line(live_asgi, name, encoded, shown)
 def test_extra_fields_messages_and_stdlib_records_are_flattened(tmp_path):
     """Whoever logs — a bound extra field, a stdlib logger bridged in (django, uvicorn) — the
     text reaches every sink flattened: the patcher is the process's, not a call site's."""
-    from campus_agent.logging import LOG_FORMAT
+    from campus_agent.base.logging import LOG_FORMAT
 
     path = tmp_path / "x.log"
     sink = logger.add(path, format=LOG_FORMAT + " | {extra[who]}", level="INFO", encoding="utf-8",

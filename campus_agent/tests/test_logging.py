@@ -5,8 +5,8 @@ import threading
 import pytest
 from loguru import logger
 
-from campus_agent.logging import BRIDGED_LOGGERS, LOG_FORMAT
-from campus_agent.request_id import request_id_set
+from campus_agent.base.logging import BRIDGED_LOGGERS, LOG_FORMAT
+from campus_agent.base.request_id import request_id_set
 
 
 @pytest.fixture

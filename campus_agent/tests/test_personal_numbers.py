@@ -7,7 +7,7 @@ import pytest
 from django.conf import settings
 from loguru import logger
 
-from campus_agent.redaction import personal_numbers_mask
+from campus_agent.base.redaction import personal_numbers_mask
 
 MOBILE, MOBILE_MASKED = "13812345678", "138****5678"
 RESIDENT_ID, RESIDENT_ID_MASKED = "11010519491231002X", "110105********002X"
@@ -64,12 +64,12 @@ def test_every_logger_masks_them_in_the_project_log():
 
 def test_exported_spans_carry_them_masked():
     """Whatever made the span (an instrumentation's URL, an exception's message): the exporter
-    behind campus_agent.tracing.masking_exporter gets them masked."""
+    behind campus_agent.base.tracing.masking_exporter gets them masked."""
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    from campus_agent.tracing import masking_exporter
+    from campus_agent.base.tracing import masking_exporter
 
     memory = InMemorySpanExporter()
     provider = TracerProvider()

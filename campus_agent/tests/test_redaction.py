@@ -1,4 +1,4 @@
-from campus_agent.redaction import TEXT_LOG_LIMIT, clip_text, mask_token, redact_headers
+from campus_agent.base.redaction import TEXT_LOG_LIMIT, clip_text, mask_token, redact_headers
 
 
 def test_mask_token_keeps_only_the_ends():

@@ -2,7 +2,7 @@ import re
 
 import pytest
 
-from campus_agent.request_id import request_id_from_header, request_id_new
+from campus_agent.base.request_id import request_id_from_header, request_id_new
 
 HEX16 = re.compile(r"^[0-9a-f]{16}$")
 NGINX_ID = "6f1e5b3c9a0d4e7f8a2b1c0d9e8f7a6b"  # nginx's $request_id: 32 hex

@@ -87,7 +87,7 @@ def test_redis_url_switches_the_channel_layer_and_the_cache(tmp_path):
     alone = settings_with(tmp_path)
     assert alone["channels"] == "channels.layers.InMemoryChannelLayer"
     # One process's own cache, sized for a campus (Django's default keeps 300 entries).
-    assert alone["cache"] == {"BACKEND": "campus_agent.local_cache.LocalCache", "OPTIONS": {"MAX_ENTRIES": 100_000}}
+    assert alone["cache"] == {"BACKEND": "campus_agent.base.local_cache.LocalCache", "OPTIONS": {"MAX_ENTRIES": 100_000}}
     assert settings_with(tmp_path, LOCAL_CACHE_MAX_ENTRIES="5000")["cache"]["OPTIONS"] == {"MAX_ENTRIES": 5000}
     got = settings_with(tmp_path, REDIS_URL="redis://127.0.0.1:6379/2")
     assert got["channels"] == "channels_redis.core.RedisChannelLayer"

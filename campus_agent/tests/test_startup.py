@@ -50,7 +50,7 @@ def test_asgi_server_serves_healthz_and_admin_login(fresh_database, kind):
     assert admin.status_code == 302 and admin.headers["Location"].startswith("/admin/login/")
     # The rotating file sink of LOG_DIR got the request's lines in the documented format.
     log = (Path(env["LOG_DIR"]) / "campus_agent.log").read_text(encoding="utf-8")
-    line = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} \| INFO     \| request_id=%s \| campus_agent\.request_id:\w+:\d+ - %s"
+    line = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} \| INFO     \| request_id=%s \| campus_agent\.base\.request_id:\w+:\d+ - %s"
     assert re.search(line % (rid, "→ GET /healthz"), log), log
     assert re.search(line % (rid, r"← GET /healthz status=200 cost_ms=\d+\.\d"), log), log
 

@@ -3,8 +3,8 @@ import json
 
 import pytest
 
-from campus_agent.sse import sse_frame
-from campus_agent.text import MAX_DEPTH, text_clean, text_head, text_valid
+from campus_agent.base.sse import sse_frame
+from campus_agent.base.text import MAX_DEPTH, text_clean, text_head, text_valid
 
 FFFD = "\ufffd"
 

@@ -1,4 +1,4 @@
-"""The tracing switch (campus_agent/tracing.py): which environment turns it on, the OTLP HTTP
+"""The tracing switch (campus_agent/base/tracing.py): which environment turns it on, the OTLP HTTP
 exporter sending to a collector on loopback, and the headers of outbound hops."""
 import threading
 
@@ -9,8 +9,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from campus_agent.apps import CampusAgentConfig
-from campus_agent.request_id import request_id_set
-from campus_agent.tracing import GRPC_NOT_INSTALLED, trace_headers_add, tracing_exporters, tracing_provider_build
+from campus_agent.base.request_id import request_id_set
+from campus_agent.base.tracing import GRPC_NOT_INSTALLED, trace_headers_add, tracing_exporters, tracing_provider_build
 from testkit.servers import ThreadedAsgiServer
 
 
@@ -96,7 +96,7 @@ def test_trace_headers_carry_the_request_id_and_no_traceparent_while_off():
 
 
 def test_trace_headers_carry_the_current_span_while_on(spans):
-    from campus_agent.tracing import tracer
+    from campus_agent.base.tracing import tracer
 
     with tracer().start_as_current_span("execute_tool call_canteen") as span:
         headers = trace_headers_add({}, request_id="abc12345")

@@ -8,5 +8,5 @@
 - `follow`: what a client reads — replay after a sequence number, then live, always to `done`.
 - `supervisor`: one task per worker: heartbeat and text checkpoints of its runs, and finishing
   as interrupted the runs of workers that died.
-- `services`: the run's database writes and reads (sync, called through campus_agent.asyncdb).
+- `services`: the run's database writes and reads (sync, called through campus_agent.base.asyncdb).
 """

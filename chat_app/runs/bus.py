@@ -26,8 +26,8 @@ from django.conf import settings
 from loguru import logger
 from redis.exceptions import RedisError
 
-from campus_agent.redis_clients import redis_client
-from campus_agent.sse import sse_frame
+from campus_agent.base.redis_clients import redis_client
+from campus_agent.base.sse import sse_frame
 from chat_app.runs import redis_bus
 from chat_app.runs.frames import FrameLog
 

@@ -31,11 +31,11 @@ from agents_app.runtime.context import RunContext
 from agents_app.runtime.events import Chunk, Done, Error, Event, Paused, Reasoning, ToolCall, ToolResult
 from agents_app.runtime.tracing import run_span
 from agents_app.runtime.turn import turn_stream
-from campus_agent.asyncdb import db_call, turn_sync_executor
-from campus_agent.errors import DOWNSTREAM, GENERAL
-from campus_agent.metrics import ACTIVE_RUNS, FIRST_CHUNK, run_counted
-from campus_agent.request_id import request_id_set
-from campus_agent.sse import sse_frame
+from campus_agent.base.asyncdb import db_call, turn_sync_executor
+from campus_agent.base.errors import DOWNSTREAM, GENERAL
+from campus_agent.base.metrics import ACTIVE_RUNS, FIRST_CHUNK, run_counted
+from campus_agent.base.request_id import request_id_set
+from campus_agent.base.sse import sse_frame
 from chat_app.limits import SlotLease
 from chat_app.models import Run
 from chat_app.runs.bus import run_bus
@@ -138,7 +138,7 @@ class RunTask:
             local_runs.pop(self.run.id, None)
 
     def _outcome(self) -> str:
-        """How the run ended, for the metrics (campus_agent.metrics.RUN_OUTCOMES)."""
+        """How the run ended, for the metrics (campus_agent.base.metrics.RUN_OUTCOMES)."""
         if self.paused:
             return "paused"
         if self.stopping:

@@ -12,8 +12,8 @@ from collections.abc import AsyncIterator
 
 from django.conf import settings
 
-from campus_agent.asyncdb import db_call
-from campus_agent.sse import PING_FRAME, sse_frame
+from campus_agent.base.asyncdb import db_call
+from campus_agent.base.sse import PING_FRAME, sse_frame
 from chat_app.models import Run
 from chat_app.runs.bus import run_bus
 from chat_app.services.pauses import waiting_frames

@@ -25,8 +25,8 @@ from agents_app.runtime.context import RunContext
 from agents_app.runtime.events import ToolCall
 from agents_app.runtime.loop import DecidedCall
 from agents_app.runtime.turn import turn_resume_stream
-from campus_agent.asyncdb import db_call
-from campus_agent.redaction import clip_text
+from campus_agent.base.asyncdb import db_call
+from campus_agent.base.redaction import clip_text
 from chat_app import api_errors as errors
 from chat_app.models import Run
 from chat_app.quota import QUOTA_EXCEEDED

@@ -7,7 +7,7 @@ so a follower's cursor is the SSE sequence number; `MAXLEN ~` bounds it; it expi
 RUN_LOG_RETAIN_SEC after the run ends), followers on other workers `XREAD BLOCK` from the last
 seq they have, and a stop travels to the owning worker over the channel `campus:runs:control`.
 
-One client (one connection pool) per process and event loop: campus_agent.redis_clients.
+One client (one connection pool) per process and event loop: campus_agent.base.redis_clients.
 """
 import asyncio
 import json

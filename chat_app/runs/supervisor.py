@@ -23,7 +23,7 @@ from django.conf import settings
 from django.utils import timezone
 from loguru import logger
 
-from campus_agent.asyncdb import beat_db_call, db_call
+from campus_agent.base.asyncdb import beat_db_call, db_call
 from chat_app.models import Run
 from chat_app.runs.bus import run_bus
 from chat_app.runs.engine import checkpoint_lock

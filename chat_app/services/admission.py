@@ -10,7 +10,7 @@ order of the answers is the same either way.
 """
 from dataclasses import dataclass
 
-from campus_agent.asyncdb import db_call
+from campus_agent.base.asyncdb import db_call
 from chat_app import api_errors as errors
 from chat_app.authentication import Caller, chat_caller_cached, chat_caller_resolve
 from chat_app.chat_input import ChatInput, chat_input_read

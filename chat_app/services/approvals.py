@@ -21,7 +21,7 @@ from agents_app.catalog_cache import catalog_snapshot
 from agents_app.mcp.notifications import elicitation_content_problem
 from agents_app.models import Agent
 from agents_app.runtime.events import ApprovalRequired, AuthorizationRequired, ElicitationRequired, WaitingCall
-from campus_agent.errors import GENERAL
+from campus_agent.base.errors import GENERAL
 from chat_app import api_errors as errors
 from chat_app.limits import SlotLease
 from chat_app.models import Message, Run, ToolApproval

@@ -9,7 +9,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from loguru import logger
 
-from campus_agent.redaction import mask_token
+from campus_agent.base.redaction import mask_token
 from chat_app.models import AuthSession, CampusIdentity
 from chat_app.oidc import campus_sub_usable
 from chat_app.tokens import jwt_encode

@@ -4,7 +4,7 @@ import uuid
 from django.db import transaction
 from django.utils import timezone
 
-from campus_agent.text import text_clean
+from campus_agent.base.text import text_clean
 from chat_app.models import Conversation, Message
 from chat_app.quota import turn_usage_record
 from chat_app.services.recording import RowSpec, usage_columns

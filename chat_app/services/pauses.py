@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from django.utils.translation import gettext_lazy as _
 
-from campus_agent.errors import GENERAL
+from campus_agent.base.errors import GENERAL
 from chat_app.models import Run
 from chat_app.services import approvals
 from chat_app.services.recording import RowSpec

@@ -10,7 +10,7 @@
 Every move is a conditional UPDATE from the states it may leave (`_move`), checked against
 RUN_MOVES first: an illegal move raises `IllegalMove`, and a move whose run has left its state
 meanwhile (another worker got there first) changes nothing and says so (0 rows). Sync; the
-event loop's side is chat_app.runs.lifecycle, which calls these through campus_agent.asyncdb.
+event loop's side is chat_app.runs.lifecycle, which calls these through campus_agent.base.asyncdb.
 """
 import os
 import socket
@@ -23,7 +23,7 @@ from django.utils import timezone, translation
 from django.utils.translation import gettext_lazy as _
 from loguru import logger
 
-from campus_agent.errors import GENERAL
+from campus_agent.base.errors import GENERAL
 from chat_app.limits import SlotLease
 from chat_app.models import Message, Run
 from chat_app.services.messages import turn_store

@@ -10,8 +10,8 @@ from django.utils.translation import gettext_lazy as _
 
 from agents_app.catalog_cache import CatalogSnapshot, catalog_snapshot
 from agents_app.models import Agent
-from campus_agent.errors import GENERAL
-from campus_agent.text import text_clean
+from campus_agent.base.errors import GENERAL
+from campus_agent.base.text import text_clean
 from chat_app import api_errors as errors
 from chat_app.chat_input import ChatInput
 from chat_app.limits import SlotLease

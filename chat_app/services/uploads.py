@@ -30,7 +30,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 from loguru import logger
 
-from campus_agent.errors import INVALID_BODY
+from campus_agent.base.errors import INVALID_BODY
 from chat_app import api_errors as errors
 from chat_app.models import Upload
 

@@ -113,7 +113,7 @@ def test_an_empty_multiprocess_dir_writes_no_files_into_the_working_directory(tm
 
     from django.conf import settings
 
-    code = ("import django; django.setup(); from campus_agent.metrics import RUNS, MULTIPROCESS; "
+    code = ("import django; django.setup(); from campus_agent.base.metrics import RUNS, MULTIPROCESS; "
             "RUNS.labels(agent='a', outcome='completed').inc(); print(MULTIPROCESS)")
     env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": "", "DJANGO_SETTINGS_MODULE": "campus_agent.settings",
            "PYTHONPATH": str(settings.BASE_DIR), "LOG_DIR": str(tmp_path / "logs")}

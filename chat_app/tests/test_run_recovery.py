@@ -118,7 +118,7 @@ async def test_the_heartbeat_is_not_queued_behind_the_stream_paths_database_call
     import threading
     from types import SimpleNamespace
 
-    from campus_agent.asyncdb import DB_THREADS, db_call
+    from campus_agent.base.asyncdb import DB_THREADS, db_call
     from chat_app.runs import supervisor
     from chat_app.services.runs import WORKER_ID
 

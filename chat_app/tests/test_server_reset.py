@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from campus_agent.asyncdb import db_call
+from campus_agent.base.asyncdb import db_call
 from testkit.fixtures.base import project_server_reset
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -7,7 +7,7 @@ from django.conf import settings
 from loguru import logger
 
 from agents_app.models import McpService
-from campus_agent.logging import LOG_FORMAT
+from campus_agent.base.logging import LOG_FORMAT
 from chat_app.models import Message
 from subagents_app.client import TOKEN_EXPIRED_NOTICE
 from testkit.mcp.servers import serve_http
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 REQUEST_ID = "0123456789abcdef"
 CANARY = "CANARY-campus-token-9f8e7d6c5b4a3210"
 # Modules that log on behalf of a chat request in the gateway process.
-REQUEST_MODULES = ("chat_app.", "agents_app.runtime.", "subagents_app.client", "campus_agent.request_id")
+REQUEST_MODULES = ("chat_app.", "agents_app.runtime.", "subagents_app.client", "campus_agent.base.request_id")
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from agents_app.runtime.events import (
     ToolChunk,
     ToolResult,
 )
-from campus_agent.errors import CAMPUS_TOKEN_EXPIRED
+from campus_agent.base.errors import CAMPUS_TOKEN_EXPIRED
 from chat_app.models import Run
 from chat_app.schema import FRAME_SCHEMA, SESSION_FRAME_SCHEMA
 from chat_app.services.runs import run_stored_end

@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from agents_app.mcp.connect import REQUEST_ID_META_KEY
-from campus_agent.tracing import REQUEST_ID_ATTRIBUTE, TRACER_NAME
+from campus_agent.base.tracing import REQUEST_ID_ATTRIBUTE, TRACER_NAME
 from testkit.web.sse import chat, read_rest, read_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -128,7 +128,7 @@ def test_a_failed_tool_marks_its_span(live_asgi, llm_settings, traced_agent, aut
 
 
 def test_off_no_span_and_no_traceparent(live_asgi, llm_settings, traced_agent, auth_headers, subagent_server):
-    from campus_agent.tracing import tracer
+    from campus_agent.base.tracing import tracer
 
     assert tracer() is None
     _turn(live_asgi, llm_settings, auth_headers)

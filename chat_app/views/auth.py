@@ -5,7 +5,7 @@ from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import permissions
 from rest_framework.response import Response
 
-from campus_agent.errors import DOWNSTREAM
+from campus_agent.base.errors import DOWNSTREAM
 from chat_app import api_errors as errors
 from chat_app.authentication import JwtAuthentication
 from chat_app.models import AuthSession

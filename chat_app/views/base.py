@@ -6,7 +6,7 @@ from rest_framework import exceptions, permissions
 from rest_framework.response import Response
 from rest_framework.views import APIView, set_rollback
 
-from campus_agent.errors import GENERAL, INVALID_BODY, TOKEN_INVALID, ApplicationError
+from campus_agent.base.errors import GENERAL, INVALID_BODY, TOKEN_INVALID, ApplicationError
 from chat_app import api_errors as errors
 from chat_app.authentication import JwtAuthentication, SessionAuthentication
 from chat_app.models import ApiKey

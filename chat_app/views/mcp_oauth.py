@@ -23,7 +23,7 @@ from agents_app.mcp.oauth import (
     authorization_declined,
     client_metadata_document,
 )
-from campus_agent.asyncdb import db_call
+from campus_agent.base.asyncdb import db_call
 from chat_app import api_errors as errors
 from chat_app.authentication import chat_caller_resolve
 from chat_app.models import Run

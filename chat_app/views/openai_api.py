@@ -21,9 +21,9 @@ from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
 from loguru import logger
 
-from campus_agent.asyncdb import db_call
-from campus_agent.json_body import JsonBodyRefused, json_object_read
-from campus_agent.sse import PING_FRAME
+from campus_agent.base.asyncdb import db_call
+from campus_agent.base.json_body import JsonBodyRefused, json_object_read
+from campus_agent.base.sse import PING_FRAME
 from chat_app import api_errors as errors
 from chat_app import openai_wire as wire
 from chat_app.authentication import Caller, bearer_token, chat_caller_cached

@@ -10,8 +10,8 @@ from rest_framework.exceptions import NotFound
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
 
-from campus_agent.errors import INVALID_BODY
-from campus_agent.text import text_clean
+from campus_agent.base.errors import INVALID_BODY
+from campus_agent.base.text import text_clean
 from chat_app import api_errors as errors
 from chat_app.selectors import (
     agent_list,

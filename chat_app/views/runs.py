@@ -11,9 +11,9 @@ from django.http import JsonResponse
 from django.utils.translation import gettext_lazy as _
 from django.views.decorators.csrf import csrf_exempt
 
-from campus_agent.asyncdb import db_call
-from campus_agent.json_body import JsonBodyRefused, json_object_read
-from campus_agent.sse import sse_response
+from campus_agent.base.asyncdb import db_call
+from campus_agent.base.json_body import JsonBodyRefused, json_object_read
+from campus_agent.base.sse import sse_response
 from chat_app import api_errors as errors
 from chat_app.authentication import Caller, chat_caller_resolve
 from chat_app.limits import SlotLease, follower_lease_take

@@ -11,7 +11,7 @@ import asyncio
 from django.views.decorators.csrf import csrf_exempt
 from loguru import logger
 
-from campus_agent.sse import sse_response
+from campus_agent.base.sse import sse_response
 from chat_app import api_errors as errors
 from chat_app.runs.follow import run_frames
 from chat_app.runs.lifecycle import run_start

@@ -11,11 +11,11 @@ from django.http import JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 from loguru import logger
 
-from campus_agent.errors import INVALID_BODY
-from campus_agent.json_body import JsonBodyRefused, json_object_read
-from campus_agent.redaction import clip_text
-from campus_agent.request_id import request_id_get, request_id_set
-from campus_agent.sse import sse_frame
+from campus_agent.base.errors import INVALID_BODY
+from campus_agent.base.json_body import JsonBodyRefused, json_object_read
+from campus_agent.base.redaction import clip_text
+from campus_agent.base.request_id import request_id_get, request_id_set
+from campus_agent.base.sse import sse_frame
 from demo_app.subagents.answer import DemoAnswer
 from demo_app.subagents.catalog import DEMO_SUBAGENTS
 
@@ -64,7 +64,7 @@ async def demo_subagent_chat(request, name: str):
     if agent is None:
         return _error(AGENT_UNKNOWN, code=NOT_FOUND_CODE, status=404)
     try:
-        body = json_object_read(request)  # the gateway's own body checks (campus_agent.json_body)
+        body = json_object_read(request)  # the gateway's own body checks (campus_agent.base.json_body)
     except JsonBodyRefused as exc:
         return _error(exc.message, code=exc.code, status=exc.status)
     message = _message_of(body)

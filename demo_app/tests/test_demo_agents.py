@@ -5,7 +5,7 @@ import time
 import httpx
 import pytest
 
-from campus_agent.json_body import (
+from campus_agent.base.json_body import (
     MSG_BODY_NOT_JSON,
     MSG_BODY_TOO_LARGE,
     MSG_CONTENT_TYPE,

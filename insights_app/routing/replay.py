@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from loguru import logger
 
-from campus_agent.redaction import clip_text
+from campus_agent.base.redaction import clip_text
 from insights_app.routing.ask import KEYWORD, Catalog, MalformedAnswer, first_choice_keyword, first_choice_model
 from insights_app.routing.judge import (
     DEADLINE_PASSED,

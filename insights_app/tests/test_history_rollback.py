@@ -1,4 +1,4 @@
-"""An agent's rollback from its history (campus_agent.admin_history) runs its routing cases against
+"""An agent's rollback from its history (campus_agent.base.admin_history) runs its routing cases against
 the rolled-back version first (insights_app.admin_catalog), and a rollback that breaks a case needs
 a second confirmation; the next turn then uses the restored prompt, without a restart."""
 import re

@@ -5,8 +5,8 @@ import pytest
 from django.contrib.auth.models import Permission
 from django.utils import timezone
 
-from campus_agent.circuit import circuit_enter, circuit_failure
-from campus_agent.metrics import tool_call_counted
+from campus_agent.base.circuit import circuit_enter, circuit_failure
+from campus_agent.base.metrics import tool_call_counted
 from chat_app.models import Conversation, Message
 from insights_app.models import UsageDaily
 from subagents_app.client import subagent_circuit_key

@@ -4,7 +4,7 @@ import asyncio
 import pytest
 from asgiref.sync import sync_to_async
 
-from campus_agent.errors import DOWNSTREAM, SUBAGENT_INTERNAL
+from campus_agent.base.errors import DOWNSTREAM, SUBAGENT_INTERNAL
 from subagents_app.a2a_card import FOREIGN_URL_TEXT, NOT_JSON_TEXT, TOO_LARGE_TEXT
 from subagents_app.a2a_client import (
     AUTH_REQUIRED_NOTICE,

@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from campus_agent.errors import CAMPUS_TOKEN_EXPIRED, DOWNSTREAM, SUBAGENT_INTERNAL
+from campus_agent.base.errors import CAMPUS_TOKEN_EXPIRED, DOWNSTREAM, SUBAGENT_INTERNAL
 from subagents_app.client import (
     CONNECT_FAILED_NOTICE,
     CONNECT_FAILED_TEXT,

@@ -24,7 +24,7 @@ from asgiref.sync import sync_to_async
 from agents_app.runtime.context import RunContext
 from agents_app.runtime.events import ToolChunk, ToolResult
 from agents_app.runtime.turn import turn_stream
-from campus_agent.errors import CAMPUS_TOKEN_EXPIRED, SUBAGENT_INTERNAL
+from campus_agent.base.errors import CAMPUS_TOKEN_EXPIRED, SUBAGENT_INTERNAL
 from chat_app.models import AuthSession, Message
 from chat_app.services.auth import auth_session_create
 from subagents_app.a2a_client import a2a_call, a2a_client_close

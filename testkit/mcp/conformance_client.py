@@ -195,8 +195,8 @@ async def scenario_run(*, scenario: str, url: str, context: dict) -> int:
     from agents_app.mcp.tools import mcp_service_tool_infos
     from agents_app.runtime.context import RunContext
     from agents_app.runtime.mcp_tool import McpTool
-    from campus_agent.asyncdb import db_call
-    from campus_agent.request_id import request_id_set
+    from campus_agent.base.asyncdb import db_call
+    from campus_agent.base.request_id import request_id_set
 
     user_id = None
     if scenario.startswith("auth/"):
@@ -273,7 +273,7 @@ def _django_setup() -> None:
     from loguru import logger
 
     django.setup()
-    from campus_agent.logging import LOG_FORMAT
+    from campus_agent.base.logging import LOG_FORMAT
 
     logger.remove()  # stdout is the suite's record of the client; the log goes to stderr
     logger.add(sys.stderr, level=os.environ.get("LOG_LEVEL", "DEBUG"), format=LOG_FORMAT, backtrace=False,
@@ -333,7 +333,7 @@ def _scenario_main(argv: list[str]) -> int:
         if database is not None:
             from django.db import connections
 
-            from campus_agent.asyncdb import db_connections_close
+            from campus_agent.base.asyncdb import db_connections_close
 
             db_connections_close()
             connections.close_all()

@@ -7,7 +7,7 @@ import threading
 from django.http import JsonResponse
 from django.urls import path
 
-from campus_agent.request_id import request_id_get
+from campus_agent.base.request_id import request_id_get
 
 _ASGIREF_SYNC = os.path.join("asgiref", "sync.py")
 

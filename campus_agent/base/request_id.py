@@ -8,11 +8,10 @@ import time
 import uuid
 from contextvars import ContextVar
 
-from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from loguru import logger
 
 HEADER = "X-Request-Id"
-_META_KEY = "HTTP_X_REQUEST_ID"
+META_KEY = "HTTP_X_REQUEST_ID"
 # What a client's id may be (DESIGN §7): nginx's `$request_id` is 32 hex, many clients send
 # UUIDs. Nothing else is trusted into log lines, downstream headers and the 64-character column.
 _CLIENT_ID = re.compile(r"[A-Za-z0-9-]{8,64}")
@@ -49,37 +48,3 @@ def request_begun(rid: str, method: str, path: str) -> float:
 def request_ended(method: str, path: str, status: int, started: float) -> None:
     cost_ms = (time.perf_counter() - started) * 1000
     logger.info("← {} {} status={} cost_ms={:.1f}", method, path, status, cost_ms)
-
-
-class RequestIdMiddleware:
-    """Reads or makes the request id, logs the request's start and end, echoes the header.
-
-    Async-capable so that async views (the chat stream) run without a thread per request.
-    """
-
-    sync_capable = True
-    async_capable = True
-
-    def __init__(self, get_response):
-        self.get_response = get_response
-        if iscoroutinefunction(get_response):
-            markcoroutinefunction(self)
-
-    def _start(self, request) -> float:
-        request.request_id = request_id_from_header(request.META.get(_META_KEY))
-        return request_begun(request.request_id, request.method, request.path)
-
-    def _finish(self, request, response, started: float):
-        response[HEADER] = request.request_id
-        request_ended(request.method, request.path, response.status_code, started)
-        return response
-
-    def __call__(self, request):
-        if iscoroutinefunction(self):
-            return self.__acall__(request)
-        started = self._start(request)
-        return self._finish(request, self.get_response(request), started)
-
-    async def __acall__(self, request):
-        started = self._start(request)
-        return self._finish(request, await self.get_response(request), started)

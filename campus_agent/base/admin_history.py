@@ -1,5 +1,5 @@
 """The catalog's history in admin: the list of versions (who, when, which fields), a version's
-diff against the live row, and one-click rollback (campus_agent.history).
+diff against the live row, and one-click rollback (campus_agent.base.history).
 
 django-simple-history's own per-version page is a form that saves whatever it posts; here that
 URL shows the diff instead, and a rollback is only the POST of `<id>/history/<version>/rollback/`
@@ -16,7 +16,7 @@ from django.urls import path, reverse
 from simple_history.admin import SimpleHistoryAdmin
 from simple_history.utils import get_history_model_for_model
 
-from campus_agent.history import history_date_text, history_diff, history_fields, history_rollback
+from campus_agent.base.history import history_date_text, history_diff, history_fields, history_rollback
 
 DIFF_TITLE = "{obj}：{date} 的版本与当前的差异"
 NO_DIFF_TEXT = "该版本与当前完全相同，无需回滚。"

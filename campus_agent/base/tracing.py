@@ -16,8 +16,8 @@ from collections.abc import Mapping, MutableMapping
 
 from opentelemetry import propagate, trace
 
-from campus_agent.redaction import personal_numbers_mask
-from campus_agent.request_id import HEADER, NO_REQUEST_ID, request_id_get
+from campus_agent.base.redaction import personal_numbers_mask
+from campus_agent.base.request_id import HEADER, NO_REQUEST_ID, request_id_get
 
 TRACER_NAME = "campus-agent"
 DEFAULT_SERVICE_NAME = "campus-agent"

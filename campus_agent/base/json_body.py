@@ -27,7 +27,7 @@ from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy as _
 from rest_framework.parsers import JSONParser
 
-from campus_agent.errors import INVALID_BODY, ApplicationError
+from campus_agent.base.errors import INVALID_BODY, ApplicationError
 
 BODY_TOO_LARGE = 41301
 UNSUPPORTED_MEDIA_TYPE = 41501

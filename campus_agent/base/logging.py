@@ -6,7 +6,7 @@ handler, so one format and one set of sinks serve the whole process.
 One patcher sees every record before any sink, whoever logged it (our code, a bridged stdlib
 logger, a library): it adds the request id and makes the record's text single-line and free of
 control characters (`log_text_flatten`) with personal numbers masked (mobile and resident ID
-numbers: campus_agent.redaction), so no call site can forget and no value from outside —
+numbers: campus_agent.base.redaction), so no call site can forget and no value from outside —
 a request path, a model's error text, a tool-call id — can forge a log line, move the cursor of
 a terminal (ANSI escapes) or reorder what a reader sees (bidi overrides). A traceback stays
 multi-line, as it always was; its exception messages are flattened like the rest.
@@ -19,8 +19,8 @@ from pathlib import Path
 
 from loguru import logger
 
-from campus_agent.redaction import personal_numbers_mask
-from campus_agent.request_id import request_id_get
+from campus_agent.base.redaction import personal_numbers_mask
+from campus_agent.base.request_id import request_id_get
 
 LOG_FORMAT = (
     "{time:YYYY-MM-DD HH:mm:ss.SSS} | {level: <8} | request_id={extra[request_id]} | "

@@ -3,7 +3,7 @@ import json
 
 from django.http import StreamingHttpResponse
 
-from campus_agent.text import text_clean, text_valid
+from campus_agent.base.text import text_clean, text_valid
 
 PING_FRAME = ": ping\n\n"
 _NUL_ESCAPE = "\\u0000"  # how json.dumps writes U+0000
