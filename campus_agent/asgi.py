@@ -13,8 +13,8 @@ from django.urls import get_resolver  # noqa: E402
 
 from campus_agent.health import healthz_asgi, is_healthz_path  # noqa: E402
 from campus_agent.stream_handler import StreamHandler, is_stream_path  # noqa: E402
-from chat_app.a2a_server import a2a_app, is_a2a_path  # noqa: E402
-from chat_app.mcp_server import is_mcp_path, mcp_app  # noqa: E402
+from chat_app.gateways.a2a_server import a2a_app, is_a2a_path  # noqa: E402
+from chat_app.gateways.mcp_server import is_mcp_path, mcp_app  # noqa: E402
 from chat_app.runs.supervisor import supervisor_ensure  # noqa: E402
 from demo_app.subagents.library_a2a import LIBRARY_PATH, library_app  # noqa: E402
 
@@ -56,7 +56,7 @@ async def http_app(scope, receive, send):
         await library_app()(scope, receive, send)
         return
     if is_a2a_path(scope["path"]):
-        # The campus agent as an A2A agent (card + JSON-RPC, chat_app/a2a_server.py): an a2a-sdk app.
+        # The campus agent as an A2A agent (card + JSON-RPC, chat_app/gateways/a2a_server.py): an a2a-sdk app.
         await a2a_app()(scope, receive, send)
         return
     if is_mcp_path(scope["path"]):

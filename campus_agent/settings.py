@@ -234,7 +234,7 @@ REST_FRAMEWORK = {
     # form or text/plain body is a 415) and every answer, errors included, as JSON.
     "DEFAULT_PARSER_CLASSES": ["campus_agent.base.json_body.JsonObjectParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "EXCEPTION_HANDLER": "chat_app.views.base.api_exception_handler",
+    "EXCEPTION_HANDLER": "chat_app.gateways.api.base.api_exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": None,
 }
@@ -250,10 +250,10 @@ SPECTACULAR_SETTINGS = {
     # No badge image from validator.swagger.io (it would also hand it our schema's URL).
     "SWAGGER_UI_SETTINGS": {"deepLinking": True, "validatorUrl": None},
     # The chat stream and the run endpoints are plain async views, which drf-spectacular cannot
-    # read: chat_app.schema adds them. drf-spectacular's default enum hook runs after it, so
+    # read: chat_app.gateways.api.schema adds them. drf-spectacular's default enum hook runs after it, so
     # their choices become enum components like every serializer's.
     "POSTPROCESSING_HOOKS": [
-        "chat_app.schema.async_views_describe",
+        "chat_app.gateways.api.schema.async_views_describe",
         "drf_spectacular.hooks.postprocess_schema_enums",
     ],
 }
@@ -281,7 +281,7 @@ PROVIDER_KEY_SECRET = env.str("PROVIDER_KEY_SECRET", default="")
 
 # --- app knobs (read here once; tests override with override_settings) ------------------------
 MAX_HISTORY = env.int("MAX_HISTORY", default=20)
-# Attachments (DESIGN §4c, chat_app/services/uploads.py): where they are stored is Django's
+# Attachments (DESIGN §4c, chat_app/conversations/uploads.py): where they are stored is Django's
 # storage (MEDIA_ROOT on this disk by default; STORAGES names another backend).
 MEDIA_ROOT = env.str("MEDIA_ROOT", default="") or str(BASE_DIR / "media")
 # S3-compatible campus storage instead (django-storages): a bucket, its endpoint and keys. The
@@ -380,7 +380,7 @@ DEMO_BASE_URL = env.str("DEMO_BASE_URL", default="") or (
 # --- auth tokens ------------------------------------------------------------------------------
 JWT_TTL_HOURS = env.int("JWT_TTL_HOURS", default=24)
 JWT_ISSUER = env.str("JWT_ISSUER", default="campus-agent")
-# The chat stream remembers a checked JWT session this many seconds (chat_app/auth_cache.py): a
+# The chat stream remembers a checked JWT session this many seconds (chat_app/accounts/session_cache.py): a
 # revocation made on another worker reaches a new stream within this time. 0 = read every time.
 AUTH_SESSION_CACHE_SEC = env.float("AUTH_SESSION_CACHE_SEC", default=5.0)
 # Personal API keys (DESIGN §4b): live keys one user may hold at once.
@@ -395,7 +395,7 @@ METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
 if "PROMETHEUS_MULTIPROC_DIR" in os.environ and not os.environ["PROMETHEUS_MULTIPROC_DIR"].strip():
     del os.environ["PROMETHEUS_MULTIPROC_DIR"]
 CAMPUS_SSO_USERINFO_URL = env.str("CAMPUS_SSO_USERINFO_URL", default="")
-# Campus login on the page with OpenID Connect (chat_app/oidc.py): off unless OIDC_ISSUER and
+# Campus login on the page with OpenID Connect (chat_app/accounts/oidc.py): off unless OIDC_ISSUER and
 # OIDC_CLIENT_ID are set. Register <site>/login/campus/callback/ as the redirect URI.
 OIDC_ISSUER = env.str("OIDC_ISSUER", default="")
 OIDC_CLIENT_ID = env.str("OIDC_CLIENT_ID", default="")
@@ -412,7 +412,7 @@ LOGIN_MAX_FAILURES_PER_IP = env.int("LOGIN_MAX_FAILURES_PER_IP", default=20)
 LOGIN_FAILURE_WINDOW_SEC = env.int("LOGIN_FAILURE_WINDOW_SEC", default=900)
 
 # --- the MCP server ----------------------------------------------------------------------
-# The MCP server at /mcp (chat_app/mcp_server.py, docs/clients.md "MCP clients"). Its public URL
+# The MCP server at /mcp (chat_app/gateways/mcp_server.py, docs/clients.md "MCP clients"). Its public URL
 # (the `resource` of its metadata document; empty: the request's scheme and Host), the largest
 # JSON-RPC body it reads (413 past it), and how often a streaming answer reports its progress.
 MCP_RESOURCE_URL = env.str("MCP_RESOURCE_URL", default="")

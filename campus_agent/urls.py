@@ -4,25 +4,23 @@ from django.urls import include, path
 
 from campus_agent.health import healthz
 from campus_agent.metrics_view import metrics
-from chat_app.login_forms import AdminLoginForm
+from chat_app.accounts.login_forms import AdminLoginForm
 
 admin.site.site_header = "校园小智 管理后台"
 admin.site.site_title = "校园小智"
 admin.site.index_title = "智能体与服务管理"
-# Failed staff logins are throttled like every other login (chat_app/services/login_throttle.py).
+# Failed staff logins are throttled like every other login (chat_app/accounts/throttle.py).
 admin.site.login_form = AdminLoginForm
 
-handler404 = "chat_app.api_errors.page_not_found"
+handler404 = "campus_agent.base.errors.page_not_found"
 
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("healthz", healthz, name="healthz"),
     path("metrics", metrics, name="metrics"),
-    path("api/v1/", include("chat_app.api_urls")),
-    path("v1/", include("chat_app.openai_urls")),  # the OpenAI-compatible API (docs/clients.md)
 ]
 if settings.DEMO_ENABLED:
     # Issue #6's demo sub-agents answer anyone, unauthenticated: mounted only where asked for
     # (scripts/run.sh), never by default in a deployment.
     urlpatterns.append(path("demo/subagents/", include("demo_app.subagents.urls")))
-urlpatterns.append(path("", include("chat_app.page_urls")))
+urlpatterns.append(path("", include("chat_app.urls")))

@@ -189,7 +189,7 @@ class Run(models.Model):
     """
 
     class Status(models.TextChoices):
-        """The run's states; only chat_app.services.runs moves a run between them (RUN_MOVES)."""
+        """The run's states; only chat_app.runs.state moves a run between them (RUN_MOVES)."""
 
         RUNNING = "running", "进行中"
         WAITING = "waiting", "等待用户"  # paused for a person (pause_kind says for what)
@@ -197,7 +197,7 @@ class Run(models.Model):
         INTERRUPTED = "interrupted", "已中断"
 
     class PauseKind(models.TextChoices):
-        """What a waiting run waits for (chat_app.runs.pauses: one resume path, one expiry)."""
+        """What a waiting run waits for (chat_app.runs.wait: one resume path, one expiry)."""
 
         APPROVAL = "approval", "工具审批"
 

@@ -1,7 +1,7 @@
 """Signal receivers: the usage rollup follows the turns chat_app stores."""
 from django.dispatch import receiver
 
-from chat_app.quota import TurnUsage, turn_usage_recorded
+from chat_app.runs.quota import TurnUsage, turn_usage_recorded
 from insights_app.usage import usage_turn_add
 
 

@@ -17,7 +17,7 @@ from django.db.models.functions import TruncDate
 from django.utils import timezone
 
 from chat_app.models import Message
-from chat_app.quota import TurnUsage
+from chat_app.runs.quota import TurnUsage
 from insights_app.models import UsageDaily
 
 SUMMED = ("turns", "fallback_turns", "prompt_tokens", "completion_tokens", "cached_tokens")

@@ -11,7 +11,7 @@ at hand mid-call), an authorization ends the opening with the URL the student mu
 clear no.
 
 A turn's person (`TurnPerson`) cannot ask the student mid-call either: the run then waits for the
-student (chat_app.services.pauses) and the call runs again once they answered. So it notes the
+student (chat_app.runs.wait) and the call runs again once they answered. So it notes the
 first question not answered yet and tells the server "cancel"; on the call's next run it hands
 each question, in the order they come, the answer the student gave to it.
 """

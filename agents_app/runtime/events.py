@@ -1,5 +1,5 @@
 """Typed events of one chat turn. `frame()` gives the §4 payload; campus_agent.base.sse encodes it;
-`FRAME_SCHEMA` describes that payload for the API's OpenAPI document (chat_app/schema.py builds
+`FRAME_SCHEMA` describes that payload for the API's OpenAPI document (chat_app/gateways/api/schema.py builds
 the stream's description from these, and a test holds each `frame()` to its schema).
 
 The runtime yields these; chat_app stores what they describe and streams their frames, and the

@@ -5,7 +5,7 @@ from pathlib import Path
 from django.conf import settings
 
 APPS = ("agents_app", "chat_app", "subagents_app")
-SKIPPED_DIRS = {"tests", "testing", "migrations"}
+SKIPPED_DIRS = {"tests", "migrations"}
 WRITES = {"create", "get_or_create", "update_or_create", "bulk_create"}
 ALLOWED = {
     "agents_app/selectors.py",

@@ -496,8 +496,8 @@ class _Prober:
 
 
 def _token(user) -> str:
+    from chat_app.accounts.sessions import auth_session_create
     from chat_app.models import AuthSession
-    from chat_app.services.auth import auth_session_create
 
     return auth_session_create(user=user, via=AuthSession.Via.PASSWORD, roles=["student"]).access_token
 

@@ -52,7 +52,7 @@ async def test_client_is_reused_across_turns_against_the_server(llm_settings, ag
 
 
 # Every shape of message and tool a turn sends (agents_app/runtime/loop.py, tool.py,
-# chat_app/selectors.py, chat_app/attachments.py).
+# chat_app/conversations/history.py).
 TURN_MESSAGES = [
     {"role": "system", "content": "你是校园小智。"},
     {"role": "user", "content": "今天一食堂吃什么？"},

@@ -274,7 +274,7 @@ async def test_disconnecting_revokes_the_tokens_at_the_authorization_server(oaut
     """RFC 7009: a student's 断开 (or staff deleting the row) revokes the refresh token, then the
     access token, as the gateway's client, at the endpoint the discovery found; then deletes them
     here. The next use asks the student again."""
-    from chat_app.services.privacy import connected_account_remove
+    from chat_app.conversations.privacy import connected_account_remove
 
     alice = await sync_to_async(_student)("alice")
     with person_use(HeadlessPerson()):
@@ -296,7 +296,7 @@ async def test_disconnecting_revokes_the_tokens_at_the_authorization_server(oaut
 
 
 async def test_a_revocation_endpoint_that_does_not_answer_does_not_keep_the_account(oauth_server, library):
-    from chat_app.services.privacy import connected_account_remove
+    from chat_app.conversations.privacy import connected_account_remove
 
     alice = await sync_to_async(_student)("alice")
     with person_use(HeadlessPerson()):

@@ -147,8 +147,8 @@ def two_tool_agent(agent_factory, sub_agent_factory):
 @pytest.fixture
 def ask(live_asgi, llm_settings, two_tool_agent, user):
     """`ask(message, conversation_id=None)`: one POST /api/v1/chat, read to its end (StreamResult)."""
+    from chat_app.accounts.sessions import auth_session_create
     from chat_app.models import AuthSession
-    from chat_app.services.auth import auth_session_create
     from testkit.web.sse import chat
 
     token = auth_session_create(user=user, via=AuthSession.Via.PASSWORD, roles=["student"]).access_token
@@ -445,6 +445,6 @@ def test_reasoning_is_never_sent_back_to_the_model(ask, llm_settings, name):
             _assert_no_reasoning_in(json.dumps(message, ensure_ascii=False), scenario, "a message sent to the model")
     history = llm_settings.requests[-1].messages
     assert history[-1] == {"role": "user", "content": THANKS}
-    if scenario.answer:  # a reply with no text is not sent back (chat_app.selectors.history_build)
+    if scenario.answer:  # a reply with no text is not sent back (chat_app.conversations.history.history_build)
         said = [m for m in history if m["role"] == "assistant" and not m.get("tool_calls")]
         assert said and said[-1]["content"].strip() == scenario.answer

@@ -27,19 +27,21 @@ from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy as _
 from rest_framework.parsers import JSONParser
 
-from campus_agent.base.errors import INVALID_BODY, ApplicationError
-
-BODY_TOO_LARGE = 41301
-UNSUPPORTED_MEDIA_TYPE = 41501
+from campus_agent.base.errors import (
+    BODY_TOO_LARGE,
+    INVALID_BODY,
+    MSG_BODY_NOT_JSON,
+    MSG_BODY_TOO_LARGE,
+    MSG_CONTENT_TYPE,
+    UNSUPPORTED_MEDIA_TYPE,
+    ApplicationError,
+)
 
 JSON_MAX_DEPTH = 32
 JSON_MEDIA_TYPE = "application/json"
 _UTF8_CHARSETS = ("utf-8", "utf8")
 
-MSG_BODY_TOO_LARGE = _("请求体过大（上限 64 KB）。")
 MSG_BODY_TOO_LARGE_OF = _("请求体过大（上限 {limit} KB）。")
-MSG_BODY_NOT_JSON = _("请求体必须是 JSON 对象。")
-MSG_CONTENT_TYPE = _("请求体必须是 JSON，请使用 Content-Type: application/json（UTF-8）。")
 MSG_NOT_UTF8 = _("请求体必须是 UTF-8 编码的 JSON。")
 MSG_TOO_DEEP = format_lazy(_("JSON 嵌套层数过多（上限 {limit} 层）。"), limit=JSON_MAX_DEPTH)
 MSG_DUPLICATE_KEY = _("JSON 对象中有重复的字段名。")

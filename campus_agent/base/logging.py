@@ -148,7 +148,7 @@ def logging_configure(*, level: str = "INFO", log_dir: Path | None = None) -> No
     # httpx logs every request line at INFO with full URLs; keep it at WARNING.
     for noisy in ("httpx", "httpcore", "httpx2", "httpcore2"):  # httpx2: the openai SDK's client
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    # The MCP server (chat_app/mcp_server.py) runs the SDK's session manager once per request: its
+    # The MCP server (chat_app/gateways/mcp_server.py) runs the SDK's session manager once per request: its
     # "started", "terminating session: None", "shutting down" lines would be three per request.
     for noisy in ("mcp.server.streamable_http_manager", "mcp.server.streamable_http"):
         logging.getLogger(noisy).setLevel(logging.WARNING)

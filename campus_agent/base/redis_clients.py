@@ -1,7 +1,7 @@
 """The worker's asyncio Redis clients (REDIS_URL): connection pools per process and event loop.
 
 redis-py's asyncio connections belong to the loop that opened them (tests run several loops in
-one process). The run bus (chat_app.runs) and the slot leases (chat_app.limits) share them.
+one process). The run bus (chat_app.runs) and the slot leases (chat_app.runs.lease) share them.
 
 Both pools wait for a free connection (up to REDIS_POOL_WAIT_SEC) instead of failing: redis-py's
 default pool raises `MaxConnectionsError` the moment more commands are in flight than it has

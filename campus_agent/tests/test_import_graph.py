@@ -24,7 +24,8 @@ The levels, lowest first; a module imports from its own level or lower ones, nev
   the circle check too: it has no circle.
 
 Inside an app, its parts (`agents_app.runtime`, `agents_app.mcp`, `chat_app.runs` …: each
-module folded into the app's sub-package or module it belongs to) form no circle either.
+module folded into the app's sub-package or module it belongs to) form no circle either, and
+chat_app's rooms are layered: gateways → runs → conversations → accounts → models.
 """
 import ast
 from pathlib import Path
@@ -35,6 +36,9 @@ APPS = ("subagents_app", "agents_app", "chat_app", "insights_app", "demo_app")  
 TEST_CODE = ("testkit",)  # packages of test code only (the `tests` of each app are test code too)
 PACKAGES = ("campus_agent", *APPS, *TEST_CODE)
 BASE = "campus_agent.base"
+# The rooms of an app that are layered too, lowest first: a room imports from its own or lower ones.
+ROOMS = {"chat_app": ("chat_app.models", "chat_app.accounts", "chat_app.conversations", "chat_app.runs",
+                      "chat_app.gateways")}
 
 
 
@@ -133,7 +137,7 @@ def _part(module: str) -> str:
 
 def _parts(graph: dict[str, set[str]]) -> dict[str, set[str]]:
     """The same graph with each module of an app folded into its part (`agents_app.runtime`,
-    `chat_app.runs`, `chat_app.limits` …); imports between apps and tests left out."""
+    `chat_app.runs`, `chat_app.runs.lease` …); imports between apps and tests left out."""
     folded: dict[str, set[str]] = {}
     for module, targets in graph.items():
         if _is_test(module) or _part(module) == module.split(".")[0]:
@@ -201,7 +205,7 @@ def test_every_circle_is_found_once_from_its_smallest_node():
 def test_the_level_reader_finds_upward_imports():
     graph = {
         "campus_agent.base.text": {"chat_app.models"},  # up
-        "campus_agent.urls": {"chat_app.login_forms", "campus_agent.health"},  # an entry point
+        "campus_agent.urls": {"chat_app.accounts.login_forms", "campus_agent.health"},  # an entry point
         "subagents_app.client": {"campus_agent.base.text"},
         "agents_app.tools": {"subagents_app.client", "insights_app.usage"},  # the second is up
         "chat_app.views": {"campus_agent.asgi", "testkit.model.fake_llm"},  # both up
@@ -232,6 +236,18 @@ def test_no_import_circle_between_modules_nor_between_the_parts_of_an_app():
 
 def test_nothing_imports_upwards():
     assert sorted(upward_imports(_project_graph())) == []
+
+
+def test_the_rooms_of_an_app_point_one_way():
+    """chat_app: gateways → runs → conversations → accounts → models; nothing loose at its top but
+    models, admin, apps and urls (and Django's migrations and management commands)."""
+    parts = _parts(_project_graph())
+    for app, rooms in ROOMS.items():
+        upward = {(room, target) for room in rooms for target in parts.get(room, ())
+                  if target in rooms and rooms.index(target) > rooms.index(room)}
+        assert sorted(upward) == [], f"{app}: a room imports a higher one"
+    loose = {path.stem for path in (Path(settings.BASE_DIR) / "chat_app").glob("*.py")}
+    assert loose == {"__init__", "models", "admin", "apps", "urls"}
 
 
 def test_runtime_uses_mcp_and_mcp_knows_nothing_of_the_runtime():

@@ -5,7 +5,7 @@ import uuid
 from django.core.cache import caches
 
 from campus_agent.base.local_cache import LocalCache
-from chat_app.limits import stream_slot_take, stream_slots_held
+from chat_app.runs.lease import stream_slot_take, stream_slots_held
 
 
 def test_a_thousand_students_streaming_at_once_keep_their_stream_slots():

@@ -10,10 +10,10 @@ from django.core.handlers.asgi import ASGIHandler
 from django.middleware.csrf import CsrfViewMiddleware
 
 from campus_agent import stream_handler
+from campus_agent.base.errors import TOKEN_INVALID
 from campus_agent.middleware import InlineCsrfViewMiddleware
 from campus_agent.stream_handler import StreamHandler, is_stream_path
-from chat_app.api_errors import TOKEN_INVALID
-from chat_app.services.auth import auth_session_create
+from chat_app.accounts.sessions import auth_session_create
 from testkit.model.fake_llm import Reply
 from testkit.web.sse import read_rest, read_until
 

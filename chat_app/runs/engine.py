@@ -36,13 +36,12 @@ from campus_agent.base.errors import DOWNSTREAM, GENERAL
 from campus_agent.base.metrics import ACTIVE_RUNS, FIRST_CHUNK, run_counted
 from campus_agent.base.request_id import request_id_set
 from campus_agent.base.sse import sse_frame
-from chat_app.limits import SlotLease
 from chat_app.models import Run
 from chat_app.runs.bus import run_bus
-from chat_app.runs.registry import local_runs
-from chat_app.services.approvals import approval_pause_store
-from chat_app.services.recording import TOOL_CUT_MESSAGE, TurnRecorder
-from chat_app.services.runs import run_finish, run_rows_store, run_store_failed_mark
+from chat_app.runs.lease import SlotLease
+from chat_app.runs.recording import TOOL_CUT_MESSAGE, TurnRecorder
+from chat_app.runs.state import local_runs, run_finish, run_rows_store, run_store_failed_mark
+from chat_app.runs.wait import approval_pause_store
 
 TURN_BUDGET_MESSAGE = _("本轮回答超出时间限制，已中断。")
 TURN_FAILED_MESSAGE = _("服务内部错误，回答已中断，请稍后重试。")

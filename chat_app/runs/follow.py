@@ -16,8 +16,8 @@ from campus_agent.base.asyncdb import db_call
 from campus_agent.base.sse import PING_FRAME, sse_frame
 from chat_app.models import Run
 from chat_app.runs.bus import run_bus
-from chat_app.services.pauses import waiting_frames
-from chat_app.services.runs import run_refresh, run_stored_end
+from chat_app.runs.state import run_refresh, run_stored_end
+from chat_app.runs.wait import waiting_frames
 
 
 def session_frame(run: Run) -> str:

@@ -8,7 +8,7 @@
     runs_reap    RUNNING, worker dead → INTERRUPTED (supervisor)
 
 The database side of every move (the only code that writes `Run.status`, with the table of legal
-moves) is chat_app.services.runs; the pause's is chat_app.services.pauses. Views call one of
+moves) is chat_app.runs.state; the pause's is chat_app.runs.wait. Views call one of
 these functions each; so does the supervisor. Whoever ends a run that no RunTask holds gives its
 followers their `done` through the bus (`_ended_elsewhere`).
 """
@@ -25,18 +25,16 @@ from agents_app.runtime.context import RunContext
 from agents_app.runtime.events import ToolCall
 from agents_app.runtime.loop import DecidedCall
 from agents_app.runtime.turn import turn_resume_stream
+from campus_agent.base import errors
 from campus_agent.base.asyncdb import db_call
 from campus_agent.base.redaction import clip_text
-from chat_app import api_errors as errors
 from chat_app.models import Run
-from chat_app.quota import QUOTA_EXCEEDED
+from chat_app.runs.admission import Admission, resume_admit
 from chat_app.runs.bus import run_bus
 from chat_app.runs.engine import RunPlan, RunTask
-from chat_app.runs.registry import local_runs
-from chat_app.services.admission import Admission, resume_admit
-from chat_app.services.approvals import Decision, Resumption, approval_decide
-from chat_app.services.pauses import PAUSE_KINDS, waiting_run_close, waiting_runs_ready
-from chat_app.services.runs import run_is_stale, run_reap, run_refresh, run_stored_end, runs_reap
+from chat_app.runs.quota import QUOTA_EXCEEDED
+from chat_app.runs.state import local_runs, run_is_stale, run_reap, run_refresh, run_stored_end, runs_reap
+from chat_app.runs.wait import PAUSE_KINDS, Decision, Resumption, approval_decide, waiting_run_close, waiting_runs_ready
 
 
 class StopOutcome(enum.Enum):

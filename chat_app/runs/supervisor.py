@@ -28,8 +28,7 @@ from chat_app.models import Run
 from chat_app.runs.bus import run_bus
 from chat_app.runs.engine import checkpoint_lock
 from chat_app.runs.lifecycle import runs_reap_stale, runs_resume_ready, stop_apply
-from chat_app.runs.registry import local_runs
-from chat_app.services.runs import WORKER_ID, runs_heartbeat
+from chat_app.runs.state import WORKER_ID, local_runs, runs_heartbeat
 
 REAP_EVERY_BEATS = 2
 _tasks: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Task]" = weakref.WeakKeyDictionary()

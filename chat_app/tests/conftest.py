@@ -2,8 +2,8 @@
 import pytest
 from django.contrib.auth import get_user_model
 
+from chat_app.accounts.sessions import auth_session_create
 from chat_app.models import AuthSession
-from chat_app.services.auth import auth_session_create
 
 
 @pytest.fixture

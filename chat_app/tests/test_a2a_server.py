@@ -1,4 +1,4 @@
-"""The campus agent as an A2A agent (DESIGN §4b, chat_app/a2a_server.py), end to end: the real
+"""The campus agent as an A2A agent (DESIGN §4b, chat_app/gateways/a2a_server.py), end to end: the real
 ASGI app on loopback (`live_asgi`), a2a-sdk's own client, the scripted model and the contract
 sub-agent. Hostile JSON-RPC goes over plain httpx."""
 import asyncio
@@ -23,7 +23,9 @@ from a2a.utils.constants import TransportProtocol
 from a2a.utils.errors import ContentTypeNotSupportedError, TaskNotFoundError
 
 from agents_app.models import Agent
-from chat_app.a2a_server import (
+from campus_agent.base.errors import MSG_RATE_LIMITED
+from chat_app.accounts.api_keys import api_key_create
+from chat_app.gateways.a2a_server import (
     APPROVAL_TEXT,
     AUTH_REQUIRED_TEXT,
     CANCELED_TEXT,
@@ -31,10 +33,8 @@ from chat_app.a2a_server import (
     MSG_TEXT_ONLY,
     TOOL_STATUS_TEXT,
 )
-from chat_app.api_errors import MSG_RATE_LIMITED
 from chat_app.models import Conversation, Run
 from chat_app.models import Message as Row
-from chat_app.services.api_keys import api_key_create
 from testkit.model.fake_llm import Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -2,13 +2,13 @@
 once). The catalog is this worker's (agents_app.catalog_cache): one query for its stamp."""
 import pytest
 
-from chat_app.authentication import Caller
-from chat_app.chat_input import ChatInput
-from chat_app.limits import stream_slot_take
+from chat_app.accounts.authentication import Caller
 from chat_app.models import Message
-from chat_app.services.admission import _admit_with_lease
-from chat_app.services.recording import RowSpec
-from chat_app.services.runs import run_finish
+from chat_app.runs.admission import _admit_with_lease
+from chat_app.runs.chat_input import ChatInput
+from chat_app.runs.lease import stream_slot_take
+from chat_app.runs.recording import RowSpec
+from chat_app.runs.state import run_finish
 
 CATALOG_TABLES = ("agents_app_agent", "agents_app_mcpservice", "subagents_app_subagent", "agents_app_agentfallback")
 

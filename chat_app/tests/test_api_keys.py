@@ -8,9 +8,8 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from chat_app.api_keys import KEY_LENGTH, KEY_PREFIX
+from chat_app.accounts.api_keys import KEY_LENGTH, KEY_PREFIX, api_key_create
 from chat_app.models import ApiKey, Conversation, Message
-from chat_app.services.api_keys import api_key_create
 from testkit.web.sse import chat
 
 pytestmark = pytest.mark.django_db

@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from chat_app.models import Message, Run, ToolApproval
 from chat_app.runs.bus import run_bus
-from chat_app.runs.registry import local_runs
+from chat_app.runs.state import local_runs
 from testkit.model.fake_llm import ScriptedCall
 from testkit.polling import wait_for
 from testkit.web.sse import chat, parse_blocks, read_rest, read_until

@@ -7,7 +7,7 @@ import base64
 import httpx
 import pytest
 
-from chat_app.attachments import IMAGE_UNSEEN
+from chat_app.conversations.history import IMAGE_UNSEEN
 from chat_app.models import Message, Upload
 from chat_app.tests.test_uploads import PNG
 from testkit.web.sse import chat

@@ -17,8 +17,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from chat_app.accounts.tokens import jwt_decode
 from chat_app.models import AuthSession, CampusIdentity
-from chat_app.tokens import jwt_decode
 from testkit.servers import ServedApp
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -280,7 +280,7 @@ def test_admin_password_change_revokes_the_users_jwts(live_asgi, staff_user, pas
 
 
 def test_jwt_check_is_one_query_with_the_user(user, user_token, django_assert_num_queries):
-    from chat_app.authentication import jwt_session_resolve
+    from chat_app.accounts.authentication import jwt_session_resolve
 
     with django_assert_num_queries(1):
         session = jwt_session_resolve(token=user_token)

@@ -1,11 +1,11 @@
-"""The chat stream remembers a checked JWT session for AUTH_SESSION_CACHE_SEC (chat_app/auth_cache.py):
+"""The chat stream remembers a checked JWT session for AUTH_SESSION_CACHE_SEC (chat_app/accounts/session_cache.py):
 a revocation made in this process is seen at once, one made elsewhere within that time."""
 from datetime import timedelta
 
 import pytest
 from django.utils import timezone
 
-from chat_app import auth_cache
+from chat_app.accounts import session_cache as auth_cache
 from chat_app.models import AuthSession
 from testkit.web.sse import chat
 

@@ -9,8 +9,8 @@ import httpx
 import pytest
 from django.contrib.auth import get_user_model
 
+from chat_app.gateways.page.views import MSG_CAMPUS_LOGIN_FAILED
 from chat_app.models import CampusIdentity
-from chat_app.pages import MSG_CAMPUS_LOGIN_FAILED
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -196,7 +196,7 @@ def test_several_audiences_with_our_azp_log_in(site, oidc_settings):
 @pytest.mark.parametrize("sub", ["2023\n0001\x00", "2023\u202e1000", "x" * 151, "a\rb"],
                          ids=["newline-nul", "bidi-override", "151-chars", "cr"])
 def test_a_sub_that_cannot_be_a_username_is_a_clear_page(site, oidc_settings, sub):
-    from chat_app.oidc import MSG_SUB_UNUSABLE
+    from chat_app.accounts.oidc import MSG_SUB_UNUSABLE
 
     oidc_settings.account.sub = sub  # the ID token and the user-info answer agree on it
     refused = _campus_login(site)

@@ -132,7 +132,7 @@ def test_without_credentials_it_is_401_whatever_the_body(live_asgi, agent, body,
 
 async def test_an_unauthenticated_body_is_never_parsed(async_client, agent, auth_headers, monkeypatch):
     """401 is decided before the body is read: the body reader is not even called."""
-    from chat_app import chat_input
+    from chat_app.runs import chat_input
 
     read = []
     monkeypatch.setattr(chat_input, "json_object_read", lambda request: read.append(request) or {})

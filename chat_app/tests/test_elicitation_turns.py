@@ -180,7 +180,7 @@ def test_an_expired_question_hands_its_tool_a_cancel_only_when_something_waits_o
     from django.utils import timezone
 
     from chat_app.models import Conversation
-    from chat_app.services.approvals import _answers
+    from chat_app.runs.wait import _answers
 
     conversation = Conversation.objects.create(user=user, title="问")
     run = Run.objects.create(conversation=conversation, user=user, heartbeat_at=timezone.now())

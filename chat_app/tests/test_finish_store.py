@@ -13,8 +13,8 @@ from django.db import connection
 
 from chat_app.models import Message, Run
 from chat_app.runs.engine import STORE_FAILED_MESSAGE, STORE_PARTIAL_MESSAGE
-from chat_app.services.recording import USAGE_COUNT_MAX, usage_clean, usage_columns
-from chat_app.services.runs import STORE_FAILED_REAP_MESSAGE, WORKER_LOST_MESSAGE, runs_reap
+from chat_app.runs.recording import USAGE_COUNT_MAX, usage_clean, usage_columns
+from chat_app.runs.state import STORE_FAILED_REAP_MESSAGE, WORKER_LOST_MESSAGE, runs_reap
 from testkit.polling import wait_for
 from testkit.web.sse import chat
 

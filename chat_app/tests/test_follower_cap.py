@@ -6,7 +6,7 @@ from contextlib import ExitStack, nullcontext
 import httpx
 import pytest
 
-from chat_app.api_errors import MSG_TOO_MANY_FOLLOWERS, TOO_MANY_FOLLOWERS
+from campus_agent.base.errors import MSG_TOO_MANY_FOLLOWERS, TOO_MANY_FOLLOWERS
 from testkit.fixtures.base import redis_cache_shared
 from testkit.model.fake_llm import Reply
 from testkit.polling import wait_for

@@ -1,9 +1,9 @@
 """History the model sees (DESIGN §6) and conversation titles."""
 import pytest
 
+from chat_app.conversations.history import history_build
 from chat_app.models import Conversation, Message
-from chat_app.selectors import history_build
-from chat_app.services.turns import conversation_title
+from chat_app.runs.admission import conversation_title
 
 
 @pytest.mark.parametrize(

@@ -10,11 +10,11 @@ from asgiref.sync import sync_to_async
 from django.core.cache import cache
 from django.test import RequestFactory
 
-from chat_app import limits
-from chat_app.limits import stream_slot_take, stream_slots_held
+from chat_app.gateways.api.stream import _admit
 from chat_app.models import Message
-from chat_app.runs.registry import local_runs
-from chat_app.views.stream import _admit
+from chat_app.runs import lease as limits
+from chat_app.runs.lease import stream_slot_take, stream_slots_held
+from chat_app.runs.state import local_runs
 from testkit.model.fake_llm import Reply
 from testkit.web.sse import chat
 
@@ -84,7 +84,7 @@ def test_a_slot_held_by_another_worker_counts(settings):
 class _SlowMeta(dict):
     """request.META whose Authorization read, on a database thread, waits for `release`: it holds
     the admission inside its database thread while the test cancels the view, as a client leaving
-    then would. (The view's event loop reads the header first, for chat_app.auth_cache; that read
+    then would. (The view's event loop reads the header first, for chat_app.accounts.session_cache; that read
     does not wait.)"""
 
     def __init__(self, *args, entered: threading.Event, release: threading.Event, **kwargs):

@@ -4,7 +4,7 @@ import pytest
 import redis
 from django.core.cache import caches
 
-from chat_app.limits import message_rate_allow, stream_slot_and_rate_take, stream_slots_held
+from chat_app.runs.lease import message_rate_allow, stream_slot_and_rate_take, stream_slots_held
 
 
 @pytest.fixture
@@ -44,7 +44,7 @@ async def test_the_event_loop_path_shares_slots_and_window_with_the_sync_path(re
     """astream_… (the asyncio client) and the sync calls lease the same keys and count the same window."""
     from asgiref.sync import sync_to_async
 
-    from chat_app.limits import astream_slot_and_rate_take
+    from chat_app.runs.lease import astream_slot_and_rate_take
 
     settings.CHAT_MAX_CONCURRENT_STREAMS = 2
     settings.CHAT_RATE_PER_MINUTE = 3
@@ -84,7 +84,7 @@ async def test_a_burst_past_the_connection_pool_waits_for_a_connection(redis_cac
     default pool raised MaxConnectionsError there, and a burst of 1,000 turns got 774 HTTP 500s."""
     import asyncio
 
-    from chat_app.limits import astream_slot_and_rate_take
+    from chat_app.runs.lease import astream_slot_and_rate_take
 
     settings.REDIS_MAX_CONNECTIONS = 2
     settings.CHAT_MAX_CONCURRENT_STREAMS = 200

@@ -1,11 +1,11 @@
 """The per-user stream limit holds across two workers when each takes it in its event loop
-(the asyncio Redis client, chat_app.limits.astream_slot_and_rate_take), as it did through the
+(the asyncio Redis client, chat_app.runs.lease.astream_slot_and_rate_take), as it did through the
 sync cache calls (issue #11). Workers are uvicorn child processes sharing Redis and a database."""
 import httpx
 import pytest
 import redis
 
-from chat_app.api_errors import TOO_MANY_STREAMS
+from campus_agent.base.errors import TOO_MANY_STREAMS
 from testkit.model.fake_llm import Reply
 from testkit.processes import asgi_processes
 from testkit.web.sse import chat, read_rest, read_until

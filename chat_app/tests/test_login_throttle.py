@@ -11,8 +11,8 @@ import httpx
 import pytest
 from django.contrib.auth import get_user_model
 
+from chat_app.accounts.throttle import client_ip_bucket
 from chat_app.models import AuthSession
-from chat_app.services.login_throttle import client_ip_bucket
 from chat_app.tests.test_auth_api import GOOD_CAMPUS_TOKEN, CampusUserInfo
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -1,4 +1,4 @@
-"""The campus agent as an MCP server (DESIGN §4b, chat_app/mcp_server.py), end to end: the whole
+"""The campus agent as an MCP server (DESIGN §4b, chat_app/gateways/mcp_server.py), end to end: the whole
 project on loopback (`live_asgi`), the official `mcp` client (streamable HTTP + ClientSession) on
 the other side, the scripted model and the contract sub-agent behind it. Plain httpx where the
 test is the HTTP itself (401, metadata, bodies no client would send)."""
@@ -18,8 +18,9 @@ from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from chat_app import api_errors as errors
-from chat_app.mcp_server import (
+from campus_agent.base import errors
+from chat_app.accounts.api_keys import api_key_create
+from chat_app.gateways.mcp_server import (
     INPUT_SCHEMA,
     METADATA_PATH,
     MSG_ARGUMENTS_UNKNOWN,
@@ -28,7 +29,6 @@ from chat_app.mcp_server import (
     agent_tools_read,
 )
 from chat_app.models import Conversation, Message, Run
-from chat_app.services.api_keys import api_key_create
 from testkit.model.fake_llm import Reply
 from testkit.polling import wait_for
 

@@ -12,8 +12,8 @@ from rest_framework.test import APIClient
 
 from agents_app.models import McpOAuthGrant, McpService
 from campus_agent.base.crypto import secret_encrypt
+from chat_app.accounts.api_keys import api_key_create
 from chat_app.models import AuthSession, Conversation, Feedback, Message, Run
-from chat_app.services.api_keys import api_key_create
 
 pytestmark = pytest.mark.django_db
 

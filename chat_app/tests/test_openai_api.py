@@ -9,9 +9,9 @@ import openai
 import pytest
 from django.utils import timezone
 
-from chat_app import openai_wire as wire
+from chat_app.accounts.api_keys import api_key_create
+from chat_app.gateways.openai import wire
 from chat_app.models import ApiKey, Conversation, Message, Run
-from chat_app.services.api_keys import api_key_create
 from testkit.model.fake_llm import Reply
 from testkit.polling import wait_for
 from testkit.processes import asgi_processes

@@ -4,7 +4,7 @@ import pytest
 from asgiref.sync import async_to_sync
 
 from agents_app.runtime.tools import tools_for_agent
-from chat_app.page_catalog import tool_labels
+from chat_app.gateways.catalog import tool_labels
 
 pytestmark = pytest.mark.django_db
 

@@ -5,8 +5,8 @@ import pytest
 from django.core.cache import cache
 
 from chat_app.models import Message
-from chat_app.quota import MSG_QUOTA_EXCEEDED, QUOTA_EXCEEDED, user_tokens_today
-from chat_app.services.recording import usage_columns
+from chat_app.runs.quota import MSG_QUOTA_EXCEEDED, QUOTA_EXCEEDED, user_tokens_today
+from chat_app.runs.recording import usage_columns
 from testkit.web.sse import chat
 
 pytestmark = pytest.mark.django_db(transaction=True)

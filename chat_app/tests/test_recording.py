@@ -1,6 +1,6 @@
 """TurnRecorder: which rows a turn's events become (no database needed)."""
 from agents_app.runtime.events import Chunk, Done, Error, ToolCall, ToolChunk, ToolResult
-from chat_app.services.recording import TOOL_CUT_MESSAGE, TurnRecorder
+from chat_app.runs.recording import TOOL_CUT_MESSAGE, TurnRecorder
 
 
 def _record(*events) -> TurnRecorder:
@@ -100,7 +100,7 @@ def test_a_cut_turn_s_done_text_is_everything_the_student_was_sent():
     """Issue 20 (12): a stopped call's `done` had full_text "" although the notice before the call
     had been sent; the reply row keeps only what follows the last round, as before."""
     from agents_app.runtime.events import Chunk, ToolCall
-    from chat_app.services.recording import TurnRecorder
+    from chat_app.runs.recording import TurnRecorder
 
     recorder = TurnRecorder()
     recorder.add(Chunk("（以下内容由关键词匹配自动转给“食堂助手”回答）", fallback=True))

@@ -7,7 +7,7 @@ import pytest
 from django.utils import timezone
 
 from agents_app.models import Agent
-from chat_app.api_errors import MSG_NO_SUCH_RESOURCE
+from campus_agent.base.errors import MSG_NO_SUCH_RESOURCE
 from chat_app.models import Conversation, Message
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -226,7 +226,7 @@ def _turn(conversation, question: str, answer: str, *, at: int) -> list[Message]
 
 
 def test_supersede_sets_the_last_turn_aside_and_the_model_no_longer_sees_it(api, user):
-    from chat_app.selectors import history_build
+    from chat_app.conversations.history import history_build
 
     conversation = _conversation(user, "食堂")
     first = _turn(conversation, "一食堂吃什么", "红烧肉", at=1)

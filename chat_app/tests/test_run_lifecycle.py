@@ -1,7 +1,7 @@
 """The run's one lifecycle (issue 19): every legal move, illegal ones refused, stop in every state,
 and a run resumed after approval admitted like a new turn (slot lease and quota).
 
-The database moves are chat_app.services.runs (RUN_MOVES); the event loop's are
+The database moves are chat_app.runs.state (RUN_MOVES); the event loop's are
 chat_app.runs.lifecycle. Across two workers with Redis: test_runs_workers.py and
 test_approvals_workers.py.
 """
@@ -12,10 +12,10 @@ import httpx
 import pytest
 from django.utils import timezone
 
-from chat_app.limits import stream_slot_take, stream_slots_held
 from chat_app.models import Conversation, Message, Run, ToolApproval
-from chat_app.services.recording import RowSpec
-from chat_app.services.runs import (
+from chat_app.runs.lease import stream_slot_take, stream_slots_held
+from chat_app.runs.recording import RowSpec
+from chat_app.runs.state import (
     RUN_MOVES,
     IllegalMove,
     State,

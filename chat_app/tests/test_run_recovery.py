@@ -7,8 +7,8 @@ from django.utils import timezone
 
 from agents_app.runtime.events import Chunk, ToolCall, ToolResult
 from chat_app.models import Conversation, Message, Run
-from chat_app.services.recording import TurnRecorder
-from chat_app.services.runs import WORKER_LOST_MESSAGE, run_rows_store, runs_heartbeat, runs_reap
+from chat_app.runs.recording import TurnRecorder
+from chat_app.runs.state import WORKER_LOST_MESSAGE, run_rows_store, runs_heartbeat, runs_reap
 
 
 @pytest.fixture
@@ -120,7 +120,7 @@ async def test_the_heartbeat_is_not_queued_behind_the_stream_paths_database_call
 
     from campus_agent.base.asyncdb import DB_THREADS, db_call
     from chat_app.runs import supervisor
-    from chat_app.services.runs import WORKER_ID
+    from chat_app.runs.state import WORKER_ID
 
     old = timezone.now() - timedelta(seconds=30)
     run = await Run.objects.acreate(conversation=conversation, user=conversation.user, worker=WORKER_ID,

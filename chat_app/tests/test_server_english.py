@@ -12,7 +12,7 @@ import pytest
 from django.utils import timezone
 
 from chat_app.models import Conversation, Message, Run
-from chat_app.services.runs import runs_reap
+from chat_app.runs.state import runs_reap
 from testkit.web.sse import chat, parse_blocks, read_rest, read_until
 
 pytestmark = pytest.mark.django_db(transaction=True)

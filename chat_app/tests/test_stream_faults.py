@@ -6,9 +6,9 @@ import pytest
 
 from agents_app.runtime.loop import MODEL_INTERRUPTED_TEXT, TURN_TIMEOUT_TEXT
 from agents_app.runtime.turn import MODEL_UNAVAILABLE
-from chat_app.limits import stream_slots_held
 from chat_app.models import Message
-from chat_app.services.recording import TOOL_CUT_MESSAGE
+from chat_app.runs.lease import stream_slots_held
+from chat_app.runs.recording import TOOL_CUT_MESSAGE
 from testkit.model.fake_llm import Reply
 from testkit.polling import wait_for
 from testkit.web.sse import chat, parse_events

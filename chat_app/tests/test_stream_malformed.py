@@ -13,11 +13,11 @@ from asgiref.sync import sync_to_async
 from agents_app.runtime.context import RunContext
 from agents_app.runtime.events import Chunk
 from agents_app.runtime.loop import MODEL_INTERRUPTED_TEXT
-from chat_app.chat_input import ChatInput
-from chat_app.limits import stream_slot_take
 from chat_app.models import Message
+from chat_app.runs.admission import turn_begin
+from chat_app.runs.chat_input import ChatInput
 from chat_app.runs.engine import FRAME_FAILED_MESSAGE, RunPlan, RunTask
-from chat_app.services.turns import turn_begin
+from chat_app.runs.lease import stream_slot_take
 from chat_app.tests.test_nul_characters import _strings
 from subagents_app.client import CONNECT_FAILED_NOTICE, CONNECT_FAILED_TEXT, TOKEN_EXPIRED_NOTICE
 from testkit.model.fake_llm import Reply

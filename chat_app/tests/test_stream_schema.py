@@ -1,4 +1,4 @@
-"""The stream's OpenAPI description (chat_app/schema.py) and the frames the server
+"""The stream's OpenAPI description (chat_app/gateways/api/schema.py) and the frames the server
 sends agree: every event type is described, every frame validates, nothing sent is undocumented."""
 from typing import get_args
 
@@ -23,9 +23,9 @@ from agents_app.runtime.events import (
     ToolResult,
 )
 from campus_agent.base.errors import CAMPUS_TOKEN_EXPIRED
+from chat_app.gateways.api.schema import FRAME_SCHEMA, SESSION_FRAME_SCHEMA
 from chat_app.models import Run
-from chat_app.schema import FRAME_SCHEMA, SESSION_FRAME_SCHEMA
-from chat_app.services.runs import run_stored_end
+from chat_app.runs.state import run_stored_end
 from testkit.model.fake_llm import Reply
 from testkit.web.sse import chat
 
@@ -121,7 +121,7 @@ def test_a_real_stream_sends_only_described_frames(live_asgi, llm_settings, agen
     jsonschema.validate(run_stored_end(run=run), _json_schema(Done.FRAME_SCHEMA, strict=True))
 
 
-# --- the document (chat_app.schema's hook adds the async views to it) ------------------------
+# --- the document (chat_app.gateways.api.schema's hook adds the async views to it) ------------------------
 
 ASYNC_OPERATIONS = {  # path → (method, operationId, URL name of the async view it describes)
     "/api/v1/chat": ("post", "chat_stream", "chat-stream"),

@@ -12,8 +12,8 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from rest_framework.test import APIClient
 
+from chat_app.conversations.uploads import DOCX, name_safe
 from chat_app.models import Conversation, Upload
-from chat_app.services.uploads import DOCX, name_safe
 
 pytestmark = pytest.mark.django_db
 

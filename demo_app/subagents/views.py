@@ -25,7 +25,7 @@ MESSAGE_MAX_CHARS = 8000
 BODY_INVALID = "请求体须是 JSON：{\"message\": \"…\", \"domain\": \"…\"}，message 为 1–8000 字。"
 AGENT_UNKNOWN = "没有这个演示子 Agent。"
 METHOD_NOT_ALLOWED = "只接受 POST 请求。"
-# The gateway's codes for these answers (chat_app.api_errors, which this app may not import).
+# The gateway's codes for these answers (campus_agent.base.errors, which this app may not import).
 NOT_FOUND_CODE = 40401
 METHOD_NOT_ALLOWED_CODE = 40501
 

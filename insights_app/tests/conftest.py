@@ -44,7 +44,7 @@ def canteen_case(case_factory) -> RoutingCase:
 @pytest.fixture
 def headers_for(db):
     """`headers_for(user)` → the Authorization header of a fresh API login of `user`."""
-    from chat_app.services.auth import auth_session_create
+    from chat_app.accounts.sessions import auth_session_create
 
     def make(user) -> dict:
         token = auth_session_create(user=user, via="password", roles=["student"], campus_token="").access_token

@@ -197,7 +197,7 @@ def test_a_turn_is_added_to_its_days_row_in_one_statement(user, vendor_path, mon
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from chat_app.quota import TurnUsage
+    from chat_app.runs.quota import TurnUsage
     from insights_app import usage as usage_module
 
     if vendor_path == "orm":

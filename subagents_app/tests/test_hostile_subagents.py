@@ -25,8 +25,8 @@ from agents_app.runtime.context import RunContext
 from agents_app.runtime.events import ToolChunk, ToolResult
 from agents_app.runtime.turn import turn_stream
 from campus_agent.base.errors import CAMPUS_TOKEN_EXPIRED, SUBAGENT_INTERNAL
+from chat_app.accounts.sessions import auth_session_create
 from chat_app.models import AuthSession, Message
-from chat_app.services.auth import auth_session_create
 from subagents_app.a2a_client import a2a_call, a2a_client_close
 from subagents_app.client import (
     CONNECT_FAILED_TEXT,

@@ -5,8 +5,8 @@ ratings and attachments, and the attachments uploaded over a day ago and never s
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from chat_app.services.privacy import conversations_purge
-from chat_app.services.uploads import uploads_unsent_purge
+from chat_app.conversations.privacy import conversations_purge
+from chat_app.conversations.uploads import uploads_unsent_purge
 
 
 class Command(BaseCommand):

@@ -1,0 +1,133 @@
+"""Reads of conversations: a student's list, search, one conversation, its messages, answers and
+their feedback, and the stored conversation a client's history matches."""
+import uuid
+from dataclasses import dataclass
+
+from django.db.models import Exists, OuterRef, Q, QuerySet, Subquery
+
+from chat_app.models import Conversation, Feedback, Message, Run
+
+
+def conversation_list(*, user) -> QuerySet[Conversation]:
+    """The user's conversations, newest first, each with `active_run_id` (the run in progress, or
+    None) so that a page or a second tab can re-attach to it (DESIGN §4a)."""
+    active_run = Run.objects.filter(conversation=OuterRef("pk"), status__in=Run.ACTIVE).order_by("-started_at")
+    return (
+        Conversation.objects.filter(user=user)
+        .select_related("agent")
+        .annotate(active_run_id=Subquery(active_run.values("id")[:1]))
+        .order_by("-updated_at")
+    )
+
+
+def conversation_search(*, user, query: str) -> QuerySet[Conversation]:
+    """The user's conversations whose title or question/answer text contains `query`, ignoring
+    case, newest first. `icontains` escapes LIKE's wildcards on every backend, so `%` and `_` in
+    a query match themselves."""
+    matching = Message.objects.filter(
+        conversation=OuterRef("pk"),
+        role__in=[Message.Role.USER, Message.Role.ASSISTANT],
+        content__icontains=query,
+    )
+    return conversation_list(user=user).filter(Q(title__icontains=query) | Exists(matching))
+
+
+def conversation_get(*, user, conversation_id) -> Conversation | None:
+    """The user's own conversation, or None: another user's conversation is indistinguishable from a
+    missing one (IDOR answers 404)."""
+    return conversation_list(user=user).filter(id=conversation_id).first()
+
+
+def conversation_for_turn(*, user, conversation_id) -> Conversation | None:
+    """The user's own conversation a new question is asked in (None otherwise, as
+    conversation_get), with `has_waiting_run`: whether one of its runs waits for a person (which
+    the question ends). One query, without the agent and the active run the lists show."""
+    waiting = Run.objects.filter(conversation=OuterRef("pk"), status=Run.Status.WAITING)
+    return Conversation.objects.filter(user=user, id=conversation_id).annotate(has_waiting_run=Exists(waiting)).first()
+
+
+def message_list(*, conversation: Conversation) -> QuerySet[Message]:
+    return Message.objects.filter(conversation=conversation).order_by("created_at", "seq")
+
+
+def answer_get(*, user, message_id) -> Message | None:
+    """An assistant row of one of the user's conversations, or None (another user's looks missing)."""
+    return Message.objects.filter(id=message_id, role=Message.Role.ASSISTANT, conversation__user=user).first()
+
+
+def feedback_get(*, user, message: Message) -> Feedback | None:
+    return Feedback.objects.filter(user=user, message=message).first()
+
+
+def feedback_by_answer(*, user, conversation: Conversation) -> dict[str, dict]:
+    """The user's ratings in one conversation: answer id → {"rating", "comment"} (the page's state)."""
+    rows = Feedback.objects.filter(user=user, message__conversation=conversation).values(
+        "message_id", "rating", "comment"
+    )
+    return {str(row["message_id"]): {"rating": row["rating"], "comment": row["comment"]} for row in rows}
+
+
+CONVERSATION_CANDIDATES_MAX = 10
+
+
+def _turn_texts(rows) -> tuple[list[str], list[str]]:
+    """(questions, answers) of a conversation's live user and assistant rows in order: a turn's
+    answer is all its assistant text (the text said before tool calls too), as the client got it."""
+    questions, answers = [], []
+    for role, content in rows:
+        if role == Message.Role.USER:
+            questions.append(content)
+            answers.append("")
+        elif answers:
+            answers[-1] += content
+    return questions, answers
+
+
+@dataclass(frozen=True)
+class HistoryMatch:
+    conversation_id: uuid.UUID
+    asked_again: bool  # its last question is the one asked now, and the client lacks its answer
+
+
+def conversation_find_by_history(*, user, questions: list[str], answers: list[str], question: str
+                                 ) -> HistoryMatch | None:
+    """The user's conversation that a client's history continues (the OpenAI-compatible API,
+    docs/clients.md): its live questions are exactly the client's earlier user messages, in
+    order — or those and then `question` (`asked_again`: the client regenerates the last answer,
+    or asks its last question again). Of several such, the one whose answers the client shows
+    (its assistant text starts with ours, after trimming), then the one continued rather than
+    asked again, then the most recently updated. None: a new conversation."""
+    if not questions:
+        return None
+    live_questions = Message.objects.filter(conversation=OuterRef("pk"), role=Message.Role.USER, superseded=False)
+    candidates = list(
+        Conversation.objects.filter(user=user)
+        .filter(Exists(live_questions.filter(content=questions[0])), Exists(live_questions.filter(content=questions[-1])))
+        .order_by("-updated_at")
+        .values_list("id", flat=True)[:CONVERSATION_CANDIDATES_MAX]
+    )
+    if not candidates:
+        return None
+    rows: dict = {cid: [] for cid in candidates}
+    for cid, role, content in (
+        Message.objects.filter(conversation_id__in=candidates, superseded=False,
+                               role__in=[Message.Role.USER, Message.Role.ASSISTANT])
+        .order_by("created_at", "seq")
+        .values_list("conversation_id", "role", "content")
+    ):
+        rows[cid].append((role, content))
+    best, best_score = None, None
+    for cid in candidates:  # newest first: a tie keeps the newest
+        stored_questions, stored_answers = _turn_texts(rows[cid])
+        if stored_questions == list(questions):
+            asked_again = False
+        elif stored_questions == [*questions, question]:
+            asked_again = True
+        else:
+            continue
+        shown = sum(1 for ours, theirs in zip(stored_answers, answers, strict=False)
+                    if ours.strip() and theirs.strip().startswith(ours.strip()))
+        score = (shown, not asked_again)
+        if best_score is None or score > best_score:
+            best, best_score = HistoryMatch(conversation_id=cid, asked_again=asked_again), score
+    return best

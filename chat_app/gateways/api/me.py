@@ -1,0 +1,62 @@
+"""`/api/v1/me/…`: the caller's own data (PIPL; DESIGN §7) — all of it as a JSON download, and
+all their conversations deleted, and the MCP services they connected their own account to,
+listed and disconnected. All take a login (page session or JWT), not an API key: a leaked key
+must not be able to carry a student's history away, wipe it, or cut their accounts."""
+import json
+
+from django.http import HttpResponse
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import status
+from rest_framework.response import Response
+
+from campus_agent.base import errors
+from chat_app.conversations.privacy import (
+    connected_account_remove,
+    connected_accounts,
+    user_conversations_delete,
+    user_data_export,
+)
+from chat_app.gateways.api.base import LoginOnlyView
+from chat_app.gateways.api.serializers import ErrorSerializer
+
+
+@extend_schema(tags=["me"])
+class MyDataExportView(LoginOnlyView):
+    @extend_schema(summary="下载我的全部数据（JSON）",
+                   responses={200: OpenApiResponse(description="JSON 文件（附件）"), 401: ErrorSerializer})
+    def get(self, request):
+        body = json.dumps(user_data_export(user=request.user), ensure_ascii=False, indent=1)
+        response = HttpResponse(body, content_type="application/json; charset=utf-8")
+        name = f"campus-agent-{timezone.localdate():%Y%m%d}.json"
+        response["Content-Disposition"] = f'attachment; filename="{name}"'
+        response["Cache-Control"] = "no-store"
+        return response
+
+
+@extend_schema(tags=["me"])
+class MyConversationsView(LoginOnlyView):
+    @extend_schema(summary="删除我的全部对话（无法恢复）", request=None,
+                   responses={200: OpenApiResponse(description='{"deleted": <个数>}'), 401: ErrorSerializer})
+    def delete(self, request):
+        return Response({"deleted": user_conversations_delete(user=request.user)})
+
+
+@extend_schema(tags=["me"])
+class MyAccountsView(LoginOnlyView):
+    @extend_schema(summary="我连接的 MCP 服务账号", responses={
+        200: OpenApiResponse(description='[{"id", "service", "scope", "connected_at", "expires_at"}]'),
+        401: ErrorSerializer})
+    def get(self, request):
+        return Response(connected_accounts(user=request.user))
+
+
+@extend_schema(tags=["me"])
+class MyAccountView(LoginOnlyView):
+    @extend_schema(summary="断开一个连接的账号（删除保存的令牌）", request=None,
+                   responses={204: None, 401: ErrorSerializer, 404: ErrorSerializer})
+    def delete(self, request, grant_id: int):
+        if not connected_account_remove(user=request.user, grant_id=grant_id):
+            raise errors.ApiError(_("没有这个连接的账号。"), code=errors.NOT_FOUND, status=404)
+        return Response(status=status.HTTP_204_NO_CONTENT)

@@ -1,0 +1,257 @@
+"""Admitting one chat turn: everything decided before the stream starts, in one sync call.
+
+The stream view crosses into sync code once for all of it (auth lookup, limits, the user
+message, the history), instead of once per step: each crossing is a thread hand-off.
+
+`achat_turn_admit` is the stream view's entry: for a JWT checked a moment ago (chat_app.accounts.session_cache)
+it reads the body in the event loop, takes the Redis limits there (asyncio client), and crosses
+once for the quota and the writes; otherwise it is `chat_turn_admit`, in one crossing. The
+order of the answers is the same either way.
+"""
+import uuid
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.utils.translation import gettext_lazy as _
+
+from agents_app.catalog_cache import CatalogSnapshot, catalog_snapshot
+from agents_app.models import Agent
+from campus_agent.base import errors
+from campus_agent.base.asyncdb import db_call
+from campus_agent.base.errors import GENERAL
+from campus_agent.base.text import text_clean
+from chat_app.accounts.authentication import Caller, chat_caller_cached, chat_caller_resolve
+from chat_app.conversations.history import history_build
+from chat_app.conversations.selectors import conversation_for_turn
+from chat_app.conversations.uploads import upload_payload
+from chat_app.models import DEFAULT_TITLE, Conversation, Message, Run, Upload
+from chat_app.runs.chat_input import ChatInput, chat_input_read
+from chat_app.runs.lease import SlotLease, astream_slot_and_rate_take, stream_slot_and_rate_take, stream_slot_take
+from chat_app.runs.quota import user_token_quota_check
+from chat_app.runs.state import run_create
+from chat_app.runs.wait import waiting_runs_close
+
+# --- turns ------------------------------------------------------------
+# The admission writer of a chat turn: its conversation, its question and its run row, before the
+# model runs (what the run produces is stored by chat_app.runs.recording).
+
+TITLE_MAX = 24
+
+
+def conversation_title(*, first_message: str) -> str:
+    """Whitespace collapsed; empty → 新对话; longer than 24 characters → the first 24 + "..."."""
+    flat = " ".join((first_message or "").split())
+    if not flat:
+        return DEFAULT_TITLE
+    return flat if len(flat) <= TITLE_MAX else flat[:TITLE_MAX] + "..."
+
+
+@dataclass(frozen=True)
+class TurnStart:
+    run: Run
+    agent: Agent
+    history: list[dict]
+    user_message_id: uuid.UUID
+    hint_domain: str | None
+    # Runs of the conversation that waited for a person, ended by this new question.
+    closed_runs: tuple[Run, ...] = ()
+
+    @property
+    def conversation_id(self) -> uuid.UUID:
+        return self.run.conversation_id
+
+
+def _agent_for(*, wanted: str | None, conversation: Conversation | None, catalog: CatalogSnapshot) -> Agent:
+    """The agent asked for by slug (400 unless enabled), else the conversation's while it is
+    enabled, else the default (503 when no agent is enabled)."""
+    if wanted:
+        agent = catalog.by_slug.get(wanted)
+        if agent is None:
+            raise errors.invalid_body(errors.MSG_AGENT_UNKNOWN)
+        return agent
+    agent = catalog.agent_of(agent_id=conversation.agent_id if conversation is not None else None)
+    if agent is None:
+        raise errors.ApiError(errors.MSG_NO_AGENT, code=GENERAL, status=503)
+    return agent
+
+
+def _hint_domain_check(*, agent: Agent, hint_domain: str | None) -> None:
+    """A hint names one of the domains the agent can route to: the `domain` of one of its enabled
+    sub-agents (its catalog, just loaded). Per agent, because a hint only makes the model prefer
+    that domain's tools, and an agent without them has nothing to prefer; a free text would reach
+    the model as written. Raises 400 (40001) otherwise."""
+    if hint_domain is None:
+        return
+    domains = sorted({sub.domain for sub in agent.enabled_sub_agents if sub.domain})
+    if hint_domain in domains:
+        return
+    if not domains:
+        raise errors.invalid_body(errors.MSG_HINT_DOMAIN_NONE)
+    raise errors.invalid_body(errors.MSG_HINT_DOMAIN_UNKNOWN.format(domains="、".join(domains)))
+
+
+MSG_ATTACHMENT_NOT_FOUND = _("附件不存在。")
+MSG_ATTACHMENT_ELSEWHERE = _("附件《{name}》已经发在另一个对话里了，请重新上传。")
+
+
+def _attachments_of(*, user, ids: tuple, conversation: Conversation | None) -> list[Upload]:
+    """The caller's uploads named by the question, in its order: 404 when one is not theirs (or
+    does not exist), 400 when one was sent in another conversation already (deleting that one
+    takes the file)."""
+    if not ids:
+        return []
+    found = {u.id: u for u in Upload.objects.filter(user=user, id__in=ids)}
+    if len(found) != len(ids):
+        raise errors.ApiError(MSG_ATTACHMENT_NOT_FOUND, code=errors.NOT_FOUND, status=404)
+    for upload in found.values():
+        if upload.conversation_id is not None and (conversation is None or upload.conversation_id != conversation.id):
+            raise errors.invalid_body(MSG_ATTACHMENT_ELSEWHERE.format(name=upload.name))
+    return [found[i] for i in ids]
+
+
+def turn_begin(*, user, chat: ChatInput, request_id: str, lease: SlotLease) -> TurnStart:
+    """Resolves the conversation (404 unless the caller's) and agent (with its enabled tools
+    catalog), checks `hint_domain` against that catalog (400), stores the user message with the turn's run row (run by this worker, holding
+    `lease`), and builds the history the model will see. One sync call from the stream view."""
+    # The parser refuses text no database can hold; cleaning again costs nothing and keeps this
+    # write safe whoever calls it.
+    message, hint_domain = text_clean(chat.message), text_clean(chat.hint_domain)
+    conversation = None
+    if chat.conversation_id is not None:
+        conversation = conversation_for_turn(user=user, conversation_id=chat.conversation_id)
+        if conversation is None:
+            raise errors.not_found()
+    agent = _agent_for(wanted=chat.agent, conversation=conversation, catalog=catalog_snapshot())
+    _hint_domain_check(agent=agent, hint_domain=hint_domain)
+    uploads = _attachments_of(user=user, ids=chat.attachments, conversation=conversation)
+    new_conversation = conversation is None
+    # A question asked while a run waits for a person ends that run first (its waiting calls are
+    # stored as not run), so the new turn's history has no call without its result.
+    closed = tuple(waiting_runs_close(conversation_id=conversation.id)) if not new_conversation \
+        and conversation.has_waiting_run else ()
+    with transaction.atomic():
+        if new_conversation:
+            conversation = Conversation.objects.create(
+                user=user,
+                agent=agent,
+                title=conversation_title(first_message=message),
+                hint_domain=hint_domain or "",
+            )
+        else:
+            conversation.agent = agent
+            if hint_domain is not None:
+                conversation.hint_domain = hint_domain
+            conversation.save(update_fields=["agent", "hint_domain", "updated_at"])
+        meta = {"attachments": [upload_payload(u) for u in uploads]} if uploads else {}
+        user_message = Message.objects.create(
+            conversation=conversation, role=Message.Role.USER, content=message, request_id=request_id, meta=meta
+        )
+        if uploads:
+            # Claimed in this transaction: a question sent at the same moment in another
+            # conversation with the same file loses (and stores nothing).
+            claimed = (Upload.objects.filter(id__in=[u.id for u in uploads])
+                       .filter(Q(conversation__isnull=True) | Q(conversation=conversation)).update(conversation=conversation))
+            if claimed != len(uploads):
+                raise errors.invalid_body(MSG_ATTACHMENT_ELSEWHERE.format(name=uploads[0].name))
+        run = run_create(conversation=conversation, user=user, request_id=request_id, agent_name=agent.name,
+                         lease=lease, language=chat.language or "")
+    if new_conversation and not uploads:  # nothing before the question: no need to read it back
+        history = [{"role": "user", "content": user_message.content}]
+    else:
+        history = history_build(conversation=conversation, limit=settings.MAX_HISTORY, images=agent.reads_images())
+    return TurnStart(
+        run=run,
+        agent=agent,
+        history=history,
+        user_message_id=user_message.id,
+        hint_domain=conversation.hint_domain or None,
+        closed_runs=closed,
+    )
+
+
+@dataclass(frozen=True)
+class Admission:
+    caller: Caller
+    chat: ChatInput
+    start: TurnStart
+    lease: SlotLease  # handed to the run, which releases it when it ends
+
+
+def chat_turn_admit(*, request, request_id: str) -> Admission:
+    """401/403 (auth) → 415/413/400 (the body, read only now: an unauthenticated body is never
+    parsed) → 429 (streams, rate, daily tokens) → 404/400 (conversation, agent) → the user message stored.
+    Raises ApiError; holds a slot lease only when it returns."""
+    caller = chat_caller_resolve(request)
+    chat = chat_input_read(request=request)
+    return _admit_known(caller=caller, chat=chat, request_id=request_id)
+
+
+def _too_many_streams() -> errors.ApiError:
+    return errors.ApiError(errors.MSG_TOO_MANY_STREAMS, code=errors.TOO_MANY_STREAMS, status=429)
+
+
+def _rate_limited() -> errors.ApiError:
+    return errors.ApiError(errors.MSG_RATE_LIMITED, code=errors.RATE_LIMITED, status=429, headers={"Retry-After": "60"})
+
+
+def _admit_known(*, caller: Caller, chat: ChatInput, request_id: str) -> Admission:
+    lease, rate_ok = stream_slot_and_rate_take(user_id=caller.user.pk)
+    if lease is None:
+        raise _too_many_streams()
+    try:
+        if not rate_ok:
+            raise _rate_limited()
+        return _admit_with_lease(caller=caller, chat=chat, request_id=request_id, lease=lease)
+    except BaseException:
+        lease.release_now()
+        raise
+
+
+def _admit_with_lease(*, caller: Caller, chat: ChatInput, request_id: str, lease: SlotLease) -> Admission:
+    user_token_quota_check(user_id=caller.user.pk)
+    start = turn_begin(user=caller.user, chat=chat, request_id=request_id, lease=lease)
+    return Admission(caller=caller, chat=chat, start=start, lease=lease)
+
+
+def resume_admit(run: Run) -> SlotLease:
+    """Admits a waiting run that goes on as a new turn would be: a slot lease (429 42901 when the
+    student's streams are all in use) and the daily quota (429 42904). Not the message rate: an
+    answer to a waiting card is not a new message. Sync, inside the resume's transaction."""
+    lease = stream_slot_take(user_id=run.user_id)
+    if lease is None:
+        raise _too_many_streams()
+    try:
+        user_token_quota_check(user_id=run.user_id)
+    except BaseException:
+        lease.release_now()
+        raise
+    return lease
+
+
+async def caller_turn_admit(*, caller: Caller, chat: ChatInput, request_id: str) -> Admission:
+    """A turn of a caller already known (an inbound protocol's, chat_app.gateways.inbound): the limits, the
+    quota and the writes of chat_turn_admit. Raises ApiError; holds a slot lease only when it returns."""
+    taken = await astream_slot_and_rate_take(user_id=caller.user.pk)
+    if taken is None:  # not the Redis cache: the limits cost nothing in the database call
+        return await db_call(_admit_known, caller=caller, chat=chat, request_id=request_id)
+    lease, rate_ok = taken
+    if lease is None:
+        raise _too_many_streams()
+    try:
+        if not rate_ok:
+            raise _rate_limited()
+        return await db_call(_admit_with_lease, caller=caller, chat=chat, request_id=request_id, lease=lease)
+    except BaseException:
+        await lease.release()
+        raise
+
+
+async def achat_turn_admit(*, request, request_id: str) -> Admission:
+    """See chat_turn_admit()."""
+    caller = chat_caller_cached(request)
+    if caller is None:
+        return await db_call(chat_turn_admit, request=request, request_id=request_id)
+    chat = chat_input_read(request=request)  # parsing only: the body is already in memory
+    return await caller_turn_admit(caller=caller, chat=chat, request_id=request_id)
