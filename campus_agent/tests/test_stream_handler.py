@@ -6,6 +6,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
+from asgiref.sync import SyncToAsync
 from django.core.handlers.asgi import ASGIHandler
 from django.middleware.csrf import CsrfViewMiddleware
 
@@ -135,3 +136,21 @@ def test_a_csrf_token_kept_in_the_session_keeps_djangos_csrf_hooks(settings):
 
 def _unwrapped(hook):
     return getattr(hook, "func", hook)  # Django's adapted sync hook is a SyncToAsync around it
+
+
+def _owners(hooks) -> list[type]:
+    return [type(getattr(_unwrapped(hook), "__self__", None)) for hook in hooks]
+
+
+def test_the_handler_builds_the_chain_djangos_builder_would_build_from_the_same_list(settings):
+    """StreamHandler.load_middleware is Django's chain building written for an async-only chain:
+    over the same list, Django's own builder makes the same hooks, in the same order, each in the
+    event loop (Django runs exception hooks sync in both)."""
+    ours = StreamHandler()
+    settings.MIDDLEWARE = stream_handler.stream_middleware()
+    djangos = _DjangosChain()
+    assert _owners(ours._view_middleware) == _owners(djangos._view_middleware)
+    assert _owners(ours._template_response_middleware) == _owners(djangos._template_response_middleware)
+    assert _owners(ours._exception_middleware) == _owners(djangos._exception_middleware)
+    assert InlineCsrfViewMiddleware in _owners(ours._view_middleware)
+    assert not any(isinstance(hook, SyncToAsync) for hook in ours._view_middleware)
