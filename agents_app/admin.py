@@ -14,6 +14,7 @@ from django.views.decorators.debug import sensitive_post_parameters
 
 from agents_app.mcp.oauth import grant_revoke
 from agents_app.models import Agent, AgentFallback, McpOAuthGrant, McpService, Provider
+from campus_agent.base.admin_extensions import ExtensibleAdmin
 from campus_agent.base.admin_history import CatalogHistoryAdmin
 from campus_agent.base.approval import ApprovalPolicy
 from campus_agent.base.circuit import circuit_close, circuit_status, circuit_status_text
@@ -131,7 +132,7 @@ class AgentForm(forms.ModelForm):
 
 
 @admin.register(Agent)
-class AgentAdmin(ToolsButtonMixin, CatalogHistoryAdmin):
+class AgentAdmin(ExtensibleAdmin, ToolsButtonMixin, CatalogHistoryAdmin):
     form = AgentForm
     list_display = ("name", "slug", "provider", "effective_model", "is_default", "enabled", "max_tool_rounds",
                     "updated_at")
@@ -224,7 +225,7 @@ def _policy_label(service: McpService, info) -> str:
 
 
 @admin.register(McpService)
-class McpServiceAdmin(ToolsButtonMixin, CatalogHistoryAdmin):
+class McpServiceAdmin(ExtensibleAdmin, ToolsButtonMixin, CatalogHistoryAdmin):
     form = McpServiceForm
     # Header and env values may be credentials: the diff page says only that they changed.
     history_masked = {"config": ("headers", "env", "oauth")}

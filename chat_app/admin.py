@@ -1,22 +1,18 @@
-from collections.abc import Callable
 
 from django.contrib import admin, messages
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
+from campus_agent.base.admin_extensions import admin_links
 from campus_agent.base.admin_records import RecordAdminMixin
 from chat_app.models import ApiKey, AuthSession, CampusIdentity, Conversation, Feedback, Message, ToolApproval
 
-# Links other apps offer on a stored message (insights_app: "保存为路由用例"): callables
-# `(message) -> (label, url) | None`, appended from their own admin modules, so this module
-# imports none of them.
-message_admin_links: list[Callable[[Message], tuple[str, str] | None]] = []
-
 
 def message_links(message: Message) -> str:
-    links = [link for make in message_admin_links if (link := make(message))]
-    return format_html_join(" ", '<a href="{}">{}</a>', ((url, label) for label, url in links))
+    """The links other apps offer on a stored message (insights_app: "保存为路由用例"), registered as
+    admin extensions of Message in their AppConfig.ready(): this module imports none of them."""
+    return format_html_join(" ", '<a href="{}">{}</a>', ((url, label) for label, url in admin_links(message)))
 
 
 class MessageInline(RecordAdminMixin, admin.TabularInline):

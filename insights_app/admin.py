@@ -1,4 +1,3 @@
-from urllib.parse import urlencode
 
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -10,9 +9,8 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
 from campus_agent.base.admin_records import RecordAdminMixin
-from chat_app import admin as chat_admin
 from chat_app.models import Message
-from insights_app.admin_catalog import CHECK_DONE_TEXT, catalog_admins_extend
+from insights_app.admin_extensions import CHECK_DONE_TEXT
 from insights_app.forms import RoutingCaseForm
 from insights_app.models import RoutingArgExpectation, RoutingCase, RoutingCheck, RoutingOutcome, UsageDaily
 from insights_app.overview import overview_today
@@ -22,21 +20,8 @@ from insights_app.routing.prefill import routing_case_initial
 from insights_app.routing.replay import passes_needed
 from insights_app.usage import usage_by_agent, usage_by_day, usage_by_provider, usage_top_users, usage_totals
 
-SAVE_AS_CASE = "保存为路由用例"
 NOT_CHECKED = "未检查"
 DATE_RANGE = ("day__gte", "day__lte")  # the usage report's 从 / 到
-
-
-def _save_as_case_link(message: Message) -> tuple[str, str] | None:
-    """The link on a stored question (conversation page) or a rated answer (feedback page)."""
-    if message.role == Message.Role.TOOL or message.meta.get("tool_calls"):
-        return None
-    url = reverse("admin:insights_app_routingcase_add") + "?" + urlencode({"from_message": message.pk})
-    return SAVE_AS_CASE, url
-
-
-chat_admin.message_admin_links.append(_save_as_case_link)
-catalog_admins_extend()
 
 
 class ArgExpectationInline(admin.TabularInline):

@@ -2,6 +2,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.utils.html import format_html, format_html_join
 
+from campus_agent.base.admin_extensions import ExtensibleAdmin
 from campus_agent.base.admin_history import CatalogHistoryAdmin
 from campus_agent.base.circuit import circuit_close, circuit_status, circuit_status_text
 from subagents_app.a2a_card import AgentCardError, AgentCardInfo, agent_card_description, agent_card_fetch
@@ -84,7 +85,7 @@ def agent_card_html(name: str, info: AgentCardInfo) -> str:
 
 
 @admin.register(SubAgent)
-class SubAgentAdmin(CatalogHistoryAdmin):
+class SubAgentAdmin(ExtensibleAdmin, CatalogHistoryAdmin):
     form = SubAgentForm
     list_display = (
         "name", "display_name", "protocol", "domain", "base_url", "timeout_sec", "approval_policy", "enabled",

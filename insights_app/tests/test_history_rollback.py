@@ -1,5 +1,5 @@
 """An agent's rollback from its history (campus_agent.base.admin_history) runs its routing cases against
-the rolled-back version first (insights_app.admin_catalog), and a rollback that breaks a case needs
+the rolled-back version first (insights_app.admin_extensions), and a rollback that breaks a case needs
 a second confirmation; the next turn then uses the restored prompt, without a restart."""
 import re
 
@@ -7,7 +7,7 @@ import pytest
 from django.urls import reverse
 
 from agents_app.models import Agent
-from insights_app.admin_catalog import ROLLBACK_ACCEPT_MISSING
+from insights_app.admin_extensions import ROLLBACK_ACCEPT_MISSING
 from insights_app.routing.preview import BREAKS, FIXES
 from testkit.web.sse import chat
 

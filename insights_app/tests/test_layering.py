@@ -1,5 +1,6 @@
 """Nothing depends on insights_app (DESIGN §2, docs/architecture.md): no other app imports it,
-not even inside a function, so it can be removed without touching the chat path."""
+not even inside a function, so it can be removed without touching the chat path; and it extends
+other apps' admin pages through their front door only."""
 import ast
 from pathlib import Path
 
@@ -29,7 +30,34 @@ def test_no_other_app_imports_insights_app():
     assert offenders == []
 
 
-def test_insights_app_is_installed_after_what_it_extends():
-    """Its admin extends the catalog admins, so those must be registered first."""
-    apps = settings.INSTALLED_APPS
-    assert apps.index("insights_app") > max(apps.index(app) for app in ("agents_app", "subagents_app", "chat_app"))
+def test_the_catalog_admins_stay_their_owners_and_insights_extends_them_through_the_registry():
+    """insights_app adds its routing checks through admin extensions registered in its ready()
+    (campus_agent/base/admin_extensions.py), not by re-registering subclasses of another app's
+    admin: the order of INSTALLED_APPS does not matter, and each app keeps its own class."""
+    from django.contrib import admin
+
+    from agents_app.admin import AgentAdmin, McpServiceAdmin
+    from agents_app.models import Agent, McpService
+    from campus_agent.base.admin_extensions import admin_extensions
+    from chat_app.models import Message
+    from subagents_app.admin import SubAgentAdmin
+    from subagents_app.models import SubAgent
+
+    registered = {model: type(admin.site.get_model_admin(model)) for model in (Agent, McpService, SubAgent)}
+    assert registered == {Agent: AgentAdmin, McpService: McpServiceAdmin, SubAgent: SubAgentAdmin}
+    assert [type(e).__name__ for e in admin_extensions(Agent)] == ["AgentRouting"]
+    assert [type(e).__name__ for e in admin_extensions(SubAgent)] == ["SubAgentRouting"]
+    assert [type(e).__name__ for e in admin_extensions(McpService)] == ["McpServiceRouting"]
+    assert [type(e).__name__ for e in admin_extensions(Message)] == ["SaveAsCase"]
+
+
+def test_no_app_unregisters_an_admin():
+    root = Path(settings.BASE_DIR)
+    calls = sorted(
+        f"{path.relative_to(root)}:{node.lineno}"
+        for app in (*OTHER_APPS, "insights_app", "demo_app")
+        for path in (root / app).rglob("*.py") if "tests" not in path.parts
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "unregister"
+    )
+    assert calls == []
