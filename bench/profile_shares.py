@@ -15,9 +15,8 @@ from flamegraph import stacks
 KINDS = (
     ("start-up imports", ("import_from_string", "_find_and_load")),
     ("uvicorn (HTTP parsing in, writes out)", ("uvicorn/protocols",)),
-    ("admission on the database threads", ("chat_turn_admit", "_admit_with_lease", "_admit_known", "caller_turn_admit (",
-                                           "auth_session_get_valid", "chat_caller_resolve", "user_token_quota_check",
-                                           "turn_begin")),
+    ("admission on the database threads", ("turn_admit", "turn_begin", "auth_session_get_valid", "chat_caller_resolve",
+                                           "user_token_quota_check", "wait_decide", "wait_claim")),
     ("storing (reply, checkpoints, usage)", ("run_finish", "run_rows_store", "turn_store", "checkpoint", "usage_turn_add",
                                              "runs_heartbeat")),
     ("opening the model request (the SDK, httpx2's send)", ("AsyncCompletions.create", "_base_client.py",
@@ -25,7 +24,7 @@ KINDS = (
     ("reading the model's stream", ("runtime/llm.py", "httpx_sse", "httpcore2", "h11/_connection.py", "h11/_readers.py")),
     ("Django's request cycle (handler, middleware, view)", ("django/", "csp/", "stream_handler.py", "middleware.py")),
     ("the event loop's own work", ("base_events.py", "selector_events.py", "selectors.py")),
-    ("the run, its relay and frames", ("chat_app/runs", "agents_app/runtime", "campus_agent/sse", "chat_app/views")),
+    ("the run, its relay and frames", ("chat_app/runs", "agents_app/runtime", "campus_agent/base/sse", "chat_app/gateways")),
 )
 
 

@@ -6,7 +6,7 @@ from django.utils.html import format_html, format_html_join
 
 from campus_agent.base.admin_extensions import admin_links
 from campus_agent.base.admin_records import RecordAdminMixin
-from chat_app.models import ApiKey, AuthSession, CampusIdentity, Conversation, Feedback, Message, ToolApproval
+from chat_app.models import ApiKey, AuthSession, CampusIdentity, Conversation, Feedback, Message, Wait
 
 
 def message_links(message: Message) -> str:
@@ -157,45 +157,61 @@ class FeedbackAdmin(RecordAdminMixin, admin.ModelAdmin):
         return format_html('<a href="{}">{}</a>', url, obj.message.conversation)
 
 
-@admin.register(ToolApproval)
-class ToolApprovalAdmin(RecordAdminMixin, admin.ModelAdmin):
-    """Every tool call that asked a student first (DESIGN §4a: their approval, the connection of
-    their own account at a per-student MCP service, or their answer to what its MCP server asked)
-    and what became of it: a record for staff (which tools students decline, how often calls
-    expire), never edited here. What a student typed into a server's form is theirs: staff see
-    the question and how it was answered, not the answer's content."""
+# How a wait ended, in the words of its kind: "approved" is the person's yes, whatever they were asked.
+WAIT_OUTCOMES = {
+    Wait.Kind.APPROVAL: {Wait.Status.APPROVED: "已批准", Wait.Status.REJECTED: "已拒绝"},
+    Wait.Kind.AUTHORIZATION: {Wait.Status.APPROVED: "已连接账号", Wait.Status.REJECTED: "未连接"},
+    Wait.Kind.ELICITATION: {Wait.Status.APPROVED: "已回答", Wait.Status.REJECTED: "未回答"},
+    Wait.Kind.QUESTION: {Wait.Status.APPROVED: "已回答", Wait.Status.REJECTED: "未回答"},
+}
+
+
+@admin.register(Wait)
+class WaitAdmin(RecordAdminMixin, admin.ModelAdmin):
+    """Every tool call that waited for a student (docs/design.md#waiting-for-a-person: their
+    approval, the connection of their own account at a per-student MCP service, or their answer
+    to what its MCP server or A2A sub-agent asked) and what became of it: a record for staff
+    (which tools students decline, how often calls expire), never edited here. What a student
+    typed into a form is theirs: staff see the question and how it was answered, not the answer's
+    content."""
 
     record_deletable = False
 
-    list_display = ("tool", "kind", "status", "user", "args_head", "created_at", "decided_at")
+    list_display = ("tool", "kind", "outcome", "user", "args_head", "created_at", "decided_at")
     list_filter = ("kind", "status", "tool", "created_at")
     search_fields = ("tool", "args", "run__user__username", "call_id")
     date_hierarchy = "created_at"
     list_select_related = ("run__user",)
-    fields = ("tool", "kind", "service_label", "status", "args", "question_message", "answer_action", "call_id", "user",
+    fields = ("tool", "kind", "service", "outcome", "args", "question_message", "answer_action", "call_id", "user",
               "conversation_link", "created_at", "expires_at", "decided_at")
     readonly_fields = fields
 
+    @admin.display(description="结果", ordering="status")
+    def outcome(self, obj: Wait) -> str:
+        return WAIT_OUTCOMES.get(obj.kind, {}).get(obj.status) or obj.get_status_display()
+
+    @admin.display(description="服务")
+    def service(self, obj: Wait) -> str:
+        return str((obj.ask or {}).get("service", ""))
+
     @admin.display(description="学生", ordering="run__user__username")
-    def user(self, obj: ToolApproval) -> str:
+    def user(self, obj: Wait) -> str:
         return obj.run.user.get_username()
 
-    @admin.display(description="服务的问题")
-    def question_message(self, obj: ToolApproval) -> str:
-        return (obj.question or {}).get("message", "") if obj.kind == ToolApproval.Kind.ELICITATION else ""
+    @admin.display(description="提出的问题")
+    def question_message(self, obj: Wait) -> str:
+        return str((obj.ask or {}).get("message", ""))
 
     @admin.display(description="学生的回答")
-    def answer_action(self, obj: ToolApproval) -> str:
+    def answer_action(self, obj: Wait) -> str:
         action = (obj.answer or {}).get("action", "")
         return {"accept": "已提交", "decline": "拒绝回答", "cancel": "取消"}.get(action, action)
 
     @admin.display(description="参数")
-    def args_head(self, obj: ToolApproval) -> str:
+    def args_head(self, obj: Wait) -> str:
         return obj.args[:60]
 
     @admin.display(description="对话")
-    def conversation_link(self, obj: ToolApproval) -> str:
+    def conversation_link(self, obj: Wait) -> str:
         url = reverse("admin:chat_app_conversation_change", args=[obj.run.conversation_id])
         return format_html('<a href="{}">{}</a>', url, obj.run.conversation)
-
-

@@ -192,14 +192,9 @@ class Run(models.Model):
         """The run's states; only chat_app.runs.state moves a run between them (RUN_MOVES)."""
 
         RUNNING = "running", "进行中"
-        WAITING = "waiting", "等待用户"  # paused for a person (pause_kind says for what)
+        WAITING = "waiting", "等待用户"  # paused for a person: its Wait rows say for what
         FINISHED = "finished", "已完成"
         INTERRUPTED = "interrupted", "已中断"
-
-    class PauseKind(models.TextChoices):
-        """What a waiting run waits for (chat_app.runs.wait: one resume path, one expiry)."""
-
-        APPROVAL = "approval", "工具审批"
 
     ACTIVE = (Status.RUNNING, Status.WAITING)
 
@@ -226,7 +221,6 @@ class Run(models.Model):
     # usage, chart: agents_app.runtime.loop.TurnState).
     frames_seq = models.PositiveIntegerField(default=0)
     resume_state = models.JSONField(default=dict, blank=True)
-    pause_kind = models.CharField("等待内容", max_length=20, choices=PauseKind.choices, blank=True, default="")
     # The language the student asked in (DESIGN §7): the texts the gateway writes into this run
     # are in it, on whichever worker resumes or reaps the run. Empty: LANGUAGE_CODE.
     language = models.CharField("语言", max_length=10, blank=True, default="")
@@ -248,8 +242,24 @@ class Run(models.Model):
         return self.status in self.ACTIVE
 
 
-class ToolApproval(models.Model):
-    """A tool call that waits for the student's decision before it runs (DESIGN §4a)."""
+class Wait(models.Model):
+    """A tool call of a run that waits for a person (docs/design.md#waiting-for-a-person), one row
+    per call and pause. What the person is asked depends on the kind and is `ask`, typed and
+    checked by its kind in chat_app/runs/wait.py (the only code that writes these rows); what they
+    answered a question is `answer`. `status` is how the wait ended: "approved" is the person's
+    yes, whatever the kind (the call approved, their account connected, the question answered)."""
+
+    class Kind(models.TextChoices):
+        APPROVAL = "approval", "批准调用"
+        # The call's MCP service needs the student's own account (agents_app/mcp/oauth.py): the
+        # authorization server's callback says yes.
+        AUTHORIZATION = "authorization", "连接账号"
+        # The call's MCP server asked the student something (agents_app/mcp/person.py); the call
+        # runs again, handing its server the answer.
+        ELICITATION = "elicitation", "回答服务的问题"
+        # The call's A2A sub-agent asked the student something (`input-required`); the call's next
+        # run sends the answer on in the same A2A task.
+        QUESTION = "question", "回答子 Agent 的问题"
 
     class Status(models.TextChoices):
         PENDING = "pending", "待决定"
@@ -258,46 +268,31 @@ class ToolApproval(models.Model):
         EXPIRED = "expired", "已超时"
         CANCELLED = "cancelled", "已取消"
 
-    class Kind(models.TextChoices):
-        APPROVAL = "approval", "批准"
-        # The call's MCP service needs the student's own authorization first (agents_app/mcp/oauth.py):
-        # "approved" means authorized, which the authorization server's callback records.
-        AUTHORIZATION = "authorization", "连接账号"
-        # The call's MCP server asked the student something (an elicitation, agents_app/mcp/person.py):
-        # "approved" means answered (`answer`: accept, decline or cancel), and the call runs again.
-        ELICITATION = "elicitation", "回答问题"
-
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="approvals", verbose_name="运行")
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="waits", verbose_name="运行")
     # The run's frames_seq when it paused for this call: which pause of the run it belongs to.
     pause_seq = models.PositiveIntegerField(default=0)
     kind = models.CharField("等待", max_length=16, choices=Kind.choices, default=Kind.APPROVAL)
-    # An authorization's: the service, its display name and the authorization page's URL.
-    mcp_service = models.ForeignKey("agents_app.McpService", on_delete=models.SET_NULL, null=True, blank=True,
-                                    related_name="+", verbose_name="MCP 服务")
-    service_label = models.CharField("服务名称", max_length=64, blank=True, default="")
-    url = models.TextField("授权页面", blank=True, default="")
-    # An elicitation's: what the server asked ({message, mode, schema, defaults, url}) and the
-    # student's answer ({action, content}), which the call's next run hands to its server.
-    question = models.JSONField("问题", default=dict, blank=True)
-    answer = models.JSONField("回答", null=True, blank=True)
     call_id = models.CharField("调用 ID", max_length=128)
     tool = models.CharField("工具", max_length=64)
     args = models.TextField("参数（JSON）", default="{}")
+    ask = models.JSONField("问的内容", default=dict, blank=True,
+                           help_text="随等待的种类而定：连接账号为服务与授权页面，回答问题为问题、表单与续接信息。")
+    answer = models.JSONField("回答", null=True, blank=True)
     status = models.CharField("状态", max_length=10, choices=Status.choices, default=Status.PENDING)
     created_at = models.DateTimeField("请求时间", auto_now_add=True)
     expires_at = models.DateTimeField("截止时间")
     decided_at = models.DateTimeField("决定时间", null=True, blank=True)
 
     class Meta:
-        verbose_name = "工具审批"
-        verbose_name_plural = "工具审批"
+        verbose_name = "等待学生的调用"
+        verbose_name_plural = "等待学生的调用"
         ordering = ["created_at", "id"]
         # One row per call and pause: a call whose server asks again waits again, in a later pause.
-        constraints = [models.UniqueConstraint(fields=["run", "call_id", "pause_seq"], name="toolapproval_run_call_pause")]
-        indexes = [models.Index(fields=["status", "expires_at"], name="toolapproval_status_expiry")]
+        constraints = [models.UniqueConstraint(fields=["run", "call_id", "pause_seq"], name="wait_run_call_pause")]
+        indexes = [models.Index(fields=["status", "expires_at"], name="wait_status_expiry")]
 
     def __str__(self) -> str:
-        return f"{self.tool} · {self.get_status_display()}"
+        return f"{self.tool} · {self.get_kind_display()} · {self.get_status_display()}"
 
 
 FEEDBACK_COMMENT_MAX = 1000

@@ -13,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from agents_app.metrics import breaker_states
 from campus_agent.base.metrics import metrics_text
-from chat_app.models import Message, Run, ToolApproval
+from chat_app.models import Message, Run, Wait
 from insights_app.models import UsageDaily
 
 SLOWEST_SHOWN = 8
@@ -67,7 +67,7 @@ def overview_today() -> dict:
         "interrupted": interrupted,
         "error_rate": (interrupted / replies) if replies else None,
         "running": Run.objects.filter(status=Run.Status.RUNNING).count(),
-        "waiting": ToolApproval.objects.filter(status=ToolApproval.Status.PENDING).count(),
+        "waiting": Wait.objects.filter(status=Wait.Status.PENDING).count(),
         "breakers": [b for b in breaker_states() if b["state"] != "closed"],
         "slowest": tool_timings(),
         "quota": quota,

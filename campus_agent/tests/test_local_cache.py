@@ -1,25 +1,24 @@
 """The cache of a worker without Redis (campus_agent/base/local_cache.py): the limits of a burst of
 students all held, expired entries dropped before live ones."""
 import uuid
+from contextlib import AsyncExitStack
 
 from django.core.cache import caches
 
 from campus_agent.base.local_cache import LocalCache
-from chat_app.runs.lease import stream_slot_take, stream_slots_held
+from chat_app.runs.lease import RunLease, stream_slots_held
 
 
-def test_a_thousand_students_streaming_at_once_keep_their_stream_slots():
+async def test_a_thousand_students_streaming_at_once_keep_their_stream_slots():
     """With Django's default local-memory cache (300 entries) 700 of these leases were dropped,
     so those students could open streams past their limit."""
     assert isinstance(caches["default"], LocalCache)
     users = range(10_000_001, 10_001_001)
-    leases = [stream_slot_take(user_id=user) for user in users]
-    try:
-        assert all(lease is not None for lease in leases)
+    async with AsyncExitStack() as held:
+        leases = [await held.enter_async_context(RunLease(user_id=user, new_message=False)) for user in users]
+        assert all(lease.held for lease in leases)
         assert sum(stream_slots_held(user_id=user) for user in users) == 1000
-    finally:
-        for lease in leases:
-            lease.release_now()
+    assert sum(stream_slots_held(user_id=user) for user in users) == 0
 
 
 def _cache(max_entries: int) -> LocalCache:

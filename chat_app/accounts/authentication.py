@@ -15,6 +15,7 @@ from django.middleware.csrf import CsrfViewMiddleware
 from rest_framework import authentication, exceptions
 
 from campus_agent.base import errors
+from campus_agent.base.asyncdb import db_call
 from campus_agent.base.json_body import too_large, unsupported_media_type
 from chat_app.accounts.api_keys import api_key_campus_token, api_key_resolve, looks_like_api_key
 from chat_app.accounts.oidc import session_campus_token
@@ -128,6 +129,13 @@ def chat_caller_resolve(request) -> Caller:
         raise errors.ApiError(errors.MSG_CSRF, code=errors.CSRF_FAILED, status=403)
     # Refreshed here when about to expire: the run sends it to sub-agents for the whole turn.
     return Caller(user=user, auth_session=None, page_campus_token=session_campus_token(session=request.session))
+
+
+async def achat_caller_resolve(request) -> Caller:
+    """See chat_caller_resolve(); a Bearer JWT checked a moment ago (`chat_caller_cached`) without
+    leaving the event loop, any other caller on a database thread."""
+    cached = chat_caller_cached(request)
+    return cached if cached is not None else await db_call(chat_caller_resolve, request)
 
 
 class JwtAuthentication(authentication.BaseAuthentication):

@@ -94,7 +94,7 @@ from chat_app.models import Message as Row
 from chat_app.models import Run
 from chat_app.runs.bus import run_bus
 from chat_app.runs.chat_input import chat_input_parse
-from chat_app.runs.lifecycle import StopOutcome
+from chat_app.runs.engine import StopOutcome
 from chat_app.runs.state import run_get
 from chat_app.runs.wait import waiting_frames
 

@@ -12,6 +12,7 @@ run bus (so any worker can serve it), stopped with `run_stop`.
 """
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -20,10 +21,9 @@ from campus_agent.base import errors
 from campus_agent.base.asyncdb import db_call
 from chat_app.accounts.authentication import Caller, bearer_caller_resolve
 from chat_app.models import Run
-from chat_app.runs.admission import caller_turn_admit
 from chat_app.runs.chat_input import ChatInput
+from chat_app.runs.engine import StopOutcome, run_start, run_stop
 from chat_app.runs.follow import run_frames
-from chat_app.runs.lifecycle import StopOutcome, run_start, run_stop
 
 
 async def bearer_caller(token: str | None) -> Caller:
@@ -82,6 +82,5 @@ class InboundTurn:
 async def inbound_turn_start(*, caller: Caller, chat: ChatInput, request_id: str) -> InboundTurn:
     """Admits the turn (429 streams / rate / quota, 404 conversation or agent, 400 …: ApiError)
     and starts its run here."""
-    admission = await caller_turn_admit(caller=caller, chat=chat, request_id=request_id)
-    task = run_start(admission, request_id=request_id)
-    return InboundTurn(run=task.run)
+    task = run_start(caller=caller, chat=chat, request_id=request_id)
+    return InboundTurn(run=await asyncio.shield(task.opened))

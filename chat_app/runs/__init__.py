@@ -1,12 +1,15 @@
-"""Runs: a chat turn that belongs to the server, not to the request that started it (DESIGN §4a).
+"""Runs: a chat turn that belongs to the server, not to the request that started it
+(docs/design.md#runs). A run's life is read in six modules:
 
-- `engine`: the run task, the single owner of a turn's lifecycle (slot, deadline, record,
-  checkpoints, storing, its frame log).
-- `frames`: the frame log a run keeps in the memory of the worker that runs it.
-- `redis_bus`: with REDIS_URL, the copy of that log in a Redis Stream and the control channel
-  (stop) in pub/sub, so that any worker can serve any run.
-- `follow`: what a client reads — replay after a sequence number, then live, always to `done`.
-- `supervisor`: one task per worker: heartbeat and text checkpoints of its runs, and finishing
-  as interrupted the runs of workers that died.
-- `services`: the run's database writes and reads (sync, called through campus_agent.base.asyncdb).
+- `lease`: its stream slot, taken and released by one `async with` (and a follower's lease);
+- `admission`: a new turn's checks and first writes (the question, the run's row);
+- `state`: the run's states in the database, the only writer of `Run.status`;
+- `wait`: a run that waits for a person — pause, answer, expiry, resume, close, for every kind;
+- `engine`: the run's task on this worker, and the moves that start, resume, stop or reap one;
+- `supervisor`: one task per worker: heartbeats, checkpoints, the reaper's and the resume sweeps.
+
+Around them: `chat_input` (the question as a client sends it), `quota` (tokens per day),
+`recording` (the events as rows, and storing them), `bus` with `frames` and `redis_bus` (how a
+run's frames and its stop reach whoever follows or stops it, on any worker), `follow` (what a
+client reads of a run).
 """

@@ -1,12 +1,12 @@
-"""Admitting one chat turn: everything decided before the stream starts, in one sync call.
+"""A new turn's admission (docs/design.md#the-chat-stream): everything decided before it runs, and
+its first writes — the conversation, the question and the run's row — before the model is called.
 
-The stream view crosses into sync code once for all of it (auth lookup, limits, the user
-message, the history), instead of once per step: each crossing is a thread hand-off.
-
-`achat_turn_admit` is the stream view's entry: for a JWT checked a moment ago (chat_app.accounts.session_cache)
-it reads the body in the event loop, takes the Redis limits there (asyncio client), and crosses
-once for the quota and the writes; otherwise it is `chat_turn_admit`, in one crossing. The
-order of the answers is the same either way.
+The order of the answers is fixed: 401/403 (who is calling) → 415/413/400 (the body, read only
+once the caller is known) → 429 (a stream slot, the message rate: the run's lease,
+chat_app.runs.lease; the daily tokens) → 404/400 (the conversation, the agent, the hint, the
+attachments) → the question stored. The caller and the body are the gateway's (accounts,
+chat_input); the rest is `turn_open`, which the run's task runs inside its lease
+(chat_app.runs.engine), crossing into the database once for the quota and the writes.
 """
 import uuid
 from dataclasses import dataclass
@@ -21,21 +21,18 @@ from agents_app.models import Agent
 from campus_agent.base import errors
 from campus_agent.base.asyncdb import db_call
 from campus_agent.base.errors import GENERAL
+from campus_agent.base.tasks import background
 from campus_agent.base.text import text_clean
-from chat_app.accounts.authentication import Caller, chat_caller_cached, chat_caller_resolve
+from chat_app.accounts.authentication import Caller
 from chat_app.conversations.history import history_build
 from chat_app.conversations.selectors import conversation_for_turn
 from chat_app.conversations.uploads import upload_payload
 from chat_app.models import DEFAULT_TITLE, Conversation, Message, Run, Upload
-from chat_app.runs.chat_input import ChatInput, chat_input_read
-from chat_app.runs.lease import SlotLease, astream_slot_and_rate_take, stream_slot_and_rate_take, stream_slot_take
+from chat_app.runs.chat_input import ChatInput
+from chat_app.runs.lease import RunLease
 from chat_app.runs.quota import user_token_quota_check
-from chat_app.runs.state import run_create
+from chat_app.runs.state import run_create, run_ended_announce
 from chat_app.runs.wait import waiting_runs_close
-
-# --- turns ------------------------------------------------------------
-# The admission writer of a chat turn: its conversation, its question and its run row, before the
-# model runs (what the run produces is stored by chat_app.runs.recording).
 
 TITLE_MAX = 24
 
@@ -111,10 +108,11 @@ def _attachments_of(*, user, ids: tuple, conversation: Conversation | None) -> l
     return [found[i] for i in ids]
 
 
-def turn_begin(*, user, chat: ChatInput, request_id: str, lease: SlotLease) -> TurnStart:
+def turn_begin(*, user, chat: ChatInput, request_id: str, slot_key: str) -> TurnStart:
     """Resolves the conversation (404 unless the caller's) and agent (with its enabled tools
-    catalog), checks `hint_domain` against that catalog (400), stores the user message with the turn's run row (run by this worker, holding
-    `lease`), and builds the history the model will see. One sync call from the stream view."""
+    catalog), checks `hint_domain` against that catalog (400), stores the user message with the
+    turn's run row (run by this worker, holding the slot `slot_key`), and builds the history the
+    model will see."""
     # The parser refuses text no database can hold; cleaning again costs nothing and keeps this
     # write safe whoever calls it.
     message, hint_domain = text_clean(chat.message), text_clean(chat.hint_domain)
@@ -156,7 +154,7 @@ def turn_begin(*, user, chat: ChatInput, request_id: str, lease: SlotLease) -> T
             if claimed != len(uploads):
                 raise errors.invalid_body(MSG_ATTACHMENT_ELSEWHERE.format(name=uploads[0].name))
         run = run_create(conversation=conversation, user=user, request_id=request_id, agent_name=agent.name,
-                         lease=lease, language=chat.language or "")
+                         slot_key=slot_key, language=chat.language or "")
     if new_conversation and not uploads:  # nothing before the question: no need to read it back
         history = [{"role": "user", "content": user_message.content}]
     else:
@@ -171,87 +169,18 @@ def turn_begin(*, user, chat: ChatInput, request_id: str, lease: SlotLease) -> T
     )
 
 
-@dataclass(frozen=True)
-class Admission:
-    caller: Caller
-    chat: ChatInput
-    start: TurnStart
-    lease: SlotLease  # handed to the run, which releases it when it ends
-
-
-def chat_turn_admit(*, request, request_id: str) -> Admission:
-    """401/403 (auth) → 415/413/400 (the body, read only now: an unauthenticated body is never
-    parsed) → 429 (streams, rate, daily tokens) → 404/400 (conversation, agent) → the user message stored.
-    Raises ApiError; holds a slot lease only when it returns."""
-    caller = chat_caller_resolve(request)
-    chat = chat_input_read(request=request)
-    return _admit_known(caller=caller, chat=chat, request_id=request_id)
-
-
-def _too_many_streams() -> errors.ApiError:
-    return errors.ApiError(errors.MSG_TOO_MANY_STREAMS, code=errors.TOO_MANY_STREAMS, status=429)
-
-
-def _rate_limited() -> errors.ApiError:
-    return errors.ApiError(errors.MSG_RATE_LIMITED, code=errors.RATE_LIMITED, status=429, headers={"Retry-After": "60"})
-
-
-def _admit_known(*, caller: Caller, chat: ChatInput, request_id: str) -> Admission:
-    lease, rate_ok = stream_slot_and_rate_take(user_id=caller.user.pk)
-    if lease is None:
-        raise _too_many_streams()
-    try:
-        if not rate_ok:
-            raise _rate_limited()
-        return _admit_with_lease(caller=caller, chat=chat, request_id=request_id, lease=lease)
-    except BaseException:
-        lease.release_now()
-        raise
-
-
-def _admit_with_lease(*, caller: Caller, chat: ChatInput, request_id: str, lease: SlotLease) -> Admission:
+def turn_admit(*, caller: Caller, chat: ChatInput, request_id: str, slot_key: str) -> TurnStart:
+    """The daily tokens (429 42904), then `turn_begin` holding the slot `slot_key`. Sync: one
+    crossing from the run's task."""
     user_token_quota_check(user_id=caller.user.pk)
-    start = turn_begin(user=caller.user, chat=chat, request_id=request_id, lease=lease)
-    return Admission(caller=caller, chat=chat, start=start, lease=lease)
+    return turn_begin(user=caller.user, chat=chat, request_id=request_id, slot_key=slot_key)
 
 
-def resume_admit(run: Run) -> SlotLease:
-    """Admits a waiting run that goes on as a new turn would be: a slot lease (429 42901 when the
-    student's streams are all in use) and the daily quota (429 42904). Not the message rate: an
-    answer to a waiting card is not a new message. Sync, inside the resume's transaction."""
-    lease = stream_slot_take(user_id=run.user_id)
-    if lease is None:
-        raise _too_many_streams()
-    try:
-        user_token_quota_check(user_id=run.user_id)
-    except BaseException:
-        lease.release_now()
-        raise
-    return lease
-
-
-async def caller_turn_admit(*, caller: Caller, chat: ChatInput, request_id: str) -> Admission:
-    """A turn of a caller already known (an inbound protocol's, chat_app.gateways.inbound): the limits, the
-    quota and the writes of chat_turn_admit. Raises ApiError; holds a slot lease only when it returns."""
-    taken = await astream_slot_and_rate_take(user_id=caller.user.pk)
-    if taken is None:  # not the Redis cache: the limits cost nothing in the database call
-        return await db_call(_admit_known, caller=caller, chat=chat, request_id=request_id)
-    lease, rate_ok = taken
-    if lease is None:
-        raise _too_many_streams()
-    try:
-        if not rate_ok:
-            raise _rate_limited()
-        return await db_call(_admit_with_lease, caller=caller, chat=chat, request_id=request_id, lease=lease)
-    except BaseException:
-        await lease.release()
-        raise
-
-
-async def achat_turn_admit(*, request, request_id: str) -> Admission:
-    """See chat_turn_admit()."""
-    caller = chat_caller_cached(request)
-    if caller is None:
-        return await db_call(chat_turn_admit, request=request, request_id=request_id)
-    chat = chat_input_read(request=request)  # parsing only: the body is already in memory
-    return await caller_turn_admit(caller=caller, chat=chat, request_id=request_id)
+async def turn_open(lease: RunLease, *, caller: Caller, chat: ChatInput, request_id: str) -> TurnStart:
+    """A new turn's opening, inside its run's lease: 429 without a slot or past the rate (the lease
+    has counted the message), then `turn_admit`. Raises ApiError; nothing is stored when it does."""
+    lease.refuse_unless_held()
+    start = await db_call(turn_admit, caller=caller, chat=chat, request_id=request_id, slot_key=lease.key)
+    for closed in start.closed_runs:  # the runs its question ended while they waited for a person
+        background(run_ended_announce(closed))
+    return start

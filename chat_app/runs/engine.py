@@ -1,24 +1,38 @@
-"""The run task: what runs a chat turn on this worker, from admission (or resumption) to its end.
+"""The run on this worker: its task, from its admission to its end, and the moves that start, resume,
+stop or reap one (docs/design.md#runs).
 
-A `RunTask` is started by chat_app.runs.lifecycle and ends when its end is stored, whatever the
-clients do meanwhile: it holds the slot lease, carries the turn's deadline, keeps the record
-(`TurnRecorder`), stores each finished tool round as it finishes, hands its unsaved text to the
-worker's supervisor for the 2-second checkpoints, and stores its end — the reply (partial and
-marked interrupted when it was stopped, cut by a failure or by the budget), or its pause when it
-waits for a person. Then, in one place, it releases its lease and announces that end (`done`, or
-what it waits for). Every event is a numbered SSE frame written to the run bus (runs.bus);
-clients only follow that (runs.follow).
+    run_start          a new turn: admitted inside its lease → RUNNING here (RunTask)
+    run_answer         WAITING, an answer → recorded; the last one re-admits it → RUNNING here
+    runs_resume_ready  WAITING, answers in or time out → RUNNING here (the supervisor's sweep)
+    run_stop           RUNNING here → cancelled; RUNNING elsewhere → asked over the bus (or reaped
+                       when its worker is dead); WAITING → INTERRUPTED; ended → nothing
+    runs_reap_stale    RUNNING, worker dead → INTERRUPTED (the supervisor's sweep)
+
+A `RunTask` is the run: `async with` its lease (chat_app.runs.lease), it runs its opening — a new
+turn's admission (chat_app.runs.admission) or a waiting run's re-admission (chat_app.runs.wait) —
+then the turn, keeping its record (`TurnRecorder`), storing each finished tool round as it
+finishes and handing its unsaved text to the worker's supervisor for the 2-second checkpoints,
+then stores its end: the reply (partial and marked interrupted when it was stopped, cut by a
+failure or by the budget), or its pause when it waits for a person. Leaving the lease gives the
+slot back, once, whatever happened; then it announces that end (`done`, or what it waits for).
+Whoever opened it awaits `opened`: the opening's outcome, or its refusal (an ApiError, and
+nothing was stored). Every event is a numbered SSE frame written to the run bus (runs.bus);
+clients only follow that (runs.follow). The database side of each move is chat_app.runs.state.
 
 It runs in its own task, not in a response generator: the generator belongs to one client and
 is cancelled when that client goes away; the run is cancelled only by `stop()`.
 """
 import asyncio
 import dataclasses
+import enum
+import functools
 import time
+import uuid
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import aclosing, suppress
 from dataclasses import dataclass
+from datetime import timedelta
 
 from asgiref.sync import ThreadSensitiveContext
 from django.conf import settings
@@ -29,19 +43,44 @@ from loguru import logger
 from agents_app.models import Agent
 from agents_app.runtime.context import RunContext
 from agents_app.runtime.events import Chunk, Done, Error, Event, Paused, Reasoning, ToolCall, ToolResult
+from agents_app.runtime.loop import DecidedCall
 from agents_app.runtime.tracing import run_span
-from agents_app.runtime.turn import turn_stream
+from agents_app.runtime.turn import turn_resume_stream, turn_stream
 from campus_agent.base.asyncdb import db_call, turn_sync_executor
 from campus_agent.base.errors import DOWNSTREAM, GENERAL
 from campus_agent.base.metrics import ACTIVE_RUNS, FIRST_CHUNK, run_counted
+from campus_agent.base.redaction import clip_text
 from campus_agent.base.request_id import request_id_set
 from campus_agent.base.sse import sse_frame
+from campus_agent.base.tasks import background
+from chat_app.accounts.authentication import Caller
 from chat_app.models import Run
+from chat_app.runs.admission import TurnStart, turn_open
 from chat_app.runs.bus import run_bus
-from chat_app.runs.lease import SlotLease
+from chat_app.runs.chat_input import ChatInput
+from chat_app.runs.lease import RunLease
 from chat_app.runs.recording import TOOL_CUT_MESSAGE, TurnRecorder
-from chat_app.runs.state import local_runs, run_finish, run_rows_store, run_store_failed_mark
-from chat_app.runs.wait import approval_pause_store
+from chat_app.runs.state import (
+    local_runs,
+    run_ended_announce,
+    run_finish,
+    run_is_stale,
+    run_reap,
+    run_refresh,
+    run_rows_store,
+    run_store_failed_mark,
+    runs_reap,
+)
+from chat_app.runs.wait import (
+    Decision,
+    Resumption,
+    answer_open,
+    ready_open,
+    runtime_kind,
+    wait_pause_store,
+    waiting_run_close,
+    waits_expire,
+)
 
 TURN_BUDGET_MESSAGE = _("本轮回答超出时间限制，已中断。")
 TURN_FAILED_MESSAGE = _("服务内部错误，回答已中断，请稍后重试。")
@@ -54,7 +93,6 @@ FRAME_FAILED_MESSAGE = _("回答中有无法发送的内容，已中断。")
 BUDGET_BACKSTOP_SEC = 1.0
 CHUNK_COALESCE_SEC = 0.025
 SETTLE_WAIT_SEC = 5.0  # how long a stop waits for a run that is storing its end
-_running: set[asyncio.Task] = set()  # strong references: the loop keeps only weak ones
 _checkpoint_locks: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock]" = weakref.WeakKeyDictionary()
 
 
@@ -81,17 +119,28 @@ class RunPlan:
     ctx: RunContext
     # What produces the turn's events: the runtime's entry point (tests give a scripted one).
     events: Callable[..., AsyncIterator[Event | Paused]] = turn_stream
-    # A run resumed after an approval pause: the calls that waited (their results come first).
+    # A run resumed after a wait: the calls that waited (their results come first).
     resumed: tuple[ToolCall, ...] = ()
 
 
-class RunTask:
-    """Starts the run at once; `stop()` cancels it (and its tools) from any task of this loop."""
+# A run's opening, run inside its lease: (the plan to run, or None when nothing runs; what
+# whoever opened it is told). It raises ApiError to refuse, and then stores nothing.
+Opening = Callable[[RunLease], Awaitable[tuple[RunPlan | None, object]]]
 
-    def __init__(self, plan: RunPlan, *, lease: SlotLease):
-        self.plan = plan
-        self.run = plan.run
+
+class RunTask:
+    """Starts the run's task at once; `opened` says how its opening went (await it shielded: the
+    run does not end with whoever waits for it); `stop()` cancels the run (and its tools) from any
+    task of this loop."""
+
+    def __init__(self, opening: Opening, *, lease: RunLease):
         self.lease = lease
+        self._opening = opening
+        self.opened: asyncio.Future = asyncio.get_running_loop().create_future()
+        # Its refusal is the opener's to read; one who left does not, and that is no error to log.
+        self.opened.add_done_callback(lambda opened: opened.cancelled() or opened.exception())
+        self.plan: RunPlan | None = None
+        self.run: Run | None = None
         self.recorder = TurnRecorder()
         self.paused = False  # waits for a person: the task ended, the log did not
         self.checkpointed = ""  # the unsaved text as of the last checkpoint
@@ -102,13 +151,8 @@ class RunTask:
         self.stopping = False
         self._finishing = False
         self._announce: Callable[[], Awaitable[None]] | None = None  # set once the end is stored
-        self.writer = run_bus().open(self.run.id, base=self.run.frames_seq)
-        if plan.resumed:
-            self.recorder.resume_round(list(plan.resumed))
-        local_runs[self.run.id] = self
-        self.task = asyncio.create_task(self._main(), name=f"run-{self.run.id}")
-        _running.add(self.task)
-        self.task.add_done_callback(_running.discard)
+        self.writer = None
+        self.task = background(self._main())
 
     @property
     def log(self):
@@ -116,12 +160,12 @@ class RunTask:
 
     @property
     def active(self) -> bool:
-        return not self.log.ended and not self.paused
+        return self.writer is not None and not self.log.ended and not self.paused
 
     def stop(self) -> bool:
         """Cancels the run; False when it has ended, or is storing its end (a cancel then would
         cut the end after it was stored): `settled()` waits for that."""
-        if self.task.done() or self.log.ended or self._finishing:
+        if self.task.done() or self.writer is None or self.log.ended or self._finishing:
             return False
         self.stopping = True
         self.task.cancel()
@@ -148,6 +192,39 @@ class RunTask:
         return "fallback" if done is not None and getattr(done, "fallback", False) else "completed"
 
     async def _main(self) -> None:
+        try:
+            async with self.lease:  # the one release of the slot, whatever the ending, before the end is announced
+                if await self._open():
+                    await self._observed()
+        finally:
+            if self.plan is not None:
+                await (self._announce or self._announce_cut)()  # none stored: a bug; followers still get an end
+                keep = settings.RUN_LOG_RETAIN_SEC + (settings.APPROVAL_TIMEOUT_SEC if self.paused else 0)
+                run_bus().retain(self.run.id, keep)
+                asyncio.get_running_loop().call_later(keep, self._forget)  # as long as its log
+
+    async def _open(self) -> bool:
+        """Runs the opening; True when there is a run to go on with, begun here."""
+        try:
+            plan, outcome = await self._opening(self.lease)
+        except asyncio.CancelledError:
+            self.opened.cancel()
+            raise
+        except Exception as refused:  # an ApiError, or a failure the opener answers for
+            if not self.opened.done():
+                self.opened.set_exception(refused)
+            return False
+        if plan is not None:
+            self.plan, self.run = plan, plan.run
+            self.writer = run_bus().open(self.run.id, base=self.run.frames_seq)
+            if plan.resumed:
+                self.recorder.resume_round(list(plan.resumed))
+            local_runs[self.run.id] = self
+        if not self.opened.done():  # cancelled only by a bug: the openers await it shielded
+            self.opened.set_result(outcome)
+        return plan is not None
+
+    async def _observed(self) -> None:
         # Whatever the gateway writes into this run (notices, errors, the keyword routing's
         # answer) is in its student's language; the task's own context keeps it to this run.
         translation.activate(self.plan.ctx.language or settings.LANGUAGE_CODE)
@@ -160,13 +237,6 @@ class RunTask:
         finally:
             ACTIVE_RUNS.dec()
             run_counted(agent=self.plan.agent.slug, outcome=self._outcome())
-            # The one release of the lease, whatever the ending, before the end is announced:
-            # the client may ask again at once.
-            await self.lease.release()
-            await (self._announce or self._announce_cut)()  # none stored: a bug; followers still get an end
-            keep = settings.RUN_LOG_RETAIN_SEC + (settings.APPROVAL_TIMEOUT_SEC if self.paused else 0)
-            run_bus().retain(self.run.id, keep)
-            asyncio.get_running_loop().call_later(keep, self._forget)  # as long as its log
 
     async def _announce_cut(self) -> None:
         if self.log.ended:
@@ -333,7 +403,7 @@ class RunTask:
         frames_seq = self.log.last_seq + len(paused.waiting)
         try:
             storing = asyncio.ensure_future(db_call(
-                approval_pause_store, run=self.run, rows=self.recorder.paused_rows(), waiting=list(paused.waiting),
+                wait_pause_store, run=self.run, rows=self.recorder.paused_rows(), waiting=list(paused.waiting),
                 state=paused.state, frames_seq=frames_seq,
             ))
             stored = await asyncio.shield(storing)
@@ -352,7 +422,7 @@ class RunTask:
             for waiting in paused.waiting:
                 self._emit(waiting)
             await self.writer.pause()
-            logger.info("run paused for approval calls={}", [w.tool for w in paused.waiting])
+            logger.info("run paused for a person calls={}", [w.tool for w in paused.waiting])
 
         self._announce = announce
         return True
@@ -412,3 +482,149 @@ def _deltas_merged(held: list[Chunk | Reasoning]) -> Chunk | Reasoning:
     content = "".join(event.content for event in held)
     first = held[0]
     return Reasoning(content) if isinstance(first, Reasoning) else Chunk(content, fallback=first.fallback)
+
+
+# --- the moves ------------------------------------------------------------------------------------
+
+class StopOutcome(enum.Enum):
+    STOPPING = "stopping"  # cancelled here, asked of its worker, or ended (it waited / its worker died)
+    FINISHED = "finished"  # it had already ended
+    UNREACHABLE = "unreachable"  # another worker runs it and this bus cannot reach it (no Redis)
+
+
+def _turn_plan(start: TurnStart, *, caller: Caller, chat: ChatInput, request_id: str) -> RunPlan:
+    ctx = RunContext(
+        request_id=request_id,
+        conversation_id=str(start.conversation_id),
+        user_id=caller.user.pk,
+        campus_token=caller.campus_token,
+        hint_domain=start.hint_domain,
+        language=chat.language,
+    )
+    return RunPlan(run=start.run, agent=start.agent, history=start.history, ctx=ctx)
+
+
+def run_start(*, caller: Caller, chat: ChatInput, request_id: str) -> RunTask:
+    """A new turn of a known caller, admitted inside its run's lease (chat_app.runs.admission):
+    `await task.opened` gives its Run, or raises the ApiError that refused it."""
+
+    async def opening(lease: RunLease) -> tuple[RunPlan, Run]:
+        start = await turn_open(lease, caller=caller, chat=chat, request_id=request_id)
+        logger.info(
+            "chat turn start user={} conversation={} run={} agent={} history={} message={!r}",
+            caller.user.pk, start.conversation_id, start.run.id, start.agent.slug, len(start.history),
+            clip_text(chat.message),
+        )
+        return _turn_plan(start, caller=caller, chat=chat, request_id=request_id), start.run
+
+    return RunTask(opening, lease=RunLease(user_id=caller.user.pk, new_message=True))
+
+
+def _resumed_plan(resumption: Resumption, *, campus_token: str | None) -> RunPlan:
+    run = resumption.run
+    ctx = RunContext(
+        request_id=run.request_id,
+        conversation_id=str(run.conversation_id),
+        user_id=run.user_id,
+        campus_token=campus_token,
+        hint_domain=run.conversation.hint_domain or None,
+        language=run.language or None,
+    )
+    decided = [DecidedCall(call_id=w.call_id, tool=w.tool, args=w.args, decision=w.status, kind=runtime_kind(w.kind),
+                           answers=resumption.answers.get(w.call_id, ()))
+               for w in resumption.decided]
+    return RunPlan(
+        run=run,
+        agent=resumption.agent,
+        history=resumption.history,
+        ctx=ctx,
+        events=functools.partial(turn_resume_stream, state=resumption.state, decided=decided),
+        resumed=tuple(ToolCall(call_id=w.call_id, tool=w.tool, args=w.args) for w in resumption.decided),
+    )
+
+
+async def run_answer(*, run: Run, call_id: str, approve: bool, campus_token: str | None,
+                     authorized: bool = False, answer: dict | None = None) -> tuple[Decision, bool]:
+    """Records the student's answer to one call the run waits on; the answer that completes the
+    pause re-admits the run (a slot, the quota: ApiError 429 when refused, and nothing is recorded)
+    and resumes it here. Returns the decision and whether the run goes on now. Raises WaitRefused.
+    `campus_token`: the answering student's, for the sub-agents; `authorized`: the answer is the
+    student's authorization of the call's service (the OAuth callback); `answer`: their answer to
+    what the call's server asked ({action, content})."""
+
+    async def opening(lease: RunLease) -> tuple[RunPlan | None, tuple[Decision, bool]]:
+        decision, resumption = await answer_open(lease, run=run, call_id=call_id, approve=approve,
+                                                 authorized=authorized, answer=answer)
+        plan = _resumed_plan(resumption, campus_token=campus_token) if resumption is not None else None
+        # A late answer counts as expired; the run may go on without it all the same.
+        return plan, (decision, plan is not None and not decision.late)
+
+    task = RunTask(opening, lease=RunLease(user_id=run.user_id, new_message=False))
+    return await asyncio.shield(task.opened)
+
+
+async def runs_resume_ready() -> None:
+    """The supervisor's sweep: every waiting run that can go on now goes on (on whichever worker
+    claims it first), admitted like a new turn."""
+    for run_id, user_id in await db_call(waits_expire):
+
+        async def opening(lease: RunLease, run_id=run_id) -> tuple[RunPlan | None, None]:
+            resumption = await ready_open(lease, run_id=run_id)
+            return (_resumed_plan(resumption, campus_token=None) if resumption is not None else None), None
+
+        await asyncio.shield(RunTask(opening, lease=RunLease(user_id=user_id, new_message=False)).opened)
+
+
+async def _reaped(run: Run, *, slot_key: str) -> None:
+    """A run ended by the reaper: the slot its row named given back (no task holds its lease any
+    more), its followers given its end."""
+    async with RunLease.adopted(key=slot_key):
+        await run_ended_announce(run)
+
+
+async def runs_reap_stale() -> list[Run]:
+    """The supervisor's sweep: runs whose worker died are ended as interrupted."""
+    reaped = await db_call(runs_reap, stale_sec=settings.RUN_STALE_SEC)
+    for run in reaped:
+        await _reaped(run, slot_key=run.slot_key)  # as read before the reap emptied it
+    return reaped
+
+
+async def run_stop(*, run: Run) -> StopOutcome:
+    """Stops the run, whatever its state and wherever it runs (docs/design.md#runs)."""
+    local = local_runs.get(run.id)
+    if local is not None:
+        if local.stop():
+            return StopOutcome.STOPPING
+        await local.settled()  # storing its end or its pause: look again once it has
+    run = await db_call(run_refresh, run_id=run.id) or run
+    if run.status == Run.Status.WAITING:
+        closed = await db_call(waiting_run_close, run_id=run.id, reason="stopped")
+        if closed is not None:
+            await run_ended_announce(closed)
+            return StopOutcome.STOPPING
+        run = await db_call(run_refresh, run_id=run.id) or run  # resumed meanwhile (perhaps here)
+        local = local_runs.get(run.id)
+        if local is not None and local.stop():
+            return StopOutcome.STOPPING
+    if not run.active:
+        return StopOutcome.FINISHED
+    if await run_bus().stop_publish(run.id):
+        return StopOutcome.STOPPING
+    # No bus to its worker: a dead worker's run is ended here and now; a live one is out of reach.
+    if run_is_stale(run=run, stale_sec=settings.RUN_STALE_SEC):
+        # Claimed only if it has not beaten since it was read (a worker that came back wins).
+        if await db_call(run_reap, run=run, stale_before=run.heartbeat_at + timedelta(microseconds=1)):
+            await _reaped(await db_call(run_refresh, run_id=run.id) or run, slot_key=run.slot_key)
+        return StopOutcome.STOPPING
+    return StopOutcome.UNREACHABLE
+
+
+def stop_apply(run_id: str) -> None:
+    """A stop asked over the bus: acted on when this worker runs the run, ignored otherwise."""
+    try:
+        task = local_runs.get(uuid.UUID(run_id))
+    except ValueError:
+        return
+    if task is not None:
+        task.stop()

@@ -1,24 +1,29 @@
-"""Per-user stream limits: concurrent streams and messages per minute (DESIGN §7), 429 past them.
+"""A run's stream slot, and a follower's (docs/design.md#limits): per user, 429 past the limit.
 
-A stream slot is a `SlotLease`: one key `chat:streams:<user>:<i>` (i < CHAT_MAX_CONCURRENT_STREAMS)
-added to the Django cache (`add` is atomic in every backend) with a TTL of the turn budget plus a
-margin, so a crashed worker cannot hold a slot forever. It is taken when a turn is admitted (or
-a waiting run resumes), handed to the run, and released once, idempotently, in the run's one
-`finally` (chat_app.runs.engine); whoever ends a run no worker holds (the reaper, the close of a
-waiting run) releases the same lease by the key the run row keeps (`SlotLease.of_key`). With a
-shared cache (Redis) the limit holds across workers; with the default local-memory cache it is
-exact for the one process. There is no second count in process memory: the cache is the count.
+**The run's slot is one object, `RunLease`, taken when its `async with` is entered and released
+when it is left — the only take and the only release of a stream slot.** The run's task
+(chat_app.runs.engine) holds that `async with` around everything the run does: its admission (a
+new turn) or its re-admission after a wait, its turn, storing its end. So the slot is released
+once whatever ends the run: a refused admission (no slot, the rate, the quota, a 404), a
+finished, stopped, failed or paused run. A run that no task holds any more (its worker died) is
+ended by the reaper, which adopts the lease by the key its row keeps (`RunLease.adopted`) and
+releases it the same way.
 
-The rate is a one-minute window per user in the cache (`add` then `incr`, both atomic). The
-window opens with the user's first counted message (the key's expiry), not on the clock's minute:
-a bucket keyed on `time() // 60` reset the count whenever a minute boundary fell between two
-messages, which let a burst through and made the limit depend on when it was measured.
+A slot is a key `chat:streams:<user>:<i>` (i < CHAT_MAX_CONCURRENT_STREAMS) added to the Django
+cache (`add` is atomic in every backend) with a TTL of the turn budget plus a margin, so a
+crashed worker cannot hold one forever. With a shared cache (Redis) the limit holds across
+workers; with the default local-memory cache it is exact for the one process. The cache is the
+count: there is no second one in process memory.
 
-Where the lease is kept is chosen once per configured cache (`_slots()`): with Django's Redis
-cache the lease and the rate window are taken in one round trip (a script), and a caller the
-stream already knows takes and releases them in the event loop with the asyncio client; with any
-other cache through Django's cache API (in the event loop itself for the local-memory cache, which
-does no I/O).
+A new turn's lease also counts its message in the user's one-minute window (`add` then `incr`,
+both atomic). The window opens with the user's first counted message (the key's expiry), not on
+the clock's minute: a bucket keyed on `time() // 60` reset the count whenever a minute boundary
+fell between two messages.
+
+Where the keys are kept is chosen once per configured cache (`_slots()`): with Django's Redis
+cache the slot and the window are taken in one round trip (a script) by the asyncio client; with
+the local-memory cache in the event loop itself (a dict under a lock, no I/O); with any other
+cache through Django's cache API on the database threads.
 """
 import asyncio
 import uuid
@@ -29,6 +34,8 @@ from django.core.cache import DEFAULT_CACHE_ALIAS, cache, caches
 from django.core.cache.backends.locmem import LocMemCache
 from loguru import logger
 from redis.exceptions import RedisError
+
+from campus_agent.base import errors
 
 LEASE_MARGIN_SEC = 30
 RATE_WINDOW_SEC = 60
@@ -44,59 +51,67 @@ def _lease_ttl() -> int:
     return int(settings.TURN_BUDGET_SEC) + LEASE_MARGIN_SEC
 
 
-class SlotLease:
-    """One stream slot of one user, held until `release()` (idempotent, safe to race)."""
+class RunLease:
+    """The stream slot of one run. `async with RunLease(user_id=…, new_message=True) as lease:`
+    takes a slot if one is free (`lease.held`) and, for a new message, counts it in the user's
+    window (`lease.within_rate`); leaving the block gives the slot back, exactly once.
 
-    __slots__ = ("key", "_released")
+    `refuse_unless_held()` is what admission calls: 429 (42901 / 42902) when the run cannot go on.
+    """
 
-    def __init__(self, key: str) -> None:
-        self.key = key
-        self._released = False
+    __slots__ = ("user_id", "new_message", "key", "within_rate", "_entered")
+
+    def __init__(self, *, user_id: int, new_message: bool):
+        self.user_id = user_id
+        self.new_message = new_message
+        self.key = ""  # the slot's cache key once taken ("": none)
+        self.within_rate = False
+        self._entered = False
 
     @classmethod
-    def of_key(cls, key: str) -> "SlotLease":
-        """The lease a run row names (`Run.slot_key`): for whoever ends a run no worker holds."""
-        return cls(key)
+    def adopted(cls, *, key: str) -> "RunLease":
+        """The lease of a run that no task holds any more (the reaper's): entering takes nothing,
+        leaving releases `key`."""
+        lease = cls(user_id=0, new_message=False)
+        lease.key, lease._entered = key, True
+        return lease
 
     @property
-    def released(self) -> bool:
-        return self._released
+    def held(self) -> bool:
+        return bool(self.key)
 
-    def _claim_release(self) -> bool:
-        # One event loop or one thread per lease: the flag flips before the first await.
-        if self._released or not self.key:
-            self._released = True
-            return False
-        self._released = True
-        return True
+    async def __aenter__(self) -> "RunLease":
+        if not self._entered:
+            self._entered = True
+            self.key, self.within_rate = await _slots().atake(self.user_id, rate=self.new_message)
+        return self
 
-    async def release(self) -> None:
-        """Gives the slot back (in the event loop where the store allows it); a failure is logged,
-        not raised: the lease expires on its own."""
-        if self._claim_release():
-            await _slots().arelease(self.key)
+    async def __aexit__(self, *exc_info) -> None:
+        key, self.key = self.key, ""
+        if key:
+            await _slots().arelease(key)
 
-    def release_now(self) -> None:
-        """See release(); for sync code (a refused admission, the reaper's database call)."""
-        if self._claim_release():
-            _slots().release(self.key)
+    def refuse_unless_held(self) -> None:
+        """Raises ApiError 429 when no slot was free (42901), or past the message rate (42902)."""
+        if not self.held:
+            raise errors.ApiError(errors.MSG_TOO_MANY_STREAMS, code=errors.TOO_MANY_STREAMS, status=429)
+        if self.new_message and not self.within_rate:
+            raise errors.ApiError(errors.MSG_RATE_LIMITED, code=errors.RATE_LIMITED, status=429,
+                                  headers={"Retry-After": "60"})
 
     def __repr__(self) -> str:
-        return f"SlotLease({self.key!r}, released={self._released})"
+        return f"RunLease(user={self.user_id}, key={self.key!r})"
 
 
 def stream_slots_held(*, user_id: int) -> int:
-    """How many of the user's slots are leased now (every worker's, with a shared cache)."""
-    return sum(1 for i in range(settings.CHAT_MAX_CONCURRENT_STREAMS) if cache.get(_slot_key(user_id, i)) is not None)
-
-
-def stream_slot_take(*, user_id: int) -> SlotLease | None:
-    """A slot for one more stream of this user, or None when CHAT_MAX_CONCURRENT_STREAMS are leased."""
-    return _slots().take(user_id)
+    """How many of the user's slots are leased now (every worker's, with a shared cache). Asked by
+    key only: the Redis script's values are no pickles, which `cache.get` would try to read."""
+    return sum(1 for i in range(settings.CHAT_MAX_CONCURRENT_STREAMS) if cache.has_key(_slot_key(user_id, i)))
 
 
 def message_rate_allow(*, user_id: int) -> bool:
-    """Counts this message in the user's open window; False past CHAT_RATE_PER_MINUTE."""
+    """Counts a message in the user's open window (the cache API's way); False past
+    CHAT_RATE_PER_MINUTE."""
     key = f"chat:rate:{user_id}"
     cache.add(key, 0, RATE_WINDOW_SEC)  # only the first message of a window sets the expiry
     try:
@@ -107,12 +122,12 @@ def message_rate_allow(*, user_id: int) -> bool:
     return count <= settings.CHAT_RATE_PER_MINUTE
 
 
-# With the Redis cache, the slot lease and the rate window are taken in one round trip: a script
-# runs the same steps as the cache calls (SET NX EX per slot key, then INCR + EXPIRE on the
-# window's first message) atomically on the server. Through Django's cache API they cost four
-# round trips (add; add, exists, incr), all before the first chunk (docs/benchmarks.md). The slot
-# keys are `<prefix><i>`, built by the script: their number (the limit) costs nothing on our side.
-# A single Redis, not a cluster (the keys are not declared). ARGV[5] = 0: no rate window (a resume).
+# With the Redis cache, the slot and the rate window are taken in one round trip: a script runs
+# the same steps as the cache calls (SET NX EX per slot key, then INCR + EXPIRE on the window's
+# first message) atomically on the server. Through Django's cache API they cost four round trips
+# (add; add, exists, incr), all before the first chunk (docs/benchmarks.md). The slot keys are
+# `<prefix><i>`, built by the script: their number (the limit) costs nothing on our side. A single
+# Redis, not a cluster (the keys are not declared). ARGV[5] = 0: no rate window (a resume).
 _TAKE_SCRIPT = """
 local slot = -1
 for i = 0, tonumber(ARGV[2]) - 1 do
@@ -127,29 +142,27 @@ return {slot, count}
 
 
 class _CacheSlots:
-    """Leases through Django's cache API: any backend. In the event loop directly for the local-
-    memory cache (a dict under a lock, no I/O); else through the database threads."""
+    """Slots through Django's cache API: any backend. In the event loop directly for the local-
+    memory cache (a dict under a lock, no I/O); else on the database threads."""
 
     def __init__(self, backend) -> None:
         self._in_loop = isinstance(backend, LocMemCache)
 
-    def take(self, user_id: int) -> SlotLease | None:
+    @staticmethod
+    def _take(user_id: int, rate: bool) -> tuple[str, bool]:
         owner = uuid.uuid4().hex
         for i in range(settings.CHAT_MAX_CONCURRENT_STREAMS):
             key = _slot_key(user_id, i)
             if cache.add(key, owner, _lease_ttl()):
-                return SlotLease(key)
-        return None
+                return key, (not rate or message_rate_allow(user_id=user_id))
+        return "", False
 
-    def take_with_rate(self, user_id: int) -> tuple[SlotLease | None, bool]:
-        lease = self.take(user_id)
-        return (lease, message_rate_allow(user_id=user_id)) if lease is not None else (None, False)
+    async def atake(self, user_id: int, *, rate: bool) -> tuple[str, bool]:
+        if self._in_loop:
+            return self._take(user_id, rate)
+        from campus_agent.base.asyncdb import db_call
 
-    async def atake_with_rate(self, user_id: int) -> tuple[SlotLease | None, bool] | None:
-        return self.take_with_rate(user_id) if self._in_loop else None
-
-    def release(self, key: str) -> None:
-        cache.delete(key)
+        return await db_call(self._take, user_id, rate)
 
     async def arelease(self, key: str) -> None:
         if self._in_loop:
@@ -161,38 +174,13 @@ class _CacheSlots:
 
 
 class _RedisSlots:
-    """Leases on Django's Redis cache: one script per take, sync or through the asyncio client."""
+    """Slots on Django's Redis cache: one script per take, through the asyncio client."""
 
     def __init__(self, backend) -> None:
         self._backend = backend
         self._scripts: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # loop → (client, script)
 
-    def _args(self, user_id: int, *, rate: bool) -> tuple[list[str], list]:
-        keys = [cache.make_and_validate_key(f"chat:rate:{user_id}")]
-        prefix = cache.make_and_validate_key(_slot_key(user_id, 0))[:-1]
-        args = [prefix, settings.CHAT_MAX_CONCURRENT_STREAMS, uuid.uuid4().hex, _lease_ttl(),
-                RATE_WINDOW_SEC if rate else 0]
-        return keys, args
-
-    @staticmethod
-    def _taken(user_id: int, index, count, *, rate: bool) -> tuple[SlotLease | None, bool]:
-        if int(index) < 0:
-            return None, False
-        # Released with cache.delete / make_and_validate_key, which add the prefix.
-        return SlotLease(_slot_key(user_id, int(index))), (not rate or int(count) <= settings.CHAT_RATE_PER_MINUTE)
-
-    def _eval(self, user_id: int, *, rate: bool):
-        keys, args = self._args(user_id, rate=rate)
-        index, count = self._backend._cache.get_client(write=True).eval(_TAKE_SCRIPT, len(keys), *keys, *args)
-        return self._taken(user_id, index, count, rate=rate)
-
-    def take(self, user_id: int) -> SlotLease | None:
-        return self._eval(user_id, rate=False)[0]
-
-    def take_with_rate(self, user_id: int) -> tuple[SlotLease | None, bool]:
-        return self._eval(user_id, rate=True)
-
-    def _async_script(self):
+    def _script(self):
         """This loop's client and registered script (EVALSHA after the first call): the run bus's
         client when the cache is on the same Redis, so a worker keeps one asyncio pool."""
         from campus_agent.base.redis_clients import redis_client
@@ -204,18 +192,20 @@ class _RedisSlots:
             found = self._scripts[loop] = (client, client.register_script(_TAKE_SCRIPT))
         return found
 
-    async def atake_with_rate(self, user_id: int) -> tuple[SlotLease | None, bool] | None:
-        keys, args = self._args(user_id, rate=True)
-        _, script = self._async_script()
+    async def atake(self, user_id: int, *, rate: bool) -> tuple[str, bool]:
+        keys = [cache.make_and_validate_key(f"chat:rate:{user_id}")]
+        prefix = cache.make_and_validate_key(_slot_key(user_id, 0))[:-1]
+        args = [prefix, settings.CHAT_MAX_CONCURRENT_STREAMS, uuid.uuid4().hex, _lease_ttl(), RATE_WINDOW_SEC if rate else 0]
+        _, script = self._script()
         index, count = await script(keys=keys, args=args)
-        return self._taken(user_id, index, count, rate=True)
-
-    def release(self, key: str) -> None:
-        cache.delete(key)
+        if int(index) < 0:
+            return "", False
+        # Released with the prefix added (make_and_validate_key), as cache.delete would.
+        return _slot_key(user_id, int(index)), (not rate or int(count) <= settings.CHAT_RATE_PER_MINUTE)
 
     async def arelease(self, key: str) -> None:
         try:
-            client, _ = self._async_script()
+            client, _ = self._script()
             await client.delete(self._backend.make_and_validate_key(key))
         except RedisError as exc:
             logger.warning("giving a stream slot back failed ({}); its lease expires on its own", exc)
@@ -225,8 +215,8 @@ _stores: dict[str, "_CacheSlots | _RedisSlots"] = {}
 
 
 def _slots() -> "_CacheSlots | _RedisSlots":
-    """The lease store of the configured cache, chosen once per cache configuration (tests
-    switch the cache with override_settings; a deployment has one)."""
+    """The slot store of the configured cache, chosen once per cache configuration (tests switch
+    the cache with override_settings; a deployment has one)."""
     from django.core.cache.backends.redis import RedisCache
 
     config = repr(sorted(settings.CACHES[DEFAULT_CACHE_ALIAS].items()))
@@ -240,33 +230,38 @@ def _slots() -> "_CacheSlots | _RedisSlots":
     return store
 
 
-def stream_slot_and_rate_take(*, user_id: int) -> tuple[SlotLease | None, bool]:
-    """`stream_slot_take` then `message_rate_allow`, in one round trip with Redis: (None, False)
-    without a free slot; (lease, False) past the rate, the lease still held (the caller releases
-    it); (lease, True) admitted."""
-    return _slots().take_with_rate(user_id)
-
-
-async def astream_slot_and_rate_take(*, user_id: int) -> tuple[SlotLease | None, bool] | None:
-    """See stream_slot_and_rate_take(), in the event loop; None when the store cannot take it
-    there without I/O in the loop (the caller takes it in its database call)."""
-    return await _slots().atake_with_rate(user_id)
-
+# --- followers ---------------------------------------------------------------------------------
 
 def _follower_ttl() -> int:
-    # A follower lasts as long as the run it follows may: its budget, a wait for approval, a margin.
+    # A follower lasts as long as the run it follows may: its budget, a wait for a person, a margin.
     return int(settings.TURN_BUDGET_SEC + settings.APPROVAL_TIMEOUT_SEC) + LEASE_MARGIN_SEC
 
 
-def follower_lease_take(*, user_id: int) -> SlotLease | None:
-    """A lease for one more follower of this user's runs (`GET /api/v1/runs/<id>/events`), or None
-    when RUN_MAX_FOLLOWERS_PER_USER are held: keys `chat:followers:<user>:<i>` added to the cache
-    (atomic in every backend; with Redis the count holds across workers), released like a stream
-    slot (`SlotLease.release`, idempotent) when the follower's response ends, expiring on their
-    own if a worker dies. Sync (the caller's database call): up to that many cache round trips."""
+class FollowerLease:
+    """One follower of a user's runs (`GET /api/v1/runs/<id>/events`), of at most
+    RUN_MAX_FOLLOWERS_PER_USER: taken with the follower's admission (`follower_lease_take`),
+    released (`release()`, idempotent) when its response ends, however it ends; expiring on its
+    own if a worker dies."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+    async def release(self) -> None:
+        key, self.key = self.key, ""
+        if key:
+            await _slots().arelease(key)
+
+
+def follower_lease_take(*, user_id: int) -> FollowerLease | None:
+    """A follower lease, or None when RUN_MAX_FOLLOWERS_PER_USER are held: keys
+    `chat:followers:<user>:<i>` added to the cache (atomic in every backend; with Redis the count
+    holds across workers). Sync (the follower's admission, on a database thread): up to that many
+    cache round trips."""
     owner = uuid.uuid4().hex
     for i in range(max(settings.RUN_MAX_FOLLOWERS_PER_USER, 0)):
         key = f"{FOLLOWER_KEY_PREFIX}{user_id}:{i}"
         if cache.add(key, owner, _follower_ttl()):
-            return SlotLease(key)
+            return FollowerLease(key)
     return None

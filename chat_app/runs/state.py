@@ -10,7 +10,10 @@
 Every move is a conditional UPDATE from the states it may leave (`_move`), checked against
 RUN_MOVES first: an illegal move raises `IllegalMove`, and a move whose run has left its state
 meanwhile (another worker got there first) changes nothing and says so (0 rows). Sync; the
-event loop's side is chat_app.runs.lifecycle, which calls these through campus_agent.base.asyncdb.
+event loop's side is chat_app.runs.engine (the run's task, stop, the reaper's sweep), which
+calls these through campus_agent.base.asyncdb. What a waiting run waits for is
+chat_app.runs.wait's; its slot, chat_app.runs.lease's (the row keeps the slot's key for whoever
+ends a run no task holds).
 """
 import os
 import socket
@@ -23,9 +26,10 @@ from django.utils import timezone, translation
 from django.utils.translation import gettext_lazy as _
 from loguru import logger
 
+from campus_agent.base.asyncdb import db_call
 from campus_agent.base.errors import GENERAL
 from chat_app.models import Message, Run
-from chat_app.runs.lease import SlotLease
+from chat_app.runs.bus import run_bus
 from chat_app.runs.recording import RowSpec, turn_store
 
 State = Run.Status
@@ -120,11 +124,11 @@ def run_active_get(*, conversation_id) -> Run | None:
 
 # --- moves --------------------------------------------------------------------------------------
 
-def run_create(*, conversation, user, request_id: str, agent_name: str, lease: SlotLease, language: str = "") -> Run:
-    """(admitted) → RUNNING on this worker, holding `lease` (inside the caller's transaction)."""
+def run_create(*, conversation, user, request_id: str, agent_name: str, slot_key: str, language: str = "") -> Run:
+    """(admitted) → RUNNING on this worker, holding the slot `slot_key` (inside the caller's transaction)."""
     return Run.objects.create(
         conversation=conversation, user=user, status=State.RUNNING, worker=WORKER_ID, heartbeat_at=timezone.now(),
-        request_id=request_id, agent_name=agent_name, slot_key=lease.key, language=language,
+        request_id=request_id, agent_name=agent_name, slot_key=slot_key, language=language,
     )
 
 
@@ -157,22 +161,23 @@ def run_finish(*, run: Run, rows: list[RowSpec], interrupted: bool) -> bool:
     return True
 
 
-def run_pause(*, run: Run, kind: str, rows: list[RowSpec], state: dict, frames_seq: int) -> bool:
-    """RUNNING → WAITING for `kind` (inside the caller's transaction, which stores what the
-    person is asked): the round so far and the turn's state stored, no worker, no slot. False
+def run_pause(*, run: Run, rows: list[RowSpec], state: dict, frames_seq: int) -> bool:
+    """RUNNING → WAITING (inside the caller's transaction, which stores what the person is asked:
+    chat_app.runs.wait): the round so far and the turn's state stored, no worker, no slot. False
     when the run was no longer running (reaped)."""
-    moved = _move(run.id, source=(State.RUNNING,), target=State.WAITING, pause_kind=kind, worker="", partial_text="",
+    moved = _move(run.id, source=(State.RUNNING,), target=State.WAITING, worker="", partial_text="",
                   slot_key="", frames_seq=frames_seq, resume_state=state)
     if moved and rows:
         run_rows_store(run=run, rows=rows)
     return moved
 
 
-def run_resume_claim(*, run_id, lease: SlotLease) -> bool:
-    """WAITING → RUNNING on this worker holding `lease` (inside the caller's transaction, which
-    checked that every answer is in). False when another worker claimed it first or it ended."""
+def run_resume_claim(*, run_id, slot_key: str) -> bool:
+    """WAITING → RUNNING on this worker holding the slot `slot_key` (inside the caller's
+    transaction, which checked that every answer is in). False when another worker claimed it
+    first or it ended."""
     return _move(run_id, source=(State.WAITING,), target=State.RUNNING, worker=WORKER_ID,
-                 heartbeat_at=timezone.now(), slot_key=lease.key, pause_kind="")
+                 heartbeat_at=timezone.now(), slot_key=slot_key)
 
 
 def run_waiting_close(*, run_id, rows_for) -> Run | None:
@@ -219,8 +224,9 @@ def run_store_failed_mark(*, run: Run, text: str) -> bool:
 
 def run_reap(*, run: Run, stale_before) -> bool:
     """RUNNING → INTERRUPTED for a run whose worker stopped heart-beating before `stale_before`:
-    the text it had checkpointed becomes the stored reply, its slot lease is released by key.
-    Claimed by a conditional update, so two workers reaping at once never store it twice."""
+    the text it had checkpointed becomes the stored reply; its slot (`run.slot_key`) is the
+    caller's to release (chat_app.runs.engine adopts the lease). Claimed by a conditional update,
+    so two workers reaping at once never store it twice."""
     with transaction.atomic():
         claimed = Run.objects.filter(id=run.id, status=State.RUNNING, heartbeat_at__lt=stale_before)
         run_move_check(State.RUNNING, State.INTERRUPTED)
@@ -233,7 +239,6 @@ def run_reap(*, run: Run, stale_before) -> bool:
         if store_failed:
             meta["store_failed"] = True
         run_rows_store(run=run, rows=[RowSpec(role="assistant", content=run.partial_text, meta=meta, is_final=True)])
-    SlotLease.of_key(run.slot_key).release_now()
     if store_failed:
         logger.warning("run {} could not store its end; finished as interrupted from its last text", run.id)
     else:
@@ -257,3 +262,9 @@ def run_is_stale(*, run: Run, stale_sec: float) -> bool:
 # The runs this worker process runs (for stop and the supervisor's checkpoints), kept as long as
 # their log after they end.
 local_runs: dict = {}  # run id (UUID) → engine.RunTask
+
+
+async def run_ended_announce(run: Run) -> None:
+    """Followers of a run ended by its row alone (reaped, or closed while it waited) get its end."""
+    payload = await db_call(run_stored_end, run=run)
+    await run_bus().end_with(run.id, payload, base=run.frames_seq)

@@ -8,7 +8,7 @@ the runs whose worker stopped heart-beating for RUN_STALE_SEC (a killed worker: 
 ≤2 s of text are what is lost), and ends their log so that followers end; and it resumes the
 waiting runs that can go on (their calls waited for approval past APPROVAL_TIMEOUT_SEC: rejected
 by time). It listens on the run bus for stops and stops the runs it owns when asked. The moves
-themselves are chat_app.runs.lifecycle's.
+themselves are chat_app.runs.engine's.
 
 It is started by the first run or follower on a loop, and by the ASGI application on the first
 request after a start (campus_agent.asgi), so a restarted worker recovers the runs its
@@ -26,8 +26,7 @@ from loguru import logger
 from campus_agent.base.asyncdb import beat_db_call, db_call
 from chat_app.models import Run
 from chat_app.runs.bus import run_bus
-from chat_app.runs.engine import checkpoint_lock
-from chat_app.runs.lifecycle import runs_reap_stale, runs_resume_ready, stop_apply
+from chat_app.runs.engine import checkpoint_lock, runs_reap_stale, runs_resume_ready, stop_apply
 from chat_app.runs.state import WORKER_ID, local_runs, runs_heartbeat
 
 REAP_EVERY_BEATS = 2

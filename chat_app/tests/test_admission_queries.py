@@ -4,9 +4,8 @@ import pytest
 
 from chat_app.accounts.authentication import Caller
 from chat_app.models import Message
-from chat_app.runs.admission import _admit_with_lease
+from chat_app.runs.admission import turn_admit
 from chat_app.runs.chat_input import ChatInput
-from chat_app.runs.lease import stream_slot_take
 from chat_app.runs.recording import RowSpec
 from chat_app.runs.state import run_finish
 
@@ -14,9 +13,10 @@ CATALOG_TABLES = ("agents_app_agent", "agents_app_mcpservice", "subagents_app_su
 
 
 def _admit(user, *, conversation_id=None, message="你好"):
+    """A turn's admission once its lease holds a slot (taken in the event loop, with no query)."""
     chat = ChatInput(message=message, conversation_id=conversation_id, agent=None, hint_domain=None)
-    return _admit_with_lease(caller=Caller(user=user, auth_session=None), chat=chat, request_id="0123456789abcdef",
-                             lease=stream_slot_take(user_id=user.pk))
+    return turn_admit(caller=Caller(user=user, auth_session=None), chat=chat, request_id="0123456789abcdef",
+                      slot_key=f"chat:streams:{user.pk}:0")
 
 
 @pytest.fixture
@@ -32,7 +32,7 @@ def _statements(captured) -> list[str]:
 def test_a_new_conversation_costs_the_stamp_and_its_three_rows(warm, user, django_assert_num_queries):
     # The stamp; then, in one transaction (a savepoint inside the test's): conversation, message, run.
     with django_assert_num_queries(6) as captured:
-        start = _admit(user).start
+        start = _admit(user)
     assert not any(table in query["sql"] for query in captured for table in CATALOG_TABLES), _statements(captured)
     assert start.agent.slug == "xiaozhi" and [s.name for s in start.agent.enabled_sub_agents] == ["canteen"]
     assert start.history == [{"role": "user", "content": "你好"}]
@@ -42,7 +42,7 @@ def test_a_next_question_adds_the_conversation_and_its_history(warm, user, djang
     # The conversation (with whether a run of it waits for a person) and the stamp; the
     # transaction (conversation saved, message, run); the history read back.
     with django_assert_num_queries(8) as captured:
-        start = _admit(user, conversation_id=warm.start.conversation_id, message="再问").start
+        start = _admit(user, conversation_id=warm.conversation_id, message="再问")
     assert not any(table in query["sql"] for query in captured for table in CATALOG_TABLES[1:]), _statements(captured)
     assert [m["content"] for m in start.history] == ["第一问", "再问"]
 
@@ -56,7 +56,7 @@ def test_the_finish_is_one_transaction_of_five_statements(warm, user, django_ass
     reply = RowSpec(role="assistant", content="答", meta={"usage": {"prompt_tokens": 3, "completion_tokens": 2}},
                     is_final=True)
     with django_assert_num_queries(7) as captured:
-        assert run_finish(run=warm.start.run, rows=[reply], interrupted=False)
+        assert run_finish(run=warm.run, rows=[reply], interrupted=False)
     assert sum("SAVEPOINT" in query["sql"] for query in captured) == 2, _statements(captured)
-    stored = Message.objects.get(id=warm.start.run.message_id)
+    stored = Message.objects.get(id=warm.run.message_id)
     assert (stored.content, stored.prompt_tokens, stored.completion_tokens) == ("答", 3, 2)

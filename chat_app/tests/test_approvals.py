@@ -13,7 +13,7 @@ import httpx
 import pytest
 from django.utils import timezone
 
-from chat_app.models import Message, Run, ToolApproval
+from chat_app.models import Message, Run, Wait
 from chat_app.runs.bus import run_bus
 from chat_app.runs.state import local_runs
 from testkit.model.fake_llm import ScriptedCall
@@ -116,7 +116,7 @@ def test_approve_runs_the_tool_and_the_answer_goes_on_in_the_same_stream(
     rows = _rows(session["conversation_id"])
     assert [r.role for r in rows] == ["user", "assistant", "tool", "assistant"]
     assert rows[2].meta["ok"] is True and rows[3].content == "已经为你订好了。" and rows[3].id == run.message_id
-    assert ToolApproval.objects.get(run=run).status == ToolApproval.Status.APPROVED
+    assert Wait.objects.get(run=run).status == Wait.Status.APPROVED
 
 
 def test_reject_tells_the_model_and_never_calls_the_tool(
@@ -149,7 +149,7 @@ def test_an_unanswered_call_expires_as_a_rejection(
     assert result.of("tool_result")[0]["error"] == "等待批准超时，未执行。"
     assert _tool_messages(llm_settings.last_request)[0]["content"].startswith(EXPIRED_FOR_MODEL)
     assert subagent_server.requests == []
-    assert ToolApproval.objects.get().status == ToolApproval.Status.EXPIRED
+    assert Wait.objects.get().status == Wait.Status.EXPIRED
 
 
 def test_the_slot_is_free_while_waiting(live_asgi, llm_settings, agent, asking_canteen, auth_headers, settings):
@@ -262,7 +262,7 @@ def test_stop_while_waiting_ends_the_run_and_stores_the_call_as_not_run(
     rows = _rows(run.conversation_id)
     assert [r.role for r in rows] == ["user", "assistant", "tool", "assistant"]
     assert rows[2].content == "回答已停止，操作没有执行。" and rows[3].meta["interrupted"] is True
-    assert ToolApproval.objects.get(run=run).status == ToolApproval.Status.CANCELLED
+    assert Wait.objects.get(run=run).status == Wait.Status.CANCELLED
     late = _decide(live_asgi, run_id, blocks[-1][1]["call_id"], "approve", auth_headers)
     assert late.status_code == 409 and late.json()["code"] == 40903
     assert httpx.post(f"{live_asgi}/api/v1/runs/{run_id}/stop", headers=auth_headers).json() == {"status": "finished"}
@@ -329,7 +329,7 @@ def test_a_decision_after_the_deadline_is_refused_and_the_run_goes_on(
         with client.stream("POST", "/api/v1/chat", json={"message": "订午饭"}, headers=auth_headers) as response:
             blocks, _ = read_until(response, lambda f: f["type"] == "approval_required")
             run_id, call_id = blocks[0][1]["run_id"], blocks[-1][1]["call_id"]
-            ToolApproval.objects.filter(run_id=run_id).update(expires_at=timezone.now())  # the deadline passed
+            Wait.objects.filter(run_id=run_id).update(expires_at=timezone.now())  # the deadline passed
             late = _decide(live_asgi, run_id, call_id, "approve", auth_headers)
             assert (late.status_code, late.json()["code"]) == (409, 40903) and "已超时" in late.json()["message"]
             rest, _ = parse_blocks(read_rest(response))

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from agents_app.runtime.subagent_tool import NOT_ANSWERED_TEXT as SUBAGENT_NOT_ANSWERED
-from chat_app.models import Message, Run, ToolApproval
+from chat_app.models import Message, Run, Wait
 from testkit.mcp.servers import ENROL_MESSAGE
 from testkit.polling import wait_for
 from testkit.subagents.a2a_agent import INPUT_ANSWER, INPUT_QUESTION
@@ -56,9 +56,9 @@ def test_the_run_waits_for_the_form_and_the_answer_goes_on_in_the_same_stream(
             assert asked["defaults"] == {"credits": 3, "campus": "西区", "notify": True, "note": ""}
             run = Run.objects.get(id=session["run_id"])
             assert run.status == Run.Status.WAITING and run.slot_key == ""
-            waiting = ToolApproval.objects.get(run=run)
-            assert (waiting.kind, waiting.status, waiting.question["message"]) == ("elicitation", "pending",
-                                                                                   ENROL_MESSAGE)
+            waiting = Wait.objects.get(run=run)
+            assert (waiting.kind, waiting.status, waiting.ask["message"]) == ("elicitation", "pending",
+                                                                              ENROL_MESSAGE)
 
             # A follower with no log of the run is shown the same question, rebuilt from its row.
             with client.stream("GET", f"/api/v1/runs/{run.id}/events", headers=auth_headers) as follower:
@@ -75,7 +75,7 @@ def test_the_run_waits_for_the_form_and_the_answer_goes_on_in_the_same_stream(
             assert approved.status_code == 409 and "action" in approved.json()["message"]
             odd = _answer(client, auth_headers, run.id, call_id=asked["call_id"], action="maybe")
             assert odd.status_code == 400
-            assert ToolApproval.objects.get(run=run).status == ToolApproval.Status.PENDING
+            assert Wait.objects.get(run=run).status == Wait.Status.PENDING
 
             answered = _answer(client, auth_headers, run.id, call_id=asked["call_id"], action="accept", content=ANSWER)
             assert answered.status_code == 200
@@ -91,7 +91,7 @@ def test_the_run_waits_for_the_form_and_the_answer_goes_on_in_the_same_stream(
     assert mcp_http_server.elicitations[-1]["content"] == ANSWER
     [tool_row] = Message.objects.filter(conversation_id=session["conversation_id"], role="tool")
     assert json.loads(tool_row.content) == {"action": "accept", "content": ANSWER}
-    stored = ToolApproval.objects.get(run=run)
+    stored = Wait.objects.get(run=run)
     assert (stored.status, stored.answer) == ("approved", {"action": "accept", "content": ANSWER})
     wait_for(lambda: Run.objects.filter(id=run.id, status=Run.Status.FINISHED).exists(), what="the run's end")
 
@@ -113,7 +113,7 @@ def test_a_declined_form_is_the_servers_to_hear_and_an_approval_takes_no_answer(
     later, _ = parse_blocks(rest)
     assert later[-1][1]["full_text"] == "好的，不选了。"
     assert [e["action"] for e in mcp_http_server.elicitations] == ["cancel", "decline"]
-    assert ToolApproval.objects.get(run_id=run_id).answer == {"action": "decline"}
+    assert Wait.objects.get(run_id=run_id).answer == {"action": "decline"}
 
 
 # --- an A2A sub-agent that asks the student (input-required, issue 23 point 5) ---------------
@@ -185,11 +185,11 @@ def test_an_expired_question_hands_its_tool_a_cancel_only_when_something_waits_o
     conversation = Conversation.objects.create(user=user, title="问")
     run = Run.objects.create(conversation=conversation, user=user, heartbeat_at=timezone.now())
     task = {"task_id": "t-1", "context_id": "c-1"}
-    for seq, call_id, resume, answer in ((1, "a2a", task, {"action": "accept", "content": {"answer": "东区"}}),
-                                         (2, "a2a", task, None), (1, "mcp", None, None)):
-        ToolApproval.objects.create(run=run, call_id=call_id, tool="t", pause_seq=seq, kind="elicitation",
-                                    question={"message": "?", "mode": "form", "resume": resume}, answer=answer,
-                                    status="approved" if answer else "expired", expires_at=timezone.now() - timedelta(1))
+    for seq, call_id, kind, answer in ((1, "a2a", "question", {"action": "accept", "content": {"answer": "东区"}}),
+                                       (2, "a2a", "question", None), (1, "mcp", "elicitation", None)):
+        ask = {"message": "?", "resume": task} if kind == "question" else {"message": "?", "mode": "form"}
+        Wait.objects.create(run=run, call_id=call_id, tool="t", pause_seq=seq, kind=kind, ask=ask, answer=answer,
+                            status="approved" if answer else "expired", expires_at=timezone.now() - timedelta(1))
     assert _answers(run, ["a2a", "mcp"]) == {"a2a": (
         {"action": "accept", "content": {"answer": "东区"}, "resume": task}, {"action": "cancel", "resume": task})}
 
@@ -216,16 +216,16 @@ def test_a_hostile_answer_is_refused_with_its_reason_and_nothing_is_recorded(liv
 
     conversation = Conversation.objects.create(user=user, title="选课")
     run = Run.objects.create(conversation=conversation, user=user, heartbeat_at=timezone.now(), frames_seq=4,
-                             status=Run.Status.WAITING, pause_kind=Run.PauseKind.APPROVAL)
+                             status=Run.Status.WAITING)
     schema = {"type": "object", "required": ["email"], "properties": {
         "email": {"type": "string"}, "note": {"type": "string"}, "credits": {"type": "integer"},
         "campus": {"type": "string", "enum": ["东区", "西区"]}}}
     later = timezone.now() + timezone.timedelta(minutes=10)
-    ToolApproval.objects.create(run=run, call_id="call_form", tool="courses__enrol", pause_seq=4, kind="elicitation",
-                                question={"message": "?", "mode": "form", "schema": schema}, expires_at=later)
-    ToolApproval.objects.create(run=run, call_id="call_approval", tool="courses__drop", pause_seq=4, expires_at=later)
+    Wait.objects.create(run=run, call_id="call_form", tool="courses__enrol", pause_seq=4, kind="elicitation",
+                        ask={"message": "?", "mode": "form", "schema": schema}, expires_at=later)
+    Wait.objects.create(run=run, call_id="call_approval", tool="courses__drop", pause_seq=4, expires_at=later)
     answer = httpx.post(f"{live_asgi}/api/v1/runs/{run.id}/approvals", headers=auth_headers, timeout=20,
                         json={"call_id": "call_form", **body})
     assert answer.status_code == status and named in answer.json()["message"], answer.text
-    assert set(ToolApproval.objects.filter(run=run).values_list("status", flat=True)) == {"pending"}
-    assert not ToolApproval.objects.filter(run=run, answer__isnull=False).exists()
+    assert set(Wait.objects.filter(run=run).values_list("status", flat=True)) == {"pending"}
+    assert not Wait.objects.filter(run=run, answer__isnull=False).exists()

@@ -13,7 +13,7 @@ from django.test import RequestFactory
 from chat_app.gateways.api.stream import _admit
 from chat_app.models import Message
 from chat_app.runs import lease as limits
-from chat_app.runs.lease import stream_slot_take, stream_slots_held
+from chat_app.runs.lease import RunLease, stream_slots_held
 from chat_app.runs.state import local_runs
 from testkit.model.fake_llm import Reply
 from testkit.web.sse import chat
@@ -67,16 +67,16 @@ def test_message_rate_over_the_limit_gets_429(live_asgi, llm_settings, agent, au
     assert len(llm_settings.requests) == 2
 
 
-def test_a_slot_held_by_another_worker_counts(settings):
+async def test_a_slot_held_by_another_worker_counts(settings):
     """With a shared cache, a slot leased by another process refuses this worker's stream too."""
     settings.CHAT_MAX_CONCURRENT_STREAMS = 2
-    cache.add("chat:streams:7:0", "other-worker", 60)  # what the other worker's acquire wrote
-    mine = stream_slot_take(user_id=7)
-    assert mine is not None and mine.key == "chat:streams:7:1"
-    assert stream_slot_take(user_id=7) is None  # 1 here + 1 elsewhere = the limit
-    assert stream_slots_held(user_id=7) == 2  # the cache is the count: this worker's and the other's
-    mine.release_now()
-    mine.release_now()  # idempotent
+    cache.add("chat:streams:7:0", "other-worker", 60)  # what the other worker's lease wrote
+    async with RunLease(user_id=7, new_message=False) as mine:
+        assert mine.held and mine.key == "chat:streams:7:1"
+        async with RunLease(user_id=7, new_message=False) as refused:
+            assert not refused.held  # 1 here + 1 elsewhere = the limit
+        assert stream_slots_held(user_id=7) == 2  # the cache is the count: this worker's and the other's
+    await mine.__aexit__(None, None, None)  # released once: leaving again gives nothing back
     assert stream_slots_held(user_id=7) == 1  # the other worker's
     assert cache.get("chat:streams:7:1") is None and cache.get("chat:streams:7:0") == "other-worker"
 

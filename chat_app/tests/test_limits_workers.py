@@ -1,6 +1,6 @@
-"""The per-user stream limit holds across two workers when each takes it in its event loop
-(the asyncio Redis client, chat_app.runs.lease.astream_slot_and_rate_take), as it did through the
-sync cache calls (issue #11). Workers are uvicorn child processes sharing Redis and a database."""
+"""The per-user stream limit holds across two workers, each taking a run's lease in its event loop
+(the asyncio Redis client, chat_app.runs.lease.RunLease). Workers are uvicorn child processes
+sharing Redis and a database."""
 import httpx
 import pytest
 import redis

@@ -12,7 +12,7 @@ import pytest
 
 from agents_app.models import McpOAuthGrant, McpOAuthPending, McpService
 from agents_app.runtime.loop import AUTHORIZED_TEXT, NOT_AUTHORIZED_TEXT
-from chat_app.models import Message, Run, ToolApproval
+from chat_app.models import Message, Run, Wait
 from testkit.mcp.oauth_servers import OAuthMcpServer
 from testkit.polling import wait_for
 from testkit.web.sse import parse_blocks, read_rest, read_until
@@ -65,8 +65,8 @@ def test_the_run_waits_for_the_students_account_and_goes_on_after_the_callback(
             assert asked["url"].startswith(f"{library.issuer}/authorize?")
             run = Run.objects.get(id=session["run_id"])
             assert run.status == Run.Status.WAITING and run.slot_key == ""  # no slot held while it waits
-            waiting = ToolApproval.objects.get(run=run)
-            assert (waiting.kind, waiting.status, waiting.service_label) == ("authorization", "pending", "图书馆")
+            waiting = Wait.objects.get(run=run)
+            assert (waiting.kind, waiting.status, waiting.ask["service"]) == ("authorization", "pending", "图书馆")
             assert McpOAuthPending.objects.filter(user=user).count() == 1
 
             # Approving it as if it were an approval is refused: the authorization itself approves it.
@@ -91,7 +91,7 @@ def test_the_run_waits_for_the_students_account_and_goes_on_after_the_callback(
     assert tool_rows[0].content == AUTHORIZED_TEXT
     assert tool_rows[1].content == "alice"  # called as the student, with their token
     assert McpOAuthGrant.objects.filter(user=user).count() == 1 and not McpOAuthPending.objects.exists()
-    assert ToolApproval.objects.get(run=run).status == ToolApproval.Status.APPROVED
+    assert Wait.objects.get(run=run).status == Wait.Status.APPROVED
     wait_for(lambda: Run.objects.filter(id=run.id, status=Run.Status.FINISHED).exists(), what="the run's end")
 
     # The next turn calls the service at once: the stored authorization serves.
@@ -230,7 +230,7 @@ def test_an_approved_call_that_then_needs_the_students_account_waits_again(
             asked = again[-1][1]
             assert (asked["call_id"], asked["service"]) == (call_id, "图书馆")
             assert "tool_result" not in [f["type"] for _, f in again]
-            assert [(a.kind, a.status) for a in ToolApproval.objects.filter(run_id=run_id).order_by("pause_seq")] == [
+            assert [(a.kind, a.status) for a in Wait.objects.filter(run_id=run_id).order_by("pause_seq")] == [
                 ("approval", "approved"), ("authorization", "pending")]
             assert client.get(_page_answer(asked["url"]).removeprefix(live_asgi), headers=auth_headers).status_code == 302
             rest = read_rest(opened)

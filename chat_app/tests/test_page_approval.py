@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from chat_app.models import Conversation, Message, ToolApproval
+from chat_app.models import Conversation, Message, Wait
 from testkit.web.page_helpers import ask, wait_answered
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -60,7 +60,7 @@ def test_approve_after_a_reload_runs_the_tool_and_the_answer_goes_on(site, llm_s
     assert "已经为你下单。" in page.text_content(".msg-assistant")
     assert page.evaluate("() => window.__xss === undefined")
     assert len(subagent_server.requests) == 1
-    assert ToolApproval.objects.get().status == ToolApproval.Status.APPROVED
+    assert Wait.objects.get().status == Wait.Status.APPROVED
 
 
 def test_reject_shows_the_call_as_not_run_and_the_models_answer(site, llm_settings, subagent_server):

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from chat_app.models import ToolApproval
+from chat_app.models import Wait
 from chat_app.tests.test_page_a11y import serious_violations
 from testkit.mcp.servers import ENROL_MESSAGE, PAY_URL
 from testkit.web.page_helpers import ask, wait_answered
@@ -64,7 +64,7 @@ def test_the_form_shows_its_defaults_survives_a_reload_and_its_answer_reaches_th
 
     page.click(".elicitation .approval-approve")  # no email yet: the browser says so, nothing is sent
     assert page.evaluate("document.querySelector('.elicitation [name=email]').validity.valueMissing")
-    assert ToolApproval.objects.get().status == ToolApproval.Status.PENDING
+    assert Wait.objects.get().status == Wait.Status.PENDING
     page.fill(".elicitation [name=email]", "alice@example.edu.cn")
     page.fill(".elicitation [name=credits]", "4")
     page.select_option(".elicitation [name=campus]", "东区")

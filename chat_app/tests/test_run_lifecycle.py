@@ -2,7 +2,7 @@
 and a run resumed after approval admitted like a new turn (slot lease and quota).
 
 The database moves are chat_app.runs.state (RUN_MOVES); the event loop's are
-chat_app.runs.lifecycle. Across two workers with Redis: test_runs_workers.py and
+chat_app.runs.engine. Across two workers with Redis: test_runs_workers.py and
 test_approvals_workers.py.
 """
 import itertools
@@ -10,10 +10,11 @@ from datetime import timedelta
 
 import httpx
 import pytest
+from django.core.cache import cache
 from django.utils import timezone
 
-from chat_app.models import Conversation, Message, Run, ToolApproval
-from chat_app.runs.lease import stream_slot_take, stream_slots_held
+from chat_app.models import Conversation, Message, Run, Wait
+from chat_app.runs.lease import stream_slots_held
 from chat_app.runs.recording import RowSpec
 from chat_app.runs.state import (
     RUN_MOVES,
@@ -52,23 +53,28 @@ def conversation(user, agent):
     return Conversation.objects.create(user=user, agent=agent, title="t")
 
 
+def _slot(conversation) -> str:
+    """A free stream slot of the run's user, held as a run's lease holds one (chat_app.runs.lease)."""
+    return next(key for i in range(3) if cache.add(key := f"chat:streams:{conversation.user_id}:{i}", "a test's run", 60))
+
+
 def _new_run(conversation) -> Run:
     return run_create(conversation=conversation, user=conversation.user, request_id="0123456789abcdef",
-                      agent_name="小智", lease=stream_slot_take(user_id=conversation.user_id))
+                      agent_name="小智", slot_key=_slot(conversation))
 
 
 def test_a_run_walks_every_state_through_the_services_and_an_illegal_move_is_refused(conversation):
     run = _new_run(conversation)
     assert run.status == State.RUNNING and run.slot_key
-    assert run_pause(run=run, kind=Run.PauseKind.APPROVAL, rows=[], state={"rounds": 1}, frames_seq=3)
+    assert run_pause(run=run, rows=[], state={"rounds": 1}, frames_seq=3)
     run.refresh_from_db()
-    assert (run.status, run.pause_kind, run.worker, run.slot_key, run.frames_seq) == (State.WAITING, "approval", "", "", 3)
+    assert (run.status, run.worker, run.slot_key, run.frames_seq) == (State.WAITING, "", "", 3)
     assert not run_finish(run=run, rows=[], interrupted=False)  # a waiting run is not finished by its (gone) task
-    lease = stream_slot_take(user_id=conversation.user_id)
-    assert run_resume_claim(run_id=run.id, lease=lease)
+    slot = _slot(conversation)
+    assert run_resume_claim(run_id=run.id, slot_key=slot)
     run.refresh_from_db()
-    assert (run.status, run.slot_key, run.pause_kind) == (State.RUNNING, lease.key, "")
-    assert not run_resume_claim(run_id=run.id, lease=lease)  # claimed once
+    assert (run.status, run.slot_key) == (State.RUNNING, slot)
+    assert not run_resume_claim(run_id=run.id, slot_key=slot)  # claimed once
     final = RowSpec(role="assistant", content="好了", meta={}, is_final=True)
     assert run_finish(run=run, rows=[final], interrupted=False)
     run.refresh_from_db()
@@ -83,7 +89,7 @@ def test_a_run_walks_every_state_through_the_services_and_an_illegal_move_is_ref
 
 def test_a_waiting_run_is_closed_and_a_running_one_of_a_dead_worker_reaped(conversation):
     waiting = _new_run(conversation)
-    run_pause(run=waiting, kind=Run.PauseKind.APPROVAL, rows=[], state={}, frames_seq=1)
+    run_pause(run=waiting, rows=[], state={}, frames_seq=1)
     closed = run_waiting_close(run_id=waiting.id, rows_for=lambda r: [RowSpec(role="assistant", content="", meta={
         "interrupted": True}, is_final=True)])
     assert closed is not None and closed.status == State.INTERRUPTED
@@ -154,7 +160,7 @@ def test_stop_of_a_waiting_run_ends_it_and_its_calls_are_stored_as_not_run(
     assert (_stop(live_asgi, run_id, auth_headers).status_code) == 202
     run = Run.objects.get(id=run_id)
     assert run.status == State.INTERRUPTED
-    assert ToolApproval.objects.get(run=run, call_id=call_id).status == ToolApproval.Status.CANCELLED
+    assert Wait.objects.get(run=run, call_id=call_id).status == Wait.Status.CANCELLED
     assert _stop(live_asgi, run_id, auth_headers).json() == {"status": "finished"}
     assert _decide(live_asgi, run_id, call_id, auth_headers).status_code == 409
 
@@ -185,7 +191,7 @@ def test_an_approval_that_would_resume_past_the_stream_limit_is_refused_and_the_
     refused = _decide(live_asgi, run_id, call_id, auth_headers)
     assert refused.status_code == 429 and refused.json()["code"] == 42901
     assert Run.objects.get(id=run_id).status == State.WAITING
-    assert ToolApproval.objects.get(run_id=run_id, call_id=call_id).status == ToolApproval.Status.PENDING
+    assert Wait.objects.get(run_id=run_id, call_id=call_id).status == Wait.Status.PENDING
     assert stream_slots_held(user_id=user.pk) == 2
 
     assert _stop(live_asgi, asked[0][0], auth_headers).status_code == 202
@@ -218,4 +224,4 @@ def test_an_approval_past_the_daily_quota_is_refused_and_spends_nothing(
     assert refused.status_code == 429 and refused.json()["code"] == 42904 and refused.headers["Retry-After"]
     assert len(llm_settings.requests) == requests_before  # the model was not asked again
     assert Run.objects.get(id=run_id).status == State.WAITING
-    assert ToolApproval.objects.get(run_id=run_id, call_id=call_id).status == ToolApproval.Status.PENDING
+    assert Wait.objects.get(run_id=run_id, call_id=call_id).status == Wait.Status.PENDING

@@ -2,11 +2,13 @@
 from datetime import timedelta
 
 import pytest
+from asgiref.sync import sync_to_async
 from django.core.cache import cache
 from django.utils import timezone
 
 from agents_app.runtime.events import Chunk, ToolCall, ToolResult
 from chat_app.models import Conversation, Message, Run
+from chat_app.runs.engine import runs_reap_stale
 from chat_app.runs.recording import TurnRecorder
 from chat_app.runs.state import WORKER_LOST_MESSAGE, run_rows_store, runs_heartbeat, runs_reap
 
@@ -23,24 +25,24 @@ def _run(conversation, **fields) -> Run:
     return Run.objects.create(conversation=conversation, user=conversation.user, **{**defaults, **fields})
 
 
-def test_a_stale_run_is_finished_with_its_checkpointed_text_and_slot_freed(conversation):
+@pytest.mark.django_db(transaction=True)  # the reaper's sweep reads and writes on the database threads
+async def test_a_stale_run_is_finished_with_its_checkpointed_text_and_slot_freed(conversation):
     cache.set("chat:streams:1:0", "owner", 300)
-    stale = _run(conversation, heartbeat_at=timezone.now() - timedelta(seconds=30), partial_text="说到一半",
-                 slot_key="chat:streams:1:0")
-    fresh = _run(conversation, worker="alive:2:def")
+    stale = await sync_to_async(_run)(conversation, heartbeat_at=timezone.now() - timedelta(seconds=30),
+                                      partial_text="说到一半", slot_key="chat:streams:1:0")
+    fresh = await sync_to_async(_run)(conversation, worker="alive:2:def")
 
-    reaped = runs_reap(stale_sec=10)
+    reaped = await runs_reap_stale()  # the supervisor's sweep
 
     assert [r.id for r in reaped] == [stale.id]
-    stale.refresh_from_db()
-    fresh.refresh_from_db()
+    stale, fresh = await Run.objects.aget(id=stale.id), await Run.objects.aget(id=fresh.id)
     assert stale.status == Run.Status.INTERRUPTED and stale.ended_at and stale.partial_text == ""
     assert fresh.status == Run.Status.RUNNING
-    reply = Message.objects.get(id=stale.message_id)
+    reply = await Message.objects.aget(id=stale.message_id)
     assert reply.content == "说到一半" and reply.role == "assistant"
     assert reply.meta == {"interrupted": True, "errors": [{"code": 50002, "message": WORKER_LOST_MESSAGE}]}
-    assert cache.get("chat:streams:1:0") is None
-    assert runs_reap(stale_sec=10) == []  # claimed once: a second reaper finds nothing
+    assert cache.get("chat:streams:1:0") is None  # its slot given back, by the key its row kept
+    assert await runs_reap_stale() == []  # claimed once: a second reaper finds nothing
 
 
 def test_finished_tool_rounds_are_stored_while_the_run_goes_on(conversation):

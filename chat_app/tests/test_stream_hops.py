@@ -73,7 +73,7 @@ def test_request_id_and_campus_token_on_every_hop(
     assert sub_call.headers["x-parent-conversation-id"] == conversation_id
     ours = [line for line in log_lines if any(f"| {m}" in line for m in REQUEST_MODULES)]
     logged_modules = {line.split(" | ")[3].split(":")[0] for line in ours}
-    assert {"chat_app.runs.lifecycle", "chat_app.runs.engine", "agents_app.runtime.loop", "subagents_app.client"} <= logged_modules
+    assert {"chat_app.runs.engine", "agents_app.runtime.loop", "subagents_app.client"} <= logged_modules
     assert all(f"request_id={REQUEST_ID}" in line for line in ours), [line for line in ours if REQUEST_ID not in line]
 
     # Campus token: to the sub-agent (the one place it belongs) and nowhere else.

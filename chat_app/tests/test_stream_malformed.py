@@ -17,7 +17,7 @@ from chat_app.models import Message
 from chat_app.runs.admission import turn_begin
 from chat_app.runs.chat_input import ChatInput
 from chat_app.runs.engine import FRAME_FAILED_MESSAGE, RunPlan, RunTask
-from chat_app.runs.lease import stream_slot_take
+from chat_app.runs.lease import RunLease
 from chat_app.tests.test_nul_characters import _strings
 from subagents_app.client import CONNECT_FAILED_NOTICE, CONNECT_FAILED_TEXT, TOKEN_EXPIRED_NOTICE
 from testkit.model.fake_llm import Reply
@@ -185,14 +185,16 @@ async def _story_then_a_bug(*, agent, history, ctx):
 
 
 async def test_a_frame_that_cannot_be_encoded_ends_the_run_with_error_and_done(agent, user):
-    lease = await sync_to_async(stream_slot_take)(user_id=user.pk)
-    start = await sync_to_async(turn_begin)(
-        user=user, chat=ChatInput(message="讲个故事", conversation_id=None, agent=None, hint_domain=None),
-        request_id="0123456789abcdef", lease=lease,
-    )
-    ctx = RunContext(request_id="0123456789abcdef", conversation_id=str(start.conversation_id), user_id=user.pk)
-    plan = RunPlan(run=start.run, agent=start.agent, history=start.history, ctx=ctx, events=_story_then_a_bug)
-    run = RunTask(plan, lease=lease)
+    async def opening(lease):  # a turn admitted as any is, its events scripted
+        start = await sync_to_async(turn_begin)(
+            user=user, chat=ChatInput(message="讲个故事", conversation_id=None, agent=None, hint_domain=None),
+            request_id="0123456789abcdef", slot_key=lease.key,
+        )
+        ctx = RunContext(request_id="0123456789abcdef", conversation_id=str(start.conversation_id), user_id=user.pk)
+        return RunPlan(run=start.run, agent=start.agent, history=start.history, ctx=ctx, events=_story_then_a_bug), start
+
+    run = RunTask(opening, lease=RunLease(user_id=user.pk, new_message=True))
+    start = await run.opened
     raw, cursor, ended = b"", 0, False
     async with asyncio.timeout(10):
         while not ended:
@@ -214,7 +216,7 @@ def test_a_question_with_invalid_text_is_stored_valid(user, agent):
     agent.sub_agents.update(domain="食堂")  # the hint must name one of the agent's domains
     start = turn_begin(user=user, chat=ChatInput(message="问\ud800题\x00", conversation_id=None, agent=None,
                                                  hint_domain="食堂\x00"), request_id="0123456789abcdef",
-                       lease=stream_slot_take(user_id=user.pk))
+                       slot_key="")
     question = Message.objects.get(id=start.user_message_id)
     assert question.content == f"问{FFFD}题" and start.history == [{"role": "user", "content": f"问{FFFD}题"}]
     assert question.conversation.title == f"问{FFFD}题" and question.conversation.hint_domain == "食堂"

@@ -16,12 +16,12 @@ from campus_agent.base.asyncdb import db_call
 from campus_agent.base.json_body import JsonBodyRefused, json_object_read
 from campus_agent.base.sse import sse_response
 from chat_app.accounts.authentication import Caller, chat_caller_resolve
-from chat_app.models import Run, ToolApproval
+from chat_app.models import Run, Wait
+from chat_app.runs.engine import StopOutcome, run_answer, run_stop
 from chat_app.runs.follow import run_frames
-from chat_app.runs.lease import SlotLease, follower_lease_take
-from chat_app.runs.lifecycle import StopOutcome, run_answer, run_stop
+from chat_app.runs.lease import FollowerLease, follower_lease_take
 from chat_app.runs.state import run_get
-from chat_app.runs.wait import ANSWER_ACTIONS, ApprovalRefused
+from chat_app.runs.wait import ANSWER_ACTIONS, WaitRefused
 
 _SEQ = re.compile(r"[0-9]{1,9}")
 MSG_RUN_NOT_FOUND = _("运行不存在。")
@@ -69,7 +69,7 @@ def _after(request) -> int:
     return int(raw)
 
 
-def _follower_admit(request, run_id) -> tuple[Run, SlotLease]:
+def _follower_admit(request, run_id) -> tuple[Run, FollowerLease]:
     """Sync: the caller's run (401/403/404 first) and a follower lease, or 429 (42905) when the
     user already holds RUN_MAX_FOLLOWERS_PER_USER followers (one user held 1,000: issue 20)."""
     caller, run = _caller_run(request, run_id)
@@ -81,7 +81,7 @@ def _follower_admit(request, run_id) -> tuple[Run, SlotLease]:
     return run, lease
 
 
-async def _followed(frames, lease: SlotLease):
+async def _followed(frames, lease: FollowerLease):
     """The follower's frames; its lease is given back when the response ends, however it ends
     (done, the client gone: Django cancels this generator)."""
     try:
@@ -150,7 +150,7 @@ def _decision_request(request, run_id) -> tuple[Caller, Run, str, bool, dict | N
     return caller, run, *_decision_read(request)
 
 
-def _refusal(exc: ApprovalRefused) -> errors.ApiError:
+def _refusal(exc: WaitRefused) -> errors.ApiError:
     if exc.reason == "not_waiting":
         return errors.ApiError(MSG_NOT_WAITING, code=APPROVAL_CONFLICT, status=409)
     if exc.reason == "no_call":
@@ -163,7 +163,7 @@ def _refusal(exc: ApprovalRefused) -> errors.ApiError:
         return errors.ApiError(MSG_NO_QUESTION, code=APPROVAL_CONFLICT, status=409)
     if exc.reason == "answer":
         return errors.invalid_body(MSG_ANSWER_UNFIT.format(problem=exc.problem))
-    label = dict(ToolApproval.Status.choices).get(exc.status, exc.status)
+    label = dict(Wait.Status.choices).get(exc.status, exc.status)
     return errors.ApiError(MSG_DECIDED.format(status=label), code=APPROVAL_CONFLICT, status=409)
 
 
@@ -181,11 +181,11 @@ async def run_approvals(request, run_id):
         caller, run, call_id, approve, answer = await db_call(_decision_request, request, run_id)
         decision, resumed = await run_answer(run=run, call_id=call_id, approve=approve,
                                              campus_token=caller.campus_token, answer=answer)
-    except ApprovalRefused as exc:
+    except WaitRefused as exc:
         return errors.error_response(_refusal(exc))
     except errors.ApiError as exc:
         return errors.error_response(exc)
     if decision.late:
-        return errors.error_response(_refusal(ApprovalRefused("decided", ToolApproval.Status.EXPIRED)))
-    approval = decision.approval
-    return JsonResponse({"call_id": approval.call_id, "status": approval.status, "resumed": resumed})
+        return errors.error_response(_refusal(WaitRefused("decided", Wait.Status.EXPIRED)))
+    wait = decision.wait
+    return JsonResponse({"call_id": wait.call_id, "status": wait.status, "resumed": resumed})

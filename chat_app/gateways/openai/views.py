@@ -26,20 +26,13 @@ from campus_agent.base import errors
 from campus_agent.base.asyncdb import db_call
 from campus_agent.base.json_body import JsonBodyRefused, json_object_read
 from campus_agent.base.sse import PING_FRAME
+from campus_agent.base.tasks import background
 from chat_app.accounts.authentication import Caller, bearer_token, chat_caller_cached
 from chat_app.conversations.services import conversation_for_client_history
 from chat_app.gateways.catalog import tool_labels
 from chat_app.gateways.inbound import PING, InboundTurn, bearer_caller, inbound_turn_start
 from chat_app.gateways.openai import wire
 from chat_app.runs.chat_input import ChatInput
-
-_background_tasks: set = set()
-
-
-def _background(coro) -> None:
-    task = asyncio.ensure_future(coro)
-    _background_tasks.add(task)  # the loop keeps only weak references
-    task.add_done_callback(_background_tasks.discard)
 
 
 async def _stop(turn: InboundTurn, why: str) -> None:
@@ -111,7 +104,7 @@ def _request_read(request) -> wire.CompletionRequest:
 def _stop_when_started(task: asyncio.Task) -> None:
     if task.cancelled() or task.exception() is not None:
         return  # nothing was admitted
-    _background(_stop(task.result(), "left during admission"))
+    background(_stop(task.result(), "left during admission"))
 
 
 async def _start(caller: Caller, chat: ChatInput, request_id: str) -> InboundTurn:
@@ -145,7 +138,7 @@ class _Answer:
         if self.complete or self._abandoned:
             return
         self._abandoned = True
-        self._loop.call_soon_threadsafe(_background, _stop(self.turn, "hung up"))
+        self._loop.call_soon_threadsafe(background, _stop(self.turn, "hung up"))
 
     async def pieces(self, *, pings: bool):
         """(kind, text) pieces of the answer until it is complete; with `pings`, None for a

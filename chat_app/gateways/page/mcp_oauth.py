@@ -27,8 +27,8 @@ from campus_agent.base import errors
 from campus_agent.base.asyncdb import db_call
 from chat_app.accounts.authentication import chat_caller_resolve
 from chat_app.models import Run
-from chat_app.runs.lifecycle import run_answer
-from chat_app.runs.wait import ApprovalRefused, authorization_waiting_calls
+from chat_app.runs.engine import run_answer
+from chat_app.runs.wait import WaitRefused, authorization_waiting_calls
 
 MAX_PARAM_CHARS = 4096  # a code or an issuer longer than this is not one
 MSG_CONNECTED = _("已连接“{service}”账号。")
@@ -55,7 +55,7 @@ async def _answer_waiting(*, user_id: int, service_id: int, approve: bool, campu
         run = await db_call(Run.objects.get, id=run_id)
         try:
             await run_answer(run=run, call_id=call_id, approve=approve, authorized=approve, campus_token=campus_token)
-        except (ApprovalRefused, errors.ApiError) as exc:  # decided meanwhile, or no free slot: it waits on
+        except (WaitRefused, errors.ApiError) as exc:  # decided meanwhile, or no free slot: it waits on
             logger.info("MCP OAuth callback: run={} call={} not answered: {}", run_id, call_id, exc)
             continue
         conversation_id = conversation_id or run.conversation_id
