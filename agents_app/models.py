@@ -124,7 +124,7 @@ class McpService(TimeStampedModel):
             raise ValidationError(problems)
 
     def tool_approval(self, *, tool: str, read_only: bool | None = None, destructive: bool | None = None) -> str:
-        """The approval policy of one of its tools (DESIGN §4a): the per-tool setting, else — for a
+        """The approval policy of one of its tools (docs/design.md#runs): the per-tool setting, else — for a
         trusted service only — the tool's own annotations (readOnlyHint → auto, destructiveHint →
         ask), else the service's default. An untrusted server could call a destructive tool
         read-only, so its annotations decide nothing."""
@@ -275,7 +275,7 @@ class Agent(TimeStampedModel):
         validators=[MinValueValidator(0.0), MaxValueValidator(2.0)],
         help_text="0–2，越低回答越稳定，越高越发散。",
     )
-    # None: as its provider says (Provider.accepts_images); DESIGN §4c.
+    # None: as its provider says (Provider.accepts_images); docs/design.md#attachments.
     accepts_images = models.BooleanField(
         "模型接受图片", null=True, blank=True, default=None,
         help_text="学生附的图片是否作为图片发给模型（image_url）。留空：跟随模型提供方的设置。"
@@ -316,7 +316,7 @@ class Agent(TimeStampedModel):
         return f"{self.name} ({self.slug})"
 
     def reads_images(self) -> bool:
-        """Whether a student's attached images go to its model as images (DESIGN §4c): its own
+        """Whether a student's attached images go to its model as images (docs/design.md#attachments): its own
         setting, else its provider's (no provider of its own: LLM_ACCEPTS_IMAGES). Sync."""
         if self.accepts_images is not None:
             return self.accepts_images

@@ -44,7 +44,7 @@ _gc_freeze()
 
 async def http_app(scope, receive, send):
     # The composition root starts each worker's run supervisor with its first request, so a
-    # restarted worker finishes the runs its predecessor left (DESIGN §4a). A dict lookup after that.
+    # restarted worker finishes the runs its predecessor left (docs/design.md#runs). A dict lookup after that.
     supervisor_ensure()
     if is_healthz_path(scope):
         # Probes skip Django's middleware: one thread hop instead of a dozen (campus_agent/health.py).
@@ -60,7 +60,7 @@ async def http_app(scope, receive, send):
         await a2a_app()(scope, receive, send)
         return
     if is_mcp_path(scope["path"]):
-        # The MCP server (DESIGN §4b) is the official SDK's streamable-HTTP app, not a Django view.
+        # The MCP server (docs/design.md#other-clients) is the official SDK's streamable-HTTP app, not a Django view.
         await mcp_app(scope, receive, send)
         return
     app = stream_app if is_stream_path(scope["path"]) else django_asgi_app

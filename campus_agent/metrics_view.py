@@ -1,4 +1,4 @@
-"""`GET /metrics` (DESIGN §7): the Prometheus text, only for `Authorization: Bearer <METRICS_TOKEN>`.
+"""`GET /metrics` (docs/design.md#cross-cutting-rules): the Prometheus text, only for `Authorization: Bearer <METRICS_TOKEN>`.
 Without METRICS_TOKEN the endpoint does not exist (404, as any unknown path); a wrong or missing
 token is 404 too, so a scanner learns nothing. The token is compared in constant time."""
 from django.conf import settings

@@ -189,7 +189,7 @@ LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "login"
 
 LANGUAGE_CODE = "zh-hans"
-# The page and what the agent is told to answer in (DESIGN §7); admin stays Chinese for staff.
+# The page and what the agent is told to answer in (docs/design.md#cross-cutting-rules); admin stays Chinese for staff.
 LANGUAGES = [("zh-hans", "简体中文"), ("en", "English")]
 LANGUAGE_COOKIE_AGE = 365 * 24 * 3600
 LANGUAGE_COOKIE_SAMESITE = "Lax"
@@ -204,7 +204,7 @@ STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = BASE_DIR / "staticfiles"
 
-DATA_UPLOAD_MAX_MEMORY_SIZE = 64 * 1024  # DESIGN §7: body ≤ 64 KB
+DATA_UPLOAD_MAX_MEMORY_SIZE = 64 * 1024  # docs/design.md#cross-cutting-rules: body ≤ 64 KB
 
 # --- Content-Security-Policy (django-csp), on every response -----------------------------------
 # Model and sub-agent text is rendered in the page (sanitized by static/js/markdown.js); this is
@@ -281,7 +281,7 @@ PROVIDER_KEY_SECRET = env.str("PROVIDER_KEY_SECRET", default="")
 
 # --- app knobs (read here once; tests override with override_settings) ------------------------
 MAX_HISTORY = env.int("MAX_HISTORY", default=20)
-# Attachments (DESIGN §4c, chat_app/conversations/uploads.py): where they are stored is Django's
+# Attachments (docs/design.md#attachments, chat_app/conversations/uploads.py): where they are stored is Django's
 # storage (MEDIA_ROOT on this disk by default; STORAGES names another backend).
 MEDIA_ROOT = env.str("MEDIA_ROOT", default="") or str(BASE_DIR / "media")
 # S3-compatible campus storage instead (django-storages): a bucket, its endpoint and keys. The
@@ -340,14 +340,14 @@ ROUTING_CHECK_CONCURRENCY = env.int("ROUTING_CHECK_CONCURRENCY", default=4)
 # The whole check's deadline: runs not answered by then are recorded as failed (超时), however
 # the model behaves (a stream that never ends included).
 ROUTING_CHECK_DEADLINE_SEC = env.float("ROUTING_CHECK_DEADLINE_SEC", default=60.0)
-# Runs (DESIGN §4a): a turn's frames are kept RUN_LOG_RETAIN_SEC after it ends for clients that
+# Runs (docs/design.md#runs): a turn's frames are kept RUN_LOG_RETAIN_SEC after it ends for clients that
 # re-attach (at most RUN_LOG_MAX_FRAMES in Redis); each worker heart-beats its runs and
 # checkpoints their text every RUN_HEARTBEAT_SEC; a run silent for RUN_STALE_SEC lost its worker.
 RUN_LOG_RETAIN_SEC = env.float("RUN_LOG_RETAIN_SEC", default=600.0)
 RUN_LOG_MAX_FRAMES = env.int("RUN_LOG_MAX_FRAMES", default=10000)
 RUN_HEARTBEAT_SEC = env.float("RUN_HEARTBEAT_SEC", default=2.0)
 RUN_STALE_SEC = env.float("RUN_STALE_SEC", default=10.0)
-# Approval (DESIGN §4a): how long a tool call that needs the student's approval waits before it
+# Approval (docs/design.md#runs): how long a tool call that needs the student's approval waits before it
 # counts as rejected (the run holds no stream slot meanwhile).
 APPROVAL_TIMEOUT_SEC = env.float("APPROVAL_TIMEOUT_SEC", default=600.0)
 # Circuit breaker per sub-agent and MCP service (campus_agent/base/circuit.py), shared through the
@@ -383,7 +383,7 @@ JWT_ISSUER = env.str("JWT_ISSUER", default="campus-agent")
 # The chat stream remembers a checked JWT session this many seconds (chat_app/accounts/session_cache.py): a
 # revocation made on another worker reaches a new stream within this time. 0 = read every time.
 AUTH_SESSION_CACHE_SEC = env.float("AUTH_SESSION_CACHE_SEC", default=5.0)
-# Personal API keys (DESIGN §4b): live keys one user may hold at once.
+# Personal API keys (docs/design.md#other-clients): live keys one user may hold at once.
 API_KEYS_PER_USER_MAX = env.int("API_KEYS_PER_USER_MAX", default=20)
 # Days a conversation is kept after its last exchange (manage.py purge_conversations, for cron);
 # 0: kept until its owner deletes it.

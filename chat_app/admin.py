@@ -64,7 +64,7 @@ class AuthSessionAdmin(RecordAdminMixin, admin.ModelAdmin):
 
 @admin.register(ApiKey)
 class ApiKeyAdmin(RecordAdminMixin, admin.ModelAdmin):
-    """Students' personal API keys (DESIGN §4b). Staff see whose key it is, its first characters
+    """Students' personal API keys (docs/design.md#other-clients). Staff see whose key it is, its first characters
     (to match a leak report) and its dates, and can revoke keys (the action): a revoked key is
     refused at once on every worker. The secret itself is stored as a digest only, shown nowhere;
     keys are made by their owners on the chat page, never here."""

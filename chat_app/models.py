@@ -106,7 +106,7 @@ class AuthSession(models.Model):
     )
     via = models.CharField("登录方式", max_length=16, choices=Via.choices, default=Via.PASSWORD)
     roles = models.JSONField("角色", default=list, blank=True)
-    # Sent to sub-agents only (DESIGN §7); never logged, never in frames or the JWT payload.
+    # Sent to sub-agents only (docs/design.md#cross-cutting-rules); never logged, never in frames or the JWT payload.
     campus_token = models.TextField("校园令牌", blank=True, default="")
     password_fingerprint = models.CharField("密码指纹", max_length=128, blank=True, default="", editable=False)
     created_at = models.DateTimeField("创建时间", auto_now_add=True)
@@ -125,7 +125,7 @@ class AuthSession(models.Model):
 
 
 class ApiKey(models.Model):
-    """A personal API key (DESIGN §4b): acts as its user wherever a JWT is accepted, for clients
+    """A personal API key (docs/design.md#other-clients): acts as its user wherever a JWT is accepted, for clients
     that cannot log in (OpenAI-compatible apps, MCP and A2A clients). The secret is shown once;
     only its SHA-256 is kept (a 192-bit random key needs no slow hash: nothing to guess), and
     its first characters (`prefix`) to tell keys apart in a list and in a leak report."""
@@ -180,7 +180,7 @@ class CampusIdentity(models.Model):
 
 
 class Run(models.Model):
-    """One chat turn as the server runs it (DESIGN §4a): it outlives the request that started it.
+    """One chat turn as the server runs it (docs/design.md#runs): it outlives the request that started it.
 
     The worker named in `worker` runs it and refreshes `heartbeat_at` every RUN_HEARTBEAT_SEC,
     writing the reply text not yet stored into `partial_text` at the same time; a run whose
@@ -221,7 +221,7 @@ class Run(models.Model):
     # usage, chart: agents_app.runtime.loop.TurnState).
     frames_seq = models.PositiveIntegerField(default=0)
     resume_state = models.JSONField(default=dict, blank=True)
-    # The language the student asked in (DESIGN §7): the texts the gateway writes into this run
+    # The language the student asked in (docs/design.md#cross-cutting-rules): the texts the gateway writes into this run
     # are in it, on whichever worker resumes or reaps the run. Empty: LANGUAGE_CODE.
     language = models.CharField("语言", max_length=10, blank=True, default="")
 
@@ -329,7 +329,7 @@ class Feedback(models.Model):
 
 
 class Preference(models.Model):
-    """What a student chose on the page: their language (DESIGN §7), set again as the language
+    """What a student chose on the page: their language (docs/design.md#cross-cutting-rules), set again as the language
     cookie each time they log in, on any device."""
 
     user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, primary_key=True,
@@ -349,7 +349,7 @@ def _upload_path(upload: "Upload", filename: str) -> str:
 
 
 class Upload(models.Model):
-    """A file a student attached (DESIGN §4c): its bytes in Django's storage (local by default),
+    """A file a student attached (docs/design.md#attachments): its bytes in Django's storage (local by default),
     the type read from the content, and for a document the text the model reads. Linked to the
     conversation it was sent in, and removed with it (the stored file too); served only to its
     owner."""

@@ -90,7 +90,7 @@ class DemoLoadReport:
 
 def demo_mcp_config() -> dict:
     """Runs the demo MCP server with this interpreter: no shell, no environment beyond the stdio
-    client's minimal default and the import path to the project (DESIGN §7), and no `cwd`, so it
+    client's minimal default and the import path to the project (docs/design.md#cross-cutting-rules), and no `cwd`, so it
     starts in the dedicated empty directory, not beside `.env`."""
     return {"command": sys.executable, "args": ["-m", DEMO_MCP_MODULE], "env": {"PYTHONPATH": str(settings.BASE_DIR)}}
 

@@ -9,14 +9,14 @@ Steps, all within the sub-agent's `timeout_sec`:
 2. send the message with a2a-sdk's client, streaming when the card says it can (else a plain
    send); each status text and artifact text update is passed to `on_chunk` as it arrives;
 3. end at the task's first terminal or interrupted state: `completed` answers with the artifact
-   text; `failed` / `rejected` / `canceled` are the §5 error-event text; `input-required` and
+   text; `failed` / `rejected` / `canceled` are the contract's error-event text; `input-required` and
    `auth-required` end the call with a result that tells the model what the agent wants, and an
    `input-required` reply carries the question (`SubAgentReply.asks`: its text, the task and
    context ids), which a turn puts to the student; their answer is sent as the next message of
    the same task (`goes_on`), or, when they do not answer, the task is cancelled
    (`a2a_task_cancel`).
 
-Failures give the seed contract's §5 texts (client.py's, not copies): a timeout, a connection
+Failures give the seed contract's failure texts (docs/design.md#sub-agents) (client.py's, not copies): a timeout, a connection
 failure (a garbled or cut stream included), an HTTP status, an error from the agent. When the
 call is abandoned after the agent created a task (a stop cancels the tool's asyncio task; the
 deadline passes), the task is cancelled on the agent with `tasks/cancel`, in the background.
@@ -264,7 +264,7 @@ def _http_status(exc: BaseException) -> int | None:
 
 
 def _failure(exc: Exception) -> SubAgentReply:
-    """The §5 reply for what went wrong."""
+    """The contract's reply for what went wrong."""
     if isinstance(exc, AgentCardError):
         if exc.status is not None:
             return _status_failed(exc.status)
@@ -359,7 +359,7 @@ async def a2a_call(
     except asyncio.CancelledError:
         _cancel_soon(client, task, headers, sub_agent.name)
         raise
-    except Exception as exc:  # noqa: BLE001 - whatever an agent sends ends the call with a §5 text
+    except Exception as exc:  # noqa: BLE001 - whatever an agent sends ends the call with a contract text
         _cancel_soon(client, task, headers, sub_agent.name)
         cut = stream_cut_of(exc)  # a cap (limits.py): raised by us, or by the transport under the SDK
         reply = await task.cut_reply(cut) if cut is not None else _failure(exc)

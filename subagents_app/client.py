@@ -1,6 +1,6 @@
-"""The sub-agent SSE client (DESIGN §5): one call, one stream, one deadline, no retry.
+"""The sub-agent SSE client (docs/design.md#sub-agents): one call, one stream, one deadline, no retry.
 
-Every failure becomes a `SubAgentReply` with two texts: `text`, the exact §5 wording with the
+Every failure becomes a `SubAgentReply` with two texts: `text`, the contract's exact wording (docs/design.md#sub-agents) with the
 reason (`调用子 Agent 失败: All connection attempts failed`), which the caller (the agent
 runtime's `call_<name>` tool) hands to the model; and `notice`, a sentence in Chinese for the
 student that names the service but no exception (the reason is logged for staff).
@@ -49,7 +49,7 @@ ChunkCallback = Callable[[str], Awaitable[None]]
 
 @dataclass(frozen=True, slots=True)
 class SubAgentReply:
-    """What one call produced. `text` is the answer when ok, else the §5 failure text (for the
+    """What one call produced. `text` is the answer when ok, else the contract's failure text (for the
     model); `notice` is the student's sentence when not ok."""
 
     ok: bool
@@ -157,7 +157,7 @@ def _json_int(digits: str):
 
 
 def _decode(data: str) -> dict | None:
-    """A frame's JSON object, or None for what cannot be decoded (ignored per §5)."""
+    """A frame's JSON object, or None for what cannot be decoded (ignored, as the contract allows)."""
     try:
         payload = json.loads(data, parse_int=_json_int)
     except (ValueError, RecursionError):  # RecursionError: nested deeper than Python parses

@@ -1,7 +1,7 @@
 """The admin's health check of a sub-agent: `GET {base_url}/healthz` answers 200; for an A2A
 sub-agent, its Agent Card can be read and called.
 
-The contract (DESIGN §5) fixes only the chat endpoint, and calling it would cost the sub-agent a
+The contract (docs/design.md#sub-agents) fixes only the chat endpoint, and calling it would cost the sub-agent a
 real answer (its own model call), so the check asks the conventional `/healthz` path instead
 and says plainly what it saw: healthy, reachable but not healthy, or not reachable at all. A2A
 has no health endpoint; its card is what every call reads first.

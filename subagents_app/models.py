@@ -40,7 +40,7 @@ class SubAgent(TimeStampedModel):
     """An independently deployed sub-agent, offered to the model as the tool `call_<name>`."""
 
     class Protocol(models.TextChoices):
-        # The seed contract (DESIGN §5): POST {base_url}/api/v1/chat, answered with SSE frames.
+        # The seed contract (docs/design.md#sub-agents): POST {base_url}/api/v1/chat, answered with SSE frames.
         CAMPUS_SSE = "campus-sse", "校园子 Agent 协议（POST /api/v1/chat + SSE）"
         # The Agent2Agent protocol: Agent Card at {base_url}/.well-known/agent-card.json.
         A2A = "a2a", "A2A（Agent2Agent，按 Agent Card 调用）"

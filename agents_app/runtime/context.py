@@ -3,7 +3,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True, slots=True)
 class RunContext:
-    """What a turn carries to every hop. The campus token is for sub-agents only (DESIGN §7)."""
+    """What a turn carries to every hop. The campus token is for sub-agents only (docs/design.md#cross-cutting-rules)."""
 
     request_id: str
     conversation_id: str

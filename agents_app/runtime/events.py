@@ -1,4 +1,4 @@
-"""Typed events of one chat turn. `frame()` gives the §4 payload; campus_agent.base.sse encodes it;
+"""Typed events of one chat turn. `frame()` gives the frame's payload (docs/design.md#the-chat-stream); campus_agent.base.sse encodes it;
 `FRAME_SCHEMA` describes that payload for the API's OpenAPI document (chat_app/gateways/api/schema.py builds
 the stream's description from these, and a test holds each `frame()` to its schema).
 
@@ -61,7 +61,7 @@ class Chunk:
 
 @dataclass(frozen=True, slots=True)
 class Reasoning:
-    """A delta of a thinking model's reasoning (DESIGN §6): shown apart from the answer, kept on
+    """A delta of a thinking model's reasoning (docs/design.md#the-tool-loop): shown apart from the answer, kept on
     the assistant row's `meta.reasoning`, never part of the reply's text or sent back to the model."""
 
     content: str
@@ -183,7 +183,7 @@ class ToolResult:
 
 @dataclass(frozen=True, slots=True)
 class ApprovalRequired:
-    """A tool the model called waits for the student's decision (DESIGN §4a): it runs only once
+    """A tool the model called waits for the student's decision (docs/design.md#runs): it runs only once
     approved (`POST /api/v1/runs/<run_id>/approvals`); a rejection or `expires_at` passing is
     its result instead. Its `tool_call` frame came first."""
 

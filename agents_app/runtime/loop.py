@@ -1,4 +1,4 @@
-"""The tool loop of one chat turn (DESIGN §6): a model round and a tool round (and, in a turn that
+"""The tool loop of one chat turn (docs/design.md#the-tool-loop): a model round and a tool round (and, in a turn that
 resumes after an approval pause, a round of the decided calls), each a step that yields its events
 as they happen and ends with the next step; `run_turn` / `resume_turn` choose the next step."""
 from __future__ import annotations
@@ -93,7 +93,7 @@ def _model_down(exc: Exception) -> bool:
     return True
 
 
-# The student reads another language than the prompt's Chinese (the page's switch, DESIGN §7).
+# The student reads another language than the prompt's Chinese (the page's switch, docs/design.md#cross-cutting-rules).
 LANGUAGE_TEXT = {
     "en": "The student reads English: answer in English, whatever language the tools answer in "
           "(keep the names of campus places, courses and services as the tools give them).",
@@ -288,7 +288,7 @@ async def run_turn(*, agent: Agent, history: list[dict], ctx: RunContext) -> Asy
        model must answer in words (never a hang or an endless loop).
     7. FinalAnswer → yield `Done(full_text=all model text of the turn, chart=last chart a tool
        returned)`; Interrupted → yield its `Error`, then `Done(interrupted=True)`.
-    8. Approval (DESIGN §4a): in a tool round, calls of tools whose policy is "ask" do not run;
+    8. Approval (docs/design.md#runs): in a tool round, calls of tools whose policy is "ask" do not run;
        the others run as in 5, then one `ApprovalRequired` per waiting call is yielded and the
        turn ends with `Paused` (no `Done`) → the caller stores the round and the state. A call
        whose service needs the student's own authorization first (its result carries the

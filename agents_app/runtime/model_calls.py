@@ -1,4 +1,4 @@
-"""The tool calls of one streamed model answer: fragments merged by `index` (DESIGN §6), then
+"""The tool calls of one streamed model answer: fragments merged by `index` (docs/design.md#the-tool-loop), then
 each call made whole and valid before it reaches a tool or goes back to the model.
 
 Nothing the model sends is trusted (issue 20): a call gets our own id (`call_<16 hex>`), used in

@@ -1,4 +1,4 @@
-"""A thinking model's reasoning, kept apart from its answer (DESIGN §6, Thinking models).
+"""A thinking model's reasoning, kept apart from its answer (docs/design.md#the-tool-loop, Thinking models).
 
 Reasoning arrives in one of three forms:
 

@@ -120,7 +120,7 @@ class SubAgentTool:
             await acircuit_success(ticket)
         if reply.ok:
             return ToolOutcome(text=reply.text, chart=reply.chart, elicitation=self._question(reply, ctx))
-        # The model reads the §5 text with its reason; the student reads the notice.
+        # The model reads the contract's failure text with its reason; the student reads the notice.
         return ToolOutcome(text=reply.text, ok=False, error=reply.notice or reply.text, code=reply.code)
 
     def _question(self, reply, ctx: RunContext) -> ElicitationNeeded | None:

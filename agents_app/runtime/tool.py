@@ -1,4 +1,4 @@
-"""The one tool interface the loop knows (DESIGN §2, §6). MCP tools (mcp_tool.py) and sub-agents
+"""The one tool interface the loop knows (docs/design.md#layout-and-layers, #the-tool-loop). MCP tools (mcp_tool.py) and sub-agents
 (subagent_tool.py) implement it; nothing asks which kind a tool is.
 
     outcome = await tool.run(args, ctx, emit)     # ToolOutcome; `emit(text)` streams progress

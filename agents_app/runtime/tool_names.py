@@ -1,4 +1,4 @@
-"""The names the model calls tools by (DESIGN §6), in one place.
+"""The names the model calls tools by (docs/design.md#the-tool-loop), in one place.
 
 - an MCP tool: `<service>__<tool>`;
 - a sub-agent: `call_<name>` with `-` → `_`;

@@ -28,7 +28,7 @@ from subagents_app.client import subagent_circuit_key
 async def tools_for_agent(agent: Agent, *, pooled: bool = True, problems: list[str] | None = None,
                           user_id: int | None = None) -> list[Tool]:
     """The agent's enabled MCP services' tools, then its enabled sub-agents, each named per
-    DESIGN §6 and unique within the turn (a later collision gets `_2`, `_3` …).
+    docs/design.md#the-tool-loop and unique within the turn (a later collision gets `_2`, `_3` …).
 
     MCP tool lists come from a per-process cache that a save in admin drops; a service that
     cannot be reached is left out of this turn (and logged), the others still work. With

@@ -1,4 +1,4 @@
-"""Which tools ask a person first (DESIGN §4a, issue 12): the policy of sub-agents and MCP tools,
+"""Which tools ask a person first (docs/design.md#runs, issue 12): the policy of sub-agents and MCP tools,
 a trusted service's annotations as defaults, `never` tools not offered, keyword routing never
 calling a tool that asks. The run's pause and resume: chat_app/tests/test_approvals.py."""
 import pytest

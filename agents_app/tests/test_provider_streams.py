@@ -10,7 +10,7 @@ Two kinds of tests:
   arguments (a Chinese character cut by a write boundary arrives whole), an `id` only in a call's
   first fragment, `finish_reason: "stop"` with tool calls, the usage in a last chunk without
   choices (or on the finish chunk, DeepSeek) stored on the reply row;
-- `test_reasoning_*`: a thinking model's reasoning kept apart (DESIGN §6): `reasoning` frames whose
+- `test_reasoning_*`: a thinking model's reasoning kept apart (docs/design.md#the-tool-loop): `reasoning` frames whose
   concatenation is the reasoning (without `<think>` tags), never in a `chunk`, `done.full_text` or
   a row's content, kept on the row's `meta.reasoning` (the tool_calls row: the reasoning before
   those calls; the final row: the answer round's), never sent back to the model. They fail until
@@ -379,7 +379,7 @@ def _decodes(piece: bytes) -> bool:
     return True
 
 
-# --- reasoning (DESIGN §6): fails until the runtime handles it -------------------------------------
+# --- reasoning (docs/design.md#the-tool-loop): fails until the runtime handles it -------------------------------------
 def _markers(scenario: Scenario) -> list[str]:
     """Pieces of the reasoning that must show up nowhere but in reasoning frames and meta.reasoning."""
     return [r[:8] for r in scenario.reasoning if r]

@@ -1,5 +1,5 @@
 """ThinkSplitter: a leading <think>…</think> in the content, cut by chunk boundaries anywhere,
-comes apart into reasoning and answer (DESIGN §6). The stream tests (test_provider_streams.py)
+comes apart into reasoning and answer (docs/design.md#the-tool-loop). The stream tests (test_provider_streams.py)
 take these through the live server; here every cut of the text is tried."""
 import itertools
 

@@ -1,4 +1,4 @@
-"""Tool naming and schemas per DESIGN §6, and the cache invalidation signal."""
+"""Tool naming and schemas per docs/design.md#the-tool-loop, and the cache invalidation signal."""
 import pytest
 
 from agents_app.mcp import tool_cache

@@ -1,4 +1,4 @@
-"""Approval policies of tools (DESIGN §4a, "Approval"): shared by MCP services and sub-agents."""
+"""Approval policies of tools (docs/design.md#waiting-for-a-person): shared by MCP services and sub-agents."""
 from django.db import models
 
 

@@ -1,4 +1,4 @@
-"""The application's error family and the API's error vocabulary (DESIGN §4): the codes of the
+"""The application's error family and the API's error vocabulary (docs/design.md#the-chat-stream): the codes of the
 chat contract, the codes that complete it for the answers it leaves open (docs/api.md lists them
 all), the messages users read, and the JSON body `{"code": …, "message": …}` they are sent in."""
 from django.http import JsonResponse
@@ -42,7 +42,7 @@ TOO_MANY_FOLLOWERS = 42905
 BODY_TOO_LARGE = 41301
 UNSUPPORTED_MEDIA_TYPE = 41501
 
-# 401 messages are fixed machine-readable words (DESIGN §4), not prose.
+# 401 messages are fixed machine-readable words (docs/design.md#the-chat-stream), not prose.
 TOKEN_MISSING_MESSAGE = "token_missing"
 TOKEN_INVALID_MESSAGE = "token_invalid"
 

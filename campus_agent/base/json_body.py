@@ -1,4 +1,4 @@
-"""The one place where a JSON request body is accepted or refused (DESIGN §4, §7).
+"""The one place where a JSON request body is accepted or refused (docs/design.md#the-chat-stream, #cross-cutting-rules).
 
 Every JSON endpoint goes through `json_object_decode`: the async chat view and the demo
 sub-agents by `json_object_read(request)`, the DRF views by `JsonObjectParser` (the default

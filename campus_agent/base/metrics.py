@@ -1,4 +1,4 @@
-"""Prometheus metrics (DESIGN §7): what the project counts, and the `/metrics` text.
+"""Prometheus metrics (docs/design.md#cross-cutting-rules): what the project counts, and the `/metrics` text.
 
 Counted where things happen — a run's end (chat_app.runs.engine), a tool call's end
 (agents_app.runtime.tool_runs), a model round (agents_app.runtime.tracing) — with

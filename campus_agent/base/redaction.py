@@ -26,7 +26,7 @@ def redact_headers(headers: dict) -> dict:
     return {k: ("***" if k.lower() in _SENSITIVE_HEADERS else v) for k, v in headers.items()}
 
 
-# Personal numbers (PIPL; DESIGN §7 Logging), masked wherever they appear in a log line or a trace
+# Personal numbers (PIPL; docs/design.md#cross-cutting-rules Logging), masked wherever they appear in a log line or a trace
 # attribute: a mainland mobile number (optionally +86, spaces or dashes in 3-4-4) keeps its first
 # three and last four digits, `138****5678`; a resident ID number (18 characters with a valid
 # birth date) its region and its last four, `110105********002X`. Not next to other digits or

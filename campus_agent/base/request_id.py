@@ -12,7 +12,7 @@ from loguru import logger
 
 HEADER = "X-Request-Id"
 META_KEY = "HTTP_X_REQUEST_ID"
-# What a client's id may be (DESIGN §7): nginx's `$request_id` is 32 hex, many clients send
+# What a client's id may be (docs/design.md#cross-cutting-rules): nginx's `$request_id` is 32 hex, many clients send
 # UUIDs. Nothing else is trusted into log lines, downstream headers and the 64-character column.
 _CLIENT_ID = re.compile(r"[A-Za-z0-9-]{8,64}")
 

@@ -1,4 +1,4 @@
-"""The one place where a chat event becomes Server-Sent Events text (DESIGN §4)."""
+"""The one place where a chat event becomes Server-Sent Events text (docs/design.md#the-chat-stream)."""
 import json
 
 from django.http import StreamingHttpResponse
@@ -15,7 +15,7 @@ def _dumps(payload: dict) -> str:
 
 def sse_frame(payload: dict, *, event_id: int | None = None) -> str:
     """`data: <json>\\n\\n`, JSON without ASCII escaping so Chinese text stays readable; with
-    `event_id`, an `id:` line first (a run's sequence number, DESIGN §4a).
+    `event_id`, an `id:` line first (a run's sequence number, docs/design.md#runs).
 
     Never fails on the payload's text: a lone surrogate (which UTF-8 cannot encode, so the
     response would fail after its headers went out), a NUL, or NaN / Infinity (not JSON) makes
@@ -33,7 +33,7 @@ def sse_frame(payload: dict, *, event_id: int | None = None) -> str:
 
 
 def sse_response(frames) -> StreamingHttpResponse:
-    """The §4 stream response around an (async) iterator of SSE text."""
+    """The chat stream's response (docs/design.md#the-chat-stream) around an (async) iterator of SSE text."""
     response = StreamingHttpResponse(frames, content_type="text/event-stream; charset=utf-8")
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"

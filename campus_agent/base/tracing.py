@@ -85,7 +85,7 @@ def _attributes_masked(attributes):
 def masking_exporter(inner):
     """`inner` (a SpanExporter) behind one that masks mobile and resident ID numbers in every text
     attribute of a span and of its events (an exception's message, a URL's query) before it leaves
-    the process (DESIGN §7): whatever made the span (the project, Django's or the `mcp` SDK's
+    the process (docs/design.md#cross-cutting-rules): whatever made the span (the project, Django's or the `mcp` SDK's
     instrumentation). A span with nothing to mask is passed on as it is."""
     from opentelemetry.sdk.trace import Event, ReadableSpan
     from opentelemetry.sdk.trace.export import SpanExporter

@@ -1,4 +1,4 @@
-"""No import circle anywhere in the project, and the apps' dependencies point one way (DESIGN §2).
+"""No import circle anywhere in the project, and the apps' dependencies point one way (docs/design.md#layout-and-layers).
 
 The graph is read from the source with `ast`, every `import` counted: also those inside a
 function or under `if TYPE_CHECKING`: a deferred import hides a circle from Python, not from the

@@ -1,4 +1,4 @@
-"""Issue 25 point 4 (DESIGN §7 Logging): mainland mobile numbers and resident ID numbers are
+"""Issue 25 point 4 (docs/design.md#cross-cutting-rules Logging): mainland mobile numbers and resident ID numbers are
 masked in every log line, whoever logs them, and in trace attributes. A real turn whose
 question carries both is chat_app/tests/test_stream_privacy.py."""
 import logging

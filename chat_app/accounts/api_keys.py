@@ -1,4 +1,4 @@
-"""Checking a personal API key (DESIGN §4b) on every request that carries one; making and
+"""Checking a personal API key (docs/design.md#other-clients) on every request that carries one; making and
 revoking them is chat_app.accounts.api_keys.
 
 A key is `cak_` + 32 URL-safe characters (192 random bits): the prefix lets a leak scanner (and a

@@ -7,7 +7,7 @@ provider's published keys. This module keeps what is ours: the flow's secrets in
 session, linking the campus `sub` to a local user (CampusIdentity, exactly as
 `/api/v1/auth/sso` does), and the campus token of a page login.
 
-The campus token (the provider's access token) is a credential (DESIGN §7): it is kept in the
+The campus token (the provider's access token) is a credential (docs/design.md#cross-cutting-rules): it is kept in the
 server-side Django session (the cookie holds only the session key), never in a page, a frame or
 a log, and it goes to sub-agents only. A chat turn asks `session_campus_token`, which refreshes
 it with the refresh token when it is about to expire; logout revokes both at the provider.

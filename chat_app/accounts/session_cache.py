@@ -1,6 +1,6 @@
 """The chat stream's JWT check without the database, for a few seconds (issue #11).
 
-A JWT names an AuthSession row, and deleting that row revokes it (DESIGN §7): so every request
+A JWT names an AuthSession row, and deleting that row revokes it (docs/design.md#cross-cutting-rules): so every request
 used to read the row (and its user) before anything else. The chat stream remembers, per token,
 the session it found valid for AUTH_SESSION_CACHE_SEC (5 s by default; never past the JWT's
 `exp` or the row's `expires_at`), in this process's memory. What that costs:

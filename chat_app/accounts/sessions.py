@@ -1,4 +1,4 @@
-"""Login sessions of the API (DESIGN §7): made with a JWT naming them, checked, revoked; users from
+"""Login sessions of the API (docs/design.md#cross-cutting-rules): made with a JWT naming them, checked, revoked; users from
 the campus SSO."""
 import uuid
 from dataclasses import dataclass

@@ -1,4 +1,4 @@
-"""The API's JWTs (DESIGN §7): PyJWT, HS256 only, `exp`/`iat`/`iss` required.
+"""The API's JWTs (docs/design.md#cross-cutting-rules): PyJWT, HS256 only, `exp`/`iat`/`iss` required.
 
 Claims: `sub` (user id as a string), `roles`, `sid` (the AuthSession row). Nothing secret goes
 in: a JWT payload is readable by whoever holds the token.

@@ -1,5 +1,5 @@
-"""What the model is sent of a conversation (DESIGN §6): its stored messages in OpenAI's format, and
-a question's attachments as content parts (DESIGN §4c):
+"""What the model is sent of a conversation (docs/design.md#the-tool-loop): its stored messages in OpenAI's format, and
+a question's attachments as content parts (docs/design.md#attachments):
 
 - A document (PDF, DOCX, text): its extracted text, headed by its file name (and marked when the
   text was cut at UPLOAD_TEXT_MAX_CHARS; a document with no text, a scanned PDF, says so).
@@ -59,7 +59,7 @@ def _openai_message(message: Message) -> dict | None:
 
 
 def history_build(*, conversation: Conversation, limit: int, images: bool = False) -> list[dict]:
-    """The last `limit` stored messages in OpenAI format, oldest first (DESIGN §6).
+    """The last `limit` stored messages in OpenAI format, oldest first (docs/design.md#the-tool-loop).
 
     The window never starts inside an assistant-tool_calls/tool group: a leading `tool` row whose
     assistant `tool_calls` row fell outside the window is dropped, since the API rejects a tool

@@ -1,4 +1,4 @@
-"""A student's data (PIPL; DESIGN §7): everything stored about them as one JSON document, all
+"""A student's data (PIPL; docs/design.md#cross-cutting-rules): everything stored about them as one JSON document, all
 their conversations deleted at their word, and conversations past the retention period purged
 (`manage.py purge_conversations`, for cron).
 

@@ -10,7 +10,7 @@ from chat_app.models import Conversation, Feedback, Message, Run
 
 def conversation_list(*, user) -> QuerySet[Conversation]:
     """The user's conversations, newest first, each with `active_run_id` (the run in progress, or
-    None) so that a page or a second tab can re-attach to it (DESIGN §4a)."""
+    None) so that a page or a second tab can re-attach to it (docs/design.md#runs)."""
     active_run = Run.objects.filter(conversation=OuterRef("pk"), status__in=Run.ACTIVE).order_by("-started_at")
     return (
         Conversation.objects.filter(user=user)

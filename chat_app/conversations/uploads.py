@@ -1,4 +1,4 @@
-"""A student's attachments (DESIGN §4c): what an upload must be to be kept, and the text a document
+"""A student's attachments (docs/design.md#attachments): what an upload must be to be kept, and the text a document
 gives the model.
 
 - **The type is read from the content** (`filetype`'s signatures), never from the name or the

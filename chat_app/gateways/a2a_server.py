@@ -1,4 +1,4 @@
-"""The campus agent as an A2A agent (DESIGN §4b): a2a-sdk's server side, A2A 1.0, JSON-RPC binding.
+"""The campus agent as an A2A agent (docs/design.md#other-clients): a2a-sdk's server side, A2A 1.0, JSON-RPC binding.
 
     GET  /.well-known/agent-card.json   the default agent's card (public): the JSON-RPC URL, bearer
                                         auth, streaming, one skill per enabled agent
@@ -8,9 +8,9 @@
 A task is a run (task id = run id) and a context is a conversation (context id = conversation
 id). Nothing is kept in the SDK's task store: `CampusRequestHandler` answers every method from
 the run's rows and its run bus (chat_app.gateways.inbound), so any worker answers for any task, and a
-task outlives the request that started it exactly as a run does (DESIGN §4a).
+task outlives the request that started it exactly as a run does (docs/design.md#runs).
 
-How a run's frames (§4) become A2A events (`TaskFold`):
+How a run's frames (docs/design.md#the-chat-stream) become A2A events (`TaskFold`):
 
     session            the Task (state working, the question in its history)
     chunk              artifact `answer` update, `append` after the first

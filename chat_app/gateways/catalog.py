@@ -1,7 +1,7 @@
 """What the page says about the tools: chip labels and the welcome built from the enabled catalog.
 
 Tool frames name tools as the model sees them (`call_canteen`, `campus-calendar__academic_calendar`,
-DESIGN §6); students should read the names staff gave them (issue 13). The welcome lists only
+docs/design.md#the-tool-loop); students should read the names staff gave them (issue 13). The welcome lists only
 what the selected agent can actually use, so it never promises a service the catalog lacks.
 """
 import re

@@ -1,6 +1,6 @@
-"""One turn for a client that speaks another protocol (DESIGN §4b): the OpenAI-compatible API,
+"""One turn for a client that speaks another protocol (docs/design.md#other-clients): the OpenAI-compatible API,
 the MCP server, the A2A server. Each adapter turns its request into a `ChatInput`, starts the turn
-here, and maps the run's frames (the §4 frames as dicts, `session` first, `done` last) onto its
+here, and maps the run's frames (the chat stream's frames as dicts, `session` first, `done` last) onto its
 own protocol. The turn is a run like any other: admitted with the same limits and quota, its
 question stored before the model is called, its reply stored when it ends, followed through the
 run bus (so any worker can serve it), stopped with `run_stop`.

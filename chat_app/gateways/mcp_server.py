@@ -1,4 +1,4 @@
-"""The campus agent as an MCP server (DESIGN §4b): streamable HTTP at `/mcp`, for the editors
+"""The campus agent as an MCP server (docs/design.md#other-clients): streamable HTTP at `/mcp`, for the editors
 students work in (VS Code, Cursor, Claude Desktop). docs/clients.md, "MCP clients", is the user's
 side of it.
 
@@ -11,7 +11,7 @@ side of it.
   beside it (there is no OAuth server: keys come from the page's API-key panel).
 - Stateless: every POST is answered on its own (a fresh SDK session manager per request, SSE
   responses so progress can stream), so any worker answers any request and nothing of a request
-  outlives it. The run itself belongs to the server, as every run does (DESIGN §4a).
+  outlives it. The run itself belongs to the server, as every run does (docs/design.md#runs).
 - Progress notifications (when the client sent a progress token) say what the turn is doing.
 - Cancelling: a 2025-era client POSTs `notifications/cancelled`, which stateless serving lands on
   another request (perhaps another worker) than the call: the call registers its run in the cache

@@ -1,4 +1,4 @@
-# A client's X-Request-Id is kept when it is 8–64 characters of [A-Za-z0-9-] (DESIGN §7):
+# A client's X-Request-Id is kept when it is 8–64 characters of [A-Za-z0-9-] (docs/design.md#cross-cutting-rules):
 # nginx's $request_id is 32 hex, a UUID is 36 characters.
 
 from django.db import migrations, models

@@ -1,4 +1,4 @@
-"""The body of `POST /api/v1/chat` (DESIGN §4), checked before anything is stored.
+"""The body of `POST /api/v1/chat` (docs/design.md#the-chat-stream), checked before anything is stored.
 
 The body itself (Content-Type, size, encoding, depth, JSON object) is checked where every JSON
 endpoint's is, in campus_agent.base.json_body; the fields are checked here.
@@ -25,8 +25,8 @@ class ChatInput:
     conversation_id: uuid.UUID | None
     agent: str | None
     hint_domain: str | None
-    attachments: tuple[uuid.UUID, ...] = ()  # the caller's uploads (DESIGN §4c), in the order sent
-    # The language the student reads (the page's switch, else Accept-Language; DESIGN §7): the
+    attachments: tuple[uuid.UUID, ...] = ()  # the caller's uploads (docs/design.md#attachments), in the order sent
+    # The language the student reads (the page's switch, else Accept-Language; docs/design.md#cross-cutting-rules): the
     # model is told to answer in it. None: not known (a client of another protocol).
     language: str | None = None
 

@@ -1,4 +1,4 @@
-"""What a turn produced, gathered from its events, as the message rows to store (DESIGN §4).
+"""What a turn produced, gathered from its events, as the message rows to store (docs/design.md#the-chat-stream).
 
 Pure bookkeeping with no database, so it can follow the stream event by event cheaply; the
 rows are written once, at the end, by `chat_app.runs.recording.turn_store`.
@@ -6,7 +6,7 @@ rows are written once, at the end, by `chat_app.runs.recording.turn_store`.
 A tool round is: the model's text (may be empty), its tool calls, their results. Text that
 arrives after a round's results belongs to the next round or to the final reply. A thinking
 model's reasoning goes the same way, into `meta.reasoning` of the round's assistant `tool_calls`
-row or of the final reply, never into a row's content (DESIGN §6).
+row or of the final reply, never into a row's content (docs/design.md#the-tool-loop).
 """
 import dataclasses
 import math
@@ -177,7 +177,7 @@ class TurnRecorder:
     def finished_rounds_take(self) -> list[RowSpec]:
         """The rows of the tool rounds that are complete (every call has its result) and were not
         taken yet; `rows()` leaves them out from then on. A run stores them as they finish, so
-        a worker that dies loses no finished tool call (DESIGN §4a)."""
+        a worker that dies loses no finished tool call (docs/design.md#runs)."""
         specs: list[RowSpec] = []
         taken = 0
         for rnd in self._all_rounds()[self._taken:]:
@@ -320,7 +320,7 @@ def _tool_row(record: _Call) -> RowSpec:
 
 
 # --- turn_store ------------------------------------------------------------
-# The rows writer: what a run produced, stored in one transaction (DESIGN §3, §4).
+# The rows writer: what a run produced, stored in one transaction (docs/design.md#data-model, #the-chat-stream).
 
 def turn_store(
     *, conversation_id: uuid.UUID, final_message_id: uuid.UUID, rows: list[RowSpec], agent_name: str, request_id: str

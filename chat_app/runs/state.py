@@ -1,4 +1,4 @@
-"""The run's states in the database: the only code that writes `Run.status` (DESIGN §4a).
+"""The run's states in the database: the only code that writes `Run.status` (docs/design.md#runs).
 
     (admitted) ──run_create──▶ RUNNING ──run_finish──▶ FINISHED | INTERRUPTED
                                 │  ▲ ╲

@@ -1,4 +1,4 @@
-"""One task per worker (per event loop) that looks after runs (DESIGN §4a).
+"""One task per worker (per event loop) that looks after runs (docs/design.md#runs).
 
 Every RUN_HEARTBEAT_SEC it refreshes the heartbeat of this worker's active runs and saves the
 reply text each has streamed but not yet stored (two statements, however many runs: at 1,000

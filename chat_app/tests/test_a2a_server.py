@@ -1,4 +1,4 @@
-"""The campus agent as an A2A agent (DESIGN §4b, chat_app/gateways/a2a_server.py), end to end: the real
+"""The campus agent as an A2A agent (docs/design.md#other-clients, chat_app/gateways/a2a_server.py), end to end: the real
 ASGI app on loopback (`live_asgi`), a2a-sdk's own client, the scripted model and the contract
 sub-agent. Hostile JSON-RPC goes over plain httpx."""
 import asyncio

@@ -1,4 +1,4 @@
-"""Personal API keys (DESIGN §4b, issue 22): made once, listed without their secret, accepted as
+"""Personal API keys (docs/design.md#other-clients, issue 22): made once, listed without their secret, accepted as
 `Bearer` wherever a JWT is (REST and the chat stream), refused at once when revoked or expired,
 never able to manage keys, stored as a digest only."""
 import hashlib

@@ -1,4 +1,4 @@
-"""A personal API key on two worker processes (DESIGN §4b): made through A, it works on B; revoked
+"""A personal API key on two worker processes (docs/design.md#other-clients): made through A, it works on B; revoked
 through A, B refuses it at once (the key is checked on its row on every request: no cache to
 wait out, with or without Redis). Fixtures: testkit/fixtures/workers.py."""
 import httpx

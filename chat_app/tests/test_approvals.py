@@ -1,4 +1,4 @@
-"""Approval before a tool runs (DESIGN §4a, issue 12), on the embedded backend: one worker.
+"""Approval before a tool runs (docs/design.md#runs, issue 12), on the embedded backend: one worker.
 
 Real ASGI app on loopback, the scripted model, the contract sub-agent and the MCP test server.
 The run pauses with `approval_required`, holds no stream slot while it waits, and goes on when

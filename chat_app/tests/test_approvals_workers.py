@@ -1,4 +1,4 @@
-"""Approval across workers (DESIGN §4a, issue 12): a run that paused on worker A is approved on
+"""Approval across workers (docs/design.md#runs, issue 12): a run that paused on worker A is approved on
 worker B, or after A was killed, on a worker started since; the pause lives in the database and
 the run's frames in Redis, so nothing is lost and the numbering goes on. Fixtures: worker_fixtures.py."""
 import os

@@ -1,4 +1,4 @@
-"""A question with attachments (issue 26 point 1, DESIGN §4c), end to end on loopback: uploaded
+"""A question with attachments (issue 26 point 1, docs/design.md#attachments), end to end on loopback: uploaded
 to the project on uvicorn, sent with `POST /api/v1/chat`, and what the scripted model is sent —
 a document's text headed by its name, an image as an `image_url` part when the agent reads
 images, else a line naming it — with the question's row keeping the attachments."""

@@ -1,4 +1,4 @@
-"""Auth per DESIGN §7 through the real ASGI app: JWT issue/verify, SSO, logout, CSRF, 401 bodies."""
+"""Auth per docs/design.md#cross-cutting-rules through the real ASGI app: JWT issue/verify, SSO, logout, CSRF, 401 bodies."""
 import base64
 import hashlib
 import hmac

@@ -95,7 +95,7 @@ def test_sub_agents_receive_the_campus_token_refreshed_before_it_expires(
     _chat(site, "明天吃什么")
     assert [r["grant_type"] for r in provider.token_requests].count("refresh_token") == 2
     assert provider.access_token_valid(subagent_server.requests[-1].headers["authorization"][7:])
-    # It goes to sub-agents only, never to the model (DESIGN §7).
+    # It goes to sub-agents only, never to the model (docs/design.md#cross-cutting-rules).
     seen_by_model = json.dumps([r.messages for r in llm_settings.requests], ensure_ascii=False)
     assert not [token for token in provider.access if token in seen_by_model]
 

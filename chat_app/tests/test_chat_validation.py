@@ -1,4 +1,4 @@
-"""Everything POST /api/v1/chat refuses before storing anything (JSON answers, DESIGN §4)."""
+"""Everything POST /api/v1/chat refuses before storing anything (JSON answers, docs/design.md#the-chat-stream)."""
 import json
 
 import httpx

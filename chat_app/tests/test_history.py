@@ -1,4 +1,4 @@
-"""History the model sees (DESIGN §6) and conversation titles."""
+"""History the model sees (docs/design.md#the-tool-loop) and conversation titles."""
 import pytest
 
 from chat_app.conversations.history import history_build

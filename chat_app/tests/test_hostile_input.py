@@ -53,7 +53,7 @@ async def astored() -> dict[str, int]:
 
 
 def assert_json_error(response, status: int) -> dict:
-    """A §4 error: this 4xx status, `{"code": int, "message": str}` with a code of that status
+    """An API error (docs/design.md#the-chat-stream): this 4xx status, `{"code": int, "message": str}` with a code of that status
     (41501 for 415 …), an X-Request-Id of the accepted shape."""
     assert response.status_code == status, (response.status_code, response.content[:300])
     assert 400 <= status < 500

@@ -101,7 +101,7 @@ class _SlowMeta(dict):
 async def test_client_leaving_during_admission_still_runs_the_turn_then_gives_the_slot_back(
     user, agent, user_token, llm_settings
 ):
-    """The turn belongs to the server once admitted (DESIGN §4a): a client that left during
+    """The turn belongs to the server once admitted (docs/design.md#runs): a client that left during
     admission finds its answer stored, and the slot is held only while the run runs."""
     llm_settings.reply_text("在的。")
     request = RequestFactory().post("/api/v1/chat", data={"message": "在吗"}, content_type="application/json")

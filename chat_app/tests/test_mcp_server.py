@@ -1,4 +1,4 @@
-"""The campus agent as an MCP server (DESIGN §4b, chat_app/gateways/mcp_server.py), end to end: the whole
+"""The campus agent as an MCP server (docs/design.md#other-clients, chat_app/gateways/mcp_server.py), end to end: the whole
 project on loopback (`live_asgi`), the official `mcp` client (streamable HTTP + ClientSession) on
 the other side, the scripted model and the contract sub-agent behind it. Plain httpx where the
 test is the HTTP itself (401, metadata, bodies no client would send)."""

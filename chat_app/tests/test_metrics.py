@@ -1,4 +1,4 @@
-"""GET /metrics (DESIGN §7, issue 25 point 1): Prometheus text behind METRICS_TOKEN (404 without
+"""GET /metrics (docs/design.md#cross-cutting-rules, issue 25 point 1): Prometheus text behind METRICS_TOKEN (404 without
 it or with a wrong one); runs by agent and outcome, tool calls by tool, kind and outcome, active
 runs, the first-chunk and model-request histograms, breaker states, approvals waiting. Figures are
 read as the difference a turn makes (the counters are the process's)."""

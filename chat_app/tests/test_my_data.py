@@ -1,4 +1,4 @@
-"""A student's own data (issue 25 point 4, DESIGN §7): all of it as one JSON download with no
+"""A student's own data (issue 25 point 4, docs/design.md#cross-cutting-rules): all of it as one JSON download with no
 secret in it, all their conversations deleted at their word, and conversations past the retention
 period purged by `manage.py purge_conversations`."""
 import json

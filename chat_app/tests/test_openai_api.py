@@ -1,4 +1,4 @@
-"""The OpenAI-compatible API at /v1 (DESIGN §4b, docs/clients.md), through the official `openai`
+"""The OpenAI-compatible API at /v1 (docs/design.md#other-clients, docs/clients.md), through the official `openai`
 package (sync and async) against the live server, the scripted model and the contract sub-agent."""
 import json
 import threading

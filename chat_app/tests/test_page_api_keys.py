@@ -1,4 +1,4 @@
-"""The 「API 密钥」 dialog on the chat page (DESIGN §4b, issue 22), in headless Chromium: a key is
+"""The 「API 密钥」 dialog on the chat page (docs/design.md#other-clients, issue 22), in headless Chromium: a key is
 made, shown once with a copy button, listed by its first characters, works as a Bearer, and is
 refused at once once revoked; keyboard and phone included."""
 import httpx

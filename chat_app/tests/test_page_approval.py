@@ -1,4 +1,4 @@
-"""A tool call that waits for the student (DESIGN §4a, issue 12) on the chat page, in headless
+"""A tool call that waits for the student (docs/design.md#runs, issue 12) on the chat page, in headless
 Chromium: the card shows what will run, survives a reload, and approve / reject go on live."""
 import re
 

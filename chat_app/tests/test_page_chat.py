@@ -175,7 +175,7 @@ def test_stop_mid_stream_keeps_the_partial_reply_marked_interrupted(chat, llm_se
     shown = page.text_content(".msg-assistant .segment").strip()
     assert 0 < len(shown) < len(long_answer)
 
-    # The stop button asked the server to stop the run (DESIGN §4a): it stored what was said so
+    # The stop button asked the server to stop the run (docs/design.md#runs): it stored what was said so
     # far, marked interrupted.
     conversation = Conversation.objects.get(user__username="20230001")
     deadline = time.monotonic() + 5
@@ -289,7 +289,7 @@ def test_demo_canteen_conversation_for_the_readme(chat, llm_settings, live_site)
 
 
 def test_reload_mid_answer_reattaches_and_a_second_tab_follows_the_same_run(chat, llm_settings):
-    """The answer belongs to the server (DESIGN §4a): a reload shows what was said, then goes on
+    """The answer belongs to the server (docs/design.md#runs): a reload shows what was said, then goes on
     live; a second tab on the same conversation follows the same run; nothing is cut."""
     long_answer = "".join(f"第{i}条：图书馆周末开放到晚上十点。" for i in range(30))
     llm_settings.queue(Reply(text=long_answer, chunk_delay=0.05, chunk_size=4))

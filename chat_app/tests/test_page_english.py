@@ -1,4 +1,4 @@
-"""The page in English (issue 26 point 2, DESIGN §7), in headless Chromium: a browser that asks for
+"""The page in English (issue 26 point 2, docs/design.md#cross-cutting-rules), in headless Chromium: a browser that asks for
 English gets the login page in English; the switch on the page turns it to English and back, is
 kept for the student (a new browser after login is English too), the agent is told to answer in
 English, times are written the English way, the server's own messages are English, and admin

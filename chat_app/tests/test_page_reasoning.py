@@ -1,4 +1,4 @@
-"""A thinking model's reasoning on the chat page (DESIGN §6, issue 21), in headless Chromium: the
+"""A thinking model's reasoning on the chat page (docs/design.md#the-tool-loop, issue 21), in headless Chromium: the
 「思考过程」 block streams live and open, folds when the answer begins, is there (folded) after a
 reload, reads in dark mode and fits a phone."""
 import threading

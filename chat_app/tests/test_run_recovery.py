@@ -1,4 +1,4 @@
-"""A run whose worker died is finished as interrupted from what was persisted (DESIGN §4a)."""
+"""A run whose worker died is finished as interrupted from what was persisted (docs/design.md#runs)."""
 from datetime import timedelta
 
 import pytest

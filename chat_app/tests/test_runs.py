@@ -1,4 +1,4 @@
-"""Runs outlive their request (DESIGN §4a), on the embedded backend: one worker, no Redis.
+"""Runs outlive their request (docs/design.md#runs), on the embedded backend: one worker, no Redis.
 
 Real ASGI app on loopback, scripted model, contract sub-agent. The same cases with two worker
 processes and Redis are in test_runs_workers.py.

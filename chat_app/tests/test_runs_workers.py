@@ -1,4 +1,4 @@
-"""Runs across two worker processes sharing one Redis and one database (DESIGN §4a).
+"""Runs across two worker processes sharing one Redis and one database (docs/design.md#runs).
 
 Workers A and B are `uvicorn campus_agent.asgi:application` child processes, as a deployment
 runs them, with REDIS_URL set; the scripted model and the contract sub-agent are this process's

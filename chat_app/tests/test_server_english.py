@@ -1,5 +1,5 @@
 """What the server itself writes for a student is in the student's language (issue 26 point 2,
-DESIGN §7): API error messages follow the request's language (the page's cookie, else
+docs/design.md#cross-cutting-rules): API error messages follow the request's language (the page's cookie, else
 `Accept-Language`); the texts the gateway writes into a run (notices, errors, the keyword
 routing's answer, a call not run) follow the language the student asked in — on whichever worker
 resumes or reaps the run, whatever language the request that resumed it spoke. Texts written for

@@ -39,7 +39,7 @@ def no_fallback(settings):
 
 
 def test_client_gone_mid_answer_the_run_finishes_and_is_stored(live_asgi, llm_settings, agent, auth_headers, user):
-    """The client's connection is not the turn (DESIGN §4a): hanging up mid-answer leaves the
+    """The client's connection is not the turn (docs/design.md#runs): hanging up mid-answer leaves the
     run to finish; the whole reply is stored and the stream slot is given back at its end."""
     llm_settings.queue(Reply(text=LONG_ANSWER, chunk_size=4, chunk_delay=0.05))
     frames, _ = _read_until(

@@ -1,4 +1,4 @@
-"""One request id on every hop, and the campus token nowhere but the sub-agent (DESIGN §7)."""
+"""One request id on every hop, and the campus token nowhere but the sub-agent (docs/design.md#cross-cutting-rules)."""
 import base64
 import json
 

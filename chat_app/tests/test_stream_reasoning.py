@@ -1,4 +1,4 @@
-"""A thinking model through POST /api/v1/chat (DESIGN §4 `reasoning` frame, §6 Thinking models):
+"""A thinking model through POST /api/v1/chat (docs/design.md#the-chat-stream `reasoning` frame; docs/design.md#the-tool-loop, thinking models):
 each of the three forms streams as `reasoning` frames, is kept on the assistant row's
 `meta.reasoning`, and never reaches the reply's text, `done.full_text`, the title or the history
 sent back to the model. (The streams exactly as each provider sends them: test_provider_streams.py.)"""

@@ -1,4 +1,4 @@
-"""A client's X-Request-Id (nginx's 32 hex, a UUID) is kept through the whole turn (DESIGN §7)."""
+"""A client's X-Request-Id (nginx's 32 hex, a UUID) is kept through the whole turn (docs/design.md#cross-cutting-rules)."""
 import pytest
 
 from chat_app.models import Message

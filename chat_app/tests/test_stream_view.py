@@ -1,4 +1,4 @@
-"""POST /api/v1/chat end to end: real ASGI app, scripted model, contract sub-agent (DESIGN §4)."""
+"""POST /api/v1/chat end to end: real ASGI app, scripted model, contract sub-agent (docs/design.md#the-chat-stream)."""
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx

@@ -1,4 +1,4 @@
-"""Attachments (issue 26 point 1, DESIGN §4c): `POST /api/v1/uploads` keeps an image, a PDF, a
+"""Attachments (issue 26 point 1, docs/design.md#attachments): `POST /api/v1/uploads` keeps an image, a PDF, a
 Word file or plain text, the type read from the content; a document's text is extracted with a
 cap; hostile files (a zip bomb, a PDF with JavaScript, polyglots, 0 bytes, names with `../`, RTL
 marks or 300 characters, a flood) are refused or made harmless; a file is served only to its

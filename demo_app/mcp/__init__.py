@@ -2,7 +2,7 @@
 
 Run over stdio with `python -m demo_app.mcp`; `manage.py load_demo` registers it as the
 MCP service `campus-calendar`. It imports neither Django nor the project settings, because a
-stdio server runs with a minimal environment (DESIGN §7).
+stdio server runs with a minimal environment (docs/design.md#cross-cutting-rules).
 """
 DEMO_MCP_NAME = "campus-calendar"
 DEMO_MCP_MODULE = "demo_app.mcp"

@@ -1,4 +1,4 @@
-"""The demo sub-agents' HTTP face: `POST /demo/subagents/<name>/api/v1/chat` (DESIGN §5).
+"""The demo sub-agents' HTTP face: `POST /demo/subagents/<name>/api/v1/chat` (docs/design.md#sub-agents).
 
 They take no campus token: the demo data is public, and students who log in with a password
 have none to send.

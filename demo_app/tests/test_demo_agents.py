@@ -1,4 +1,4 @@
-"""The demo sub-agents: their answers, and the §5 contract through the real client over a socket."""
+"""The demo sub-agents: their answers, and the sub-agent contract (docs/design.md#sub-agents) through the real client over a socket."""
 import json
 import time
 
@@ -116,7 +116,7 @@ def test_course_with_impossible_conditions_says_so_without_chart():
     assert "没有找到" in answer.full_text
 
 
-# --- the §5 contract over a real socket ------------------------------------------------------
+# --- the sub-agent contract over a real socket ---------------------------------------------------
 
 
 def _row(base: str, name: str) -> SubAgent:

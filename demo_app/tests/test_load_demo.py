@@ -177,7 +177,7 @@ def test_the_demo_in_a_minute(settings, live_asgi):
                       timeout=20) as response:
         assert response.status_code == 200
         raw = "".join(response.iter_text())
-    # Frames after `session` carry an `id:` line (DESIGN §4a) before their `data:` line.
+    # Frames after `session` carry an `id:` line (docs/design.md#runs) before their `data:` line.
     frames = [json.loads(block.partition("data: ")[2]) for block in raw.split("\n\n") if "data: " in block]
 
     expected = canteen_answer(message=question)

@@ -1,4 +1,4 @@
-"""Nothing depends on insights_app (DESIGN §2, docs/architecture.md): no other app imports it,
+"""Nothing depends on insights_app (docs/design.md#layout-and-layers, docs/architecture.md): no other app imports it,
 not even inside a function, so it can be removed without touching the chat path; and it extends
 other apps' admin pages through their front door only."""
 import ast

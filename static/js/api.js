@@ -1,4 +1,4 @@
-// The page's calls to the gateway's API (DESIGN §4), authenticated by the Django session; the
+// The page's calls to the gateway's API (docs/design.md#the-chat-stream), authenticated by the Django session; the
 // CSRF token comes from the page because session-authenticated POSTs and DELETEs need it.
 
 function csrfToken() {
@@ -22,7 +22,7 @@ export function chatPost({ message, conversationId, agent, attachments, signal }
   });
 }
 
-// Uploads one attachment (DESIGN §4c): 201 {id, name, content_type, size}.
+// Uploads one attachment (docs/design.md#attachments): 201 {id, name, content_type, size}.
 export function uploadPost(file) {
   const form = new FormData();
   form.append("file", file, file.name || "image.png");
@@ -31,7 +31,7 @@ export function uploadPost(file) {
   });
 }
 
-// Re-attaches to a run (DESIGN §4a): its frames after `after`, then live, to `done`.
+// Re-attaches to a run (docs/design.md#runs): its frames after `after`, then live, to `done`.
 export function runEvents({ runId, after, signal }) {
   return fetch(`/api/v1/runs/${encodeURIComponent(runId)}/events?after=${encodeURIComponent(after || 0)}`, {
     credentials: "same-origin",
@@ -49,7 +49,7 @@ export function runStop({ runId }) {
   });
 }
 
-// Decides on a tool call that waits for approval (DESIGN §4a): "approve" | "reject".
+// Decides on a tool call that waits for approval (docs/design.md#runs): "approve" | "reject".
 function runApprovalPost(runId, body) {
   return fetch(`/api/v1/runs/${encodeURIComponent(runId)}/approvals`, {
     method: "POST",
@@ -112,7 +112,7 @@ export function feedbackDelete({ messageId }) {
   return jsonRequest("DELETE", `/api/v1/messages/${encodeURIComponent(messageId)}/feedback`);
 }
 
-// Personal API keys (DESIGN §4b): list, create (the secret comes back once), revoke.
+// Personal API keys (docs/design.md#other-clients): list, create (the secret comes back once), revoke.
 export function apiKeysList() {
   return jsonRequest("GET", "/api/v1/api-keys");
 }

@@ -1,4 +1,4 @@
-// The 「API 密钥」 dialog (DESIGN §4b): the student's personal keys — made here (the secret is
+// The 「API 密钥」 dialog (docs/design.md#other-clients): the student's personal keys — made here (the secret is
 // shown once, with a copy button), listed (name, the key's first characters, dates), revoked.
 import { apiKeyCreate, apiKeyRevoke, apiKeysList, errorBody } from "./api.js";
 import { copyWithFeedback } from "./clipboard.js";

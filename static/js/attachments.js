@@ -1,4 +1,4 @@
-// The question's attachments (DESIGN §4c): the files a student picks with the paperclip, drops on
+// The question's attachments (docs/design.md#attachments): the files a student picks with the paperclip, drops on
 // the question box or pastes into it (a screenshot) are uploaded at once (POST /api/v1/uploads)
 // and shown as chips above the box — a thumbnail for an image, the name and size, a button to
 // take it off — until the question is sent with their ids. The server reads each file's type

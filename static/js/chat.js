@@ -2,7 +2,7 @@
 // sidebar and the address bar in step, and lets the student stop, regenerate, edit, retry,
 // copy and rate an answer.
 //
-// An answer is a run on the server (DESIGN §4a): it goes on whatever happens to this page. The
+// An answer is a run on the server (docs/design.md#runs): it goes on whatever happens to this page. The
 // page follows it, re-attaches after a dropped connection (from the last frame it has) or after
 // a reload (from the start: the run's rows are not in the rendered history), and stops it with
 // POST /api/v1/runs/<id>/stop rather than by hanging up. Every new answer (a question, an example,

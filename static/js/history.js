@@ -1,4 +1,4 @@
-// Rebuilds the pane from stored rows (DESIGN §3): a user row opens a turn; the assistant rows
+// Rebuilds the pane from stored rows (docs/design.md#data-model): a user row opens a turn; the assistant rows
 // (`meta.reasoning`, text, `meta.tool_calls`) and tool rows (`meta.tool_call_id`, `tool`, `ok`) that follow fill
 // one assistant bubble, in the order they were stored, as they looked while streaming.
 // Turns set aside by regenerate / edit (`superseded`) become earlier versions of the turn that

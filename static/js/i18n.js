@@ -1,4 +1,4 @@
-// The page's strings in the student's language (DESIGN §7). The Chinese source text is the key:
+// The page's strings in the student's language (docs/design.md#cross-cutting-rules). The Chinese source text is the key:
 // Django's JavaScript catalog (/jsi18n/, loaded by base.html before any module) gives the
 // English one when the student reads English; without a catalog the Chinese stays.
 const catalog = typeof window !== "undefined" && typeof window.gettext === "function" ? window.gettext : null;

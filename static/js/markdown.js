@@ -1,4 +1,4 @@
-// Model and tool text is untrusted data (DESIGN §7): markdown is parsed by `marked`, then every
+// Model and tool text is untrusted data (docs/design.md#cross-cutting-rules): markdown is parsed by `marked`, then every
 // node goes through DOMPurify before it reaches the page. The page's Content-Security-Policy is a
 // second wall; the sanitizer alone already keeps the browser from running or loading anything:
 //

@@ -3,7 +3,7 @@ import { LOCALE, t } from "./i18n.js";
 // What students read when something goes wrong. The server's own message when it is a sentence
 // in the page's language (the gateway writes those for students in the request's language, e.g.
 // "AI 模型暂时不可用，请稍后重试。" / "The AI model is unavailable right now. Please try again
-// later."); otherwise a sentence chosen by error code (DESIGN §4) or HTTP status, so machine words
+// later."); otherwise a sentence chosen by error code (docs/design.md#the-chat-stream) or HTTP status, so machine words
 // such as "token_invalid" never reach the page.
 
 const BY_CODE = {

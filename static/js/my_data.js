@@ -1,4 +1,4 @@
-// The 「我的数据」 dialog (PIPL; DESIGN §7): download everything stored about the student (a
+// The 「我的数据」 dialog (PIPL; docs/design.md#cross-cutting-rules): download everything stored about the student (a
 // plain link to /api/v1/me/export), delete all their conversations, and see and disconnect the
 // MCP services they connected their own account to.
 import { errorBody, myAccountRemove, myAccountsList, myConversationsDelete } from "./api.js";

@@ -1,8 +1,8 @@
 // Incremental Server-Sent Events parser for a fetch() body (EventSource cannot POST).
 // Accepts what the SSE standard allows: CRLF / CR / LF line ends, `data:` with or without the
 // space, comment lines (`: ping`), several `data:` lines joined by "\n". Frames that are not
-// JSON objects are ignored, as DESIGN §5 asks of every parser. A frame's `id:` (a run's sequence
-// number, DESIGN §4a) is kept in `eventIds`, so a client can re-attach after the last one it has.
+// JSON objects are ignored, as docs/design.md#sub-agents asks of every parser. A frame's `id:` (a run's sequence
+// number, docs/design.md#runs) is kept in `eventIds`, so a client can re-attach after the last one it has.
 
 export const eventIds = new WeakMap(); // frame object → its SSE id (a string)
 

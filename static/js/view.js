@@ -124,7 +124,7 @@ export class AssistantTurn {
     this.pending.clear();
   }
 
-  // A thinking model's reasoning (DESIGN §6): a block of plain text (never markdown: it is a
+  // A thinking model's reasoning (docs/design.md#the-tool-loop): a block of plain text (never markdown: it is a
   // draft), open while it streams, folded once the answer or a tool call begins. Reasoning
   // after a tool round opens a block of its own.
   reasoning(delta) {

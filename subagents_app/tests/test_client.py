@@ -1,4 +1,4 @@
-"""The sub-agent client against the real contract sub-agent on loopback (DESIGN §5)."""
+"""The sub-agent client against the real contract sub-agent on loopback (docs/design.md#sub-agents)."""
 import socket
 import time
 

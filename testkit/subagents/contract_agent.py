@@ -1,6 +1,6 @@
-"""A contract sub-agent (DESIGN §5) with fault modes, for tests and demos.
+"""A contract sub-agent (docs/design.md#sub-agents) with fault modes, for tests and demos.
 
-`POST /api/v1/chat` answers with the §5 SSE frames. The behaviour is chosen per call by a marker
+`POST /api/v1/chat` answers with the SSE frames of the sub-agent contract (docs/design.md#sub-agents). The behaviour is chosen per call by a marker
 in the message text, `[[mode:<name>]]` (so an end-to-end test can pick it through the model's
 tool arguments), else by the server's `default_mode`:
 

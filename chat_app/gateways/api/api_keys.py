@@ -1,4 +1,4 @@
-"""`/api/v1/api-keys`: the caller's personal API keys (DESIGN §4b) — make one (its secret is in
+"""`/api/v1/api-keys`: the caller's personal API keys (docs/design.md#other-clients) — make one (its secret is in
 this answer only), list them (never a secret), revoke one.
 
 Managing keys takes a login (the page's session or a JWT), never a key: a leaked key cannot make

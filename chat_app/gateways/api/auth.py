@@ -1,4 +1,4 @@
-"""`/api/v1/auth/…`: password login, campus SSO login, logout (DESIGN §7)."""
+"""`/api/v1/auth/…`: password login, campus SSO login, logout (docs/design.md#cross-cutting-rules)."""
 from django.contrib.auth import authenticate
 from django.utils.translation import gettext_lazy as _
 from drf_spectacular.utils import OpenApiResponse, extend_schema

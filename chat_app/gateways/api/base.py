@@ -1,4 +1,4 @@
-"""The REST views' common ground: JWT-or-session auth and the §4 JSON error bodies."""
+"""The REST views' common ground: JWT-or-session auth and the API's JSON error bodies (docs/design.md#the-chat-stream)."""
 from django.core.exceptions import RequestDataTooBig
 from django.http import Http404
 from django.utils.translation import gettext_lazy as _
@@ -23,7 +23,7 @@ def _first_message(detail) -> str:
 
 
 def api_exception_handler(exc, context):
-    """Every REST error as `{"code", "message"}` (DESIGN §4); the project's EXCEPTION_HANDLER."""
+    """Every REST error as `{"code", "message"}` (docs/design.md#the-chat-stream); the project's EXCEPTION_HANDLER."""
     headers = {}
     if isinstance(exc, ApplicationError):  # ApiError, and the body parser's JsonBodyRefused
         status, code, message = exc.status, exc.code, exc.message

@@ -55,7 +55,7 @@ _PAGE = re.compile(r"[1-9][0-9]{0,8}")
 
 
 class Pages(PageNumberPagination):
-    """DRF's page numbers with §4 errors: a `page` that is not a positive number is 400 (40001)
+    """DRF's page numbers with the API's errors: a `page` that is not a positive number is 400 (40001)
     and one past the last page 404 saying so (DRF's NotFound read "对话不存在。")."""
 
     page_size = 20

@@ -1,4 +1,4 @@
-"""`/api/v1/me/…`: the caller's own data (PIPL; DESIGN §7) — all of it as a JSON download, and
+"""`/api/v1/me/…`: the caller's own data (PIPL; docs/design.md#cross-cutting-rules) — all of it as a JSON download, and
 all their conversations deleted, and the MCP services they connected their own account to,
 listed and disconnected. All take a login (page session or JWT), not an API key: a leaked key
 must not be able to carry a student's history away, wipe it, or cut their accounts."""

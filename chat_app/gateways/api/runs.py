@@ -1,5 +1,5 @@
 """`/api/v1/runs/<run_id>/…`: re-attach to a run's stream, stop a run, decide on a tool call
-that waits for approval (DESIGN §4a) or answer what its MCP server asked (an elicitation).
+that waits for approval (docs/design.md#runs) or answer what its MCP server asked (an elicitation).
 
 Plain async views like the chat stream (a DRF view would buffer the stream). Same callers as
 `POST /api/v1/chat`: a Bearer JWT, or the page's session (+ CSRF for the POST).

@@ -1,4 +1,4 @@
-"""`/api/v1/uploads`: a student's attachments (DESIGN §4c). `POST` takes one file
+"""`/api/v1/uploads`: a student's attachments (docs/design.md#attachments). `POST` takes one file
 (multipart/form-data, field `file`) and answers `{"id", "name", "content_type", "size"}` (201);
 `GET /api/v1/uploads/<id>` gives it back to its owner only (404 for anyone else), with the type
 read from its content, `nosniff`, and as a download unless it is an image. The same callers as

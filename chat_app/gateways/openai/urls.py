@@ -1,4 +1,4 @@
-"""/v1/… routes: the OpenAI-compatible API (DESIGN §4b, docs/clients.md)."""
+"""/v1/… routes: the OpenAI-compatible API (docs/design.md#other-clients, docs/clients.md)."""
 from django.urls import path
 
 from chat_app.gateways.openai.views import chat_completions, model_detail, models

@@ -1,4 +1,4 @@
-"""The OpenAI-compatible API at `/v1` (DESIGN §4b, docs/clients.md): `GET /v1/models`,
+"""The OpenAI-compatible API at `/v1` (docs/design.md#other-clients, docs/clients.md): `GET /v1/models`,
 `GET /v1/models/<id>`, `POST /v1/chat/completions` (stream and not).
 
 A completion is one turn run through chat_app.gateways.inbound, like every inbound protocol's: the same

@@ -1,4 +1,4 @@
-"""The OpenAI Chat Completions wire format of `/v1` (DESIGN §4b, docs/clients.md): the request
+"""The OpenAI Chat Completions wire format of `/v1` (docs/design.md#other-clients, docs/clients.md): the request
 body read into a `CompletionRequest`, the run's frames turned into completion text, chunks and
 bodies, and errors in OpenAI's shape `{"error": {"message", "type", "param", "code"}}`.
 

@@ -72,7 +72,7 @@ def chat_page(request, conversation_id=None):
         "conversation_id": str(conversation.id) if conversation else None,
         "agent": _selected_agent(agents=agents, conversation=conversation),
         "messages": _stored_messages(conversation=conversation, active_run=active_run) if conversation else [],
-        # The page re-attaches to an answer still being written (DESIGN §4a).
+        # The page re-attaches to an answer still being written (docs/design.md#runs).
         "active_run_id": str(active_run.id) if active_run else None,
         "feedback": feedback_by_answer(user=request.user, conversation=conversation) if conversation else {},
         "tools": tool_labels(),
