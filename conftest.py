@@ -1,7 +1,9 @@
-"""Root conftest: registers each app's fixture modules (the test servers live beside them)."""
+"""Root conftest: registers testkit's fixture modules, marks the tests that use no database, runs a
+`timing` test alone, and clears the cache around every test."""
 import fcntl
 import os
 from contextlib import ExitStack, contextmanager
+from pathlib import Path
 
 import pytest
 
@@ -16,7 +18,7 @@ pytest_plugins = [
 
 
 # A test that asks for one of these (or has a `django_db` mark) uses the suite's database; the
-# tests of several workers make theirs on the suite's server (worker_fixtures.py).
+# tests of several workers make theirs on the suite's server (testkit/fixtures/workers.py).
 DATABASE_FIXTURES = frozenset(
     {"db", "transactional_db", "django_db_reset_sequences", "django_db_serialized_rollback", "worker_database"}
 )
@@ -45,11 +47,14 @@ def _timing_tests_alone(request, tmp_path_factory):
     never stalls for more than tens of milliseconds) runs while no other test of the run does:
     a second process busy on the other core of a 2-core machine is what it would measure. The
     other tests hold a shared file lock, a `timing` test the exclusive one; a turnstile lock
-    taken first keeps a waiting `timing` test from being overtaken by the others' next tests."""
-    if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) < 2:
+    taken first keeps a waiting `timing` test from being overtaken by the others' next tests.
+    TEST_TIMING_LOCK_DIR names a directory several runs share (.ci/run's two passes side by
+    side): then the tests of every run take these locks."""
+    shared_dir = os.environ.get("TEST_TIMING_LOCK_DIR")
+    if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) < 2 and not shared_dir:
         yield
         return
-    run_dir = tmp_path_factory.getbasetemp().parent  # the run's, shared by its workers
+    run_dir = Path(shared_dir) if shared_dir else tmp_path_factory.getbasetemp().parent  # shared by its workers
     turnstile, lock = run_dir / "timing-turnstile.lock", run_dir / "timing.lock"
     alone = request.node.get_closest_marker("timing") is not None
     with ExitStack() as held:

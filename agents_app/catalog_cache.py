@@ -73,7 +73,7 @@ def catalog_snapshot() -> CatalogSnapshot:
 
 def _stamp_token() -> str:
     # Every admission reads it, so one statement on the cursor: the ORM's queryset, compiler and
-    # `first()`'s ORDER BY cost ≈ 5× the query itself (docs/benchmarks.md, "The catalog stamp").
+    # `first()`'s ORDER BY cost ≈ 5× the query itself (docs/log.md, 3 December 2026, "the catalog stamp read on the cursor").
     with connection.cursor() as cursor:
         cursor.execute(_stamp_sql(), [STAMP_ID])
         row = cursor.fetchone()

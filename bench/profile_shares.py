@@ -5,7 +5,7 @@
 Each stack (from the callback the event loop or a database thread ran, bench/flamegraph.py's
 `stacks`) counts for the first kind below whose marker is in one of its frames; the order
 settles the overlaps (the model's stream read inside a turn is the stream, not the turn).
-docs/benchmarks.md ("Issue 24 at its close") gives the figures of the burst of 1,000 students.
+docs/log.md ("4 December 2026 — benchmarks: issue 24 at its close") gives the figures of the burst of 1,000 students.
 """
 import argparse
 from collections import Counter

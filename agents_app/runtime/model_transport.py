@@ -4,7 +4,7 @@ httpcore's connection pool looks at every connection it holds, and at every requ
 each time a request starts and each time a response is closed (`_assign_requests_to_connections`):
 a few microseconds per connection, so with 1,000 streams open a turn paid milliseconds of CPU in
 that scan to open its model request and again to close it, the cost growing with the square of
-a burst (docs/benchmarks.md, "The model's connections in shards"). Here the connections of one
+a burst (docs/log.md, 3 December 2026, "the model's connections in shards"). Here the connections of one
 client are spread over shards of at most SHARD_STREAMS each; a request goes to the first shard
 with room, so a quiet worker uses the first shard only, as one pool would, and reuses its
 kept-alive connections. At most 32 pools of 32 connections: the SDK's own limit of 1,000, near

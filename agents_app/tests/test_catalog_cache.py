@@ -11,6 +11,8 @@ from agents_app.catalog_cache import catalog_snapshot, catalog_tables, catalog_t
 from agents_app.models import Agent, AgentFallback, CatalogStamp, McpService, Provider
 from subagents_app.models import SubAgent
 
+pytestmark = pytest.mark.embedded
+
 
 def _canteen(snapshot):
     return snapshot.by_slug["xiaozhi"]

@@ -9,7 +9,7 @@ from agents_app.models import Agent, McpService, Provider
 from campus_agent.base.history import HIDDEN_VALUE_TEXT
 from subagents_app.models import SubAgent
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.embedded]
 
 OLD_PROMPT = "你是校园小智。\n回答要简短。\n不知道就说不知道。"
 NEW_PROMPT = "你是校园小智。\n回答要详细，并给出出处。\n不知道就说不知道。"

@@ -9,6 +9,8 @@ from chat_app.runs.chat_input import ChatInput
 from chat_app.runs.recording import RowSpec
 from chat_app.runs.state import run_finish
 
+pytestmark = pytest.mark.embedded
+
 CATALOG_TABLES = ("agents_app_agent", "agents_app_mcpservice", "subagents_app_subagent", "agents_app_agentfallback")
 
 

@@ -20,7 +20,7 @@ from testkit.model.fake_llm import ScriptedCall
 from testkit.polling import wait_for
 from testkit.web.sse import chat, parse_blocks, read_rest, read_until
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.embedded]
 
 REJECTED_FOR_MODEL = "学生拒绝了这次操作，工具没有运行。"
 EXPIRED_FOR_MODEL = "等待学生批准超时，工具没有运行。"

@@ -8,7 +8,7 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.embedded]
 
 BEFORE = [("chat_app", "0004_message_request_id_length")]
 AFTER = [("chat_app", "0005_authsession_password_fingerprint")]

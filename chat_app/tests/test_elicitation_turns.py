@@ -18,7 +18,7 @@ from testkit.polling import wait_for
 from testkit.subagents.a2a_agent import INPUT_ANSWER, INPUT_QUESTION
 from testkit.web.sse import parse_blocks, read_rest, read_until
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.embedded]
 
 ANSWER = {"email": "alice@example.edu.cn", "credits": 4, "campus": "东区", "notify": False, "note": "周三下午"}
 

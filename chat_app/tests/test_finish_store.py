@@ -18,7 +18,7 @@ from chat_app.runs.state import STORE_FAILED_REAP_MESSAGE, WORKER_LOST_MESSAGE, 
 from testkit.polling import wait_for
 from testkit.web.sse import chat
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.embedded]
 
 HUGE = 10**20
 

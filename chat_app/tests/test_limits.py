@@ -18,7 +18,7 @@ from chat_app.runs.state import local_runs
 from testkit.model.fake_llm import Reply
 from testkit.web.sse import chat
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.embedded]
 
 
 def _hold_stream(base, headers, opened: threading.Event, results: list):

@@ -17,7 +17,7 @@ from testkit.mcp.oauth_servers import OAuthMcpServer
 from testkit.polling import wait_for
 from testkit.web.sse import parse_blocks, read_rest, read_until
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.embedded]
 
 
 @pytest.fixture

@@ -7,6 +7,8 @@ from django.db import IntegrityError, transaction
 from agents_app.models import Agent
 from chat_app.models import DEFAULT_TITLE, Conversation, Message
 
+pytestmark = pytest.mark.embedded
+
 
 @pytest.fixture
 def plain_agent(db) -> Agent:

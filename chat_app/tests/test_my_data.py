@@ -15,7 +15,7 @@ from campus_agent.base.crypto import secret_encrypt
 from chat_app.accounts.api_keys import api_key_create
 from chat_app.models import AuthSession, Conversation, Feedback, Message, Run
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.embedded]
 
 
 def _client(token: str) -> APIClient:

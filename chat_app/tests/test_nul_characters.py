@@ -6,7 +6,7 @@ from testkit.model.fake_llm import Reply, ScriptedCall
 from testkit.subagents.contract_agent import answer_chunks
 from testkit.web.sse import chat
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.embedded]
 
 
 def test_nul_in_model_and_sub_agent_output_is_stored_without_it(

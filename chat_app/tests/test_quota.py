@@ -9,7 +9,7 @@ from chat_app.runs.quota import MSG_QUOTA_EXCEEDED, QUOTA_EXCEEDED, user_tokens_
 from chat_app.runs.recording import usage_columns
 from testkit.web.sse import chat
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.embedded]
 
 SPENT = {"prompt_tokens": 20, "completion_tokens": 15, "total_tokens": 35}
 

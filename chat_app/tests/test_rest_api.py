@@ -10,7 +10,7 @@ from agents_app.models import Agent
 from campus_agent.base.errors import MSG_NO_SUCH_RESOURCE
 from chat_app.models import Conversation, Message
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.embedded]
 
 
 @pytest.fixture

@@ -25,6 +25,8 @@ from testkit.model.fake_llm import Reply
 from testkit.polling import wait_for
 from testkit.web.sse import chat, read_until
 
+pytestmark = pytest.mark.embedded
+
 PRODUCT = ("campus_agent", "subagents_app", "agents_app", "chat_app", "insights_app", "demo_app")
 
 

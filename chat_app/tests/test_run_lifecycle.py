@@ -32,6 +32,8 @@ from chat_app.runs.state import (
 from testkit.polling import wait_for
 from testkit.web.sse import read_until
 
+pytestmark = pytest.mark.embedded
+
 LEGAL = {
     (State.RUNNING, State.WAITING), (State.RUNNING, State.FINISHED), (State.RUNNING, State.INTERRUPTED),
     (State.WAITING, State.RUNNING), (State.WAITING, State.INTERRUPTED),

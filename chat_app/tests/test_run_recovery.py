@@ -12,6 +12,8 @@ from chat_app.runs.engine import runs_reap_stale
 from chat_app.runs.recording import TurnRecorder
 from chat_app.runs.state import WORKER_LOST_MESSAGE, run_rows_store, runs_heartbeat, runs_reap
 
+pytestmark = pytest.mark.embedded
+
 
 @pytest.fixture
 def conversation(user, agent):

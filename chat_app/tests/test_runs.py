@@ -14,7 +14,7 @@ from testkit.model.fake_llm import Reply
 from testkit.polling import wait_for
 from testkit.web.sse import chat, read_rest, read_until, run_events
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.embedded]
 
 SLOW_TEXT = "这是一段需要慢慢说完的回答，" * 4  # 56 characters, 14 chunks of 4
 

@@ -24,7 +24,7 @@ from testkit.model.fake_llm import Reply
 from testkit.subagents.contract_agent import CHART, ERROR_MESSAGE, HUGE_CHUNK, answer_chunks
 from testkit.web.sse import chat, parse_events
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.embedded]
 
 FFFD = "\ufffd"
 

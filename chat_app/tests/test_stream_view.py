@@ -10,7 +10,7 @@ from chat_app.models import Conversation, Message
 from testkit.subagents.contract_agent import CHART, answer_chunks
 from testkit.web.sse import chat
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.embedded]
 
 
 def _rows(conversation_id) -> list[Message]:

@@ -15,7 +15,7 @@ from rest_framework.test import APIClient
 from chat_app.conversations.uploads import DOCX, name_safe
 from chat_app.models import Conversation, Upload
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.embedded]
 
 PNG = bytes.fromhex("89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c489"
                     "0000000d49444154789c6360000002000154a24f5d0000000049454e44ae426082")

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from chat_app.runs.wait import wait_ask
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.embedded]
 
 BEFORE = [("chat_app", "0016_run_language")]
 AFTER = [("chat_app", "0017_wait")]

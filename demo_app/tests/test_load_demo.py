@@ -21,7 +21,7 @@ from demo_app.subagents.catalog import DEMO_SUBAGENTS
 from demo_app.subagents.library_a2a import LIBRARY_DESCRIPTION, LIBRARY_NAME, library_answer_parts
 from subagents_app.models import SubAgent
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.embedded]
 
 
 @pytest.fixture(autouse=True)

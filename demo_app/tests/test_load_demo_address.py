@@ -9,7 +9,7 @@ from agents_app.models import McpService
 from demo_app.catalog import DEMO_DISPLAY
 from subagents_app.models import SubAgent
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.embedded]
 
 
 @pytest.fixture(autouse=True)

@@ -11,7 +11,7 @@ from insights_app.admin_extensions import ROLLBACK_ACCEPT_MISSING
 from insights_app.routing.preview import BREAKS, FIXES
 from testkit.web.sse import chat
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.embedded]
 
 RESTORED_PROMPT = "你是校园小智：先查食堂，再回答。"
 BROKEN_PROMPT = "（坏掉的提示词）"

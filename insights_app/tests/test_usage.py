@@ -20,6 +20,8 @@ from insights_app.usage import (
 )
 from testkit.web.sse import chat
 
+pytestmark = pytest.mark.embedded
+
 USAGE_1 = {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110}
 USAGE_2 = {"prompt_tokens": 150, "completion_tokens": 20, "total_tokens": 170}
 
