@@ -1,7 +1,9 @@
 """Run the project the way an operator does: manage.py and ASGI servers as child processes.
 
 A server gets a socket the test bound to 127.0.0.1 port 0 (passed as an inherited fd), so
-there is no port to guess and no race for one.
+there is no port to guess and no race for one. The children are forked by this test process's
+zygote (testkit/zygote.py), which has the SDKs imported already; daphne's servers, and a command
+asked for `fresh`, are started from scratch (daphne installs Twisted's reactor as it imports).
 """
 import os
 import socket
@@ -15,7 +17,13 @@ from pathlib import Path
 import httpx
 from django.conf import settings
 
+from testkit.zygote import zygote
+
 BASE_DIR = Path(settings.BASE_DIR)
+# daphne imports Twisted, which installs its reactor: a fresh process each. TESTKIT_ZYGOTE=0
+# starts every child from scratch (to compare, or to rule the zygote out).
+ZYGOTE_ON = os.environ.get("TESTKIT_ZYGOTE", "1") != "0"
+FORKED = {"uvicorn"} if ZYGOTE_ON else set()
 SERVERS = {
     "uvicorn": lambda fd: ["-m", "uvicorn", "campus_agent.asgi:application", "--fd", str(fd), "--log-level", "warning"],
     "daphne": lambda fd: ["-m", "daphne", "--fd", str(fd), "-v", "0", "campus_agent.asgi:application"],
@@ -36,7 +44,11 @@ def _example_keys() -> list[str]:
     return [line.split("=", 1)[0] for line in lines if "=" in line and not line.startswith("#")]
 
 
-def manage(*args: str, env: dict, timeout: float = 120) -> subprocess.CompletedProcess:
+def manage(*args: str, env: dict, timeout: float = 120, fresh: bool = False) -> subprocess.CompletedProcess:
+    """`python manage.py *args` in a child; `fresh`: a process started from scratch (a test of
+    what a fresh process imports)."""
+    if ZYGOTE_ON and not fresh:
+        return zygote().run(["manage.py", *args], env=env, cwd=BASE_DIR, timeout=timeout)
     return subprocess.run(  # noqa: PLW1510 (callers assert the return code)
         [sys.executable, "manage.py", *args], cwd=BASE_DIR, env=env, capture_output=True, text=True, timeout=timeout
     )
@@ -82,15 +94,19 @@ def _spawn(kind: str, env: dict) -> tuple[str, subprocess.Popen]:
     url = f"http://127.0.0.1:{listener.getsockname()[1]}"
     fd = listener.fileno()
     try:
-        proc = subprocess.Popen(
-            [sys.executable, *SERVERS[kind](fd)],
-            cwd=BASE_DIR,
-            env=env,
-            pass_fds=[fd],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
+        if kind in FORKED:
+            proc = zygote().popen(SERVERS[kind](fd), env=env, cwd=BASE_DIR, keep=(fd,), stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT)
+        else:
+            proc = subprocess.Popen(
+                [sys.executable, *SERVERS[kind](fd)],
+                cwd=BASE_DIR,
+                env=env,
+                pass_fds=[fd],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
     finally:
         listener.close()  # the child holds its own copy
     return url, proc

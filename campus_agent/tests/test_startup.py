@@ -59,10 +59,10 @@ def test_runserver_is_daphnes_and_no_other_command_loads_twisted(fresh_database)
     """`manage.py runserver` (scripts/run.sh) is daphne's ASGI server; every other process that
     loads the settings skips daphne's app, whose import installs Twisted's reactor."""
     env, _ = fresh_database
-    runserver = manage("runserver", "--help", env=env)
+    runserver = manage("runserver", "--help", env=env, fresh=True)
     assert runserver.returncode == 0, runserver.stderr
     assert "--noasgi" in runserver.stdout  # an option of daphne's runserver only
     shell = manage("shell", "-c", "import sys, django.apps; print(sorted(m for m in sys.modules "
-                   "if m.split('.')[0] in ('daphne', 'twisted')))", env=env)
+                   "if m.split('.')[0] in ('daphne', 'twisted')))", env=env, fresh=True)
     assert shell.returncode == 0, shell.stderr
     assert shell.stdout.strip().splitlines()[-1] == "[]"  # after the shell's "N objects imported"
