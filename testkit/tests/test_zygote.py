@@ -49,7 +49,7 @@ def test_a_kept_descriptor_keeps_its_number_and_a_killed_child_reports_the_signa
     assert child.wait(timeout=10) == 0 and child.poll() == 0
 
     sleeper = zygote().popen([str(script), "sleep"], env={}, cwd=tmp_path, stdout=subprocess.PIPE)
-    assert sleeper.stdout.readline().endswith("sleeping\n")
+    assert sleeper.stdout.readline().startswith("argv ['sleep']") and sleeper.stdout.readline() == "sleeping\n"
     assert sleeper.poll() is None
     with pytest.raises(subprocess.TimeoutExpired):
         sleeper.wait(timeout=0.1)
