@@ -263,7 +263,10 @@ _SEED = """
 import os
 from django.contrib.auth import get_user_model
 from agents_app.models import Agent
-from chat_app.accounts.sessions import auth_session_create
+try:
+    from chat_app.accounts.sessions import auth_session_create
+except ImportError:  # a tree from before chat_app's rooms (--trees)
+    from chat_app.services.auth import auth_session_create
 Agent.objects.get_or_create(slug="bench", defaults={"name": "bench", "is_default": True, "system_prompt": "bench"})
 for i in range(int(os.environ.get("BENCH_USERS", "1"))):
     user, _ = get_user_model().objects.get_or_create(username="bench" if i == 0 else f"bench-{i}")
