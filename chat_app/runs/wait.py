@@ -288,11 +288,11 @@ class WaitRefused(Exception):
 
 def _answer_checked(row: Wait, *, approve: bool, authorized: bool, answer: dict | None) -> tuple[bool, dict | None]:
     """(approved, the answer stored) for the person's answer to `row`, by its kind. Raises WaitRefused."""
+    if approve and row.kind == Kind.AUTHORIZATION and not authorized:
+        raise WaitRefused("authorize")
     if row.kind not in QUESTIONS:
         if answer is not None:
             raise WaitRefused("no_question")
-        if approve and row.kind == Kind.AUTHORIZATION and not authorized:
-            raise WaitRefused("authorize")
         return approve, None
     if answer is None:
         if approve:
