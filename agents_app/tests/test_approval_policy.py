@@ -1,6 +1,6 @@
 """Which tools ask a person first (docs/design.md#runs, issue 12): the policy of sub-agents and MCP tools,
 a trusted service's annotations as defaults, `never` tools not offered, keyword routing never
-calling a tool that asks. The run's pause and resume: chat_app/tests/test_approvals.py."""
+calling a tool that asks. The run's pause and resume: chat_app/tests/runs/test_approvals.py."""
 import pytest
 from asgiref.sync import async_to_sync
 from django.core.exceptions import ValidationError

@@ -6,7 +6,7 @@ and takes the answer on the retry).
 The student is not at hand mid-call: the server hears "cancel", the turn pauses with an
 `ElicitationRequired`, and once the student answered, the resumed turn runs the call again and
 hands the server that answer (agents_app/mcp/person.py TurnPerson). The pause and the answer
-endpoint over HTTP are chat_app/tests/test_elicitation_turns.py."""
+endpoint over HTTP are chat_app/tests/runs/test_elicitation_turns.py."""
 import json
 
 import pytest

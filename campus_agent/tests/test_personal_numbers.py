@@ -1,6 +1,6 @@
 """Issue 25 point 4 (docs/design.md#cross-cutting-rules Logging): mainland mobile numbers and resident ID numbers are
 masked in every log line, whoever logs them, and in trace attributes. A real turn whose
-question carries both is chat_app/tests/test_stream_privacy.py."""
+question carries both is chat_app/tests/gateways/test_stream_privacy.py."""
 import logging
 
 import pytest

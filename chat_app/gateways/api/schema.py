@@ -16,7 +16,7 @@ components. That hook runs after this one, so these choices become enum componen
 (`DecisionEnum` …), the same as a serializer's would.
 
 The frames are described from the runtime's event types (agents_app.runtime.events: each has its
-`FRAME_SCHEMA`), plus the `session` frame the run sends first; chat_app/tests/test_stream_schema.py
+`FRAME_SCHEMA`), plus the `session` frame the run sends first; chat_app/tests/gateways/test_stream_schema.py
 holds the frames the server sends to this description, and checks that every path added here is
 routed to the async view it describes.
 """

@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from agents_app.models import McpService
-from chat_app.tests.test_page_chat import _ask, _wait_answered
+from chat_app.tests.gateways.page.test_page_chat import _ask, _wait_answered
 from testkit.model.fake_llm import Reply
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

@@ -165,7 +165,7 @@ def test_the_document_describes_the_four_async_views_and_every_frame():
         if method == "get" or path == "/api/v1/chat":
             stream = operation["responses"]["200"]["content"]["text/event-stream"]["schema"]
             assert [frame["title"] for frame in stream["oneOf"]] == frame_titles, path
-    # what the views answer (chat_app/tests/test_chat_validation.py, test_runs.py, test_approvals.py …)
+    # what the views answer (chat_app/tests/gateways/test_chat_validation.py, test_runs.py, test_approvals.py …)
     for path, statuses in ASYNC_ANSWERS.items():
         method = ASYNC_OPERATIONS[path][0]
         assert set(document["paths"][path][method]["responses"]) == statuses, path

@@ -8,7 +8,7 @@ Redis database. Failures counted by one lock the other out. Redis database 15 by
 import pytest
 
 from chat_app.accounts.throttle import KEY_PREFIX
-from chat_app.tests.test_login_throttle import THROTTLED, _token
+from chat_app.tests.accounts.test_login_throttle import THROTTLED, _token
 from testkit.fixtures.base import redis_cache_shared
 from testkit.processes import asgi_server, manage, project_env
 

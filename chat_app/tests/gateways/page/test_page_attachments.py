@@ -8,8 +8,8 @@ import json
 import pytest
 
 from chat_app.models import Message
-from chat_app.tests.test_page_a11y import serious_violations
-from chat_app.tests.test_uploads import PNG
+from chat_app.tests.conversations.test_uploads import PNG
+from chat_app.tests.gateways.page.test_page_a11y import serious_violations
 from testkit.web.page_helpers import ask, wait_answered
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

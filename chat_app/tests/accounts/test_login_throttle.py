@@ -13,7 +13,7 @@ from django.contrib.auth import get_user_model
 
 from chat_app.accounts.throttle import client_ip_bucket
 from chat_app.models import AuthSession
-from chat_app.tests.test_auth_api import GOOD_CAMPUS_TOKEN, CampusUserInfo
+from chat_app.tests.accounts.test_auth_api import GOOD_CAMPUS_TOKEN, CampusUserInfo
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

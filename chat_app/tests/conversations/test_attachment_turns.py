@@ -9,7 +9,7 @@ import pytest
 
 from chat_app.conversations.history import IMAGE_UNSEEN
 from chat_app.models import Message, Upload
-from chat_app.tests.test_uploads import PNG
+from chat_app.tests.conversations.test_uploads import PNG
 from testkit.web.sse import chat
 
 pytestmark = pytest.mark.django_db(transaction=True)

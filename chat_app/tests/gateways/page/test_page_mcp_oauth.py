@@ -6,7 +6,7 @@ in the first tab, as the student."""
 import pytest
 
 from agents_app.models import McpOAuthGrant, McpService
-from chat_app.tests.test_page_a11y import serious_violations
+from chat_app.tests.gateways.page.test_page_a11y import serious_violations
 from testkit.mcp.oauth_servers import OAuthMcpServer
 from testkit.web.page_helpers import LAST_ANSWER, ask, wait_answered
 

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from chat_app.models import Wait
-from chat_app.tests.test_page_a11y import serious_violations
+from chat_app.tests.gateways.page.test_page_a11y import serious_violations
 from testkit.mcp.servers import ENROL_MESSAGE, PAY_URL
 from testkit.web.page_helpers import ask, wait_answered
 

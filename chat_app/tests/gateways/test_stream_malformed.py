@@ -18,7 +18,7 @@ from chat_app.runs.admission import turn_begin
 from chat_app.runs.chat_input import ChatInput
 from chat_app.runs.engine import FRAME_FAILED_MESSAGE, RunPlan, RunTask
 from chat_app.runs.lease import RunLease
-from chat_app.tests.test_nul_characters import _strings
+from chat_app.tests.runs.test_nul_characters import _strings
 from subagents_app.client import CONNECT_FAILED_NOTICE, CONNECT_FAILED_TEXT, TOKEN_EXPIRED_NOTICE
 from testkit.model.fake_llm import Reply
 from testkit.subagents.contract_agent import CHART, ERROR_MESSAGE, HUGE_CHUNK, answer_chunks
