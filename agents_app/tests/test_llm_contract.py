@@ -20,7 +20,11 @@ from agents_app.runtime.llm import STREAM_BAD_JSON_MESSAGE, llm_stream
 from testkit.model.fake_llm import Reply
 from testkit.servers import ServedApp
 
-TIMEOUT = 0.5  # seconds; the stalling cases wait this long, twice
+TIMEOUT = 0.5  # seconds: the stalling cases wait this long, twice
+# Every other case: a model that answers at once is never waited for this long, however loaded the
+# machine (with TIMEOUT for all, one side of a comparison could time out under load and not the other).
+READ_TIMEOUT = 10.0
+STALLING = {"timeout before the headers", "timeout mid-stream"}
 TEXT = "一食堂今天有红烧肉"
 MESSAGES = [{"role": "user", "content": "今天吃啥"}]
 
@@ -59,9 +63,9 @@ async def read_with_llm_stream() -> Outcome:
     return _ended(texts, None)
 
 
-async def read_with_the_sdk(base_url: str) -> Outcome:
+async def read_with_the_sdk(base_url: str, timeout: float = READ_TIMEOUT) -> Outcome:
     texts: list[str] = []
-    client = openai.AsyncOpenAI(base_url=base_url, api_key="sk-test-0123456789abcdef", timeout=TIMEOUT,
+    client = openai.AsyncOpenAI(base_url=base_url, api_key="sk-test-0123456789abcdef", timeout=timeout,
                                 max_retries=0)
     try:
         stream = await client.chat.completions.create(model="fake-model", messages=MESSAGES, temperature=0.3,
@@ -77,13 +81,17 @@ async def read_with_the_sdk(base_url: str) -> Outcome:
 
 @pytest.fixture
 def model(llm_settings, settings):
-    settings.LLM_TIMEOUT = TIMEOUT
+    settings.LLM_TIMEOUT = READ_TIMEOUT
     return llm_settings
 
 
-async def both(model, reply: Reply) -> tuple[Outcome, Outcome]:
+async def both(model, reply: Reply, *, settings=None, timeout: float = READ_TIMEOUT) -> tuple[Outcome, Outcome]:
+    """The same reply read by the reader and by the SDK, each with `timeout` (the test's
+    `settings` fixture's LLM_TIMEOUT, when another than the fixture's)."""
+    if settings is not None:
+        settings.LLM_TIMEOUT = timeout
     model.queue(reply, reply)
-    return await read_with_llm_stream(), await read_with_the_sdk(model.url)
+    return await read_with_llm_stream(), await read_with_the_sdk(model.url, timeout)
 
 
 SAME = {
@@ -115,8 +123,8 @@ EXPECTED_ERROR = {
 
 
 @pytest.mark.parametrize("case", SAME)
-async def test_the_reader_ends_as_the_sdk_does(model, case):
-    ours, sdk = await both(model, SAME[case])
+async def test_the_reader_ends_as_the_sdk_does(model, settings, case):
+    ours, sdk = await both(model, SAME[case], settings=settings, timeout=TIMEOUT if case in STALLING else READ_TIMEOUT)
     assert ours == sdk
     assert sdk.error is EXPECTED_ERROR[case]  # the case scripts the failure it names
 
@@ -163,7 +171,7 @@ class RawModel(ServedApp):
 def raw_model(settings):
     with RawModel() as server:
         settings.LLM_BASE_URL = f"{server.root_url}/v1"
-        settings.LLM_TIMEOUT = TIMEOUT
+        settings.LLM_TIMEOUT = READ_TIMEOUT
         yield server
 
 
