@@ -310,7 +310,7 @@ class ProviderForm(forms.ModelForm):
     class Meta:
         model = Provider
         fields = ("name", "kind", "base_url", "api_key", "api_key_clear", "api_key_env", "default_model",
-                  "timeout_sec", "accepts_images", "enabled")
+                  "timeout_sec", "accepts_images", "reasoning_back", "enabled")
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -348,7 +348,7 @@ class ProviderAdmin(PostButtonMixin, CatalogHistoryAdmin):
     fieldsets = (
         (None, {"fields": ("name", "kind", "enabled")}),
         ("连接", {"fields": ("base_url", "api_key", "api_key_clear", "api_key_env", "timeout_sec")}),
-        ("模型", {"fields": ("default_model", "accepts_images")}),
+        ("模型", {"fields": ("default_model", "accepts_images", "reasoning_back")}),
         ("时间", {"fields": ("created_at", "updated_at"), "classes": ("collapse",)}),
     )
 

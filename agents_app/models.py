@@ -197,6 +197,12 @@ class Provider(TimeStampedModel):
         "模型接受图片", default=False,
         help_text="该提供方的模型能否读图片（image_url）：学生附的图片只发给能读图片的模型（智能体可以单独设置）。"
     )
+    reasoning_back = models.BooleanField(
+        "回传思考内容", default=True,
+        help_text="思考模式下，模型调用了工具的那一轮的思考内容（reasoning_content）随那条消息发回模型，"
+        "本轮和以后的对话都如此：DeepSeek V4、Kimi K2 的思考模式要求这样，否则拒绝请求（HTTP 400）。"
+        "思考内容从不作为回答发回；不接受这个字段的服务请关闭。",
+    )
     enabled = models.BooleanField("启用", default=True, help_text="停用后，用它的智能体跳过它（改用备用提供方或关键词路由）。")
     # No secret in a history row: the key's token is left out (a rollback keeps the current key).
     history = HistoricalRecords(excluded_fields=["api_key_encrypted"])

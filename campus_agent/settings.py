@@ -267,6 +267,9 @@ LLM_MAX_TOKENS = env.int("LLM_MAX_TOKENS", default=2048)
 # The default provider's kind (how thinking is switched in a request): dashscope, vllm, openai,
 # ollama or other (sends nothing). Providers in admin have their own (docs/runtime.md, "Providers").
 LLM_KIND = env.str("LLM_KIND", default="other")
+# A tool round's reasoning sent back to the LLM_* provider as `reasoning_content` (DeepSeek V4 and
+# Kimi K2 in thinking mode require it); false for a server that refuses the field.
+LLM_REASONING_BACK = env.bool("LLM_REASONING_BACK", default=True)
 # Retries of one provider before the first token (429, 5xx, connection, timeout), then the next
 # provider of the agent's chain; the wait doubles from LLM_RETRY_BASE_SEC, or is the answer's
 # Retry-After, and is never longer than LLM_RETRY_MAX_WAIT_SEC nor past the turn's budget.

@@ -62,7 +62,8 @@ class Chunk:
 @dataclass(frozen=True, slots=True)
 class Reasoning:
     """A delta of a thinking model's reasoning (docs/design.md#the-tool-loop): shown apart from the answer, kept on
-    the assistant row's `meta.reasoning`, never part of the reply's text or sent back to the model."""
+    the assistant row's `meta.reasoning`, never part of the reply's text nor sent back as text (a
+    round that called tools has it sent back as `reasoning_content`: runtime/reasoning.py)."""
 
     content: str
 

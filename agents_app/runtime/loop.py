@@ -38,7 +38,13 @@ from agents_app.runtime.events import (
 from agents_app.runtime.llm import ReplyTooLong
 from agents_app.runtime.model_calls import ModelCall, ModelCalls
 from agents_app.runtime.providers import provider_chain, provider_stream_open
-from agents_app.runtime.reasoning import REASONING, ThinkSplitter, delta_reasoning, think_stripped
+from agents_app.runtime.reasoning import (
+    REASONING,
+    ThinkSplitter,
+    assistant_calls_message,
+    delta_reasoning,
+    think_stripped,
+)
 from agents_app.runtime.tool import Tool, tool_spec
 from agents_app.runtime.tool_runs import ToolRequest, tool_calls_run
 from agents_app.runtime.tools import tools_for_agent
@@ -173,10 +179,12 @@ class AskModel:
 
 @dataclass(frozen=True, slots=True)
 class RunTools:
-    """The model asked for tools: run `calls`; `text` is what it said before asking."""
+    """The model asked for tools: run `calls`; `text` is what it said before asking, `reasoning`
+    what it reasoned (sent back with the calls: docs/design.md#the-tool-loop, thinking models)."""
 
     calls: list[ModelCall]
     text: str
+    reasoning: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -382,6 +390,7 @@ async def _model_round(turn: _Turn) -> AsyncIterator[Event | NextStep]:
     offered = turn.specs if turn.tool_rounds < turn.max_tool_rounds else None
     agent = turn.agent
     round_text: list[str] = []
+    round_reasoning: list[str] = []
     calls = ModelCalls()
     think = ThinkSplitter()  # a leading <think>…</think> in the content (no reasoning parser)
     stream = None
@@ -416,17 +425,17 @@ async def _model_round(turn: _Turn) -> AsyncIterator[Event | NextStep]:
                 if not isinstance(delta, dict):
                     continue
                 if reasoning := delta_reasoning(delta):
-                    yield _reasoning_read(turn, reasoning, max_text)
+                    yield _reasoning_read(turn, reasoning, max_text, round_reasoning)
                 content = delta.get("content")
                 if content and isinstance(content, str):
                     for kind, piece in think.feed(content):
-                        yield _answer_read(turn, kind, piece, max_text, round_text)
+                        yield _answer_read(turn, kind, piece, max_text, round_text, round_reasoning)
                 fragments = delta.get("tool_calls")
                 if offered and isinstance(fragments, list):
                     for fragment in fragments:
                         calls.add(fragment)
         for kind, piece in think.end():  # an unclosed <think> block: the rest was reasoning
-            yield _answer_read(turn, kind, piece, max_text, round_text)
+            yield _answer_read(turn, kind, piece, max_text, round_text, round_reasoning)
     except ReplyTooLong as exc:
         logger.warning("model reply cut round={} reason={!r}", turn.tool_rounds + 1, str(exc))
         yield Interrupted(Error(DOWNSTREAM, REPLY_TOO_LONG_TEXT))
@@ -439,7 +448,10 @@ async def _model_round(turn: _Turn) -> AsyncIterator[Event | NextStep]:
             turn.wire_bytes += stream.received
             await stream.close()
     finished = calls.finish() if offered else []
-    yield RunTools(calls=finished, text="".join(round_text)) if finished else FinalAnswer()
+    if finished:
+        yield RunTools(calls=finished, text="".join(round_text), reasoning="".join(round_reasoning))
+    else:
+        yield FinalAnswer()
 
 
 def _text_counted(turn: _Turn, text: str, max_text: int) -> None:
@@ -451,16 +463,20 @@ def _text_counted(turn: _Turn, text: str, max_text: int) -> None:
     turn.yielded = True
 
 
-def _reasoning_read(turn: _Turn, text: str, max_text: int) -> Reasoning:
-    """A piece of the model's reasoning: shown apart, never part of the turn's text."""
+def _reasoning_read(turn: _Turn, text: str, max_text: int, round_reasoning: list[str]) -> Reasoning:
+    """A piece of the model's reasoning: shown apart, never part of the turn's text; kept with the
+    round's in case it calls tools (its reasoning goes back with the calls)."""
     _text_counted(turn, text, max_text)
-    return Reasoning(content=text)  # the event makes the text valid
+    event = Reasoning(content=text)  # the event makes the text valid
+    round_reasoning.append(event.content)
+    return event
 
 
-def _answer_read(turn: _Turn, kind: str, text: str, max_text: int, round_text: list[str]) -> Chunk | Reasoning:
+def _answer_read(turn: _Turn, kind: str, text: str, max_text: int, round_text: list[str],
+                 round_reasoning: list[str]) -> Chunk | Reasoning:
     """A piece of the model's `content`, which ThinkSplitter found to be answer or reasoning."""
     if kind == REASONING:
-        return _reasoning_read(turn, text, max_text)
+        return _reasoning_read(turn, text, max_text, round_reasoning)
     _text_counted(turn, text, max_text)
     chunk = Chunk(content=text)
     round_text.append(chunk.content)
@@ -511,8 +527,8 @@ async def _tool_round(turn: _Turn, step: RunTools) -> AsyncIterator[Event | Next
         yield pause
         return
 
-    turn.messages.append({"role": "assistant", "content": step.text or None,
-                          "tool_calls": [c.message() for c in calls]})
+    turn.messages.append(assistant_calls_message(text=step.text, calls=[c.message() for c in calls],
+                                                 reasoning=step.reasoning))
     _tool_messages_add(turn, [c.id for c in calls], results)
     yield AskModel()
 

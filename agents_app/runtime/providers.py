@@ -39,7 +39,7 @@ from loguru import logger
 
 from agents_app.models import Agent, AgentFallback, Provider
 from agents_app.runtime.llm import LlmProvider, LlmStream, llm_base_url_normalise, llm_default_provider, llm_stream
-from agents_app.runtime.reasoning import delta_reasoning
+from agents_app.runtime.reasoning import delta_reasoning, reasoning_sent_back
 from agents_app.runtime.tracing import model_attempt_traced
 from campus_agent.base.text import text_clean
 
@@ -61,11 +61,13 @@ class NoProvider(openai.APIConnectionError):
 
 @dataclass(frozen=True, slots=True)
 class ChainLink:
-    """One provider of a chain, with the model asked there and its kind (the thinking switch)."""
+    """One provider of a chain, with the model asked there, its kind (the thinking switch) and
+    whether a tool round's reasoning is sent back to it (runtime/reasoning.py)."""
 
     provider: LlmProvider
     kind: str
     model: str
+    reasoning_back: bool = True
 
 
 def thinking_options(*, kind: str, thinking: str) -> dict:
@@ -116,17 +118,18 @@ def provider_chain_sync(agent: Agent) -> list[ChainLink]:
     if agent.provider_id is None or primary is None:
         if settings.LLM_BASE_URL:
             chain.append(ChainLink(provider=llm_default_provider(), kind=settings.LLM_KIND,
-                                   model=agent.model or settings.LLM_MODEL))
+                                   model=agent.model or settings.LLM_MODEL, reasoning_back=settings.LLM_REASONING_BACK))
     elif primary.enabled:
         chain.append(ChainLink(provider=provider_llm(primary), kind=primary.kind,
-                               model=agent.model or primary.default_model))
+                               model=agent.model or primary.default_model, reasoning_back=primary.reasoning_back))
     seen = {agent.provider_id} if agent.provider_id is not None else set()
     for link in fallbacks:
         row = link.provider
         if row.pk in seen or not row.enabled:
             continue
         seen.add(row.pk)
-        chain.append(ChainLink(provider=provider_llm(row), kind=row.kind, model=link.model or row.default_model))
+        chain.append(ChainLink(provider=provider_llm(row), kind=row.kind, model=link.model or row.default_model,
+                               reasoning_back=row.reasoning_back))
     return chain
 
 
@@ -240,6 +243,7 @@ def _failure_text(exc: BaseException, key: str = "") -> str:
 async def _open_first(link: ChainLink, *, agent: Agent, messages, tools, temperature, request_id,
                       max_bytes) -> ProviderStream:
     """Opens the stream and reads it up to its first chunk with output (or its end)."""
+    messages = reasoning_sent_back(messages, send_back=link.reasoning_back)
     stream = await llm_stream(model=link.model, messages=messages, tools=tools, temperature=temperature,
                               request_id=request_id, max_bytes=max_bytes, provider=link.provider,
                               options=thinking_options(kind=link.kind, thinking=agent.thinking))

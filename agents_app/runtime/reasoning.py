@@ -12,7 +12,14 @@ Reasoning arrives in one of three forms:
 `ThinkSplitter` reads the third form. Only a *leading* block is reasoning (whitespace before it
 allowed): a `<think>` further on is the answer's own text (a student asking about the tag). The
 tags may be split across chunks anywhere; a block still open when the answer ends is all
-reasoning (the model stopped while thinking, or went straight to a tool call)."""
+reasoning (the model stopped while thinking, or went straight to a tool call).
+
+Reasoning is never sent back as content. One exception, which the providers require: the
+reasoning of a round that called tools goes back as `reasoning_content` on that assistant
+message, in the turn's next requests and in every later turn's history (DeepSeek V4 and Kimi K2 in
+thinking mode answer HTTP 400 "The `reasoning_content` in the thinking mode must be passed back
+to the API." otherwise). `reasoning_sent_back` shapes that per provider: a provider set not to
+receive it (a server that refuses the field) gets the messages without it."""
 from __future__ import annotations
 
 OPEN_TAG, CLOSE_TAG = "<think>", "</think>"
@@ -112,3 +119,28 @@ def think_stripped(text: str) -> str:
     splitter = ThinkSplitter()
     pieces = splitter.feed(text) + splitter.end()
     return "".join(piece for kind, piece in pieces if kind == CONTENT)
+
+
+def assistant_calls_message(*, text: str, calls: list[dict], reasoning: str = "") -> dict:
+    """An assistant message that called tools, as the model is sent it back: its text, its calls,
+    and the reasoning that led to them as `reasoning_content` (DeepSeek V4 and Kimi K2 in thinking
+    mode refuse a request where a tool round's reasoning is missing; a provider that refuses the
+    field has it removed, runtime/providers.py). Never as content: docs/design.md#the-tool-loop."""
+    message = {"role": "assistant", "content": text or None, "tool_calls": calls}
+    if reasoning:
+        message["reasoning_content"] = reasoning
+    return message
+
+
+def reasoning_sent_back(messages: list[dict], *, send_back: bool) -> list[dict]:
+    """The turn's messages as one provider is sent them. With `send_back`, once any tool round
+    carries its reasoning, every tool round does (an empty `reasoning_content` where the model
+    called tools without reasoning: a thinking mode wants the field on each); without it, the
+    field is removed. Messages without any reasoning are returned as they are (no copy)."""
+    if not any(isinstance(m, dict) and "reasoning_content" in m for m in messages):
+        return messages
+    if not send_back:
+        return [{k: v for k, v in m.items() if k != "reasoning_content"} if "reasoning_content" in m else m
+                for m in messages]
+    return [{**m, "reasoning_content": ""} if m.get("role") == "assistant" and m.get("tool_calls")
+            and "reasoning_content" not in m else m for m in messages]

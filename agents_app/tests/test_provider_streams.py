@@ -431,18 +431,33 @@ def test_reasoning_is_kept_on_the_rows_meta_and_never_in_their_content(ask, llm_
 
 
 @ALL
-def test_reasoning_is_never_sent_back_to_the_model(ask, llm_settings, name):
+def test_reasoning_goes_back_only_as_a_tool_rounds_reasoning_content(ask, llm_settings, name):
+    """Never as text; a round that called tools has its reasoning sent back with its calls, as
+    `reasoning_content` (DeepSeek V4 and Kimi K2 refuse a request without it), in the turn's
+    next requests and the next turn's history; the answer's own reasoning is never sent back."""
     scenario = SCENARIOS[name]
     first = _replayed_turn(ask, llm_settings, scenario)
     llm_settings.reply_text(WELCOME)
     second = ask(THANKS, conversation_id=first.frames[0]["conversation_id"])
     assert second.frames[-1]["full_text"] == WELCOME
 
+    tool_rounds = scenario.reasoning[:len(scenario.calls)]
     # the requests after a tool round within the turn, and the next turn's request
     for request in llm_settings.requests[1:]:
+        sent_back = []
         for message in request.messages:
-            assert not set(message) & set(REASONING_KEYS), message
-            _assert_no_reasoning_in(json.dumps(message, ensure_ascii=False), scenario, "a message sent to the model")
+            shown = {k: v for k, v in message.items() if k != "reasoning_content"}
+            assert not set(shown) & set(REASONING_KEYS), message
+            _assert_no_reasoning_in(json.dumps(shown, ensure_ascii=False), scenario, "a message sent to the model")
+            if "reasoning_content" in message:
+                assert message["role"] == "assistant" and message.get("tool_calls"), message
+                sent_back.append(message["reasoning_content"].strip())
+        if any(tool_rounds):  # every tool round so far, in order ("" for one that reasoned nothing)
+            assert sent_back and sent_back == [r.strip() for r in tool_rounds][:len(sent_back)], sent_back
+        else:
+            assert sent_back == []
+    assert scenario.reasoning[-1][:8] not in json.dumps(llm_settings.requests[-1].messages, ensure_ascii=False) \
+        or scenario.reasoning[-1] in tool_rounds
     history = llm_settings.requests[-1].messages
     assert history[-1] == {"role": "user", "content": THANKS}
     if scenario.answer:  # a reply with no text is not sent back (chat_app.conversations.history.history_build)

@@ -11,6 +11,7 @@ a question's attachments as content parts (docs/design.md#attachments):
 """
 import base64
 
+from agents_app.runtime.reasoning import assistant_calls_message
 from chat_app.models import Conversation, Message, Upload
 
 TEXT_HEAD = "附件《{name}》的内容{cut}：\n{text}"
@@ -50,8 +51,10 @@ def _openai_message(message: Message) -> dict | None:
         return {"role": "tool", "tool_call_id": message.meta.get("tool_call_id", ""), "content": message.content}
     if message.role == Message.Role.ASSISTANT:
         tool_calls = message.meta.get("tool_calls")
-        if tool_calls:
-            return {"role": "assistant", "content": message.content or None, "tool_calls": tool_calls}
+        if tool_calls:  # with the reasoning that led to the calls (docs/design.md#the-tool-loop)
+            reasoning = message.meta.get("reasoning")
+            return assistant_calls_message(text=message.content, calls=tool_calls,
+                                           reasoning=reasoning if isinstance(reasoning, str) else "")
         if not message.content:
             return None  # an interrupted turn that said nothing tells the model nothing
         return {"role": "assistant", "content": message.content}

@@ -35,6 +35,11 @@ from starlette.routing import Route
 from testkit.servers import ServedApp
 
 NO_SCRIPT_MESSAGE = "fake LLM: no scripted reply left"
+# DeepSeek's answer to a thinking-mode request whose tool round lost its reasoning, word for word (as
+# DeepSeek's API sends it: issues quoting the raw body, e.g. endolith/open-interpreter#215).
+REASONING_BACK_REFUSAL = {"error": {"message": "The `reasoning_content` in the thinking mode must be passed back to "
+                                               "the API.", "type": "invalid_request_error", "param": None,
+                                    "code": "invalid_request_error"}}
 STREAM_ERROR_MESSAGE = "fake LLM: scripted error inside the stream"
 JUNK_FRAME = "data: {this is not json\n\n"
 
@@ -153,6 +158,10 @@ class FakeLlm(ServedApp):
         )
 
     def _state_init(self) -> None:
+        # DeepSeek V4's (and Kimi K2's) thinking mode: "for turns that do perform tool calls, the
+        # reasoning_content must be fully passed back to the API in all subsequent requests" —
+        # a request with an assistant tool_calls message lacking it is refused with HTTP 400.
+        self.requires_reasoning_back = False
         self.requests: list[RecordedRequest] = []
         self.model_requests: list[RecordedRequest] = []  # GET /v1/models (the admin's 测试连接)
         self.responder: Responder | None = None
@@ -217,6 +226,8 @@ class FakeLlm(ServedApp):
         recorded = RecordedRequest(body=body, headers={k.lower(): v for k, v in request.headers.items()},
                                    peer=tuple(request.client) if request.client else None)
         self.requests.append(recorded)
+        if self.requires_reasoning_back and _reasoning_missing(body):
+            return JSONResponse(REASONING_BACK_REFUSAL, status_code=400)
         reply = self._next_reply(recorded)
         if reply is None:
             return _error_response(500, NO_SCRIPT_MESSAGE)
@@ -261,6 +272,12 @@ class FakeLlm(ServedApp):
                 yield JUNK_FRAME
             yield _frame(payload, reply)
         yield _frame("[DONE]", reply)
+
+
+def _reasoning_missing(body: dict) -> bool:
+    """An assistant message that called tools without its `reasoning_content` (a string)."""
+    return any(isinstance(m, dict) and m.get("role") == "assistant" and m.get("tool_calls")
+               and not isinstance(m.get("reasoning_content"), str) for m in body.get("messages") or [])
 
 
 async def _released(event: threading.Event) -> None:

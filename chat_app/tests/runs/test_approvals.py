@@ -16,7 +16,7 @@ from django.utils import timezone
 from chat_app.models import Message, Run, Wait
 from chat_app.runs.bus import run_bus
 from chat_app.runs.state import local_runs
-from testkit.model.fake_llm import ScriptedCall
+from testkit.model.fake_llm import Reply, ScriptedCall
 from testkit.polling import wait_for
 from testkit.web.sse import chat, parse_blocks, read_rest, read_until
 
@@ -395,3 +395,20 @@ def test_the_resumed_turn_sends_the_model_what_an_unpaused_turn_would(
     assert [m["role"] for m in before] == ["system", "user"] and before[1]["content"] == "订午饭"
     assert [m["role"] for m in resumed] == ["system", "user", "assistant", "tool"]
     assert resumed[1]["content"] == "订午饭" and resumed[2]["tool_calls"][0]["function"]["name"] == "call_canteen"
+
+
+def test_a_paused_rounds_reasoning_goes_back_with_its_calls_when_the_run_resumes(
+    live_asgi, llm_settings, agent, asking_canteen, auth_headers, subagent_server
+):
+    """The resumed turn rebuilds its messages from the stored rows: the paused round's reasoning
+    (kept on its assistant row) goes back with its calls, as DeepSeek's thinking mode requires."""
+    llm_settings.requires_reasoning_back = True
+    llm_settings.queue(Reply(reasoning="要订饭，先问学生。", tool_calls=[ScriptedCall("call_canteen", {"message": "订午饭"})]))
+    llm_settings.reply_text("已经为你订好了。")
+    blocks = _asked_then_left(live_asgi, auth_headers)
+    session, asked = blocks[0][1], blocks[-1][1]
+    assert _decide(live_asgi, session["run_id"], asked["call_id"], "approve", auth_headers).json()["resumed"] is True
+    wait_for(lambda: Run.objects.get(id=session["run_id"]).status == Run.Status.FINISHED, what="the resumed run's end")
+    resumed = llm_settings.last_request.messages
+    assert [m.get("reasoning_content") for m in resumed if m.get("tool_calls")] == ["要订饭，先问学生。"]
+    assert _rows(session["conversation_id"])[-1].content == "已经为你订好了。"
