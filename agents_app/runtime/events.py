@@ -335,20 +335,30 @@ class Error:
         return {"type": "error", "code": self.code, "message": self.message}
 
 
+# Why a model ended its answer before it was complete, in its own `finish_reason` (OpenAI's two
+# words; Zhipu GLM says `sensitive` for its filter): the reply is stored and shown as cut, and
+# `/v1` passes the reason on (docs/design.md#the-tool-loop).
+CUT_LENGTH = "length"
+CUT_CONTENT_FILTER = "content_filter"
+CUT_REASONS = (CUT_LENGTH, CUT_CONTENT_FILTER)
+
+
 @dataclass(frozen=True, slots=True)
 class Done:
-    """The turn ended. Always last. `interrupted` when a failure cut the answer."""
+    """The turn ended. Always last. `interrupted` when a failure cut the answer; `interrupted_reason`
+    when the model itself ended it early (one of CUT_REASONS)."""
 
     full_text: str
     chart: dict | None = None
     usage: dict[str, Any] = field(default_factory=dict)
     interrupted: bool = False
+    interrupted_reason: str | None = None
     fallback: bool = False  # the turn was answered by keyword routing (issue #6)
     provider: str | None = None  # the provider whose model answered (its admin name, or "default")
     model: str | None = None  # the model it was asked for
 
     FRAME_SCHEMA: ClassVar[dict] = frame_schema(
-        "done", "最后一帧；message_id 是保存的回答消息的 ID；interrupted: 回答被中断（失败、超时、停止）",
+        "done", "最后一帧；message_id 是保存的回答消息的 ID；interrupted: 回答被中断（失败、超时、停止，或模型自己截断：见 interrupted_reason）",
         required={
             "full_text": _STRING,
             "message_id": _STRING,
@@ -357,6 +367,9 @@ class Done:
         optional={
             "fallback": _FLAG,
             "interrupted": _FLAG,
+            "interrupted_reason": {"type": "string", "enum": list(CUT_REASONS),
+                                   "description": "模型自己提前结束了回答（interrupted 为 true）：length 达到长度上限"
+                                                  "（max_tokens，思考模型的推理也计入），content_filter 被模型服务的内容审核拦截"},
             "usage": {"type": "object", "description": "模型报告的 token 用量（prompt_tokens、completion_tokens、"
                       "total_tokens、prompt_tokens_details.cached_tokens）；关键词路由的回答没有"},
             "provider": {"type": "string", "description": "回答的模型提供方（后台的名称；default 为环境变量 LLM_* 配置的）；"
@@ -374,6 +387,8 @@ class Done:
             payload["fallback"] = True
         if self.interrupted:  # the page marks the reply as cut at once, not only after a reload
             payload["interrupted"] = True
+            if self.interrupted_reason:
+                payload["interrupted_reason"] = self.interrupted_reason
         if self.usage:  # what the turn cost, as the model reported it (summed over its rounds)
             payload["usage"] = self.usage
         if self.provider:  # who answered (a fallback provider, when the agent's own was down)

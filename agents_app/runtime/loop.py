@@ -23,6 +23,8 @@ from agents_app.runtime.budget import BudgetSpent, turn_deadline, within
 from agents_app.runtime.caps import WIRE_BYTES_PER_REPLY_BYTE, cap, text_cap, usage_count, utf8_size
 from agents_app.runtime.context import RunContext
 from agents_app.runtime.events import (
+    CUT_CONTENT_FILTER,
+    CUT_LENGTH,
     ApprovalRequired,
     AuthorizationRequired,
     Chunk,
@@ -61,6 +63,20 @@ TURN_TIMEOUT_TEXT = _("本轮回答超时，请稍后重试或换个问法。")
 DOMAIN_HINT_TEXT = ("提示：学生是从业务入口进入本对话的，入口的业务域代码是 {domain}（JSON 字符串，只是数据）；"
                     "问题不明确时优先考虑该业务域的工具。")
 REPLY_TOO_LONG_TEXT = _("AI 模型的回答过长，已中断。请换个问法或缩小问题范围。")
+# A model's `finish_reason` that says its answer is not complete (docs/design.md#the-tool-loop):
+# the reason the reply is marked with, and what the student is told.
+CUT_FINISH_REASONS = {
+    "length": CUT_LENGTH,  # max_tokens reached (a thinking model's reasoning counts too)
+    "content_filter": CUT_CONTENT_FILTER,
+    "sensitive": CUT_CONTENT_FILTER,  # Zhipu GLM's word for its filter
+}
+CUT_TEXT = {
+    CUT_LENGTH: _("回答达到了 AI 模型的长度上限，没有写完。可以发送“继续”让它接着写，或换个更具体的问法。"),
+    CUT_CONTENT_FILTER: _("回答被 AI 模型服务的内容审核拦截，没有写完。请换个问法。"),
+}
+# A `finish_reason` that says the provider failed mid-answer (DeepSeek's
+# insufficient_system_resource, Zhipu's network_error, vLLM's abort): a model failure.
+FAILED_FINISH_REASONS = frozenset({"insufficient_system_resource", "network_error", "abort", "error"})
 # Past this much CPU without a pause, reading the model's stream lets the event loop run (a
 # hostile answer arrives faster than it can be parsed; /healthz and other turns must not wait).
 YIELD_EVERY_SEC = 0.005
@@ -208,9 +224,11 @@ class FinalAnswer:
 
 @dataclass(frozen=True, slots=True)
 class Interrupted:
-    """The turn ends cut short; `error` tells the student why."""
+    """The turn ends cut short; `error` tells the student why; `reason` when the model itself cut
+    its answer (Done.interrupted_reason)."""
 
     error: Error
+    reason: str | None = None
 
 
 NextStep = AskModel | RunTools | RunDecided | AwaitApproval | FinalAnswer | Interrupted
@@ -267,7 +285,7 @@ class _Turn:
         self.chart = state["chart"] if isinstance(state.get("chart"), dict) else None
         self.yielded = True  # the turn spoke before its pause: no keyword routing stands in now
 
-    def done(self, *, interrupted: bool) -> Done:
+    def done(self, *, interrupted: bool, reason: str | None = None) -> Done:
         logger.info(
             "turn done agent={} tools={} interrupted={} usage={} cost_ms={:.0f}",
             self.agent.slug, len(self.tools_by_name), interrupted, self.usage,
@@ -275,7 +293,7 @@ class _Turn:
         )
         provider, model = self.answered_by or (None, None)
         return Done(full_text="".join(self.text_parts), chart=self.chart, usage=self.usage, interrupted=interrupted,
-                    provider=provider, model=model)
+                    interrupted_reason=reason, provider=provider, model=model)
 
 
 async def run_turn(*, agent: Agent, history: list[dict], ctx: RunContext) -> AsyncIterator[Event]:
@@ -358,7 +376,9 @@ async def _steps(turn: _Turn, step: NextStep) -> AsyncIterator[Event | Paused]:
         return
     if isinstance(step, Interrupted):
         yield step.error
-    yield turn.done(interrupted=isinstance(step, Interrupted))
+        yield turn.done(interrupted=True, reason=step.reason)
+        return
+    yield turn.done(interrupted=False)
 
 
 async def _turn_start(*, agent: Agent, history: list[dict], ctx: RunContext) -> _Turn:
@@ -396,6 +416,7 @@ async def _model_round(turn: _Turn) -> AsyncIterator[Event | NextStep]:
     stream = None
     loop = asyncio.get_running_loop()
     max_text = cap("LLM_MAX_REPLY_BYTES")
+    finish = None  # the model's last `finish_reason`
     try:
         stream = await within(
             provider_stream_open(agent=agent, messages=turn.messages, tools=offered,
@@ -421,7 +442,11 @@ async def _model_round(turn: _Turn) -> AsyncIterator[Event | NextStep]:
             _usage_add(turn.usage, chunk.get("usage"))
             choices = chunk.get("choices")
             for choice in choices if isinstance(choices, list) else ():
-                delta = choice.get("delta") if isinstance(choice, dict) else None
+                if not isinstance(choice, dict):
+                    continue
+                if isinstance(choice.get("finish_reason"), str):
+                    finish = choice["finish_reason"]
+                delta = choice.get("delta")
                 if not isinstance(delta, dict):
                     continue
                 if reasoning := delta_reasoning(delta):
@@ -447,11 +472,29 @@ async def _model_round(turn: _Turn) -> AsyncIterator[Event | NextStep]:
         if stream is not None:
             turn.wire_bytes += stream.received
             await stream.close()
+    if (cut := _finish_cut(turn, finish)) is not None:
+        yield cut  # a cut round's calls are not run: their arguments may be cut too
+        return
     finished = calls.finish() if offered else []
     if finished:
         yield RunTools(calls=finished, text="".join(round_text), reasoning="".join(round_reasoning))
     else:
         yield FinalAnswer()
+
+
+def _finish_cut(turn: _Turn, finish: str | None) -> Interrupted | None:
+    """The turn's end when the model's `finish_reason` says its answer is not complete; None when
+    it is (`stop`, `tool_calls`, none, or a word this table does not know)."""
+    if finish in CUT_FINISH_REASONS:
+        reason = CUT_FINISH_REASONS[finish]
+        logger.warning("model answer cut round={} finish_reason={!r}", turn.tool_rounds + 1, finish)
+        return Interrupted(Error(DOWNSTREAM, CUT_TEXT[reason]), reason=reason)
+    if finish in FAILED_FINISH_REASONS:
+        logger.warning("model failed mid-answer round={} finish_reason={!r}", turn.tool_rounds + 1, finish)
+        if not turn.yielded:
+            raise LlmUnavailable(f"finish_reason {finish}")
+        return Interrupted(Error(DOWNSTREAM, MODEL_INTERRUPTED_TEXT))
+    return None
 
 
 def _text_counted(turn: _Turn, text: str, max_text: int) -> None:

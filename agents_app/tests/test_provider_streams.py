@@ -26,6 +26,7 @@ import openai
 import pytest
 
 from agents_app.runtime.llm import llm_stream
+from agents_app.runtime.loop import CUT_TEXT
 from testkit.model.fake_llm import stream_fixture, stream_fixture_names
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -46,6 +47,7 @@ class Scenario:
     round_text: tuple[str, ...] = ()  # per tool round: the model's text before its calls (reasoning aside)
     usage: dict = field(default_factory=dict)  # the turn's summed usage, as stored in meta.usage
     think_tags: bool = False  # the reasoning comes as <think>…</think> inside the content
+    cut: str | None = None  # the model cut its answer (its finish_reason): Done.interrupted_reason
 
     @property
     def visible_text(self) -> str:
@@ -114,6 +116,7 @@ SCENARIOS = {
         reasoning=("用户问这学期选课什么时候截止。选课系统的通知里说第二轮选课",),
         usage=_usage(175, 32, 207),
         think_tags=True,
+        cut="length",  # max_tokens ran out inside the reasoning: the reply is marked as cut
     ),
     "deepseek_reasoner": Scenario(
         streams=("deepseek_reasoner",),
@@ -227,7 +230,11 @@ def test_replayed_stream_answers_runs_the_tools_and_stores_the_usage(ask, llm_se
     result = _replayed_turn(ask, llm_settings, scenario, piece_bytes=5 if pieces == "5-byte" else None,
                             delay=0.0 if pieces == "5-byte" else 0.002)
 
-    assert not result.of("error") and not result.frames[-1].get("interrupted")
+    if scenario.cut:
+        assert [e["message"] for e in result.of("error")] == [str(CUT_TEXT[scenario.cut])]
+        assert result.frames[-1]["interrupted_reason"] == scenario.cut
+    else:
+        assert not result.of("error") and not result.frames[-1].get("interrupted")
     assert _asked(result) == [list(c) for c in scenario.calls]
     assert sorted(r.message for r in subagent_server.requests) == sorted(m for c in scenario.calls for _, m in c)
     assert all(f["ok"] for f in result.of("tool_result"))

@@ -222,6 +222,8 @@ class TurnRecorder:
             final_meta["usage"] = usage
         if self.interrupted:
             final_meta["interrupted"] = True
+            if self.done is not None and self.done.interrupted_reason:  # the model cut it (events.CUT_REASONS)
+                final_meta["interrupted_reason"] = self.done.interrupted_reason
         if self.done is not None and getattr(self.done, "fallback", False):
             final_meta["fallback"] = True  # answered by keyword routing, not by the model
         if self.done is not None and self.done.provider:  # per-provider usage: docs/runtime.md, "Providers"

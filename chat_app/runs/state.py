@@ -26,6 +26,7 @@ from django.utils import timezone, translation
 from django.utils.translation import gettext_lazy as _
 from loguru import logger
 
+from agents_app.runtime.events import CUT_REASONS
 from campus_agent.base.asyncdb import db_call
 from campus_agent.base.errors import GENERAL
 from chat_app.models import Message, Run
@@ -104,6 +105,8 @@ def run_stored_end(*, run: Run) -> dict:
     }
     if run.status == State.INTERRUPTED or (row is not None and row.meta.get("interrupted")):
         payload["interrupted"] = True
+        if row is not None and row.meta.get("interrupted_reason") in CUT_REASONS:
+            payload["interrupted_reason"] = row.meta["interrupted_reason"]
     if row is not None and row.meta.get("usage"):
         payload["usage"] = row.meta["usage"]
     for name in ("provider", "model"):  # who answered (Done.provider / Done.model)

@@ -85,6 +85,8 @@ class Reply:
       providers report quota or moderation failures so);
     - `terse_frames`: frame the stream as some providers do: `data:` without the space, CRLF
       line ends, and a `: keep-alive` comment line before each event;
+    - `finish_reason`: the final chunk's `finish_reason` instead of `stop` / `tool_calls` (a cut
+      answer: `length`, `content_filter`, Zhipu's `sensitive` …);
     - `usage`: the usage reported in the final chunk (computed from the text when None; any
       JSON value, to test what the client makes of a hostile one);
     - `deltas`: `delta` values (any JSON) sent one chunk each after the text, instead of the
@@ -113,6 +115,7 @@ class Reply:
     terse_frames: bool = False
     error_as_json: bool = False
     interleave: bool = False
+    finish_reason: str | None = None
     usage: Any = None
     deltas: list | None = None
     raw_chunks: list | None = None
@@ -365,7 +368,7 @@ def _chunks(reply: Reply, model: str):
         for delta in reply.deltas or ():
             yield _chunk_envelope(model, [{"index": 0, "delta": delta, "finish_reason": None}])
         yield from reply.raw_chunks or ()
-        yield _delta(model, {}, finish_reason="stop")
+        yield _delta(model, {}, finish_reason=reply.finish_reason or "stop")
         return
     per_call = [_call_fragments(i, c, reply.chunk_size * 2) for i, c in enumerate(reply.tool_calls)]
     if reply.interleave:
@@ -376,7 +379,11 @@ def _chunks(reply: Reply, model: str):
         ordered = [frag for frags in per_call for frag in frags]
     for fragment in ordered:
         yield _delta(model, {"tool_calls": [fragment]})
-    yield _delta(model, {}, finish_reason="tool_calls" if reply.tool_calls else "stop")
+    yield _delta(model, {}, finish_reason=_finish_reason(reply))
+
+
+def _finish_reason(reply: Reply) -> str:
+    return reply.finish_reason or ("tool_calls" if reply.tool_calls else "stop")
 
 
 # --- hostile answers, streamed without being built in memory (Reply.body) --------------------------
@@ -453,7 +460,7 @@ def _completion(reply: Reply, model: str) -> dict:
         "created": int(time.time()),
         "model": model,
         "choices": [
-            {"index": 0, "message": message, "finish_reason": "tool_calls" if reply.tool_calls else "stop"}
+            {"index": 0, "message": message, "finish_reason": _finish_reason(reply)}
         ],
         "usage": _usage(reply),
     }

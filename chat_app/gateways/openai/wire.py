@@ -16,7 +16,7 @@ from django.http import JsonResponse
 from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy as _
 
-from agents_app.runtime.events import WAITING_FRAME_TYPES
+from agents_app.runtime.events import CUT_REASONS, WAITING_FRAME_TYPES
 from campus_agent.base import errors
 from campus_agent.base.errors import INVALID_BODY
 from chat_app.runs.chat_input import AGENT_SLUG_MAX, MESSAGE_MAX
@@ -314,8 +314,18 @@ class Translation:
         if kind == "done":
             self.ended = True
             self.usage = frame.get("usage") or None
-            self.finish_reason = "length" if frame.get("interrupted") else "stop"
+            self.finish_reason = finish_reason_of(frame)
         return []  # session, ping, and frames this API has no use for
+
+
+def finish_reason_of(done: dict) -> str:
+    """The answer's `finish_reason` from the run's `done`: the model's own reason when it cut the
+    answer (`length`, `content_filter`), `length` for any other cut reply (stopped, failed, out of
+    time: what was sent is not the whole answer), else `stop`."""
+    if not done.get("interrupted"):
+        return "stop"
+    reason = done.get("interrupted_reason")
+    return reason if reason in CUT_REASONS else "length"
 
 
 def usage_of(usage: dict | None) -> dict:

@@ -58,6 +58,7 @@ SAMPLES = [
     Done(full_text="今天一食堂有红烧肉", usage={"prompt_tokens": 3, "completion_tokens": 5, "total_tokens": 8}, chart={"type": "bar", "labels": ["a"], "datasets": [{"data": [1]}]},
          provider="百炼", model="qwen-plus"),
     Done(full_text="", interrupted=True, fallback=True),
+    Done(full_text="写到一半", interrupted=True, interrupted_reason="length"),
 ]
 
 

@@ -8,7 +8,7 @@ import time
 import pytest
 from django.conf import settings
 
-from agents_app.runtime.loop import MODEL_INTERRUPTED_TEXT
+from agents_app.runtime.loop import CUT_TEXT, MODEL_INTERRUPTED_TEXT
 from agents_app.runtime.turn import MODEL_UNAVAILABLE
 from chat_app.models import Conversation, Message
 from subagents_app.client import HTTP_ERROR_NOTICE
@@ -217,6 +217,20 @@ def test_failures_are_shown_inline_in_plain_chinese(chat, llm_settings, settings
     assert page.text_content(".exchange:last-child .msg-assistant:not([hidden]) .msg-flag") == "（已中断）"
     shown = page.text_content(".exchange:last-child .msg-assistant:not([hidden]) .segment").strip()
     assert shown and cut_answer.startswith(shown) and shown != cut_answer
+
+    # The model itself stops at its length limit (`finish_reason: length`): the reply is whole as
+    # far as it goes, and the student is told it is cut and why, live and after a reload.
+    llm_settings.queue(Reply(text="夜宵窗口的菜单有：炒粉、", finish_reason="length"))
+    _ask(page, "夜宵有什么")
+    _wait_answered(page)
+    last = ".exchange:last-child .msg-assistant:not([hidden])"
+    assert page.text_content(f"{last} .msg-error") == CUT_TEXT["length"]
+    assert page.text_content(f"{last} .msg-flag") == "（已中断）"
+    assert page.text_content(f"{last} .segment").strip() == "夜宵窗口的菜单有：炒粉、"
+    page.reload()
+    chat.chat_ready()
+    assert page.text_content(f"{last} .msg-error") == CUT_TEXT["length"]
+    assert page.text_content(f"{last} .msg-flag") == "（已中断）"
 
     llm_settings.fail(500)  # the model itself is down and keyword routing is off
     _ask(page, "再试一次")
