@@ -194,6 +194,10 @@ class McpPool:
         if session is not None:
             session.broken = True
 
+    async def retired_wait(self) -> None:
+        """Waits until the sessions retired so far are closed (their stdio servers have exited)."""
+        await asyncio.gather(*self._closing, return_exceptions=True)
+
     async def close(self) -> None:
         sessions, self._sessions = list(self._sessions.values()), {}
         await asyncio.gather(*(s.close() for s in sessions), *self._closing, return_exceptions=True)

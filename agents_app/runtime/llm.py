@@ -112,7 +112,8 @@ class LlmStream:
     plain SDK and holds them to the same outcome; it differs only where the SDK lets a non-SDK
     error escape or hides a failure: a chunk that is not JSON raises `openai.APIError` (the SDK:
     `json.JSONDecodeError`), a 200 answer that is not an event stream raises `openai.APIError`
-    (the SDK: an empty answer), and an event without data is skipped (the SDK: a JSON error).
+    (the SDK: an empty answer), an event without data is skipped (the SDK: a JSON error), and
+    vLLM's error object (`{"object": "error", …}`) raises (the SDK: an empty chunk).
 
     Iterate it for the chunk dicts (usage in the last one); `close()` releases the connection and
     must be called on every exit path (iteration does not close it).
@@ -161,8 +162,13 @@ class LlmStream:
                     raise openai.APIError(STREAM_BAD_JSON_MESSAGE, request, body=event.data) from exc
                 if not isinstance(chunk, dict):
                     continue
-                if chunk.get("error"):  # as the SDK does: an error reported inside a 200 stream
-                    error = chunk["error"]
+                if chunk.get("error") or chunk.get("object") == "error":
+                    # As the SDK does: an error reported inside a 200 stream (vLLM's own shape:
+                    # {"object": "error", "message": …}). OpenRouter reports what the failed
+                    # answer cost in the same chunk: that usage is handed on first.
+                    if usage := chunk_usage(chunk):
+                        yield {"usage": usage}
+                    error = chunk.get("error") or chunk
                     message = error.get("message") if isinstance(error, dict) else None
                     raise openai.APIError(message if isinstance(message, str) and message else STREAM_ERROR_MESSAGE,
                                           request, body=error)
@@ -182,6 +188,17 @@ class LlmStream:
             raise openai.APIConnectionError(request=request) from exc
         finally:
             await events.aclose()
+
+
+def chunk_usage(chunk: dict) -> dict | None:
+    """The usage a chunk reports: its `usage` (OpenAI's place, with `stream_options.include_usage`),
+    or Groq's `x_groq.usage` (where Groq puts it, on the last chunk); None when it has none."""
+    usage = chunk.get("usage")
+    if isinstance(usage, dict):
+        return usage
+    groq = chunk.get("x_groq")
+    usage = groq.get("usage") if isinstance(groq, dict) else None
+    return usage if isinstance(usage, dict) else None
 
 
 def _choices(chunk: dict) -> list:

@@ -37,7 +37,7 @@ from agents_app.runtime.events import (
     ToolCall,
     ToolResult,
 )
-from agents_app.runtime.llm import ReplyTooLong
+from agents_app.runtime.llm import ReplyTooLong, chunk_usage
 from agents_app.runtime.model_calls import ModelCall, ModelCalls
 from agents_app.runtime.providers import provider_chain, provider_stream_open
 from agents_app.runtime.reasoning import (
@@ -175,6 +175,32 @@ def _detail_add(total: dict, group: str, key: str, value) -> None:
     if isinstance(value, int) and not isinstance(value, bool):
         summed = total.setdefault(group, {})
         summed[key] = usage_count(usage_count(summed.get(key, 0)) + usage_count(value))
+
+
+class _RoundUsage:
+    """The usage one model request reports, wherever its provider puts it: the chunk's `usage`
+    (OpenAI's place; OpenRouter's error chunk has one too, llm.LlmStream), else a choice's `usage`
+    (Moonshot Kimi's last chunk), else Groq's `x_groq.usage`. Each report is the request's total
+    so far (vLLM's continuous usage repeats it on every chunk): the last one of the best place
+    counts, once."""
+
+    def __init__(self) -> None:
+        self.by_place: dict[int, dict] = {}  # place (0 best) → its last report
+
+    def read(self, chunk: dict) -> None:
+        if isinstance(usage := chunk.get("usage"), dict):
+            self.by_place[0] = usage
+            return
+        choices = chunk.get("choices")
+        for choice in choices if isinstance(choices, list) else ():
+            if isinstance(choice, dict) and isinstance(choice.get("usage"), dict):
+                self.by_place[1] = choice["usage"]
+        if (usage := chunk_usage(chunk)) is not None:
+            self.by_place[2] = usage
+
+    def add_to(self, total: dict) -> None:
+        if self.by_place:
+            _usage_add(total, self.by_place[min(self.by_place)])
 
 
 def usage_clamped(usage) -> dict:
@@ -417,6 +443,7 @@ async def _model_round(turn: _Turn) -> AsyncIterator[Event | NextStep]:
     loop = asyncio.get_running_loop()
     max_text = cap("LLM_MAX_REPLY_BYTES")
     finish = None  # the model's last `finish_reason`
+    usage = _RoundUsage()
     try:
         stream = await within(
             provider_stream_open(agent=agent, messages=turn.messages, tools=offered,
@@ -439,7 +466,7 @@ async def _model_round(turn: _Turn) -> AsyncIterator[Event | NextStep]:
                 await asyncio.sleep(YIELD_PAUSE_SEC)
                 paused_at = loop.time()
             # Chunks are plain dicts (see LlmStream): any field may be missing, null or of any type.
-            _usage_add(turn.usage, chunk.get("usage"))
+            usage.read(chunk)
             choices = chunk.get("choices")
             for choice in choices if isinstance(choices, list) else ():
                 if not isinstance(choice, dict):
@@ -469,6 +496,7 @@ async def _model_round(turn: _Turn) -> AsyncIterator[Event | NextStep]:
         yield _model_failed(turn, exc)
         return
     finally:
+        usage.add_to(turn.usage)
         if stream is not None:
             turn.wire_bytes += stream.received
             await stream.close()

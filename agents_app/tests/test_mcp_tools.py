@@ -202,10 +202,7 @@ async def test_a_session_left_idle_is_closed_when_the_pool_is_next_used(
     await sync_to_async(agent.mcp_services.set)([mcp_service_http])  # `tools` taken off the agent
     [other] = await turn(agent, llm_settings, ("http-tools__add", {"a": 1, "b": 2}))
     assert other.ok
-    for _ in range(50):  # the stdio server exits once its session is closed
-        if not _running(pid):
-            break
-        await asyncio.sleep(0.1)
+    await pool_module.mcp_pool().retired_wait()  # the idle session was retired by that turn: closed now
     assert not _running(pid)
 
 
