@@ -213,7 +213,8 @@ def _finishes(chunk: dict) -> bool:
 def _carries_output(chunk: dict) -> bool:
     for choice in _choices(chunk):
         delta = choice.get("delta") if isinstance(choice, dict) else None
-        if isinstance(delta, dict) and (delta.get("content") or delta.get("tool_calls") or delta_reasoning(delta)):
+        if isinstance(delta, dict) and (delta.get("content") or delta.get("tool_calls") or delta.get("refusal")
+                                        or delta_reasoning(delta)):
             return True
     return False
 

@@ -41,6 +41,7 @@ from agents_app.runtime.llm import ReplyTooLong, chunk_usage
 from agents_app.runtime.model_calls import ModelCall, ModelCalls
 from agents_app.runtime.providers import provider_chain, provider_stream_open
 from agents_app.runtime.reasoning import (
+    CONTENT,
     REASONING,
     ThinkSplitter,
     assistant_calls_message,
@@ -482,6 +483,9 @@ async def _model_round(turn: _Turn) -> AsyncIterator[Event | NextStep]:
                 if content and isinstance(content, str):
                     for kind, piece in think.feed(content):
                         yield _answer_read(turn, kind, piece, max_text, round_text, round_reasoning)
+                refusal = delta.get("refusal")  # the model declined (OpenAI): its words are the answer
+                if refusal and isinstance(refusal, str):
+                    yield _answer_read(turn, CONTENT, refusal, max_text, round_text, round_reasoning)
                 fragments = delta.get("tool_calls")
                 if offered and isinstance(fragments, list):
                     for fragment in fragments:
