@@ -320,6 +320,10 @@ KEYWORD_FALLBACK_ENABLED = env.bool("KEYWORD_FALLBACK_ENABLED", default=True)
 # so its body may be larger than the 64 KB of the other endpoints; and no more messages than this.
 OPENAI_API_BODY_MAX_BYTES = env.int("OPENAI_API_BODY_MAX_BYTES", default=1024 * 1024)
 OPENAI_API_MESSAGES_MAX = env.int("OPENAI_API_MESSAGES_MAX", default=1000)
+# A client history that continues no stored conversation opens a new one: its latest user /
+# assistant messages, at most this many and this many bytes of text (docs/clients.md).
+OPENAI_API_OPENING_MAX = env.int("OPENAI_API_OPENING_MAX", default=20)
+OPENAI_API_OPENING_BYTES_MAX = env.int("OPENAI_API_OPENING_BYTES_MAX", default=32 * 1024)
 # --- caps on what the model and tools send (issue 20, docs/runtime.md "Caps") -----------------
 # Tool calls run per model round; further calls are not run and the model is told.
 MAX_TOOL_CALLS_PER_ROUND = env.int("MAX_TOOL_CALLS_PER_ROUND", default=16)

@@ -83,6 +83,14 @@ def _turn_texts(rows) -> tuple[list[str], list[str]]:
     return questions, answers
 
 
+def _theirs(texts, count: int, latest: bool) -> list[str]:
+    """The client's `texts` compared with `count` stored ones: all of them, or with `latest` the
+    last `count` (all when there are fewer)."""
+    if not latest:
+        return list(texts)
+    return list(texts[max(len(texts) - count, 0):]) if count > 0 else []
+
+
 @dataclass(frozen=True)
 class HistoryMatch:
     conversation_id: uuid.UUID
@@ -94,38 +102,49 @@ def conversation_find_by_history(*, user, questions: list[str], answers: list[st
     """The user's conversation that a client's history continues (the OpenAI-compatible API,
     docs/clients.md): its live questions are exactly the client's earlier user messages, in
     order — or those and then `question` (`asked_again`: the client regenerates the last answer,
-    or asks its last question again). Of several such, the one whose answers the client shows
+    or asks its last question again); for a conversation the client's history opened, the latest
+    of them. Of several such, the one whose answers the client shows
     (its assistant text starts with ours, after trimming), then the one continued rather than
     asked again, then the most recently updated. None: a new conversation."""
     if not questions:
         return None
     live_questions = Message.objects.filter(conversation=OuterRef("pk"), role=Message.Role.USER, superseded=False)
+    opened_by_client = Message.objects.filter(conversation=OuterRef("pk"), meta__from_client=True)
     candidates = list(
         Conversation.objects.filter(user=user)
-        .filter(Exists(live_questions.filter(content=questions[0])), Exists(live_questions.filter(content=questions[-1])))
+        .filter(Exists(live_questions.filter(content=questions[0])) | Exists(opened_by_client),
+                Exists(live_questions.filter(content=questions[-1])))
         .order_by("-updated_at")
         .values_list("id", flat=True)[:CONVERSATION_CANDIDATES_MAX]
     )
     if not candidates:
         return None
     rows: dict = {cid: [] for cid in candidates}
-    for cid, role, content in (
+    opened: set = set()  # the conversations a client's history opened (maybe its latest part only)
+    for cid, role, content, meta in (
         Message.objects.filter(conversation_id__in=candidates, superseded=False,
                                role__in=[Message.Role.USER, Message.Role.ASSISTANT])
         .order_by("created_at", "seq")
-        .values_list("conversation_id", "role", "content")
+        .values_list("conversation_id", "role", "content", "meta")
     ):
         rows[cid].append((role, content))
+        if not rows[cid][1:] and isinstance(meta, dict) and meta.get("from_client"):
+            opened.add(cid)
     best, best_score = None, None
     for cid in candidates:  # newest first: a tie keeps the newest
         stored_questions, stored_answers = _turn_texts(rows[cid])
-        if stored_questions == list(questions):
+        # A conversation a client's history opened holds its latest messages only
+        # (wire.client_opening): it is compared with as many of the client's, the newest.
+        latest = cid in opened
+        if stored_questions == _theirs(questions, len(stored_questions), latest):
             asked_again = False
-        elif stored_questions == [*questions, question]:
+        elif stored_questions[-1:] == [question] and \
+                stored_questions[:-1] == _theirs(questions, len(stored_questions) - 1, latest):
             asked_again = True
         else:
             continue
-        shown = sum(1 for ours, theirs in zip(stored_answers, answers, strict=False)
+        compared = len(stored_answers) - asked_again  # the client lacks the answer it asks again
+        shown = sum(1 for ours, theirs in zip(stored_answers[:compared], _theirs(answers, compared, latest), strict=False)
                     if ours.strip() and theirs.strip().startswith(ours.strip()))
         score = (shown, not asked_again)
         if best_score is None or score > best_score:

@@ -108,6 +108,14 @@ def _attachments_of(*, user, ids: tuple, conversation: Conversation | None) -> l
     return [found[i] for i in ids]
 
 
+def _opening_rows(opening: tuple[tuple[str, str], ...]) -> list[Message]:
+    """The rows a new conversation opens with (ChatInput.opening), marked as the client's, in
+    order (`seq`): they share one timestamp."""
+    roles = {Message.Role.USER, Message.Role.ASSISTANT}
+    return [Message(role=role, content=text_clean(text), meta={"from_client": True}, seq=position)
+            for position, (role, text) in enumerate(((r, t) for r, t in opening if r in roles), start=1)]
+
+
 def turn_begin(*, user, chat: ChatInput, request_id: str, slot_key: str) -> TurnStart:
     """Resolves the conversation (404 unless the caller's) and agent (with its enabled tools
     catalog), checks `hint_domain` against that catalog (400), stores the user message with the
@@ -129,22 +137,27 @@ def turn_begin(*, user, chat: ChatInput, request_id: str, slot_key: str) -> Turn
     # stored as not run), so the new turn's history has no call without its result.
     closed = tuple(waiting_runs_close(conversation_id=conversation.id)) if not new_conversation \
         and conversation.has_waiting_run else ()
+    opening = _opening_rows(chat.opening) if new_conversation else []
     with transaction.atomic():
         if new_conversation:
             conversation = Conversation.objects.create(
                 user=user,
                 agent=agent,
-                title=conversation_title(first_message=message),
+                title=conversation_title(first_message=opening[0].content if opening else message),
                 hint_domain=hint_domain or "",
             )
+            for row in opening:
+                row.conversation, row.request_id = conversation, request_id
+            Message.objects.bulk_create(opening)
         else:
             conversation.agent = agent
             if hint_domain is not None:
                 conversation.hint_domain = hint_domain
             conversation.save(update_fields=["agent", "hint_domain", "updated_at"])
         meta = {"attachments": [upload_payload(u) for u in uploads]} if uploads else {}
-        user_message = Message.objects.create(
-            conversation=conversation, role=Message.Role.USER, content=message, request_id=request_id, meta=meta
+        user_message = Message.objects.create(  # after the opening's rows, however coarse the clock
+            conversation=conversation, role=Message.Role.USER, content=message, request_id=request_id, meta=meta,
+            seq=len(opening) + 1 if opening else 0,
         )
         if uploads:
             # Claimed in this transaction: a question sent at the same moment in another
@@ -155,7 +168,7 @@ def turn_begin(*, user, chat: ChatInput, request_id: str, slot_key: str) -> Turn
                 raise errors.invalid_body(MSG_ATTACHMENT_ELSEWHERE.format(name=uploads[0].name))
         run = run_create(conversation=conversation, user=user, request_id=request_id, agent_name=agent.name,
                          slot_key=slot_key, language=chat.language or "")
-    if new_conversation and not uploads:  # nothing before the question: no need to read it back
+    if new_conversation and not uploads and not opening:  # nothing before the question: no need to read it back
         history = [{"role": "user", "content": user_message.content}]
     else:
         history = history_build(conversation=conversation, limit=settings.MAX_HISTORY, images=agent.reads_images())

@@ -29,6 +29,10 @@ class ChatInput:
     # The language the student reads (the page's switch, else Accept-Language; docs/design.md#cross-cutting-rules): the
     # model is told to answer in it. None: not known (a client of another protocol).
     language: str | None = None
+    # The messages a new conversation opens with, (role, text) in order, before the question:
+    # a client's own history that continues no stored conversation (the OpenAI-compatible API,
+    # docs/clients.md). Stored marked `meta.from_client`; ignored for an existing conversation.
+    opening: tuple[tuple[str, str], ...] = ()
 
 
 def _optional_str(body: dict, name: str, limit: int) -> str | None:

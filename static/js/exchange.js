@@ -8,6 +8,7 @@ import { AssistantTurn, el, userBubble } from "./view.js";
 import { t } from "./i18n.js";
 
 const exchangeOf = new WeakMap(); // .exchange node → Exchange
+export const FROM_CLIENT_MARK = t("（来自你所用客户端的聊天记录）");
 
 export function exchangeFor(node) {
   const host = node?.closest?.(".exchange");
@@ -34,6 +35,11 @@ export class Exchange {
     exchangeOf.set(this.node, this);
     this.versions = [];
     this.shown = -1;
+  }
+
+  markFromClient() {
+    this.node.classList.add("from-client");
+    this.userArticle.append(el("p", "msg-flag", FROM_CLIENT_MARK));
   }
 
   get current() {

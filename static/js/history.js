@@ -69,6 +69,10 @@ export function historyRender(container, messages, { feedback = {}, onError } = 
     const last = turns[turns.length - 1];
     const attached = Array.isArray(last.question.meta?.attachments) ? last.question.meta.attachments : [];
     const exchange = new Exchange(container, last.question.content, attached);
+    // A question and answer a client brought along (its own history opened this conversation,
+    // docs/clients.md): marked as such, and not ours to rate.
+    const fromClient = last.question.meta?.from_client === true;
+    if (fromClient) exchange.markFromClient();
     for (const t of turns) {
       if (!t.rows.length) continue; // a question still being answered: the run re-attaches
       const turn = exchange.newTurn();
@@ -76,7 +80,7 @@ export function historyRender(container, messages, { feedback = {}, onError } = 
       const version = exchange.addVersion({
         turn,
         question: t.question.content,
-        messageId: answerId,
+        messageId: fromClient ? null : answerId,
         stored: true,
         superseded: Boolean(t.question.superseded),
         feedback: answerId ? feedback[answerId] || null : null,

@@ -223,7 +223,11 @@ async def chat_completions(request):
                 conversation_for_client_history, user=caller.user, questions=list(asked.earlier_questions),
                 answers=list(asked.earlier_answers), question=asked.question,
             )
-        chat = ChatInput(message=asked.question, conversation_id=conversation_id, agent=asked.model, hint_domain=None)
+        # A history that continues no stored conversation opens the new one: the model keeps the
+        # client's context (an edited or branched chat, one started elsewhere).
+        opening = wire.client_opening(asked.earlier) if conversation_id is None else ()
+        chat = ChatInput(message=asked.question, conversation_id=conversation_id, agent=asked.model, hint_domain=None,
+                         opening=opening)
         turn = await _start(caller, chat, request.request_id)
     except errors.ApiError as exc:
         if asked is not None and exc.message == errors.MSG_AGENT_UNKNOWN:

@@ -115,6 +115,9 @@ class CompletionRequest:
     question: str  # the last user message, as stored
     earlier_questions: tuple[str, ...]  # the client's earlier user messages (finding the conversation)
     earlier_answers: tuple[str, ...]  # its assistant messages (to tell apart conversations asking the same)
+    # Its earlier user and assistant text messages in order, (role, text), empty ones left out:
+    # the opening of a new conversation when they continue no stored one (`client_opening`).
+    earlier: tuple[tuple[str, str], ...] = ()
     stream: bool = False
     include_usage: bool = False
     conversation_id: uuid.UUID | None = None
@@ -192,7 +195,7 @@ def completion_request_parse(*, body: dict, conversation_header: str | None = No
     options = body.get("stream_options")
     include_usage = bool(stream) and isinstance(options, dict) and options.get("include_usage") is True
 
-    questions, answers = [], []
+    questions, answers, earlier = [], [], []
     last = len(messages) - 1
     for i, message in enumerate(messages):
         if not isinstance(message, dict):
@@ -207,6 +210,8 @@ def completion_request_parse(*, body: dict, conversation_header: str | None = No
             questions.append(text)
         elif role == "assistant":
             answers.append(text)
+        if role in ("user", "assistant") and text and i != last:
+            earlier.append((role, text))
         # system / developer (the client's own prompt) and tool messages are not used: the
         # agent's prompt and tools are (docs/clients.md).
     question = questions.pop()
@@ -219,10 +224,38 @@ def completion_request_parse(*, body: dict, conversation_header: str | None = No
         question=question,
         earlier_questions=tuple(questions),
         earlier_answers=tuple(answers),
+        earlier=tuple(earlier),
         stream=bool(stream),
         include_usage=include_usage,
         conversation_id=_conversation_id(body, conversation_header),
     )
+
+
+def client_opening(earlier: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+    """What of a client's own history opens a new conversation (docs/clients.md, "The
+    conversation"): its latest user / assistant text messages, newest first while they fit in
+    OPENAI_API_OPENING_MAX messages and OPENAI_API_OPENING_BYTES_MAX bytes of text, beginning with
+    a user message. A question is kept whole or not at all (the client's next request is matched
+    by its questions); an answer keeps at most a quarter of the bytes, its beginning, so one long
+    answer cannot crowd out the turns before it."""
+    kept: list[tuple[str, str]] = []
+    room = settings.OPENAI_API_OPENING_BYTES_MAX
+    answer_max = max(room // 4, 1)
+    for role, text in reversed(earlier):
+        if len(kept) >= settings.OPENAI_API_OPENING_MAX:
+            break
+        encoded = text.encode()
+        if role == "assistant" and len(encoded) > min(answer_max, room):
+            encoded = encoded[:min(answer_max, room)]
+            text = encoded.decode(errors="ignore")
+        if not encoded or len(encoded) > room:
+            break
+        kept.append((role, text))
+        room -= len(encoded)
+    kept.reverse()
+    while kept and kept[0][0] != "user":
+        kept.pop(0)
+    return tuple(kept)
 
 
 # --- the answer --------------------------------------------------------------------------------
@@ -250,7 +283,7 @@ class Translation:
     finish_reason: str = "stop"
     usage: dict | None = None
     ended: bool = False
-    _in_tool_text: bool = False
+    _line_open: bool = False  # the reasoning_content so far ends inside a line
     _content_said: bool = False  # some content went out: a notice starts a paragraph of its own
     _after_notice: bool = False  # the last content was a notice: the answer goes on in a new one
 
@@ -263,11 +296,14 @@ class Translation:
                 return label
         return frame.get("label") or tool
 
+    def _reasoning(self, text: str) -> tuple[str, str]:
+        self._line_open = not text.endswith("\n")
+        return ("reasoning", text)
+
     def _tool_line(self, line: str) -> tuple[str, str]:
-        if self._in_tool_text:  # a sub-agent's streamed text came before: the line starts anew
-            self._in_tool_text = False
+        if self._line_open:  # the model's reasoning or a sub-agent's text came before: a line of its own
             line = "\n" + line
-        return ("reasoning", line)
+        return self._reasoning(line)
 
     def _notice(self, text: str) -> tuple[str, str]:
         if self._content_said:
@@ -287,14 +323,13 @@ class Translation:
             self._content_said = True
             return [("content", text)]
         if kind == "reasoning":
-            return [("reasoning", frame["content"])] if frame["content"] else []
+            return [self._reasoning(frame["content"])] if frame["content"] else []
         if kind == "tool_call":
             return [self._tool_line(TOOL_STARTS.format(tool=self._label(frame)))]
         if kind == "tool_chunk":
             if not frame["content"]:
                 return []
-            self._in_tool_text = True
-            return [("reasoning", frame["content"])]
+            return [self._reasoning(frame["content"])]
         if kind == "tool_result":
             if frame.get("interrupted"):
                 line = TOOL_CUT.format(tool=self._label(frame))

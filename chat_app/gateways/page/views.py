@@ -40,8 +40,10 @@ def _stored_messages(*, conversation: Conversation, active_run: Run | None) -> l
     messages = message_list(conversation=conversation)
     if active_run is not None:
         # The run in progress is replayed whole by re-attaching (its finished tool rounds are
-        # stored already): show only its question here, not the same rounds twice.
-        messages = messages.exclude(Q(request_id=active_run.request_id) & ~Q(role=Message.Role.USER))
+        # stored already): show only its question here, not the same rounds twice. (Rows stored
+        # before the run began with the same request id are a client's opening: shown.)
+        messages = messages.exclude(Q(request_id=active_run.request_id) & ~Q(role=Message.Role.USER)
+                                    & Q(created_at__gte=active_run.started_at))
     rows = list(messages.reverse().values(*MESSAGE_FIELDS)[:HISTORY_LIMIT])
     rows.reverse()
     # A window that starts at a tool row would show a chip without its call: start at a turn.

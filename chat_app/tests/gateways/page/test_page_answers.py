@@ -1,10 +1,12 @@
 """What a student does with an answer, in Chromium at desktop and phone sizes (issue 13): copy
 its markdown, regenerate it (earlier answers kept as versions, after a reload too), edit and
-resend the last question, rate it with a comment, retry a failed turn, wait out a 429, and the
-character counter instead of a silent cut."""
+resend the last question, rate it with a comment, retry a failed turn, wait out a 429, the
+character counter instead of a silent cut, and the turns an app brought along marked as its."""
+import openai
 import pytest
 from django.core.cache import cache
 
+from chat_app.accounts.api_keys import api_key_create
 from chat_app.models import Conversation, Feedback, Message
 from testkit.web.page_helpers import LAST_ANSWER, VIEWPORT_IDS, VIEWPORTS, ask, sized, wait_answered
 
@@ -212,3 +214,24 @@ def test_a_long_paste_is_counted_and_refused_with_a_notice_not_cut(chat, llm_set
     page.press("#input", "Enter")
     wait_answered(page)
     assert len(Message.objects.get(role="user").content) == 8000
+
+
+def test_a_chat_an_app_brought_along_is_marked_as_the_apps(chat, llm_settings, user):
+    """A conversation opened through /v1 by a client's own history (docs/clients.md): on the page
+    its earlier turns say they came from the app, and only our answer can be rated."""
+    key = api_key_create(user=user, name="Chatbox")[1]
+    llm_settings.reply_text("你叫张三。")
+    with openai.OpenAI(base_url=f"{chat.base_url}/v1", api_key=key, max_retries=0, timeout=20) as sdk:
+        raw = sdk.chat.completions.with_raw_response.create(model="xiaozhi", messages=[
+            {"role": "user", "content": "我叫张三"}, {"role": "assistant", "content": "你好张三！"},
+            {"role": "user", "content": "我叫什么？"}])
+    page = chat.page
+    page.goto(f"{chat.base_url}/c/{raw.headers['x-conversation-id']}/")
+    chat.chat_ready()
+
+    marks = page.eval_on_selector_all(".exchange", """(nodes) => nodes.map((n) => ({
+        question: n.querySelector('.msg-user .msg-text').textContent,
+        mark: n.querySelector('.msg-user .msg-flag')?.textContent ?? null,
+        rates: n.querySelectorAll('[data-action=rate]').length}))""")
+    assert marks == [{"question": "我叫张三", "mark": "（来自你所用客户端的聊天记录）", "rates": 0},
+                     {"question": "我叫什么？", "mark": None, "rates": 2}]

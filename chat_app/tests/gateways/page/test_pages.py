@@ -7,7 +7,9 @@ from django.contrib.auth import get_user_model
 from django.urls import reverse
 
 from agents_app.models import Agent
-from chat_app.models import Conversation, Message
+from chat_app.models import Conversation, Message, Run
+from chat_app.runs.admission import turn_begin
+from chat_app.runs.chat_input import ChatInput
 
 pytestmark = pytest.mark.django_db
 
@@ -95,6 +97,21 @@ def test_conversation_page_embeds_its_stored_messages_in_order(student_client, u
     assert [(m["role"], m["content"], m["meta"]) for m in state["messages"]] == rows
     # json_script escapes "<" so stored text cannot close the script element.
     assert "<script>window.__xss" not in response.content.decode()
+
+
+def test_a_conversation_a_client_opened_shows_its_opening_while_its_first_run_is_running(student_client, user,
+                                                                                         agents):
+    opening = (("user", "我叫张三"), ("assistant", "你好张三！"))
+    start = turn_begin(user=user, chat=ChatInput(message="我叫什么？", conversation_id=None, agent="xiaozhi",
+                                                 hint_domain=None, opening=opening),
+                       request_id="req-opening-1", slot_key="test-slot")
+    assert start.run.status == Run.Status.RUNNING
+    assert start.history == [{"role": "user", "content": "我叫张三"}, {"role": "assistant", "content": "你好张三！"},
+                             {"role": "user", "content": "我叫什么？"}]
+
+    state = _page_state(student_client.get(reverse("chat-conversation", args=[start.run.conversation_id])))
+    assert [(m["role"], m["content"], m["meta"].get("from_client")) for m in state["messages"]] == [
+        ("user", "我叫张三", True), ("assistant", "你好张三！", True), ("user", "我叫什么？", None)]
 
 
 def test_another_users_conversation_is_a_404(student_client, agents):
