@@ -352,6 +352,9 @@ ROUTING_CHECK_DEADLINE_SEC = env.float("ROUTING_CHECK_DEADLINE_SEC", default=60.
 # checkpoints their text every RUN_HEARTBEAT_SEC; a run silent for RUN_STALE_SEC lost its worker.
 RUN_LOG_RETAIN_SEC = env.float("RUN_LOG_RETAIN_SEC", default=600.0)
 RUN_LOG_MAX_FRAMES = env.int("RUN_LOG_MAX_FRAMES", default=10000)
+# With REDIS_URL, a run's frames are copied to Redis in one batch at most this often (followers on
+# other workers are this much behind; chat_app.runs.redis_bus, docs/benchmarks.md).
+RUN_MIRROR_BATCH_SEC = env.float("RUN_MIRROR_BATCH_SEC", default=0.1)
 RUN_HEARTBEAT_SEC = env.float("RUN_HEARTBEAT_SEC", default=2.0)
 RUN_STALE_SEC = env.float("RUN_STALE_SEC", default=10.0)
 # Approval (docs/design.md#runs): how long a tool call that needs the student's approval waits before it

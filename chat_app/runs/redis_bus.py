@@ -24,7 +24,6 @@ FRAME_FIELD = "f"
 # from the database): the turn budget and a margin.
 RUNNING_TTL_MARGIN_SEC = 120
 REDIS_BLOCK_SEC = 4.0  # each XREAD blocks less than the client's socket timeout (redis-py's default is 5 s)
-MIRROR_BATCH_SEC = 0.1  # only followers on other workers wait for it (docs/benchmarks.md)
 
 def _retain_sec() -> int:
     return max(int(settings.RUN_LOG_RETAIN_SEC), 1)  # EXPIRE takes whole seconds
@@ -38,7 +37,7 @@ class RedisMirror:
     """Copies one run's frames into its Stream, in order, without making the run wait.
 
     The run appends to its in-memory log and hands the frame here; one writer task per run
-    drains what piled up in a single pipeline of XADDs, at most every MIRROR_BATCH_SEC, so a
+    drains what piled up in a single pipeline of XADDs, at most every RUN_MIRROR_BATCH_SEC, so a
     fast model costs a round trip per batch, not per frame. A Redis failure loses the copy, never the run: followers on this worker
     read the memory log, the others fall back to the stored reply.
     """
@@ -78,9 +77,9 @@ class RedisMirror:
                 logger.warning("run log copy to Redis failed: {}", exc)
             if not ended:
                 # Frames arriving meanwhile go in the next pipeline: at most one round trip per
-                # MIRROR_BATCH_SEC per run, however fast the model streams. Only followers on
-                # other workers wait for it; this worker's read the memory log.
-                await asyncio.sleep(MIRROR_BATCH_SEC)
+                # RUN_MIRROR_BATCH_SEC per run, however fast the model streams. Only followers
+                # on other workers wait for it; this worker's read the memory log.
+                await asyncio.sleep(settings.RUN_MIRROR_BATCH_SEC)
 
     async def _wait_for_earlier_frames(self, timeout: float = 2.0) -> None:
         deadline = asyncio.get_running_loop().time() + timeout

@@ -9,7 +9,7 @@ import pytest
 from chat_app.accounts.api_keys import api_key_create
 from chat_app.models import Conversation, Message
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.embedded]  # a JSON lookup (meta.from_client)
 
 
 @pytest.fixture

@@ -14,13 +14,11 @@ SLOW_TEXT = "慢慢地说，" * 10
 
 
 @pytest.fixture
-def one_stream_workers(worker_env, redis_url):
+def one_stream_workers(worker_env):
     """Workers A and B (worker_fixtures.py) with one stream per user and the JWT remembered."""
-    redis.Redis.from_url(redis_url).flushdb()
     env = {**worker_env, "CHAT_MAX_CONCURRENT_STREAMS": "1", "AUTH_SESSION_CACHE_SEC": "60"}
     with asgi_processes("uvicorn", env=env, count=2) as ((a, _), (b, _)):
         yield a, b
-    redis.Redis.from_url(redis_url).flushdb()
 
 
 def test_a_stream_on_a_holds_the_users_only_slot_on_b(one_stream_workers, llm_server, redis_url):
