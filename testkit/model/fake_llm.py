@@ -540,3 +540,32 @@ def stream_replay(name: str, *, piece_bytes: int | None = None) -> Callable[[], 
 
 def stream_fixture_names() -> list[str]:
     return sorted(p.stem for p in STREAMS_DIR.glob("*.sse"))
+
+
+# --- real providers' streams as they were recorded (streams/recorded/, SOURCES.md there) -----------
+RECORDED_DIR = STREAMS_DIR / "recorded"
+
+
+def recorded_stream_names() -> list[str]:
+    """The recorded bodies, as `stream_fixture` names (`recorded/<file stem>`)."""
+    return sorted(f"recorded/{p.stem}" for p in RECORDED_DIR.glob("*.sse"))
+
+
+def recorded_payload_names() -> list[str]:
+    """Recordings that kept each chunk's JSON but not its SSE framing (recorded/payload_only/)."""
+    return sorted(p.name.removesuffix(".chunks.txt") for p in (RECORDED_DIR / "payload_only").glob("*.chunks.txt"))
+
+
+def payload_stream(name: str, *, spaced: bool = True) -> bytes:
+    """The recorded chunks of payload_only/NAME.chunks.txt, one per line and not changed, framed
+    as an SSE body: `data: {…}` — or, with `spaced=False`, `data:{…}` without the space — then
+    `[DONE]` the same way. The framing is ours (the recording dropped it); the chunks are not."""
+    prefix = b"data: " if spaced else b"data:"
+    lines = (RECORDED_DIR / "payload_only" / f"{name}.chunks.txt").read_bytes().splitlines()
+    return b"".join(prefix + line + b"\n\n" for line in lines if line.strip()) + prefix + b"[DONE]\n\n"
+
+
+def body_pieces(body: bytes, piece_bytes: int) -> Callable[[], Iterator[bytes]]:
+    """A `Reply.body` that sends `body` in writes of `piece_bytes` (cutting characters and lines)."""
+    pieces = tuple(body[i : i + piece_bytes] for i in range(0, len(body), max(1, piece_bytes)))
+    return lambda: iter(pieces)
