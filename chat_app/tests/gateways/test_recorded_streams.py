@@ -150,6 +150,9 @@ def test_a_recorded_stream_through_the_rest_stream(live_asgi, llm_settings, agen
     assert done.get("interrupted_reason") == recorded.cut
     if recorded.cut:
         assert result.of("error")[-1]["message"] == str(CUT_TEXT[recorded.cut])
+    if recorded.tool_calls:  # the round's reasoning goes back with its calls (DeepSeek V4, Kimi K2)
+        [calls_message] = [m for m in llm_settings.requests[1].messages if m.get("tool_calls")]
+        assert calls_message.get("reasoning_content", "") == recorded.reasoning
     if recorded.usage:
         assert {k: done["usage"][k] for k in recorded.usage} == recorded.usage
         reply = Message.objects.get(id=done["message_id"])
