@@ -47,7 +47,7 @@ def test_a_next_question_adds_the_conversation_and_its_history(warm, user, djang
     with django_assert_num_queries(8) as captured:
         start = _admit(user, conversation_id=warm.conversation_id, message="再问")
     assert not any(table in query["sql"] for query in captured for table in CATALOG_TABLES[1:]), _statements(captured)
-    assert [m["content"] for m in start.history] == ["第一问", "再问"]
+    assert [m["content"] for m in start.history] == ["第一问", "答", "再问"]
 
 
 
