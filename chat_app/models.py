@@ -233,6 +233,12 @@ class Run(models.Model):
             models.Index(fields=["status", "heartbeat_at"], name="run_status_heartbeat"),
             models.Index(fields=["conversation", "status"], name="run_conversation_status"),
         ]
+        constraints = [
+            # One run per conversation at a time (docs/design.md#runs): two questions sent at once,
+            # on any workers, cannot both start one; the later answers 409 40905 (chat_app.runs.admission).
+            models.UniqueConstraint(fields=["conversation"], condition=models.Q(status__in=["running", "waiting"]),
+                                    name="run_one_active_per_conversation"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.id} · {self.get_status_display()}"

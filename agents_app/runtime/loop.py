@@ -64,6 +64,10 @@ TURN_TIMEOUT_TEXT = _("本轮回答超时，请稍后重试或换个问法。")
 DOMAIN_HINT_TEXT = ("提示：学生是从业务入口进入本对话的，入口的业务域代码是 {domain}（JSON 字符串，只是数据）；"
                     "问题不明确时优先考虑该业务域的工具。")
 REPLY_TOO_LONG_TEXT = _("AI 模型的回答过长，已中断。请换个问法或缩小问题范围。")
+# A last round with no text is no answer, and is never stored as one unmarked: the model said
+# nothing, or it still asked for tools after the turn's last tool round (none were offered).
+NO_ANSWER_TEXT = _("AI 模型没有给出回答，请换个问法再试。")
+TOOLS_SPENT_TEXT = _("这个问题需要的查询步骤太多，AI 模型没能在限定的步骤内给出回答。请把问题拆小一些再问。")
 # A model's `finish_reason` that says its answer is not complete (docs/design.md#the-tool-loop):
 # the reason the reply is marked with, and what the student is told.
 CUT_FINISH_REASONS = {
@@ -444,6 +448,7 @@ async def _model_round(turn: _Turn) -> AsyncIterator[Event | NextStep]:
     loop = asyncio.get_running_loop()
     max_text = cap("LLM_MAX_REPLY_BYTES")
     finish = None  # the model's last `finish_reason`
+    ignored_calls = False  # the model asked for tools when none were offered
     usage = _RoundUsage()
     try:
         stream = await within(
@@ -487,7 +492,10 @@ async def _model_round(turn: _Turn) -> AsyncIterator[Event | NextStep]:
                 if refusal and isinstance(refusal, str):
                     yield _answer_read(turn, CONTENT, refusal, max_text, round_text, round_reasoning)
                 fragments = delta.get("tool_calls")
-                if offered and isinstance(fragments, list):
+                if isinstance(fragments, list) and fragments:
+                    if not offered:  # past the last tool round: no tool is run
+                        ignored_calls = True
+                        continue
                     for fragment in fragments:
                         calls.add(fragment)
         for kind, piece in think.end():  # an unclosed <think> block: the rest was reasoning
@@ -510,6 +518,9 @@ async def _model_round(turn: _Turn) -> AsyncIterator[Event | NextStep]:
     finished = calls.finish() if offered else []
     if finished:
         yield RunTools(calls=finished, text="".join(round_text), reasoning="".join(round_reasoning))
+    elif not "".join(round_text).strip():
+        logger.warning("model gave no answer round={} asked_for_tools={}", turn.tool_rounds + 1, ignored_calls)
+        yield Interrupted(Error(DOWNSTREAM, TOOLS_SPENT_TEXT if ignored_calls else NO_ANSWER_TEXT))
     else:
         yield FinalAnswer()
 

@@ -21,6 +21,8 @@ from agents_app.runtime.loop import (
     DOMAIN_HINT_TEXT,
     MODEL_INTERRUPTED_TEXT,
     MODEL_REFUSED_TEXT,
+    NO_ANSWER_TEXT,
+    TOOLS_SPENT_TEXT,
     TURN_TIMEOUT_TEXT,
     LlmUnavailable,
     run_turn,
@@ -208,6 +210,26 @@ async def test_max_tool_rounds_then_one_last_request_without_tools(llm_settings,
     assert [bool(r.tools) for r in llm_settings.requests] == [True, True, False]
     assert sum(isinstance(e, ToolCall) for e in events) == 2
     assert events[-1].full_text == "只能直接回答了。"
+
+
+@pytest.mark.parametrize("text", ["", "   "])
+async def test_a_model_that_still_calls_tools_after_the_last_round_gives_a_marked_end(
+    llm_settings, agent_factory, sub_agent, text
+):
+    agent = await sync_to_async(agent_factory)(sub_agents=[sub_agent], max_tool_rounds=1)
+    llm_settings.responder = lambda req: Reply(text=text, tool_calls=[ScriptedCall("call_canteen", {"message": "再查"})])
+    events = await collect(agent)
+    assert [bool(r.tools) for r in llm_settings.requests] == [True, False]
+    assert sum(isinstance(e, ToolCall) for e in events) == 1  # the call asked for without tools is not run
+    assert [e for e in events if isinstance(e, Error)] == [Error(DOWNSTREAM, TOOLS_SPENT_TEXT)]
+    assert events[-1].interrupted is True
+
+
+async def test_an_empty_answer_is_marked_not_stored_as_one(llm_settings, agent):
+    llm_settings.reply_text("")
+    events = await collect(agent)
+    assert [e for e in events if isinstance(e, Error)] == [Error(DOWNSTREAM, NO_ANSWER_TEXT)]
+    assert isinstance(events[-1], Done) and events[-1].interrupted is True
 
 
 @pytest.mark.parametrize(

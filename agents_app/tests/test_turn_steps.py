@@ -64,9 +64,9 @@ async def test_max_tool_rounds_ends_with_a_request_without_tools(llm_settings, a
                                                                  subagent_server):
     agent = await sync_to_async(agent_factory)(sub_agents=[sub_agent], max_tool_rounds=1)
     llm_settings.reply_tool_calls(call())
-    llm_settings.reply_tool_calls(call())  # offered no tools, the model asks anyway: ignored
+    llm_settings.reply_tool_calls(call())  # offered no tools, the model asks anyway: not run, and no answer
     assert await turn(agent) == ['tool_call:call_canteen:{"message": "今天吃啥"}', *LIVE, "tool_result:ok",
-                                 "done:complete:"]
+                                 "error:50003", "done:interrupted:"]
     assert [bool(r.tools) for r in llm_settings.requests] == [True, False]
 
 

@@ -33,6 +33,8 @@ from django.conf import settings
 from django.core.cache import cache
 from loguru import logger
 
+from campus_agent.base.windows import window_count
+
 KEY_PREFIX = "circuit"
 # The state outlives the cool-down so the admin can still say since when a source is down; a
 # source nobody calls for this long is simply closed again.
@@ -127,12 +129,7 @@ def circuit_failure(ticket: CircuitTicket, *, reason: str) -> None:
                        ticket.name, reason, settings.CIRCUIT_COOLDOWN_SEC)
         return
     window = settings.CIRCUIT_WINDOW_SEC
-    cache.add(fails_key, 0, window)  # the first failure of a window sets its expiry
-    try:
-        count = cache.incr(fails_key)
-    except ValueError:  # the window expired between add and incr: a fresh one
-        cache.add(fails_key, 1, window)
-        count = 1
+    count = window_count(fails_key, window)
     if count >= settings.CIRCUIT_FAILURES and cache.add(state_key, {"opened_at": now}, STATE_TTL_SEC):
         logger.warning("circuit open source={}: {} consecutive failures within {}s, last: {}; refusing calls for {}s",
                        ticket.name, count, window, reason, settings.CIRCUIT_COOLDOWN_SEC)

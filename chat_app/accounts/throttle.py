@@ -37,6 +37,7 @@ from django.conf import settings
 from django.core.cache import cache
 
 from campus_agent.base.errors import MSG_LOGIN_THROTTLED
+from campus_agent.base.windows import window_count
 
 KEY_PREFIX = "login:failures"
 
@@ -91,13 +92,10 @@ def _count(key: str, window: int) -> int:
     # The deadline key is written first and with the same expiry, so a counter always has one
     # (it answers Retry-After: the cache API has no portable "time to live").
     cache.add(f"{key}:until", time.time() + window, window)
-    cache.add(key, 0, window)
-    try:
-        return cache.incr(key)
-    except ValueError:  # the window ended between add and incr: this is the first of a new one
+    count = window_count(key, window)
+    if count == 1:  # perhaps a new window, opened after the deadline above expired
         cache.add(f"{key}:until", time.time() + window, window)
-        cache.add(key, 1, window)
-        return 1
+    return count
 
 
 def _uncount(key: str) -> None:

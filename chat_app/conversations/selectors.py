@@ -40,10 +40,12 @@ def conversation_get(*, user, conversation_id) -> Conversation | None:
 
 def conversation_for_turn(*, user, conversation_id) -> Conversation | None:
     """The user's own conversation a new question is asked in (None otherwise, as
-    conversation_get), with `has_waiting_run`: whether one of its runs waits for a person (which
-    the question ends). One query, without the agent and the active run the lists show."""
-    waiting = Run.objects.filter(conversation=OuterRef("pk"), status=Run.Status.WAITING)
-    return Conversation.objects.filter(user=user, id=conversation_id).annotate(has_waiting_run=Exists(waiting)).first()
+    conversation_get), with `active_run_id`: its run that has not ended (running or waiting for a
+    person), which refuses the question (docs/design.md#runs). One query, without the agent the
+    lists show."""
+    active = Run.objects.filter(conversation=OuterRef("pk"), status__in=Run.ACTIVE).order_by("-started_at")
+    return (Conversation.objects.filter(user=user, id=conversation_id)
+            .annotate(active_run_id=Subquery(active.values("id")[:1])).first())
 
 
 def message_list(*, conversation: Conversation) -> QuerySet[Message]:

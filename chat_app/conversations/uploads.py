@@ -32,6 +32,7 @@ from loguru import logger
 
 from campus_agent.base import errors
 from campus_agent.base.errors import INVALID_BODY
+from campus_agent.base.windows import window_count
 from chat_app.models import Upload
 
 IMAGE_TYPES = {"image/png", "image/jpeg", "image/webp", "image/gif"}
@@ -164,7 +165,9 @@ def _admit(user, size: int) -> None:
                               code=errors.BODY_TOO_LARGE, status=413)
     mine = Upload.objects.filter(user=user)
     limit = settings.UPLOAD_RATE_PER_MINUTE
-    if mine.filter(created_at__gte=timezone.now() - timedelta(minutes=1)).count() >= limit:
+    # Counted in the cache, not by reading the rows: two workers reading the same count would
+    # both accept (docs/security.md#limits-across-workers). Every upload that gets this far counts.
+    if window_count(f"upload:rate:{user.pk}", 60) > limit:
         raise errors.ApiError(MSG_RATE.format(limit=limit), code=UPLOAD_RATE_LIMITED, status=429,
                               headers={"Retry-After": "60"})
     used = mine.aggregate(total=Sum("size"))["total"] or 0

@@ -4,7 +4,7 @@ its first writes — the conversation, the question and the run's row — before
 The order of the answers is fixed: 401/403 (who is calling) → 415/413/400 (the body, read only
 once the caller is known) → 429 (a stream slot, the message rate: the run's lease,
 chat_app.runs.lease; the daily tokens) → 404/400 (the conversation, the agent, the hint, the
-attachments) → the question stored. The caller and the body are the gateway's (accounts,
+attachments) → 409 (the conversation's run has not ended) → the question stored. The caller and the body are the gateway's (accounts,
 chat_input); the rest is `turn_open`, which the run's task runs inside its lease
 (chat_app.runs.engine), crossing into the database once for the quota and the writes.
 """
@@ -12,7 +12,7 @@ import uuid
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
@@ -21,7 +21,6 @@ from agents_app.models import Agent
 from campus_agent.base import errors
 from campus_agent.base.asyncdb import db_call
 from campus_agent.base.errors import GENERAL
-from campus_agent.base.tasks import background
 from campus_agent.base.text import text_clean
 from chat_app.accounts.authentication import Caller
 from chat_app.conversations.history import history_build
@@ -31,10 +30,11 @@ from chat_app.models import DEFAULT_TITLE, Conversation, Message, Run, Upload
 from chat_app.runs.chat_input import ChatInput
 from chat_app.runs.lease import RunLease
 from chat_app.runs.quota import user_token_quota_check
-from chat_app.runs.state import run_create, run_ended_announce
-from chat_app.runs.wait import waiting_runs_close
+from chat_app.runs.state import run_active_get, run_create
 
 TITLE_MAX = 24
+CONVERSATION_BUSY = 40905
+MSG_CONVERSATION_BUSY = _("这个对话上一轮还没有结束（正在回答，或在等你操作），请等它结束或先停止它，再发新问题。")
 
 
 def conversation_title(*, first_message: str) -> str:
@@ -52,8 +52,6 @@ class TurnStart:
     history: list[dict]
     user_message_id: uuid.UUID
     hint_domain: str | None
-    # Runs of the conversation that waited for a person, ended by this new question.
-    closed_runs: tuple[Run, ...] = ()
 
     @property
     def conversation_id(self) -> uuid.UUID:
@@ -133,11 +131,43 @@ def turn_begin(*, user, chat: ChatInput, request_id: str, slot_key: str) -> Turn
     _hint_domain_check(agent=agent, hint_domain=hint_domain)
     uploads = _attachments_of(user=user, ids=chat.attachments, conversation=conversation)
     new_conversation = conversation is None
-    # A question asked while a run waits for a person ends that run first (its waiting calls are
-    # stored as not run), so the new turn's history has no call without its result.
-    closed = tuple(waiting_runs_close(conversation_id=conversation.id)) if not new_conversation \
-        and conversation.has_waiting_run else ()
+    if not new_conversation and conversation.active_run_id is not None:
+        raise _conversation_busy()
     opening = _opening_rows(chat.opening) if new_conversation else []
+    try:
+        user_message, run = _turn_store(user=user, chat=chat, conversation=conversation, agent=agent,
+                                        message=message, hint_domain=hint_domain, uploads=uploads,
+                                        opening=opening, request_id=request_id, slot_key=slot_key)
+    except IntegrityError:
+        # Two questions at once (two workers): the database keeps one run per conversation
+        # active (Run's constraint); the later one stored nothing.
+        if conversation is not None and run_active_get(conversation_id=conversation.id) is not None:
+            raise _conversation_busy() from None
+        raise
+    conversation = run.conversation
+    if new_conversation and not uploads and not opening:  # nothing before the question: no need to read it back
+        history = [{"role": "user", "content": user_message.content}]
+    else:
+        history = history_build(conversation=conversation, limit=settings.MAX_HISTORY, images=agent.reads_images())
+    return TurnStart(
+        run=run,
+        agent=agent,
+        history=history,
+        user_message_id=user_message.id,
+        hint_domain=conversation.hint_domain or None,
+    )
+
+
+def _conversation_busy() -> errors.ApiError:
+    return errors.ApiError(MSG_CONVERSATION_BUSY, code=CONVERSATION_BUSY, status=409)
+
+
+def _turn_store(*, user, chat: ChatInput, conversation: Conversation | None, agent: Agent, message: str,
+                hint_domain: str | None, uploads: list[Upload], opening: list[Message], request_id: str,
+                slot_key: str) -> tuple[Message, Run]:
+    """The turn's first writes, in one transaction: the conversation (new, or its agent and hint),
+    the opening rows, the question, its attachments claimed, the run's row."""
+    new_conversation = conversation is None
     with transaction.atomic():
         if new_conversation:
             conversation = Conversation.objects.create(
@@ -168,18 +198,7 @@ def turn_begin(*, user, chat: ChatInput, request_id: str, slot_key: str) -> Turn
                 raise errors.invalid_body(MSG_ATTACHMENT_ELSEWHERE.format(name=uploads[0].name))
         run = run_create(conversation=conversation, user=user, request_id=request_id, agent_name=agent.name,
                          slot_key=slot_key, language=chat.language or "")
-    if new_conversation and not uploads and not opening:  # nothing before the question: no need to read it back
-        history = [{"role": "user", "content": user_message.content}]
-    else:
-        history = history_build(conversation=conversation, limit=settings.MAX_HISTORY, images=agent.reads_images())
-    return TurnStart(
-        run=run,
-        agent=agent,
-        history=history,
-        user_message_id=user_message.id,
-        hint_domain=conversation.hint_domain or None,
-        closed_runs=closed,
-    )
+    return user_message, run
 
 
 def turn_admit(*, caller: Caller, chat: ChatInput, request_id: str, slot_key: str) -> TurnStart:
@@ -193,7 +212,4 @@ async def turn_open(lease: RunLease, *, caller: Caller, chat: ChatInput, request
     """A new turn's opening, inside its run's lease: 429 without a slot or past the rate (the lease
     has counted the message), then `turn_admit`. Raises ApiError; nothing is stored when it does."""
     lease.refuse_unless_held()
-    start = await db_call(turn_admit, caller=caller, chat=chat, request_id=request_id, slot_key=lease.key)
-    for closed in start.closed_runs:  # the runs its question ended while they waited for a person
-        background(run_ended_announce(closed))
-    return start
+    return await db_call(turn_admit, caller=caller, chat=chat, request_id=request_id, slot_key=lease.key)

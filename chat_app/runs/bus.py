@@ -7,8 +7,9 @@ Redis there?" at a call site:
   that runs it; a run resumed here after a pause writes on in the log it paused;
 - `read(run_id, after=, timeout=)` → a `Batch`: the frames after seq `after`, waiting up to
   `timeout` for the first;
-- `end_with(run_id, payload)` → ends the log of a run that ended while no worker ran it (reaped,
-  or closed while it waited for a person), so that its followers get their `done`;
+- `end_with(run_id, payloads)` → ends the log of a run that ended while no worker ran it (reaped,
+  or closed while it waited for a person) with these frames, the last its `done`, so that its
+  followers get their end;
 - `stop_publish(run_id)` → asks the worker that runs the run to stop it; False when this bus
   cannot reach other workers;
 - `listen(on_stop)` → calls `on_stop(run_id)` for every stop asked anywhere, until cancelled.
@@ -142,12 +143,11 @@ class MemoryBus:
         frames, last, ended = await log.read(after=after, timeout=timeout)
         return Batch(frames, last, ended=ended, known=True, live=not log.ended and not log.paused)
 
-    async def end_with(self, run_id, payload: dict, *, base: int = 0) -> None:
+    async def end_with(self, run_id, payloads: list[dict], *, base: int = 0) -> None:
         log = self._logs.get(run_id)
         if log is None or log.ended:
             log = self._log_open(run_id, base)
-        log.append(sse_frame(payload, event_id=log.last_seq + 1).encode())
-        log.end()
+        _log_close(log, payloads)
         self.retain(run_id, settings.RUN_LOG_RETAIN_SEC)
 
     async def stop_publish(self, run_id) -> bool:
@@ -155,6 +155,12 @@ class MemoryBus:
 
     async def listen(self, on_stop) -> None:
         return None
+
+
+def _log_close(log: FrameLog, payloads: list[dict]) -> None:
+    for payload in payloads:
+        log.append(sse_frame(payload, event_id=log.last_seq + 1).encode())
+    log.end()
 
 
 class _MirroredWriter(RunWriter):
@@ -211,12 +217,13 @@ class RedisBus(MemoryBus):
             return Batch("", after, ended=False, known=False)
         return Batch(frames, last if frames else after, ended=ended, known=known)
 
-    async def end_with(self, run_id, payload: dict, *, base: int = 0) -> None:
+    async def end_with(self, run_id, payloads: list[dict], *, base: int = 0) -> None:
         log = self._logs.get(run_id)
         if log is not None and not log.ended:
-            log.append(sse_frame(payload, event_id=log.last_seq + 1).encode())
-            log.end()
-        await redis_bus.log_append_end(redis_client(), run_id, lambda seq: sse_frame(payload, event_id=seq))
+            _log_close(log, payloads)
+        await redis_bus.log_append_end(
+            redis_client(), run_id,
+            lambda first: [sse_frame(payload, event_id=first + i) for i, payload in enumerate(payloads)])
 
     async def stop_publish(self, run_id) -> bool:
         try:

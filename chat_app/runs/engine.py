@@ -599,9 +599,7 @@ async def run_stop(*, run: Run) -> StopOutcome:
         await local.settled()  # storing its end or its pause: look again once it has
     run = await db_call(run_refresh, run_id=run.id) or run
     if run.status == Run.Status.WAITING:
-        closed = await db_call(waiting_run_close, run_id=run.id, reason="stopped")
-        if closed is not None:
-            await run_ended_announce(closed)
+        if await waiting_run_close(run_id=run.id, reason="stopped"):
             return StopOutcome.STOPPING
         run = await db_call(run_refresh, run_id=run.id) or run  # resumed meanwhile (perhaps here)
         local = local_runs.get(run.id)
@@ -618,6 +616,23 @@ async def run_stop(*, run: Run) -> StopOutcome:
             await _reaped(await db_call(run_refresh, run_id=run.id) or run, slot_key=run.slot_key)
         return StopOutcome.STOPPING
     return StopOutcome.UNREACHABLE
+
+
+def _active_runs(user_id: int, conversation_id) -> list[Run]:
+    runs = Run.objects.filter(user_id=user_id, status__in=Run.ACTIVE)
+    return list(runs.filter(conversation_id=conversation_id) if conversation_id is not None else runs)
+
+
+async def runs_end_before_delete(*, user_id: int, conversation_id=None) -> None:
+    """Stops the runs of the conversations about to be deleted (one, or all of the user's) and
+    waits, bounded, for those this worker runs to settle. A run left going would answer into a
+    conversation that is gone until its budget ran out, holding the student's stream slot, and
+    nobody could stop it any more: its row goes with the conversation."""
+    for run in await db_call(_active_runs, user_id, conversation_id):
+        if await run_stop(run=run) is StopOutcome.UNREACHABLE:
+            logger.warning("run {} of a deleted conversation runs on a worker this one cannot reach", run.id)
+        if (local := local_runs.get(run.id)) is not None:
+            await local.settled()
 
 
 def stop_apply(run_id: str) -> None:

@@ -36,6 +36,7 @@ from loguru import logger
 from redis.exceptions import RedisError
 
 from campus_agent.base import errors
+from campus_agent.base.windows import window_count
 
 LEASE_MARGIN_SEC = 30
 RATE_WINDOW_SEC = 60
@@ -112,14 +113,7 @@ def stream_slots_held(*, user_id: int) -> int:
 def message_rate_allow(*, user_id: int) -> bool:
     """Counts a message in the user's open window (the cache API's way); False past
     CHAT_RATE_PER_MINUTE."""
-    key = f"chat:rate:{user_id}"
-    cache.add(key, 0, RATE_WINDOW_SEC)  # only the first message of a window sets the expiry
-    try:
-        count = cache.incr(key)
-    except ValueError:  # the window expired between add and incr: a fresh one
-        cache.add(key, 1, RATE_WINDOW_SEC)
-        count = 1
-    return count <= settings.CHAT_RATE_PER_MINUTE
+    return window_count(f"chat:rate:{user_id}", RATE_WINDOW_SEC) <= settings.CHAT_RATE_PER_MINUTE
 
 
 # With the Redis cache, the slot and the rate window are taken in one round trip: a script runs

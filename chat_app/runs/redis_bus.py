@@ -127,11 +127,15 @@ async def log_last_seq(client: Redis, run_id) -> int:
 END_ID_GAP = 1000
 
 
-async def log_append_end(client: Redis, run_id, frame_for_seq) -> None:
-    """Ends a log whose writer died: `frame_for_seq(seq)` is the closing frame, given its seq."""
+async def log_append_end(client: Redis, run_id, frames_from_seq) -> None:
+    """Ends a log whose writer died: `frames_from_seq(seq)` are the closing frames (the last one
+    its end), numbered from `seq`; one entry each, so a follower resumes between them."""
     seq = await log_last_seq(client, run_id) + END_ID_GAP
+    frames = frames_from_seq(seq)
     try:
-        await client.xadd(log_key(run_id), {FRAME_FIELD: frame_for_seq(seq), END_FIELD: "1"}, id=f"{seq}-0")
+        for offset, frame in enumerate(frames):
+            fields = {FRAME_FIELD: frame, END_FIELD: "1"} if offset == len(frames) - 1 else {FRAME_FIELD: frame}
+            await client.xadd(log_key(run_id), fields, id=f"{seq + offset}-0")
         await client.expire(log_key(run_id), _retain_sec())
     except RedisError as exc:  # e.g. the owner was alive after all and wrote a later id
         logger.warning("closing the Redis log of run {} failed: {}", run_id, exc)

@@ -184,7 +184,7 @@ def run_resume_claim(*, run_id, slot_key: str) -> bool:
 
 
 def run_waiting_close(*, run_id, rows_for) -> Run | None:
-    """WAITING → INTERRUPTED without resuming (stopped, or a new question in its conversation):
+    """WAITING → INTERRUPTED without resuming (stopped, or no quota left at its expiry):
     `rows_for(run)` gives the rows that end it (the pause's calls as not run, the reply). None
     when it was not waiting (nothing is written)."""
     with transaction.atomic():
@@ -267,7 +267,8 @@ def run_is_stale(*, run: Run, stale_sec: float) -> bool:
 local_runs: dict = {}  # run id (UUID) → engine.RunTask
 
 
-async def run_ended_announce(run: Run) -> None:
-    """Followers of a run ended by its row alone (reaped, or closed while it waited) get its end."""
+async def run_ended_announce(run: Run, *, closing: list[dict] = ()) -> None:
+    """Followers of a run ended by its row alone (reaped, or closed while it waited) get the
+    `closing` frames (its waiting calls' results), then its end."""
     payload = await db_call(run_stored_end, run=run)
-    await run_bus().end_with(run.id, payload, base=run.frames_seq)
+    await run_bus().end_with(run.id, [*closing, payload], base=run.frames_seq)

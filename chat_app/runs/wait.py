@@ -7,14 +7,15 @@ its slot back; while it waits it belongs to no worker. Each answer is recorded o
 that completes the pause re-admits the run (a slot, the quota: `RunLease`, chat_app.runs.lease)
 and claims it for the worker that took the answer, in the same transaction, so exactly one worker
 resumes it. A call whose time runs out counts as declined and the supervisor resumes the run.
-A new question in the conversation, a stop, or no quota left at the expiry closes it instead: its
-calls are stored as not run.
+A stop, or no quota left at the expiry, closes it instead: its calls are stored as not run, and
+its followers get their results. (A new question in its conversation is refused while it waits:
+409 40905, chat_app.runs.admission.)
 
 The kinds differ only in what the person is asked (`Wait.ask`, typed per kind below: made from
 the runtime's waiting event, checked when read back, shown as the same frame again) and in the
 answer each takes (`_answer_checked`). Everything else is one code path for every kind: pause
 (`wait_pause_store`), decide (`wait_decide`), expire (`waits_expire`), resume (`wait_claim`),
-close (`waiting_run_close`). Sync, but for `answer_open` / `ready_open`, which run inside the
+close (`waiting_run_close`). Sync, but for `answer_open` / `ready_open` / `waiting_run_close`, which run inside the
 resumed run's task (chat_app.runs.engine) and its lease.
 """
 from dataclasses import dataclass, field
@@ -29,7 +30,13 @@ from loguru import logger
 from agents_app.catalog_cache import catalog_snapshot
 from agents_app.mcp.notifications import elicitation_content_problem
 from agents_app.models import Agent
-from agents_app.runtime.events import ApprovalRequired, AuthorizationRequired, ElicitationRequired, WaitingCall
+from agents_app.runtime.events import (
+    ApprovalRequired,
+    AuthorizationRequired,
+    ElicitationRequired,
+    ToolResult,
+    WaitingCall,
+)
 from campus_agent.base import errors
 from campus_agent.base.asyncdb import db_call
 from campus_agent.base.errors import GENERAL
@@ -46,12 +53,10 @@ Kind, Status = Wait.Kind, Wait.Status
 ANSWER_ACTIONS = ("accept", "decline", "cancel")
 RUN_CLOSED_MESSAGE = {
     "stopped": _("回答已停止。"),
-    "superseded": _("等待学生操作时学生发送了新消息，这轮回答已结束。"),
     "quota": _("今天的对话额度已用完，这轮回答已结束，明天 0 点后可以再问。"),
 }
 CALL_CLOSED_TEXT = {
     "stopped": _("回答已停止，操作没有执行。"),
-    "superseded": _("学生发送了新消息，操作没有执行。"),
     "quota": _("今天的对话额度已用完，操作没有执行。"),
 }
 SERVICE_MAX = 64  # characters of a service's display name kept with its wait
@@ -437,16 +442,32 @@ def _close_rows(run: Run, reason: str) -> list[RowSpec]:
     return [*calls, RowSpec(role="assistant", content="", meta=meta, is_final=True)]
 
 
-def waiting_run_close(*, run_id, reason: str) -> Run | None:
-    """WAITING → INTERRUPTED: a stop, a new question in its conversation ("superseded"), or no quota
-    left when its calls expired. None when it was not waiting."""
-    return run_waiting_close(run_id=run_id, rows_for=lambda run: _close_rows(run, reason))
+def waiting_run_end(*, run_id, reason: str) -> tuple[Run, list[dict]] | None:
+    """WAITING → INTERRUPTED: a stop, or no quota left when its calls expired. The run and a
+    `tool_result` frame for each call it stored as not run (a follower never sees a `tool_call`
+    left without its result); None when it was not waiting."""
+    rows: list[RowSpec] = []
+
+    def rows_for(run: Run) -> list[RowSpec]:
+        rows.extend(_close_rows(run, reason))
+        return rows
+
+    run = run_waiting_close(run_id=run_id, rows_for=rows_for)
+    if run is None:
+        return None
+    return run, [ToolResult(call_id=row.meta["tool_call_id"], tool=row.meta["tool"], ok=False, content=row.content,
+                            error=row.content).frame() for row in rows if row.role == "tool"]
 
 
-def waiting_runs_close(*, conversation_id) -> list[Run]:
-    """A new question in a conversation ends the runs in it that wait for a person."""
-    ids = list(Run.objects.filter(conversation_id=conversation_id, status=Run.Status.WAITING).values_list("id", flat=True))
-    return [run for run in (waiting_run_close(run_id=i, reason="superseded") for i in ids) if run is not None]
+async def waiting_run_close(*, run_id, reason: str) -> bool:
+    """Ends a waiting run (waiting_run_end) and gives its followers its calls' results and its end;
+    False when it was not waiting."""
+    closed = await db_call(waiting_run_end, run_id=run_id, reason=reason)
+    if closed is None:
+        return False
+    run, results = closed
+    await run_ended_announce(run, closing=results)
+    return True
 
 
 # --- the resumed run's opening, inside its task and its lease (chat_app.runs.engine) ----------------
@@ -470,9 +491,7 @@ async def ready_open(lease: RunLease, *, run_id) -> Resumption | None:
         return await db_call(wait_claim, run_id=run_id, lease=lease)
     except errors.ApiError as refused:
         if refused.code == QUOTA_EXCEEDED:
-            closed = await db_call(waiting_run_close, run_id=run_id, reason="quota")
-            if closed is not None:
-                await run_ended_announce(closed)
+            await waiting_run_close(run_id=run_id, reason="quota")
         return None
 
 

@@ -2,6 +2,7 @@
 rename, delete, setting the last turn aside for regenerate / edit), messages, answer feedback."""
 import re
 
+from asgiref.sync import async_to_sync
 from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy as _
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
@@ -41,6 +42,7 @@ from chat_app.gateways.api.serializers import (
     MessageSerializer,
     SupersedeResponseSerializer,
 )
+from chat_app.runs.engine import runs_end_before_delete
 
 TURN_BUSY = 40901
 NO_TURN = 40902
@@ -143,6 +145,7 @@ class ConversationDetailView(_OwnConversationMixin, ApiView, generics.RetrieveUp
         return Response(ConversationSerializer(conversation).data)
 
     def perform_destroy(self, instance):
+        async_to_sync(runs_end_before_delete)(user_id=instance.user_id, conversation_id=instance.id)
         conversation_delete(conversation=instance)
 
 

@@ -4,6 +4,7 @@ listed and disconnected. All take a login (page session or JWT), not an API key:
 must not be able to carry a student's history away, wipe it, or cut their accounts."""
 import json
 
+from asgiref.sync import async_to_sync
 from django.http import HttpResponse
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
@@ -20,6 +21,7 @@ from chat_app.conversations.privacy import (
 )
 from chat_app.gateways.api.base import LoginOnlyView
 from chat_app.gateways.api.serializers import ErrorSerializer
+from chat_app.runs.engine import runs_end_before_delete
 
 
 @extend_schema(tags=["me"])
@@ -40,6 +42,7 @@ class MyConversationsView(LoginOnlyView):
     @extend_schema(summary="删除我的全部对话（无法恢复）", request=None,
                    responses={200: OpenApiResponse(description='{"deleted": <个数>}'), 401: ErrorSerializer})
     def delete(self, request):
+        async_to_sync(runs_end_before_delete)(user_id=request.user.pk)
         return Response({"deleted": user_conversations_delete(user=request.user)})
 
 

@@ -70,7 +70,8 @@ def model_not_found(model: str) -> OpenAiError:
 
 
 _STATUS_TYPES = {401: ("authentication_error", "invalid_api_key"), 404: ("invalid_request_error", "not_found"),
-                 405: ("invalid_request_error", "method_not_allowed"), 413: ("invalid_request_error", "body_too_large"),
+                 405: ("invalid_request_error", "method_not_allowed"), 409: ("invalid_request_error", "conversation_busy"),
+                 413: ("invalid_request_error", "body_too_large"),
                  415: ("invalid_request_error", "unsupported_media_type")}
 # Our 429s: (type, code, extra headers). A retry helps only when a stream ends; not in the
 # rate's minute or the quota's day (`x-should-retry: false` stops the SDK's own retries).

@@ -101,34 +101,36 @@ def test_a_paused_run_goes_on_in_its_own_language_whoever_answers(
     assert llm_settings.requests[1].messages[-1]["content"].startswith("学生拒绝了这次操作")
 
 
-def test_a_waiting_run_closed_by_a_new_question_is_marked_in_its_language(
+def test_a_waiting_run_stopped_is_marked_in_its_language_and_refuses_a_question_meanwhile(
     live_asgi, llm_settings, agent, sub_agent, auth_headers
 ):
     sub_agent.approval_policy = "ask"
     sub_agent.save()
     llm_settings.reply_tool_calls(("call_canteen", {"message": "Order lunch"}))
-    llm_settings.reply_text("Hello.")
     with httpx.Client(base_url=live_asgi, timeout=15) as client:
         with client.stream("POST", "/api/v1/chat", json={"message": "Order me lunch"},
                            headers={**auth_headers, **ENGLISH}) as response:
             blocks, _ = read_until(response, lambda f: f["type"] == "approval_required")
     session = blocks[0][1]
-    later = chat(live_asgi, {"message": "Hi", "conversation_id": session["conversation_id"]},
-                 headers={**auth_headers, **CHINESE})
-    assert later.status == 200
+    refused = httpx.post(f"{live_asgi}/api/v1/chat", json={"message": "Hi", "conversation_id": session["conversation_id"]},
+                         headers={**auth_headers, **ENGLISH})
+    assert refused.status_code == 409
+    assert refused.json()["message"].startswith("This conversation’s last turn has not ended yet")
+    httpx.post(f"{live_asgi}/api/v1/runs/{session['run_id']}/stop", headers={**auth_headers, **CHINESE})
     closed = Message.objects.get(id=session["message_id"])
-    assert closed.meta["errors"][0]["message"] == "A new message was sent while this answer waited for you; it has ended."
+    assert closed.meta["errors"][0]["message"] == "The answer was stopped."
     tool_row = Message.objects.get(conversation_id=session["conversation_id"], role="tool")
-    assert tool_row.meta["error"] == "A new message was sent; the action was not run."
+    assert tool_row.meta["error"] == "The answer was stopped; the action was not run."
 
 
 def test_a_run_whose_worker_died_is_marked_in_its_language(user, agent):
-    conversation = Conversation.objects.create(user=user, agent=agent, title="lunch")
-    Message.objects.create(conversation=conversation, role="user", content="What's for lunch?")
     stale = timezone.now() - timedelta(seconds=30)
-    runs = {language: Run.objects.create(conversation=conversation, user=user, worker="dead-host:1:abc",
-                                         heartbeat_at=stale, partial_text="Today", language=language)
-            for language in ("en", "")}
+    runs = {}
+    for language in ("en", ""):
+        conversation = Conversation.objects.create(user=user, agent=agent, title="lunch")
+        Message.objects.create(conversation=conversation, role="user", content="What's for lunch?")
+        runs[language] = Run.objects.create(conversation=conversation, user=user, worker="dead-host:1:abc",
+                                            heartbeat_at=stale, partial_text="Today", language=language)
     assert {r.id for r in runs_reap(stale_sec=10)} == {r.id for r in runs.values()}
     marks = {language: Message.objects.get(id=run.message_id).meta["errors"][0]["message"]
              for language, run in runs.items()}

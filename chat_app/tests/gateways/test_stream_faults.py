@@ -162,7 +162,7 @@ def test_idle_stream_sends_pings(live_asgi, llm_settings, agent, auth_headers, s
     assert result.text == "想好了。"
 
 
-def test_conversation_deleted_while_answering_ends_cleanly(live_asgi, llm_settings, agent, auth_headers, user):
+def test_conversation_deleted_while_answering_stops_its_run_cleanly(live_asgi, llm_settings, agent, auth_headers, user):
     llm_settings.queue(Reply(text=LONG_ANSWER, chunk_size=4, chunk_delay=0.1))
     frames, raw = [], ""
     with httpx.Client(base_url=live_asgi, timeout=10, headers=auth_headers) as client:
@@ -174,6 +174,8 @@ def test_conversation_deleted_while_answering_ends_cleanly(live_asgi, llm_settin
                     deleted = client.delete(f"/api/v1/conversations/{frames[0]['conversation_id']}")
                     assert deleted.status_code == 204
         frames, _ = parse_events(raw)
-    assert frames[-1]["type"] == "done" and frames[-1]["full_text"] == LONG_ANSWER
+    # the run is stopped with its conversation (docs/security.md#one-run-per-conversation)
+    assert frames[-1]["type"] == "done" and frames[-1]["interrupted"] is True
+    assert LONG_ANSWER.startswith(frames[-1]["full_text"]) and frames[-1]["full_text"] != LONG_ANSWER
     assert not Message.objects.exists()
     wait_for(lambda: stream_slots_held(user_id=user.pk) == 0)

@@ -257,6 +257,11 @@ def test_stop_while_waiting_ends_the_run_and_stores_the_call_as_not_run(
             assert (stopped.status_code, stopped.json()) == (202, {"status": "stopping"})
             rest, _ = parse_blocks(read_rest(response))
     assert rest[-1][1]["type"] == "done" and rest[-1][1].get("interrupted") is True
+    # the waiting call gets its result before the end: no `tool_call` is left without one
+    assert [f for _, f in rest[:-1]] == [{"type": "tool_result", "call_id": blocks[-1][1]["call_id"],
+                                          "tool": blocks[-1][1]["tool"], "ok": False,
+                                          "error": "回答已停止，操作没有执行。"}]
+    assert [i for i, _ in rest] == list(range(rest[0][0], rest[0][0] + 2))
     run = Run.objects.get(id=run_id)
     assert run.status == Run.Status.INTERRUPTED
     rows = _rows(run.conversation_id)
@@ -268,7 +273,7 @@ def test_stop_while_waiting_ends_the_run_and_stores_the_call_as_not_run(
     assert httpx.post(f"{live_asgi}/api/v1/runs/{run_id}/stop", headers=auth_headers).json() == {"status": "finished"}
 
 
-def test_a_new_question_while_waiting_ends_the_waiting_turn_first(
+def test_a_new_question_while_waiting_is_refused_until_the_run_is_stopped(
     live_asgi, llm_settings, agent, asking_canteen, auth_headers
 ):
     llm_settings.reply_tool_calls(("call_canteen", {"message": "订午饭"}))
@@ -276,15 +281,21 @@ def test_a_new_question_while_waiting_ends_the_waiting_turn_first(
         with client.stream("POST", "/api/v1/chat", json={"message": "订午饭"}, headers=auth_headers) as response:
             blocks, _ = read_until(response, lambda f: f["type"] == "approval_required")
             session = blocks[0][1]
-            llm_settings.reply_text("不订了，说点别的。")
-            second = chat(live_asgi, {"message": "算了", "conversation_id": session["conversation_id"]},
-                          headers=auth_headers)
+            ask = {"message": "算了", "conversation_id": session["conversation_id"]}
+            refused = client.post("/api/v1/chat", json=ask, headers=auth_headers)
+            assert (refused.status_code, refused.json()["code"]) == (409, 40905)
+            assert "先停止它" in refused.json()["message"]
+            assert [r.content for r in _rows(session["conversation_id"]) if r.role == "user"] == ["订午饭"]
+            assert Run.objects.get(id=session["run_id"]).status == Run.Status.WAITING  # untouched
+            client.post(f"/api/v1/runs/{session['run_id']}/stop", headers=auth_headers)
             rest, _ = parse_blocks(read_rest(response))
+    llm_settings.reply_text("不订了，说点别的。")
+    second = chat(live_asgi, ask, headers=auth_headers)
     assert second.status == 200 and second.text == "不订了，说点别的。"
-    assert rest[-1][1]["type"] == "done" and rest[-1][1].get("interrupted") is True  # the first stream ends too
     tool_messages = _tool_messages(llm_settings.last_request)  # the history has no call without a result
-    assert [m["content"] for m in tool_messages] == ["学生发送了新消息，操作没有执行。"]
-    assert Run.objects.get(id=session["run_id"]).status == Run.Status.INTERRUPTED
+    assert [m["content"] for m in tool_messages] == ["回答已停止，操作没有执行。"]
+    assert [r.role for r in _rows(session["conversation_id"])] == ["user", "assistant", "tool", "assistant", "user",
+                                                                   "assistant"]
 
 
 def test_the_approvals_endpoint_refuses_clearly(

@@ -1,6 +1,8 @@
 """The per-user stream limit holds across two workers, each taking a run's lease in its event loop
 (the asyncio Redis client, chat_app.runs.lease.RunLease). Workers are uvicorn child processes
 sharing Redis and a database."""
+import threading
+
 import httpx
 import pytest
 import redis
@@ -44,3 +46,27 @@ def test_a_stream_on_a_holds_the_users_only_slot_on_b(one_stream_workers, llm_se
     assert redis.Redis.from_url(redis_url).keys("*chat:streams:*") == []  # given back when the run ended
     llm_server.reply_text("三。")
     assert chat(b, {"message": "三"}, headers=headers).status == 200
+
+
+def test_the_upload_rate_holds_across_two_workers(worker_env):
+    """25 uploads sent at once, half to each worker, against a limit of 20 a minute: 20 accepted.
+    Counting the minute's rows and then writing one let both workers accept past it."""
+    env = {**worker_env, "UPLOAD_RATE_PER_MINUTE": "20"}
+    with asgi_processes("uvicorn", env=env, count=2) as ((a, _), (b, _)):
+        token = httpx.post(f"{a}/api/v1/auth/token", json={"username": "20230001", "password": "s3cret-Pass!"}).json()
+        headers = {"Authorization": f"Bearer {token['access_token']}"}
+        barrier, statuses = threading.Barrier(25), []
+
+        def upload(number: int) -> None:
+            with httpx.Client(base_url=(a, b)[number % 2], timeout=20) as client:
+                barrier.wait()
+                answer = client.post("/api/v1/uploads", headers=headers,
+                                     files={"file": (f"{number}.txt", f"第 {number} 份".encode(), "text/plain")})
+                statuses.append(answer.status_code)
+
+        threads = [threading.Thread(target=upload, args=(n,)) for n in range(25)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+    assert sorted(statuses) == [201] * 20 + [429] * 5

@@ -23,6 +23,10 @@ def conversation(user, agent):
 
 
 def _run(conversation, **fields) -> Run:
+    """A running run of `conversation`, or of a copy of it when it runs one already (one run per
+    conversation at a time)."""
+    if Run.objects.filter(conversation=conversation, status__in=Run.ACTIVE).exists():
+        conversation = Conversation.objects.create(user=conversation.user, agent=conversation.agent, title="另一个")
     defaults = {"worker": "dead-host:1:abc", "heartbeat_at": timezone.now(), "agent_name": "小智"}
     return Run.objects.create(conversation=conversation, user=conversation.user, **{**defaults, **fields})
 
