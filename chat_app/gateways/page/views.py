@@ -26,7 +26,7 @@ from chat_app.conversations.selectors import (
     feedback_by_answer,
     message_list,
 )
-from chat_app.gateways.catalog import agent_catalogs, tool_labels
+from chat_app.gateways.catalog import agent_catalogs, agent_display_name, tool_labels
 from chat_app.models import Conversation, Message, Preference, Run
 from chat_app.runs.chat_input import MESSAGE_MAX
 from chat_app.runs.state import run_active_get
@@ -68,7 +68,7 @@ def chat_page(request, conversation_id=None):
         if conversation is None:
             raise Http404("对话不存在")
     enabled_agents = agent_list()
-    agents = list(enabled_agents.values("slug", "name"))
+    agents = [{**a, "name": agent_display_name(a["name"])} for a in enabled_agents.values("slug", "name")]
     active_run = run_active_get(conversation_id=conversation.id) if conversation else None
     state = {
         "conversation_id": str(conversation.id) if conversation else None,
