@@ -61,9 +61,9 @@ class PostButtonMixin:
     """A change page's button that does something now — connects, lists, tests — as a POST to
     `<id>/<button_action>/` (URL name `<app>_<model>_<button_action>`), never a GET (a stdio
     service is a process started on this server; a provider test sends its key): a GET comes back
-    to the change page having done nothing. The template
-    is templates/admin/includes/post_button.html. It reports through messages (`button_report`)
-    and comes back to the change page. (The admin's `Media` adds agents_app/admin.css, its look.)"""
+    to the change page having done nothing. The template is
+    templates/admin/includes/post_button.html. It reports through messages (`button_report`) and
+    comes back to the change page. (The admin's `Media` adds agents_app/admin.css, its look.)"""
 
     button_action: str
 
@@ -85,7 +85,7 @@ class PostButtonMixin:
         opts = self.opts
         change_url = reverse(f"admin:{opts.app_label}_{opts.model_name}_change", args=[object_id])
         if request.method != "POST":
-        # Opened by address (a reload, a pasted link): the page with the button, not a blank 405.
+            # Opened by address (a reload, a pasted link): the page with the button, not a blank 405.
             return HttpResponseRedirect(change_url)
         obj = self.get_object(request, unquote(object_id))
         if obj is None:

@@ -82,7 +82,7 @@ class RoutingPreview(AdminExtension):
     def preview_view(self, model_admin, request, object_id):
         """Validates the posted form like a save would, then checks routing with it; saves nothing."""
         if request.method != "POST":
-        # Opened by address (a reload, a pasted link): the page with the button, not a blank 405.
+            # Opened by address (a reload, a pasted link): the page with the button, not a blank 405.
             opts = model_admin.opts
             return HttpResponseRedirect(reverse(f"admin:{opts.app_label}_{opts.model_name}_change", args=[object_id]))
         obj = model_admin.get_object(request, unquote(object_id))
@@ -177,7 +177,7 @@ class AgentRouting(RoutingPreview):
     def check_view(self, model_admin, request, object_id):
         """The agent page's "运行路由用例" button: POST only; shows the stored check."""
         if request.method != "POST":
-        # Opened by address (a reload, a pasted link): the page with the button, not a blank 405.
+            # Opened by address (a reload, a pasted link): the page with the button, not a blank 405.
             return HttpResponseRedirect(reverse("admin:agents_app_agent_change", args=[object_id]))
         agent = model_admin.get_object(request, unquote(object_id))
         if agent is None:

@@ -249,13 +249,12 @@ def question_of(*, history: list[dict]) -> Question:
     asked = [message for message in history if message.get("role") == "user"]
     if not asked:
         return Question(text="", attached=False, follows_up=False)
-    content = asked[-1].get("content")
-    parts = [part for part in content if isinstance(part, dict)] if isinstance(content, list) else []
-    if isinstance(content, list):  # the question's text first, then one part per attachment
-        content = parts[0].get("text", "") if parts and parts[0].get("type") == "text" else ""
-    return Question(
-        text=content if isinstance(content, str) else "", attached=len(parts) > 1, follows_up=len(asked) > 1
-    )
+    text, attached = asked[-1].get("content"), False
+    if isinstance(text, list):  # the question's text first, then one part per attachment
+        parts = [part for part in text if isinstance(part, dict)]
+        text = parts[0].get("text") if parts and parts[0].get("type") == "text" else ""
+        attached = len(parts) > 1
+    return Question(text=text if isinstance(text, str) else "", attached=attached, follows_up=len(asked) > 1)
 
 
 def _said_before(note, history: list[dict]) -> bool:

@@ -3,8 +3,9 @@ diff against the live row, and one-click rollback (campus_agent.base.history).
 
 django-simple-history's own per-version page is a form that saves whatever it posts; here that
 URL shows the diff instead, and a rollback is only the POST of `<id>/history/<version>/rollback/`
-(change permission, CSRF; a GET goes to the diff). `history_rollback_confirm` lets a subclass put a confirm page first
-(insights_app does for agents: their routing cases against the rolled-back version).
+(change permission, CSRF; a GET goes to the diff). `history_rollback_confirm` lets a subclass put
+a confirm page first (insights_app does for agents: their routing cases against the rolled-back
+version).
 """
 from django.contrib import messages
 from django.contrib.admin.utils import unquote
