@@ -7,7 +7,7 @@ from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
 from django.core.exceptions import NON_FIELD_ERRORS, PermissionDenied, ValidationError
-from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect
+from django.http import Http404, HttpResponseRedirect
 from django.urls import path, reverse
 from django.utils.decorators import method_decorator
 from django.views.decorators.debug import sensitive_post_parameters
@@ -60,9 +60,10 @@ def _preview(text: str) -> str:
 class PostButtonMixin:
     """A change page's button that does something now — connects, lists, tests — as a POST to
     `<id>/<button_action>/` (URL name `<app>_<model>_<button_action>`), never a GET (a stdio
-    service is a process started on this server; a provider test sends its key). The template
-    is templates/admin/includes/post_button.html. It reports through messages (`button_report`)
-    and comes back to the change page. (The admin's `Media` adds agents_app/admin.css, its look.)"""
+    service is a process started on this server; a provider test sends its key): a GET comes back
+    to the change page having done nothing. The template is
+    templates/admin/includes/post_button.html. It reports through messages (`button_report`) and
+    comes back to the change page. (The admin's `Media` adds agents_app/admin.css, its look.)"""
 
     button_action: str
 
@@ -81,16 +82,18 @@ class PostButtonMixin:
         return own + super().get_urls()  # before the change view's catch-all
 
     def button_view(self, request, object_id):
+        opts = self.opts
+        change_url = reverse(f"admin:{opts.app_label}_{opts.model_name}_change", args=[object_id])
         if request.method != "POST":
-            return HttpResponseNotAllowed(["POST"])
+            # Opened by address (a reload, a pasted link): the page with the button, not a blank 405.
+            return HttpResponseRedirect(change_url)
         obj = self.get_object(request, unquote(object_id))
         if obj is None:
             raise Http404
         if not self.button_permitted(request, obj):
             raise PermissionDenied
         self.button_report(request, obj)
-        opts = self.opts
-        return HttpResponseRedirect(reverse(f"admin:{opts.app_label}_{opts.model_name}_change", args=[obj.pk]))
+        return HttpResponseRedirect(change_url)
 
 
 class ToolsButtonMixin(PostButtonMixin):

@@ -13,7 +13,7 @@ from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
 from django.core import signing
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect
+from django.http import Http404, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 
@@ -82,7 +82,9 @@ class RoutingPreview(AdminExtension):
     def preview_view(self, model_admin, request, object_id):
         """Validates the posted form like a save would, then checks routing with it; saves nothing."""
         if request.method != "POST":
-            return HttpResponseNotAllowed(["POST"])
+            # Opened by address (a reload, a pasted link): the page with the button, not a blank 405.
+            opts = model_admin.opts
+            return HttpResponseRedirect(reverse(f"admin:{opts.app_label}_{opts.model_name}_change", args=[object_id]))
         obj = model_admin.get_object(request, unquote(object_id))
         if obj is None:
             raise Http404
@@ -175,7 +177,8 @@ class AgentRouting(RoutingPreview):
     def check_view(self, model_admin, request, object_id):
         """The agent page's "运行路由用例" button: POST only; shows the stored check."""
         if request.method != "POST":
-            return HttpResponseNotAllowed(["POST"])
+            # Opened by address (a reload, a pasted link): the page with the button, not a blank 405.
+            return HttpResponseRedirect(reverse("admin:agents_app_agent_change", args=[object_id]))
         agent = model_admin.get_object(request, unquote(object_id))
         if agent is None:
             raise Http404

@@ -6,7 +6,12 @@ the model failed before any text) and settings.KEYWORD_FALLBACK_ENABLED is on.
 Chinese has no spaces between words, so keywords are not found by splitting the question;
 instead each tool's description is split on punctuation into keyword candidates ("食堂、菜单、
 吃什么" → 食堂 / 菜单 / 吃什么), and a candidate that occurs in the question scores its length
-divided by how many tools share it (a word every tool mentions decides nothing).
+divided by how many tools share it (a word every tool mentions decides nothing). English
+keywords in a description ("Keywords: canteen, lunch, menu") match whole words, with or without
+a plural ending, so a student asking in English is routed too.
+
+Without the model nothing reads the conversation or the attachments: the answer says so (once for
+the conversation, each time for attachments) in the student's language.
 """
 import json
 import re
@@ -17,6 +22,7 @@ from contextlib import aclosing
 from dataclasses import dataclass
 
 from django.conf import settings
+from django.utils import translation
 from django.utils.translation import gettext_lazy as _
 from loguru import logger
 
@@ -41,22 +47,38 @@ UNCONFIGURED_NOTICE = _("（未配置 AI 模型，以下内容由关键词匹配
 UNCONFIGURED_NO_MATCH_NOTICE = _("（未配置 AI 模型，关键词匹配没有找到能回答这个问题的服务。）\n\n")
 
 
+def model_configured(*, reason: str | None = None) -> bool:
+    """Whether a model is configured, so that "暂不可用" is true: not when the agent has no enabled
+    provider (`reason` NOT_CONFIGURED_REASON), or, with no reason, when LLM_BASE_URL is empty."""
+    return reason != NOT_CONFIGURED_REASON if reason is not None else bool(settings.LLM_BASE_URL)
+
+
 def fallback_notices(*, reason: str | None = None) -> tuple[str, str]:
-    """(notice before a routed answer, notice when nothing matched): by whether a model is
-    configured — the agent has no enabled provider (`reason` NOT_CONFIGURED_REASON), or, with no
-    reason, LLM_BASE_URL is empty."""
-    configured = reason != NOT_CONFIGURED_REASON if reason is not None else bool(settings.LLM_BASE_URL)
-    if configured:
+    """(notice before a routed answer, notice when nothing matched), by `model_configured`."""
+    if model_configured(reason=reason):
         return NOTICE, NO_MATCH_NOTICE
     return UNCONFIGURED_NOTICE, UNCONFIGURED_NO_MATCH_NOTICE
+
+
 CAPABILITIES_HEADER = _("我目前可以帮你：\n")
 CAPABILITIES_FOOTER = _("\n\n提问时带上上面列出的关键词，我就能转给对应的服务；AI 模型恢复后可以直接提问。")
+# With none configured there is nothing to come back: say when free questions will work.
+UNCONFIGURED_CAPABILITIES_FOOTER = _(
+    "\n\n提问时带上上面列出的关键词，我就能转给对应的服务；管理员配置 AI 模型后可以直接提问。"
+)
 NO_TOOLS_TEXT = _("当前智能体还没有配置任何服务，请稍后再试或联系管理员。")
+# What keyword routing cannot do, told to the student (issue 42): it reads neither the files
+# attached (each time some are) nor the conversation before the question (once a conversation).
+ATTACHMENTS_UNREAD_NOTE = _("（附件要由 AI 模型读取，这次没有读你附的文件。）\n\n")
+FOLLOW_UP_NOTE = _(
+    "（关键词匹配只看这一条消息，不联系前面的对话：追问时请把问题说完整，比如“清真食堂中午吃什么”。）\n\n"
+)
 
 # Fragments of descriptions that name no topic; they would route every question somewhere.
 STOP_WORDS = frozenset(
     {"查询", "信息", "校园", "学生", "服务", "相关", "可以", "提供", "关键词", "触发关键词", "演示", "助手",
-     "参数", "可选", "无需参数", "回答", "问题", "工具", "call", "tool", "tools", "mcp", "get", "list", "the"}
+     "参数", "可选", "无需参数", "回答", "问题", "工具", "call", "tool", "tools", "mcp", "get", "list", "the",
+     "keyword", "keywords"}
 )
 _SPLIT = re.compile(r"[\s、，,;；：:。.！!？?（）()【】\[\]{}<>《》“”\"'‘’/|_\-]+")
 _ASCII = re.compile(r"^[a-z0-9]+$")
@@ -82,8 +104,8 @@ def tool_keywords(*, tool: Tool) -> set[str]:
 
 
 def _occurs(keyword: str, question: str) -> bool:
-    if _ASCII.match(keyword):  # "time" must not match "sometimes"
-        return re.search(rf"(?<![a-z0-9]){re.escape(keyword)}(?![a-z0-9])", question) is not None
+    if _ASCII.match(keyword):  # "time" must not match "sometimes"; "course" matches "courses"
+        return re.search(rf"(?<![a-z0-9]){re.escape(keyword)}(?:e?s)?(?![a-z0-9])", question) is not None
     return keyword in question
 
 
@@ -183,27 +205,76 @@ def tool_label(*, tool: Tool) -> str:
     return text_head(tool.description) or tool.name
 
 
-def capabilities_text(*, tools: Sequence[Tool]) -> str:
+def english_keywords(*, text: str, limit: int = 8) -> list[str]:
+    """The English keywords of a description, in the order written ("… Keywords: canteen, menu")."""
+    fragments = _SPLIT.split((text or "").lower())
+    candidates = keyword_candidates(text=text)
+    words = [word for word in dict.fromkeys(fragments) if word in candidates and _ASCII.match(word)]
+    return words[:limit]
+
+
+def _capability_line(tool: Tool, *, chinese: bool) -> str:
+    """One tool of the no-match answer: its description's first sentence; for a student reading
+    another language, its name and the English keywords that route to it, when it has some (the
+    Chinese sentence would suggest keywords the student does not type)."""
+    english = [] if chinese else english_keywords(text=tool.description)
+    if english:
+        return f"- {tool_label(tool=tool)}: {', '.join(english)}"
+    first = re.split(r"(?<=[。！？!?])", (tool.description or tool.name).strip(), maxsplit=1)[0]
+    return "- " + clip_text(first, CAPABILITY_MAX_CHARS)
+
+
+def capabilities_text(*, tools: Sequence[Tool], configured: bool = True) -> str:
     """The no-match answer: what each tool does (those that answer in prose first), from its
-    description."""
+    description, in the language of the run; and when free questions will work again (the model
+    is back, or once one is `configured`)."""
     if not tools:
         return NO_TOOLS_TEXT
+    chinese = (translation.get_language() or settings.LANGUAGE_CODE).startswith("zh")
     ordered = sorted(tools, key=lambda tool: (not tool.answers_in_prose, tool.name))
-    lines = []
-    for tool in ordered[:CAPABILITY_MAX_LINES]:
-        first = re.split(r"(?<=[。！？!?])", (tool.description or tool.name).strip(), maxsplit=1)[0]
-        lines.append("- " + clip_text(first, CAPABILITY_MAX_CHARS))
-    return CAPABILITIES_HEADER + "\n".join(lines) + CAPABILITIES_FOOTER
+    lines = [_capability_line(tool, chinese=chinese) for tool in ordered[:CAPABILITY_MAX_LINES]]
+    footer = CAPABILITIES_FOOTER if configured else UNCONFIGURED_CAPABILITIES_FOOTER
+    return CAPABILITIES_HEADER + "\n".join(lines) + footer
 
 
-def _question_of(history: list[dict]) -> str:
-    for message in reversed(history):
-        if message.get("role") == "user":
-            content = message.get("content")
-            if isinstance(content, list):  # OpenAI content parts
-                content = "".join(part.get("text", "") for part in content if isinstance(part, dict))
-            return content if isinstance(content, str) else ""
-    return ""
+@dataclass(frozen=True, slots=True)
+class Question:
+    text: str  # the student's own words (not the text of what they attached)
+    attached: bool  # files came with it (content parts after the text: conversations/history.py)
+    follows_up: bool  # an earlier question of the conversation is in the history
+
+
+def question_of(*, history: list[dict]) -> Question:
+    """The last user message of `history`, as keyword routing reads it."""
+    asked = [message for message in history if message.get("role") == "user"]
+    if not asked:
+        return Question(text="", attached=False, follows_up=False)
+    text, attached = asked[-1].get("content"), False
+    if isinstance(text, list):  # the question's text first, then one part per attachment
+        parts = [part for part in text if isinstance(part, dict)]
+        text = parts[0].get("text") if parts and parts[0].get("type") == "text" else ""
+        attached = len(parts) > 1
+    return Question(text=text if isinstance(text, str) else "", attached=attached, follows_up=len(asked) > 1)
+
+
+def _said_before(note, history: list[dict]) -> bool:
+    """Whether an earlier answer in `history` already told the student `note`, in any language."""
+    said = []
+    for code, _name in settings.LANGUAGES:
+        with translation.override(code):
+            said.append(str(note).strip())
+    answers = [m.get("content") for m in history if m.get("role") == "assistant" and isinstance(m.get("content"), str)]
+    return any(text in answer for answer in answers for text in said)
+
+
+def fallback_notes(*, question: Question, history: list[dict]) -> str:
+    """What this answer must say keyword routing did not read: the attachments, the conversation."""
+    notes = ""
+    if question.attached:
+        notes += str(ATTACHMENTS_UNREAD_NOTE)
+    if question.follows_up and not _said_before(FOLLOW_UP_NOTE, history):
+        notes += str(FOLLOW_UP_NOTE)
+    return notes
 
 
 async def _tools_of(agent: Agent) -> list[Tool]:
@@ -230,20 +301,24 @@ async def _relay(*, tool: Tool, args: dict, ctx: RunContext, call_id: str, deadl
 async def fallback_turn(*, agent: Agent, history: list[dict], ctx: RunContext, reason: str) -> AsyncIterator[Event]:
     """Answers a turn without the model.
 
-    1. Take the last user message and the agent's tools (the same catalog the model would see).
+    1. Take the last user message (its own words, not its attachments' text) and the agent's
+       tools (the same catalog the model would see).
     2. Keep the tools keyword routing can call (`tool_fallback_args`: a sub-agent's `message`, a
        text parameter, or none required) and pick the best keyword match (`tool_match`).
-    3. No match: answer with what the assistant can do, from the tools' descriptions.
+    3. No match: answer with what the assistant can do, from the tools' descriptions (their
+       English keywords for a student reading English).
     4. Else yield the notice, call the tool with the question (or its matched keywords) in its
        text parameter, stream its live text as the answer while it comes (Chunk, not
        ToolChunk), relay its result, then whatever of its answer was not streamed, with its
        chart. A failure is said once: by its `error` event when the tool has a contract code,
        else as the answer's text.
-    Every text event and the Done carry `fallback=True`.
+    The notice is followed by `fallback_notes`: the attachments were not read, the conversation
+    before the question is not seen. Every text event and the Done carry `fallback=True`.
     """
     request_id_set(ctx.request_id)
     deadline = turn_deadline(ctx)
-    question = _question_of(history)
+    asked = question_of(history=history)
+    question = asked.text
     tools = await _tools_of(agent)
     callable_tools = [tool for tool in tools if tool_fallback_args(tool=tool, question=question) is not None]
     match = tool_match(question=question, tools=callable_tools)
@@ -255,14 +330,15 @@ async def fallback_turn(*, agent: Agent, history: list[dict], ctx: RunContext, r
         clip_text(question),
     )
     routed_notice, no_match_notice = fallback_notices(reason=reason)
+    notes = fallback_notes(question=asked, history=history)
     if match is None:
-        text = no_match_notice + capabilities_text(tools=tools)
+        text = no_match_notice + notes + capabilities_text(tools=tools, configured=model_configured(reason=reason))
         yield Chunk(text, fallback=True)
         yield Done(full_text=text, fallback=True)
         return
 
     tool = match.tool
-    notice = routed_notice.format(tool=tool_label(tool=tool))
+    notice = routed_notice.format(tool=tool_label(tool=tool)) + notes
     yield Chunk(notice, fallback=True)
     call_id = "call_fallback_" + uuid.uuid4().hex[:16]
     args = tool_fallback_args(tool=tool, question=question, keywords=match.keywords)

@@ -61,7 +61,8 @@ def test_opening_the_agent_page_runs_no_mcp_server(staff_client, agent_factory, 
     assert page.status_code == 200
     assert mcp_spawn_log.read_text() == ""  # no stdio server was started
     assert escape(OFFERED_TOOLS_HINT) in page.content.decode()
-    assert staff_client.get(reverse("admin:agents_app_agent_tools", args=[agent.pk])).status_code == 405
+    opened = staff_client.get(reverse("admin:agents_app_agent_tools", args=[agent.pk]))
+    assert (opened.status_code, opened.url) == (302, reverse("admin:agents_app_agent_change", args=[agent.pk]))
     assert mcp_spawn_log.read_text() == ""
 
 

@@ -6,6 +6,7 @@ from contextlib import aclosing
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.utils import translation
 from loguru import logger
 
 from agents_app.mcp.tools import McpToolInfo
@@ -13,7 +14,12 @@ from agents_app.models import McpService
 from agents_app.runtime.context import RunContext
 from agents_app.runtime.events import Chunk, Done, Error, ToolCall, ToolChunk, ToolResult
 from agents_app.runtime.fallback import (
+    ATTACHMENTS_UNREAD_NOTE,
+    CAPABILITIES_FOOTER,
     CAPABILITIES_HEADER,
+    FOLLOW_UP_NOTE,
+    NO_MATCH_NOTICE,
+    UNCONFIGURED_CAPABILITIES_FOOTER,
     UNCONFIGURED_NO_MATCH_NOTICE,
     UNCONFIGURED_NOTICE,
     capabilities_text,
@@ -32,6 +38,7 @@ from demo_app.mcp.server import server as demo_mcp_server
 from demo_app.subagents.canteen import canteen_answer
 from demo_app.subagents.catalog import DEMO_SUBAGENTS
 from demo_app.subagents.course import course_answer
+from demo_app.subagents.library_a2a import LIBRARY_DESCRIPTION
 from subagents_app.client import (
     CONNECT_FAILED_NOTICE,
     CONNECT_FAILED_TEXT,
@@ -96,6 +103,28 @@ def test_descriptions_split_into_keywords_on_chinese_and_ascii_punctuation():
 )
 async def test_demo_questions_route_to_the_right_tool(question, expected):
     match = tool_match(question=question, tools=await demo_catalog_tools())
+    assert match is not None and match.tool.name == expected, match
+
+
+@pytest.mark.parametrize(
+    ("question", "expected"),
+    [
+        ("What's for lunch at the canteen?", "call_canteen"),
+        ("Which canteen has the cheapest dinner?", "call_canteen"),
+        ("How many calories are in breakfast at the halal canteen", "call_canteen"),
+        ("course selection", "call_course"),
+        ("Are there seats left in Professor Li's classes?", "call_course"),
+        ("When does the library close on weekends?", "call_library"),
+        ("When are the final exams?", "campus-calendar__academic_calendar"),
+        ("When does the winter vacation start?", "campus-calendar__academic_calendar"),
+        ("What day is it today?", "campus-calendar__current_time"),
+    ],
+)
+async def test_english_questions_route_to_the_right_demo_tool(question, expected):
+    """Issue 42: keyword routing knew only Chinese words; the demo catalog's descriptions carry
+    English keywords too, matched as whole words with or without a plural ending."""
+    tools = [*await demo_catalog_tools(), sub_agent_tool("library", LIBRARY_DESCRIPTION)]
+    match = tool_match(question=question, tools=tools)
     assert match is not None and match.tool.name == expected, match
 
 
@@ -164,6 +193,25 @@ def test_capabilities_list_sub_agents_first_from_their_descriptions():
     lines = text.removeprefix(str(CAPABILITIES_HEADER)).splitlines()
     assert lines[0] == "- " + DEMO_SUBAGENTS["canteen"].description.split("。")[0] + "。"
     assert lines[1].startswith("- 选课助手（演示）") and lines[2] == "- 当前时间：现在几点。"
+
+
+def test_an_english_student_is_offered_english_keywords_and_told_whether_a_model_exists():
+    """Issue 42: the no-match answer suggested Chinese keywords to an English student, and "once
+    the AI model is back" when none was ever set up."""
+    now = mcp_tool("aaa", "now", "当前时间：现在几点。")
+    tools = [now, sub_agent_tool("canteen")]
+    with translation.override("en"):
+        unconfigured = capabilities_text(tools=tools, configured=False)
+        down = capabilities_text(tools=tools, configured=True)
+        footers = str(UNCONFIGURED_CAPABILITIES_FOOTER), str(CAPABILITIES_FOOTER)
+    lines = unconfigured.splitlines()
+    assert lines[1] == "- 食堂助手（演示）: canteen, cafeteria, dining, menu, food, eat, breakfast, lunch"
+    assert lines[2] == "- 当前时间：现在几点。"  # no English keywords: its own sentence
+    assert unconfigured.endswith(footers[0]) and footers[0].endswith("once an AI model is set up you can ask anything.")
+    assert down.endswith(footers[1]) and footers[1].endswith("once the AI model is back you can ask anything.")
+    chinese = capabilities_text(tools=tools, configured=False)
+    assert chinese.splitlines()[1].startswith("- 食堂助手（演示）：查询各食堂的菜单")
+    assert chinese.endswith("管理员配置 AI 模型后可以直接提问。")
 
 
 # --- whole turns through turn_stream ----------------------------------------------------------
@@ -336,9 +384,43 @@ async def test_no_match_lists_what_the_assistant_can_do(settings, agent, subagen
     events = await collect(agent, "帮我订一张火车票")
     text = UNCONFIGURED_NO_MATCH_NOTICE + CAPABILITIES_HEADER + "- 食堂助手：食堂、菜单、吃什么、饭菜、营业时间。"
     assert events[0] == Chunk(events[0].content, fallback=True) and events[0].content.startswith(text)
+    assert events[0].content.endswith(str(UNCONFIGURED_CAPABILITIES_FOOTER))  # none to come back
     assert events[-1] == Done(full_text=events[0].content, fallback=True)
     assert not any(isinstance(e, ToolCall) for e in events)
     assert subagent_server.requests == []
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_model_that_is_down_will_be_back(llm_settings, agent, subagent_server, _close_shared_clients):
+    llm_settings.fail(500)
+    events = await collect(agent, "帮我订一张火车票")
+    assert events[0].content.startswith(str(NO_MATCH_NOTICE + CAPABILITIES_HEADER))
+    assert events[0].content.endswith(str(CAPABILITIES_FOOTER))
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_what_keyword_routing_did_not_read_is_said_once(settings, agent, subagent_server,
+                                                             _close_shared_clients):
+    """Issue 42: without a model the attachments were silently ignored (worse: their text was
+    matched and sent as the question) and a follow-up lost its context without a word."""
+    settings.LLM_BASE_URL = ""
+    attached = [{"type": "text", "text": "那清真食堂呢？"},
+                {"type": "text", "text": "附件《通知.txt》的内容：\n图书馆周末闭馆"}]
+    history = [{"role": "user", "content": "二食堂午饭吃什么"}, {"role": "assistant", "content": "红烧肉。"},
+               {"role": "user", "content": attached}]
+    events = [event async for event in turn_stream(agent=agent, history=history, ctx=CTX)]
+    call = next(e for e in events if isinstance(e, ToolCall))
+    assert json.loads(call.args) == {"message": "那清真食堂呢？"}  # the student's words, not the file's
+    notice = UNCONFIGURED_NOTICE.format(tool="食堂助手") + ATTACHMENTS_UNREAD_NOTE + FOLLOW_UP_NOTE
+    assert events[0] == Chunk(str(notice), fallback=True) and events[-1].full_text.startswith(str(notice))
+
+    # Said once a conversation: the next follow-up (no attachment) says nothing more, in either language.
+    for language in ("zh-hans", "en"):
+        with translation.override(language):
+            later = history + [{"role": "assistant", "content": events[-1].full_text},
+                               {"role": "user", "content": "清真食堂晚饭呢"}]
+            again = [event async for event in turn_stream(agent=agent, history=later, ctx=CTX)]
+            assert again[0] == Chunk(str(UNCONFIGURED_NOTICE.format(tool="食堂助手")), fallback=True)
 
 
 @pytest.mark.django_db(transaction=True)

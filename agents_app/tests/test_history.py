@@ -101,7 +101,10 @@ def test_rollback_is_a_post_with_csrf(agent, staff_user, client):
     url = reverse("admin:agents_app_agent_history_rollback", args=[agent.pk, version.history_id])
     strict = Client(enforce_csrf_checks=True)
     strict.force_login(staff_user)
-    assert strict.get(url).status_code == 405
+    # Opened by address (issue 42: a blank 405): the version's diff, with its rollback button.
+    diff = reverse("admin:agents_app_agent_simple_history", args=[agent.pk, version.history_id])
+    opened = strict.get(url, follow=True)
+    assert opened.redirect_chain == [(diff, 302)] and "回滚到此版本" in opened.content.decode()
     assert strict.post(url, {"confirm": "1"}).status_code == 403  # no CSRF token
     agent.refresh_from_db()
     assert agent.system_prompt == NEW_PROMPT

@@ -3,13 +3,14 @@ diff against the live row, and one-click rollback (campus_agent.base.history).
 
 django-simple-history's own per-version page is a form that saves whatever it posts; here that
 URL shows the diff instead, and a rollback is only the POST of `<id>/history/<version>/rollback/`
-(change permission, CSRF). `history_rollback_confirm` lets a subclass put a confirm page first
-(insights_app does for agents: their routing cases against the rolled-back version).
+(change permission, CSRF; a GET goes to the diff). `history_rollback_confirm` lets a subclass put
+a confirm page first (insights_app does for agents: their routing cases against the rolled-back
+version).
 """
 from django.contrib import messages
 from django.contrib.admin.utils import unquote
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect
+from django.http import Http404, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
@@ -101,7 +102,9 @@ class CatalogHistoryAdmin(SimpleHistoryAdmin):
 
     def history_rollback_view(self, request, object_id, version_id):
         if request.method != "POST":
-            return HttpResponseNotAllowed(["POST"])
+            # Opened by address (a reload of the confirm page, a pasted link): the version's diff
+            # with its rollback button, not a blank 405.
+            return HttpResponseRedirect(self._history_url("simple_history", object_id, version_id))
         obj = self.get_object(request, unquote(object_id))
         if obj is None:
             raise Http404

@@ -3,7 +3,8 @@ their feedback, and the stored conversation a client's history matches."""
 import uuid
 from dataclasses import dataclass
 
-from django.db.models import Exists, OuterRef, Q, QuerySet, Subquery
+from django.db.models import Case, Exists, F, OuterRef, Q, QuerySet, Subquery, TextField, Value, When
+from django.db.models.functions import Concat, Greatest, Length, StrIndex, Substr, Upper
 
 from chat_app.models import Conversation, Feedback, Message, Run
 
@@ -20,16 +21,43 @@ def conversation_list(*, user) -> QuerySet[Conversation]:
     )
 
 
+SNIPPET_BEFORE = 20  # characters of a message shown before the match in a search snippet
+SNIPPET_AFTER = 50  # … and after it
+SNIPPET_CUT = "…"
+
+
 def conversation_search(*, user, query: str) -> QuerySet[Conversation]:
     """The user's conversations whose title or question/answer text contains `query`, ignoring
     case, newest first. `icontains` escapes LIKE's wildcards on every backend, so `%` and `_` in
-    a query match themselves."""
+    a query match themselves.
+
+    Each has `match_snippet`: the part of its first matching message around the match, "…" where
+    cut (None when only the title matches), so the student sees why it was found. It is cut in
+    the database (a long answer is not read whole for 100 hits); the match is found as `icontains`
+    finds it, UPPER on both sides (PostgreSQL's UPPER … LIKE; SQLite folds ASCII only, as LIKE does)."""
     matching = Message.objects.filter(
         conversation=OuterRef("pk"),
         role__in=[Message.Role.USER, Message.Role.ASSISTANT],
         content__icontains=query,
     )
-    return conversation_list(user=user).filter(Q(title__icontains=query) | Exists(matching))
+    size = len(query) + SNIPPET_BEFORE + SNIPPET_AFTER
+    snippets = (
+        matching.order_by("created_at", "seq")
+        .annotate(start=Greatest(StrIndex(Upper("content"), Upper(Value(query))) - SNIPPET_BEFORE, Value(1)),
+                  length=Length("content"))
+        .annotate(snippet=Concat(
+            Case(When(start__gt=1, then=Value(SNIPPET_CUT)), default=Value("")),
+            Substr("content", F("start"), size),
+            Case(When(length__gte=F("start") + size, then=Value(SNIPPET_CUT)), default=Value("")),
+            output_field=TextField(),
+        ))
+        .values("snippet")[:1]
+    )
+    return (
+        conversation_list(user=user)
+        .filter(Q(title__icontains=query) | Exists(matching))
+        .annotate(match_snippet=Subquery(snippets))
+    )
 
 
 def conversation_get(*, user, conversation_id) -> Conversation | None:

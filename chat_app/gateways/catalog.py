@@ -6,6 +6,8 @@ what the selected agent can actually use, so it never promises a service the cat
 """
 import re
 
+from django.utils.translation import gettext_lazy as _
+
 from agents_app.models import Agent, McpService
 from agents_app.runtime.tool_names import subagent_tool_name, tool_name_normalise
 from campus_agent.base.redaction import clip_text
@@ -16,6 +18,15 @@ EXAMPLES_MAX = 6
 SUMMARY_MAX = 40
 _SENTENCE_END = re.compile(r"[。！？!?\n]")
 _HEAD_SEPARATOR = re.compile(r"[：:]")
+# The product's name, which the demo agent (demo_app/catalog.py) bears too. An agent named so is
+# shown by the product's name in the student's language, as the page's brand is: an English page
+# said both "Campus Assistant" and 校园小智 (issue 42). Other names are staff's and shown as they are.
+BRAND_NAME = "校园小智"
+BRAND = _("校园小智")
+
+
+def agent_display_name(name: str) -> str:
+    return str(BRAND) if name == BRAND_NAME else name
 
 
 def sub_agent_summary(sub_agent: SubAgent) -> str:
@@ -43,7 +54,7 @@ def _agent_catalog(agent: Agent) -> dict:
     for sub in sub_agents:
         examples += sub.example_question_list[:EXAMPLES_PER_SUB_AGENT]
     return {
-        "name": agent.name,
+        "name": agent_display_name(agent.name),
         "services": [{"label": s.label, "summary": sub_agent_summary(s)} for s in sub_agents]
         + [{"label": s.label, "summary": ""} for s in services],
         "examples": examples[:EXAMPLES_MAX],

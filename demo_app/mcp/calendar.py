@@ -94,16 +94,41 @@ def _common_run(a: str, b: str) -> int:
     return best
 
 
+# The English words keyword routing passes on ("exam final": the demo calendar's English keywords,
+# demo_app/mcp/server.py) and what they are in the calendar's names.
+ENGLISH_TERMS = {
+    "exam": ("考试",),
+    "final": ("期末",),
+    "midterm": ("期中",),
+    "holiday": ("放假",),
+    "vacation": ("寒假", "暑假"),
+    "semester": ("学期",),
+    "term": ("学期",),
+    "winter": ("寒假",),
+    "summer": ("暑假",),
+    "selection": ("选课",),
+}
+
+
+def _term(word: str) -> tuple[str, ...]:
+    """The ways `word` is written in the calendar's names (an English word: its Chinese)."""
+    english = word.lower()
+    return ENGLISH_TERMS.get(english) or ENGLISH_TERMS.get(english.removesuffix("s")) or (word,)
+
+
 def calendar_events_matching(*, keyword: str) -> list[dict]:
     """The events a keyword (or several, or a whole question) is about: those whose name holds
-    one of its terms ("期末考试 什么时候" → both 期末考试); else those sharing the longest run of
-    at least two characters with it ("期末考试是什么时候" → 期末考试 again, not 期中考试周)."""
+    every term ("exam final" → 期末考试 twice), else one of them ("期末考试 什么时候" → both
+    期末考试); else those sharing the longest run of at least two characters with it
+    ("期末考试是什么时候" → 期末考试 again, not 期中考试周). English words count as their Chinese."""
     events = calendar_data()["events"]
-    terms = [t for t in _TERMS.split(keyword) if t]
-    chosen = [e for e in events if any(term in e["name"] for term in terms)]
+    words = [t for t in _TERMS.split(keyword) if t]
+    terms = [_term(word) for word in words]
+    chosen = [e for e in events if all(any(w in e["name"] for w in term) for term in terms)]
+    chosen = chosen or [e for e in events if any(w in e["name"] for term in terms for w in term)]
     if chosen:
         return chosen
-    runs = [(max((_common_run(term, e["name"]) for term in terms), default=0), e) for e in events]
+    runs = [(max((_common_run(word, e["name"]) for word in words), default=0), e) for e in events]
     best = max((run for run, _ in runs), default=0)
     return [e for run, e in runs if run == best] if best >= 2 else []
 

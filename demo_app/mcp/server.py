@@ -18,7 +18,10 @@ server = MCPServer(
 
 # Descriptions list the words students type: the model and the keyword fallback both read them.
 @server.tool(
-    description="当前时间：现在几点、今天几号、今天星期几、日期、这是第几周、第几教学周。无需参数。",
+    description=(
+        "当前时间：现在几点、今天几号、今天星期几、日期、这是第几周、第几教学周。无需参数。"
+        "Keywords: time, date, today, weekday, week."
+    ),
     structured_output=False,
 )
 def current_time() -> str:
@@ -29,6 +32,7 @@ def current_time() -> str:
     description=(
         "校历查询：开学、放假、寒假、暑假、国庆、元旦、节假日、考试周、期中考试、期末考试、选课时间、"
         "什么时候、哪天。参数 keyword 可选（如“考试”“放假”），留空列出全部安排及距今天数。"
+        "Keywords: calendar, semester, term, exam, final, midterm, holiday, vacation."
     ),
     structured_output=False,
 )

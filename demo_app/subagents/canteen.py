@@ -2,15 +2,17 @@
 from demo_app.subagents.answer import DemoAnswer, answer_from_lines, chart_bar, first_found
 from demo_app.subagents.data import demo_data_load
 
+# Compared with the question lower-cased: the English words are those keyword routing sends here
+# (the canteen's English keywords, demo_app/subagents/catalog.py); the answer stays Chinese.
 MEAL_WORDS = {
-    "早餐": ("早餐", "早饭", "早点", "早上", "早晨"),
-    "午餐": ("午餐", "午饭", "中饭", "中午", "午间"),
-    "晚餐": ("晚餐", "晚饭", "晚上", "傍晚"),
+    "早餐": ("早餐", "早饭", "早点", "早上", "早晨", "breakfast"),
+    "午餐": ("午餐", "午饭", "中饭", "中午", "午间", "lunch"),
+    "晚餐": ("晚餐", "晚饭", "晚上", "傍晚", "dinner", "supper"),
 }
 DEFAULT_MEAL = "午餐"
-HOURS_WORDS = ("营业时间", "几点开", "几点关", "开门", "关门", "营业")
-KCAL_WORDS = ("热量", "卡路里", "千卡", "减肥", "减脂", "低卡", "健康")
-CHEAP_WORDS = ("便宜", "实惠", "省钱", "性价比", "最低价")
+HOURS_WORDS = ("营业时间", "几点开", "几点关", "开门", "关门", "营业", "hour", "open", "close")
+KCAL_WORDS = ("热量", "卡路里", "千卡", "减肥", "减脂", "低卡", "健康", "calorie", "diet", "healthy")
+CHEAP_WORDS = ("便宜", "实惠", "省钱", "性价比", "最低价", "cheap", "budget")
 
 
 def _meal_of(message: str) -> str | None:
@@ -85,6 +87,7 @@ def canteen_answer(*, message: str) -> DemoAnswer:
     """Answers a canteen question: which canteens (all when none is named), which meal (lunch
     when none is named), and whether the student cares about hours, calories or price."""
     canteens = demo_data_load(name="canteen")["canteens"]
+    message = message.lower()
     named = _canteens_named(message, canteens) or canteens
     if first_found(message, HOURS_WORDS):
         return _hours_answer(named)

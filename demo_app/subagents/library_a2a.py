@@ -38,6 +38,7 @@ LIBRARY_EXAMPLES = "图书馆今天几点关门？\n周末图书馆开门吗？"
 LIBRARY_DESCRIPTION = (
     "图书馆助手（演示 A2A）：查询总馆、东区分馆、医学分馆在工作日和周末的开放时间，以及考试周、节假日安排。"
     "关键词：图书馆、开放时间、几点开门、几点关门、闭馆、自习、周末、分馆。"
+    "Keywords: library, open, opening, close, closing, hour, study, weekend, branch."
 )
 WORKING_TEXT = "正在查询图书馆开放时间…"
 # A short pause between chunks, so the page shows the answer streaming in as a real one would.

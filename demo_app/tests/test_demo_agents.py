@@ -83,6 +83,16 @@ def test_canteen_hours_question_answers_hours_without_chart():
     assert "第一食堂" not in answer.full_text
 
 
+def test_canteen_reads_the_english_words_keyword_routing_sends_it():
+    """Issue 42: an English question routed here by its English keywords gets the meal, the
+    canteen and the concern it names (the demo's data, and so its answer, stay Chinese)."""
+    dinner = sorted(_canteen("第二食堂")["menus"]["晚餐"], key=lambda dish: dish["price"])
+    answer = canteen_answer(message="Cheap dinner at Canteen 2?")
+    assert answer.chart["labels"] == [dish["name"] for dish in dinner] and "你没有说哪一餐" not in answer.full_text
+    assert canteen_answer(message="When does the Halal canteen open?").full_text.startswith("食堂营业时间")
+    assert "热量最低" in canteen_answer(message="low calorie breakfast").full_text
+
+
 def test_course_filters_by_teacher_and_charts_remaining_seats():
     expected = [c for c in _courses() if c["teacher"] == "王芳"]
     answer = course_answer(message="王芳老师教什么课")

@@ -5,6 +5,7 @@ from mcp import Client, StdioServerParameters
 
 from demo_app.catalog import demo_mcp_config
 from demo_app.mcp import NOW_ENV
+from demo_app.mcp.calendar import calendar_events_matching
 from demo_app.mcp.server import DATE_INVALID
 
 
@@ -63,3 +64,11 @@ async def test_converts_to_campus_time_and_reports_bad_dates_as_tool_errors():
 async def test_a_pinned_time_without_offset_is_campus_time():
     async with demo_server("2026-11-30T12:05:00") as client:
         assert _text(await client.call_tool("current_time", {})).startswith("现在是北京时间 12:05，2026年11月30日")
+
+
+def test_the_calendar_reads_the_english_keywords_keyword_routing_passes_on():
+    """Issue 42: "When are the final exams?" reaches academic_calendar with `keyword` "exam final"."""
+    names = [event["name"] for event in calendar_events_matching(keyword="exam final")]
+    assert names == ["秋季学期期末考试", "春季学期期末考试"]
+    assert [event["name"] for event in calendar_events_matching(keyword="vacation")] == ["寒假", "暑假"]
+    assert [event["name"] for event in calendar_events_matching(keyword="期末考试 什么时候")] == names

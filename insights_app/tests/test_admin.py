@@ -113,7 +113,9 @@ def test_run_cases_from_the_agent_page(staff_client, llm_settings, canteen_case,
     run_url = reverse("admin:agents_app_agent_routing_check", args=[routing_agent.pk])
     assert f'action="{run_url}"' in change and "运行路由用例" in change
     assert "列出工具" in change  # the page's own button is still there
-    assert staff_client.get(run_url).status_code == 405
+    opened = staff_client.get(run_url)  # runs nothing: back to the agent's page
+    assert (opened.status_code, opened.url) == (302, reverse("admin:agents_app_agent_change", args=[routing_agent.pk]))
+    assert not RoutingCheck.objects.exists()
 
     llm_settings.responder = route_by_description
     response = staff_client.post(run_url)

@@ -135,7 +135,8 @@ def test_no_affected_cases(staff_client, llm_settings, subagents_unserved):
 
 def test_post_only_and_change_permission(staff_client, client, editor_user, subagents_unserved, cases):
     canteen, _ = subagents_unserved
-    assert staff_client.get(_preview_url(canteen)).status_code == 405
+    opened = staff_client.get(_preview_url(canteen))  # checks nothing: back to the change page
+    assert (opened.status_code, opened.url) == (302, reverse("admin:subagents_app_subagent_change", args=[canteen.pk]))
     from django.contrib.auth.models import Permission
 
     editor_user.user_permissions.set(Permission.objects.filter(codename="view_subagent"))

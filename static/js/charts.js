@@ -41,17 +41,28 @@ export function chartSpecParse(spec) {
   };
 }
 
+// A canvas cannot read the page's CSS: its text, grid and slice borders take the theme's colours
+// from the CSS variables (static/css/app.css), and are set again when the theme changes (the
+// toggle, or the system's prefers-color-scheme), so a chart never stays light on a dark page.
+function themeColors() {
+  const style = getComputedStyle(document.documentElement);
+  const value = (name) => style.getPropertyValue(name).trim();
+  return { text: value("--text"), muted: value("--muted"), line: value("--line"), panel: value("--panel") };
+}
+
 function chartConfig(parsed) {
   const pie = parsed.type === "pie";
+  const colors = themeColors();
   const datasets = parsed.datasets.map((ds, i) => ({
     label: ds.label,
     data: ds.data,
     backgroundColor: pie ? parsed.labels.map((_, j) => PALETTE[j % PALETTE.length]) : PALETTE[i % PALETTE.length],
-    borderColor: pie ? "#fff" : PALETTE[i % PALETTE.length],
+    borderColor: pie ? colors.panel : PALETTE[i % PALETTE.length],
     borderWidth: pie ? 1 : 2,
     tension: 0.25,
   }));
   const reduceMotion = window.matchMedia("(prefers-reduced-motion: reduce)").matches;
+  const axis = { ticks: { color: colors.muted }, grid: { color: colors.line }, border: { color: colors.line } };
   return {
     type: parsed.type,
     data: { labels: parsed.labels, datasets },
@@ -59,14 +70,33 @@ function chartConfig(parsed) {
       responsive: true,
       maintainAspectRatio: false,
       animation: reduceMotion ? false : { duration: 300 },
+      color: colors.muted,
       plugins: {
-        title: { display: Boolean(parsed.title), text: parsed.title },
-        legend: { display: pie || parsed.datasets.length > 1 || Boolean(parsed.datasets[0].label) },
+        title: { display: Boolean(parsed.title), text: parsed.title, color: colors.text },
+        legend: {
+          display: pie || parsed.datasets.length > 1 || Boolean(parsed.datasets[0].label),
+          labels: { color: colors.muted },
+        },
       },
-      scales: pie ? {} : { y: { beginAtZero: true } },
+      scales: pie ? {} : { x: axis, y: { ...axis, beginAtZero: true } },
     },
   };
 }
+
+const drawn = new WeakMap(); // canvas → its parsed spec, to draw it again in another theme
+
+function chartsRetheme() {
+  for (const canvas of document.querySelectorAll(".chart canvas")) {
+    const chart = window.Chart?.getChart(canvas);
+    if (!chart || !drawn.has(canvas)) continue;
+    const config = chartConfig(drawn.get(canvas));
+    chart.options = config.options;
+    chart.data.datasets.forEach((ds, i) => { ds.borderColor = config.data.datasets[i].borderColor; });
+    chart.update("none");
+  }
+}
+
+new MutationObserver(chartsRetheme).observe(document.documentElement, { attributeFilter: ["data-theme"] });
 
 // Appends a chart (or a note saying it cannot be shown) to `container`.
 export function chartRender(container, spec) {
@@ -87,5 +117,6 @@ export function chartRender(container, spec) {
   box.append(canvas);
   figure.append(box);
   container.append(figure);
+  drawn.set(canvas, parsed);
   return new window.Chart(canvas, chartConfig(parsed));
 }

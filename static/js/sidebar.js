@@ -1,6 +1,6 @@
 // The conversation list: grouped by when each conversation was last used (today, yesterday,
 // the last 7 days, earlier; in the student's own time zone), renamed inline, searched through
-// the API (titles and message text), items deleted.
+// the API (titles and message text; a hit shows the text around the match), items deleted.
 import { conversationRename, conversationSearch, errorBody } from "./api.js";
 import { RENAME_FAILED, SEARCH_FAILED, errorText } from "./messages.js";
 import { el } from "./view.js";
@@ -21,7 +21,23 @@ export function groupOf(updated, now = new Date()) {
   return GROUPS[3];
 }
 
-export function sidebarItem({ id, title, updated }) {
+// A search hit's snippet (the API's `snippet`: the text around the first match) with each
+// occurrence of the query marked. Text nodes and <mark> only: a message's text is never markup.
+export function snippetNode(snippet, query) {
+  const node = el("p", "conversation-snippet");
+  const words = query.split(/\s+/).filter(Boolean).map((w) => w.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"));
+  let at = 0;
+  if (words.length) {
+    for (const match of snippet.matchAll(new RegExp(words.join("\\s+"), "giu"))) {
+      node.append(document.createTextNode(snippet.slice(at, match.index)), el("mark", "", match[0]));
+      at = match.index + match[0].length;
+    }
+  }
+  node.append(document.createTextNode(snippet.slice(at)));
+  return node;
+}
+
+export function sidebarItem({ id, title, updated, snippet, query }) {
   const li = el("li", "conversation-item");
   li.dataset.id = id;
   li.dataset.updated = updated || new Date().toISOString();
@@ -35,6 +51,12 @@ export function sidebarItem({ id, title, updated }) {
     button.title = word;
   }
   li.append(link, rename, del);
+  if (snippet && query) {
+    const why = snippetNode(snippet, query);
+    why.id = `snippet-${id}`;
+    link.setAttribute("aria-describedby", why.id); // read after the title: why it was found
+    li.append(why);
+  }
   itemLabel(li, title);
   return li;
 }
@@ -221,7 +243,7 @@ export class Sidebar {
     }
     const { results } = await response.json();
     if (this.searching?.controller !== controller) return;
-    this.render(results.map((c) => sidebarItem({ id: c.id, title: c.title, updated: c.updated_at })));
+    this.render(results.map((c) => sidebarItem({ id: c.id, title: c.title, updated: c.updated_at, snippet: c.snippet, query })));
     this.list.dataset.query = query;
   }
 }

@@ -27,10 +27,17 @@ class ConversationSerializer(serializers.ModelSerializer):
     active_run_id = serializers.UUIDField(
         read_only=True, allow_null=True, help_text="进行中的运行（null：没有）；GET /api/v1/runs/<id>/events 可重新接上。"
     )
+    snippet = serializers.SerializerMethodField(
+        help_text="搜索（q）时：第一条含搜索词的消息中搜索词前后的一段（空白合并，截断处为 …）；只有标题匹配或不是搜索时为 null。"
+    )
 
     class Meta:
         model = Conversation
-        fields = ["id", "title", "agent", "hint_domain", "created_at", "updated_at", "active_run_id"]
+        fields = ["id", "title", "agent", "hint_domain", "created_at", "updated_at", "active_run_id", "snippet"]
+
+    def get_snippet(self, conversation) -> str | None:
+        snippet = getattr(conversation, "match_snippet", None)  # conversation_search's
+        return " ".join(snippet.split()) if snippet else None
 
 
 class MessageSerializer(serializers.ModelSerializer):

@@ -1,4 +1,5 @@
-"""Routes of the server-rendered student page (/, a stored conversation, login, logout)."""
+"""Routes of the server-rendered student page (/, a stored conversation, login, logout, the icon).
+An unknown page address gets templates/404.html (campus_agent.base.errors.page_not_found)."""
 from django.urls import path
 from django.views.i18n import JavaScriptCatalog
 
@@ -11,6 +12,7 @@ urlpatterns = [
     path("login/", pages.LoginPage.as_view(), name="login"),
     path("language/", pages.language_set, name="language-set"),
     path("jsi18n/", JavaScriptCatalog.as_view(), name="javascript-catalog"),
+    path("favicon.ico", pages.favicon, name="favicon"),
     path("login/campus/", pages.campus_login, name="campus-login"),
     path("login/campus/callback/", pages.campus_callback, name="campus-callback"),
     # Django 5 logs out on POST only (a GET link could be forged by any page); the sidebar posts a form.

@@ -9,11 +9,18 @@ from django.contrib.auth import login
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.db.models import Q
-from django.http import Http404, HttpResponse, HttpResponseBadRequest, HttpResponseRedirect
+from django.http import (
+    Http404,
+    HttpResponse,
+    HttpResponseBadRequest,
+    HttpResponsePermanentRedirect,
+    HttpResponseRedirect,
+)
 from django.shortcuts import render
+from django.templatetags.static import static
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_POST, require_safe
 from loguru import logger
 
 from agents_app.selectors import agent_list
@@ -26,7 +33,7 @@ from chat_app.conversations.selectors import (
     feedback_by_answer,
     message_list,
 )
-from chat_app.gateways.catalog import agent_catalogs, tool_labels
+from chat_app.gateways.catalog import agent_catalogs, agent_display_name, tool_labels
 from chat_app.models import Conversation, Message, Preference, Run
 from chat_app.runs.chat_input import MESSAGE_MAX
 from chat_app.runs.state import run_active_get
@@ -68,7 +75,7 @@ def chat_page(request, conversation_id=None):
         if conversation is None:
             raise Http404("对话不存在")
     enabled_agents = agent_list()
-    agents = list(enabled_agents.values("slug", "name"))
+    agents = [{**a, "name": agent_display_name(a["name"])} for a in enabled_agents.values("slug", "name")]
     active_run = run_active_get(conversation_id=conversation.id) if conversation else None
     state = {
         "conversation_id": str(conversation.id) if conversation else None,
@@ -93,6 +100,13 @@ def chat_page(request, conversation_id=None):
         "state": state,
     }
     return render(request, "chat/page.html", context)
+
+
+@require_safe
+def favicon(request):
+    """`/favicon.ico`, which browsers and other clients ask for whatever a page links (an image
+    opened alone, a bookmark, a feed reader): the site's icon, not a 404 line in the log."""
+    return HttpResponsePermanentRedirect(static("img/logo.svg"))
 
 
 MSG_CAMPUS_LOGIN_FAILED = "校园账号登录没有完成，请重试。"

@@ -7,6 +7,7 @@ import base64
 import httpx
 import pytest
 
+from agents_app.runtime.fallback import ATTACHMENTS_UNREAD_NOTE, FOLLOW_UP_NOTE
 from chat_app.conversations.history import IMAGE_UNSEEN
 from chat_app.models import Message, Upload
 from chat_app.tests.conversations.test_uploads import PNG
@@ -75,3 +76,22 @@ def test_attachments_that_are_not_the_callers_are_refused_and_nothing_is_stored(
     for bad in (["not-a-uuid"], "one", [theirs] * 6, [1]):
         assert chat(live_asgi, {"message": "看看", "attachments": bad}, headers=auth_headers).status == 400
     assert not Message.objects.exists() and llm_settings.requests == []
+
+
+def test_without_a_model_the_answer_says_what_keyword_routing_did_not_read(
+    live_asgi, settings, agent, auth_headers, subagent_server
+):
+    """Issue 42: with no model the attachment was silently ignored (its text even went to the
+    sub-agent as the question) and a follow-up lost its context without a word."""
+    settings.LLM_BASE_URL = ""
+    notice = _upload(live_asgi, auth_headers, "通知.txt", "图书馆周末闭馆".encode())
+    first = chat(live_asgi, {"message": "清真食堂几点开门", "attachments": [notice]}, headers=auth_headers)
+    assert first.frames[-1]["fallback"] is True
+    assert subagent_server.requests[-1].body["message"] == "清真食堂几点开门"
+    assert str(ATTACHMENTS_UNREAD_NOTE).strip() in first.text and str(FOLLOW_UP_NOTE).strip() not in first.text
+
+    conversation = {"conversation_id": first.frames[0]["conversation_id"]}
+    follow_up = chat(live_asgi, {"message": "那二食堂呢？", **conversation}, headers=auth_headers)
+    assert str(FOLLOW_UP_NOTE).strip() in follow_up.text and str(ATTACHMENTS_UNREAD_NOTE).strip() not in follow_up.text
+    again = chat(live_asgi, {"message": "二食堂晚饭呢？", **conversation}, headers=auth_headers)
+    assert again.frames[-1]["fallback"] is True and str(FOLLOW_UP_NOTE).strip() not in again.text  # said once

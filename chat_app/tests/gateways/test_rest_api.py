@@ -144,6 +144,29 @@ def test_search_finds_titles_and_message_text_of_own_conversations_only(api, use
     assert str(theirs.id) not in api.get("/api/v1/conversations", params={"q": "别人"}).text
 
 
+def test_a_search_hit_says_why_it_was_found(api, user):
+    """Issue 42: a conversation found by its answers' text showed only its title; each hit
+    carries the text around the first match (whitespace folded, "…" where cut)."""
+    by_answer = _conversation(user, "现在几点", minutes_ago=1)
+    Message.objects.create(conversation=by_answer, role="user", content="周末开到几点")
+    answer = "各馆开放时间如下：\n\n| 馆 | 周末 |\n|---|---|\n| 总馆 | 9:00–21:00 |\n" + "东区分馆周末闭馆整理。" * 10
+    Message.objects.create(conversation=by_answer, role="assistant", content=answer, seq=1)
+    short = _conversation(user, "英语", minutes_ago=2)
+    Message.objects.create(conversation=short, role="user", content="Library hours?")
+    by_title = _conversation(user, "总馆在哪", minutes_ago=3)
+
+    found = {c["id"]: c["snippet"] for c in api.get("/api/v1/conversations", params={"q": "总馆"}).json()["results"]}
+    around = "… | 周末 | |---|---| | 总馆 | 9:00–21:00 | 东区分馆周末闭馆整理。东区分馆周末闭馆整理。东区分馆周末闭馆整理。东…"
+    assert found == {str(by_answer.id): around, str(by_title.id): None}
+    # Case ignored as the search ignores it; a whole short message is not cut.
+    assert api.get("/api/v1/conversations", params={"q": "LIBRARY"}).json()["results"][0]["snippet"] == "Library hours?"
+    assert api.get("/api/v1/conversations").json()["results"][0]["snippet"] is None  # not a search
+    # Markup in a message is text in the JSON: the page puts it in text nodes (test_page_sidebar).
+    Message.objects.create(conversation=short, role="assistant", content="<b onmouseover=x>图书馆</b>", seq=1)
+    assert api.get("/api/v1/conversations", params={"q": "图书馆"}).json()["results"][0]["snippet"] == (
+        "<b onmouseover=x>图书馆</b>")
+
+
 def test_search_treats_like_wildcards_and_odd_text_as_plain_text(api, user):
     percent = _conversation(user, "优惠 50% 的窗口")
     underscore = _conversation(user, "snake_case 命名")

@@ -11,7 +11,8 @@ from django.conf import settings
 
 LOCALE = Path(settings.BASE_DIR) / "locale"
 TEMPLATES = ["templates/base.html", "templates/chat/page.html", "templates/registration/login.html",
-             "templates/403_csrf.html", "templates/chat/mcp_oauth.html", "templates/includes/language_switch.html"]
+             "templates/403_csrf.html", "templates/chat/mcp_oauth.html", "templates/includes/language_switch.html",
+             "templates/404.html"]
 SAME_IN_ENGLISH = {"%s / %s"}
 
 

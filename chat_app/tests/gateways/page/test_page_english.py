@@ -95,3 +95,20 @@ def test_admin_stays_chinese_for_staff_whose_browser_reads_english(client, staff
     page = client.get("/admin/", HTTP_ACCEPT_LANGUAGE="en").content.decode()
     assert "站点管理" in page or "管理" in page
     assert "Site administration" not in page
+
+
+def test_the_english_page_names_the_assistant_one_way(browser, live_site, user, agent, agent_factory):
+    """Issue 42: the English page's brand said "Campus Assistant" and its welcome "Hello, I'm 校园小智"
+    (the demo agent bears the product's name). An agent named otherwise keeps its name."""
+    agent_factory(slug="library", name="图书馆小助手", is_default=False)
+    context, site = _english_context(browser, live_site)
+    try:
+        site.sign_in(user)
+        page = site.page
+        assert page.text_content(".brand span:last-child") == "Campus Assistant"
+        assert page.text_content("#welcome h2") == "Hello, I'm Campus Assistant"
+        assert page.eval_on_selector_all("#agent-select option", "os => os.map(o => o.textContent)") == [
+            "Campus Assistant", "图书馆小助手"]
+        assert "校园小智" not in page.text_content("#app")
+    finally:
+        context.close()

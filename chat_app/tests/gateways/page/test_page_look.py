@@ -66,6 +66,43 @@ def test_dark_mode_follows_the_system_and_the_toggle_is_remembered(chat, viewpor
     assert page.evaluate(BACKGROUND) == dark
 
 
+CHART_LOOK = """() => {
+    const canvas = document.querySelector('#messages .chart canvas');
+    const chart = canvas && window.Chart.getChart(canvas);
+    if (!chart || !canvas.width) return null;
+    const css = getComputedStyle(document.documentElement);
+    return {box: getComputedStyle(canvas.parentElement).backgroundColor, page: css.getPropertyValue('--panel').trim(),
+            ticks: chart.options.scales.y.ticks.color, grid: chart.options.scales.x.grid.color,
+            title: chart.options.plugins.title.color,
+            muted: css.getPropertyValue('--muted').trim(), line: css.getPropertyValue('--line').trim(),
+            text: css.getPropertyValue('--text').trim()};
+}"""
+
+
+def test_a_chart_follows_the_theme(chat, user, agent):
+    """Issue 42: in dark mode an answer's chart stayed a white box with dark grey text."""
+    conversation = Conversation.objects.create(user=user, agent=agent, title="人数")
+    Message.objects.create(conversation=conversation, role="user", content="食堂人多吗")
+    chart = {"type": "bar", "title": "各食堂当前人数", "labels": ["一食堂", "二食堂"],
+             "datasets": [{"label": "人数", "data": [120, 80]}]}
+    Message.objects.create(conversation=conversation, role="assistant", content="如下：", seq=1, chart=chart)
+    page = chat.page
+    page.emulate_media(color_scheme="dark")
+    chat.goto(f"/c/{conversation.id}/")
+    chat.chat_ready()
+    page.wait_for_function(CHART_LOOK)
+    dark = page.evaluate(CHART_LOOK)
+    assert dark["box"] == "rgb(17, 24, 39)"  # the dark panel, not white
+    assert (dark["ticks"], dark["grid"], dark["title"]) == (dark["muted"], dark["line"], dark["text"]) == (
+        "#a3adbb", "#263244", "#e5e7eb")
+    chat.screenshot("chart-dark")
+
+    page.click("#theme-toggle")  # the student's choice: the drawn chart follows at once
+    page.wait_for_function("() => { const l = (" + CHART_LOOK + ")(); return l && l.ticks === '#5b6472'; }")
+    light = page.evaluate(CHART_LOOK)
+    assert light["box"] == "rgb(255, 255, 255)" and (light["grid"], light["title"]) == ("#e3e8ef", "#1f2937")
+
+
 def test_a_wide_table_scrolls_sideways_on_a_phone(chat, llm_settings):
     page = sized(chat, PHONE)
     llm_settings.reply_text(WIDE_TABLE)

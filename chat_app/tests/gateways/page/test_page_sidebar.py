@@ -126,3 +126,32 @@ def test_search_finds_titles_and_message_text(chat, user, other_user, agent, vie
     page.wait_for_url(f"**/c/{by_text.id}/")
     chat.chat_ready()
     assert "周末图书馆开到晚上十点" in page.text_content("#messages")
+
+
+@pytest.mark.parametrize("viewport", VIEWPORTS, ids=VIEWPORT_IDS)
+def test_a_hit_in_the_text_shows_why_with_the_match_marked(chat, user, agent, viewport):
+    """Issue 42: a conversation found by its answer's text showed only its title. The snippet is
+    the API's text put in text nodes: markup in a message stays text (nothing runs, nothing loads)."""
+    now = timezone.now()
+    by_text = _conversation(user, agent, "现在几点", now - timedelta(minutes=1))
+    Message.objects.create(conversation=by_text, role="user", content="周末开到几点")
+    Message.objects.create(conversation=by_text, role="assistant", seq=1,
+                           content="<img src=/x onerror=alert(1)>周末**总馆**开到晚上十点，东区分馆五点闭馆。")
+    by_title = _conversation(user, agent, "总馆在哪", now - timedelta(minutes=2))
+    page = sized(chat, viewport)
+    page.reload()
+    chat.chat_ready()
+    sidebar_open(page)
+
+    page.fill("#conversation-search", "总馆")
+    page.wait_for_selector("#conversation-list[data-query='总馆']", state="attached")
+    why = f"li[data-id='{by_text.id}'] .conversation-snippet"
+    assert page.text_content(why) == "…nerror=alert(1)>周末**总馆**开到晚上十点，东区分馆五点闭馆。"
+    assert page.eval_on_selector_all(f"{why} mark", "ms => ms.map((m) => m.textContent)") == ["总馆"]
+    assert page.eval_on_selector_all(f"{why} *", "ns => ns.map((n) => n.tagName)") == ["MARK"]  # no <img>
+    assert page.text_content(f"li[data-id='{by_text.id}'] a") == "现在几点"
+    described = page.get_attribute(f"li[data-id='{by_text.id}'] a", "aria-describedby")
+    assert described and page.get_attribute(why, "id") == described
+    assert page.query_selector(f"li[data-id='{by_title.id}'] .conversation-snippet") is None  # its title says why
+    assert no_sideways_scroll(page)
+    chat.screenshot(f"search-snippet-{viewport['width']}")

@@ -122,6 +122,34 @@ def test_another_users_conversation_is_a_404(student_client, agents):
     assert "别人的对话" not in response.content.decode()
 
 
+def test_a_page_that_is_not_there_is_the_sites_page_in_the_readers_language(student_client, client, agents):
+    """Issue 42: a stale or foreign conversation link showed Django's bare English "Not Found"."""
+    stale = reverse("chat-conversation", args=["00000000-0000-4000-8000-000000000000"])
+    for reader, path in ((student_client, stale), (client, "/no-such-page/")):
+        page = reader.get(path)
+        html = page.content.decode()
+        assert page.status_code == 404 and page["Content-Type"].startswith("text/html")
+        assert '<html lang="zh-CN">' in html and "<title>找不到页面 · 校园小智</title>" in html
+        assert '<h1 id="not-found-title">找不到这个页面</h1>' in html and 'href="/static/css/app.css"' in html
+        assert '<a class="btn btn-primary" id="not-found-back" href="/">回到聊天页</a>' in html
+    english = student_client.get(stale, HTTP_ACCEPT_LANGUAGE="en").content.decode()
+    assert '<html lang="en">' in english and '<h1 id="not-found-title">Page not found</h1>' in english
+    assert "Back to the chat" in english
+    # The API answers its own JSON, never this page.
+    api = student_client.get("/api/v1/conversations/00000000-0000-4000-8000-000000000000")
+    assert api.status_code == 404 and api.json()["code"] == 40401
+
+
+def test_favicon_ico_is_the_sites_icon(client):
+    """Issue 42: /favicon.ico, which clients ask for whatever a page links, was a 404 in the log."""
+    from django.contrib.staticfiles import finders
+
+    for method in (client.get, client.head):
+        icon = method("/favicon.ico")
+        assert (icon.status_code, icon["Location"]) == (301, "/static/img/logo.svg")
+    assert finders.find("img/logo.svg")
+
+
 def test_page_references_only_local_scripts(student_client):
     html = student_client.get("/").content.decode()
     sources = re.findall(r'<script[^>]+src="([^"]+)"', html)
