@@ -23,14 +23,13 @@ import django
 
 django.setup()
 
-from django.utils import timezone
-
 from agents_app.mcp.connect import mcp_client_enter
 from agents_app.mcp.pool import mcp_pool_close
 from agents_app.mcp.tools import McpToolInfo
 from agents_app.models import McpService
 from agents_app.runtime.context import RunContext
 from agents_app.runtime.mcp_tool import McpTool
+from testkit.mcp.rows import mcp_service_in_memory
 from testkit.mcp.servers import stdio_argv
 
 CTX = RunContext(request_id="bench00000000000", conversation_id="bench")
@@ -38,8 +37,8 @@ CTX = RunContext(request_id="bench00000000000", conversation_id="bench")
 
 def service() -> McpService:
     argv = stdio_argv()
-    return McpService(pk=1, name="bench", protocol="stdio", timeout_sec=30, updated_at=timezone.now(),
-                      config={"command": argv[0], "args": argv[1:], "cwd": str(ROOT)})
+    return mcp_service_in_memory(name="bench", protocol="stdio",
+                                 config={"command": argv[0], "args": argv[1:], "cwd": str(ROOT)})
 
 
 async def pooled(n: int) -> list[float]:

@@ -4,6 +4,7 @@ Every variable is documented in `.env.example`; each has a default that runs the
 fresh machine (SQLite, no model configured, no Redis).
 """
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -16,7 +17,19 @@ from campus_agent.base.version import VERSION
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
-env = environ.Env()
+# Every variable these settings read, filled as they read it: a catalog file may never read one
+# of them, whatever CATALOG_ENV_ALLOWED says (docs/security.md, "Catalog files and environment
+# variables"). A live set, so a setting read further down is in it too.
+SETTINGS_ENV_NAMES: set[str] = set()
+
+
+class _Env(environ.Env):
+    def get_value(self, var, *args, **kwargs):
+        SETTINGS_ENV_NAMES.add(var)
+        return super().get_value(var, *args, **kwargs)
+
+
+env = _Env()
 environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
 
 # --- core -------------------------------------------------------------------------------------
@@ -143,19 +156,18 @@ if _db["ENGINE"] == "django.db.backends.sqlite3":
             "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
         }
     )
-elif _db["ENGINE"] == "django.db.backends.postgresql":
+# Read whatever the engine (so SETTINGS_ENV_NAMES holds them), used with PostgreSQL.
+_db_pool = {
+    "min_size": env.int("DB_POOL_MIN", default=2),
+    "max_size": env.int("DB_POOL_MAX", default=20),
+    # How long a request waits for a connection (all busy, or the server down) before
+    # it fails: short, so /healthz and the API answer instead of hanging.
+    "timeout": env.float("DB_POOL_TIMEOUT", default=5.0),
+}
+if _db["ENGINE"] == "django.db.backends.postgresql":
     # psycopg's own pool (Django ≥ 5.1): a connection "closed" after a request or a stream's
     # database call goes back to the pool instead of being torn down, so no connect per call.
-    _db.setdefault("OPTIONS", {}).setdefault(
-        "pool",
-        {
-            "min_size": env.int("DB_POOL_MIN", default=2),
-            "max_size": env.int("DB_POOL_MAX", default=20),
-            # How long a request waits for a connection (all busy, or the server down) before
-            # it fails: short, so /healthz and the API answer instead of hanging.
-            "timeout": env.float("DB_POOL_TIMEOUT", default=5.0),
-        },
-    )
+    _db.setdefault("OPTIONS", {}).setdefault("pool", _db_pool)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- channels and cache (several workers share Redis when REDIS_URL is set) ------------------
@@ -290,14 +302,16 @@ MEDIA_ROOT = env.str("MEDIA_ROOT", default="") or str(BASE_DIR / "media")
 # S3-compatible campus storage instead (django-storages): a bucket, its endpoint and keys. The
 # files stay private: each is served by the API to its owner, never by a public bucket URL.
 UPLOAD_S3_BUCKET = env.str("UPLOAD_S3_BUCKET", default="")
+_s3 = {  # read with or without a bucket, so SETTINGS_ENV_NAMES holds the keys
+    "endpoint_url": env.str("UPLOAD_S3_ENDPOINT_URL", default="") or None,
+    "access_key": env.str("UPLOAD_S3_ACCESS_KEY_ID", default="") or None,
+    "secret_key": env.str("UPLOAD_S3_SECRET_ACCESS_KEY", default="") or None,
+    "region_name": env.str("UPLOAD_S3_REGION", default="") or None,
+}
 if UPLOAD_S3_BUCKET:
     STORAGES = {
         "default": {"BACKEND": "storages.backends.s3.S3Storage", "OPTIONS": {
-            "bucket_name": UPLOAD_S3_BUCKET,
-            "endpoint_url": env.str("UPLOAD_S3_ENDPOINT_URL", default="") or None,
-            "access_key": env.str("UPLOAD_S3_ACCESS_KEY_ID", default="") or None,
-            "secret_key": env.str("UPLOAD_S3_SECRET_ACCESS_KEY", default="") or None,
-            "region_name": env.str("UPLOAD_S3_REGION", default="") or None,
+            "bucket_name": UPLOAD_S3_BUCKET, **_s3,
             "default_acl": "private", "file_overwrite": False, "querystring_auth": True,
         }},
         "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
@@ -429,6 +443,16 @@ MCP_RESOURCE_URL = env.str("MCP_RESOURCE_URL", default="")
 MCP_DOCUMENTATION_URL = env.str("MCP_DOCUMENTATION_URL", default="")
 MCP_MAX_BODY_BYTES = env.int("MCP_MAX_BODY_BYTES", default=256 * 1024)
 MCP_PROGRESS_INTERVAL_SEC = env.float("MCP_PROGRESS_INTERVAL_SEC", default=0.5)
+
+# --- catalog files (manage.py import_catalog, docs/staff.md) ----------------------------------
+# The environment variables a catalog file's `${ENV:NAME}` may read: names, or prefixes ending in
+# "*" (the default: the MCP_<SERVICE>_<KEY> names export suggests). Never the server's own settings
+# nor a model provider's key variable, even when listed (docs/security.md, "Catalog files and
+# environment variables").
+CATALOG_ENV_ALLOWED = [item.strip() for item in env.list("CATALOG_ENV_ALLOWED", default=["MCP_*"]) if item.strip()]
+if bad := [item for item in CATALOG_ENV_ALLOWED if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*\*?", item)]:
+    raise ImproperlyConfigured(f"CATALOG_ENV_ALLOWED: {', '.join(map(repr, bad))}: each entry is a variable name "
+                               "or a prefix ending in * (e.g. MCP_*); a bare * would let a file read any variable")
 
 # --- logging (configured by campus_agent.base.logging at start-up, see apps.py) -------------------
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")

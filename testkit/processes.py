@@ -33,13 +33,14 @@ SERVERS = {
 def project_env(tmp_path: Path, **overrides: str) -> dict:
     """The caller's environment minus the project's own variables, so a child sees only what
     the test sets (the lead may run the suite with DATABASE_URL pointing at PostgreSQL)."""
-    ours = set(_example_keys())
+    ours = set(env_example_keys())
     env = {k: v for k, v in os.environ.items() if k not in ours}
     env.update({"LOG_DIR": str(tmp_path / "logs"), "PYTHONUNBUFFERED": "1", **overrides})
     return env
 
 
-def _example_keys() -> list[str]:
+def env_example_keys() -> list[str]:
+    """The variables .env.example documents: every one the project reads."""
     lines = (BASE_DIR / ".env.example").read_text(encoding="utf-8").splitlines()
     return [line.split("=", 1)[0] for line in lines if "=" in line and not line.startswith("#")]
 

@@ -20,8 +20,8 @@ The levels, lowest first; a module imports from its own level or lower ones, nev
   `/healthz`, `/metrics`: every module of campus_agent outside `base`) puts the apps together:
   it may import any app, and only test code imports it.
 - Test code (`<app>.tests`, and `testkit`: the fixtures and fake servers the root conftest
-  registers, outside INSTALLED_APPS) drives the whole stack; nothing else imports it. It is in
-  the circle check too: it has no circle.
+  registers, outside INSTALLED_APPS; and `bench`, the benchmark scripts) drives the whole stack;
+  nothing else imports it. It is in the circle check too: it has no circle.
 
 Inside an app, its parts (`agents_app.runtime`, `agents_app.mcp`, `chat_app.runs` …: each
 module folded into the app's sub-package or module it belongs to) form no circle either, and
@@ -33,7 +33,9 @@ from pathlib import Path
 from django.conf import settings
 
 APPS = ("subagents_app", "agents_app", "chat_app", "insights_app", "demo_app")  # above the base, lowest first
-TEST_CODE = ("testkit",)  # packages of test code only (the `tests` of each app are test code too)
+# Packages of test code only (the `tests` of each app are test code too); the benchmark scripts
+# sit at its level: they drive the whole stack with testkit's servers, and nothing imports them.
+TEST_CODE = ("testkit", "bench")
 PACKAGES = ("campus_agent", *APPS, *TEST_CODE)
 BASE = "campus_agent.base"
 # The rooms of an app that are layered too, lowest first: a room imports from its own or lower ones.

@@ -8,6 +8,12 @@ service's `config` (anywhere else it is an error: `command`,
 variable's value from its own environment when it runs, and stores the value, as admin stores a
 value typed into the form; a variable that is not set is an error and nothing is imported.
 
+Only variables staff allow may be read (`env_read_refusals`): a name CATALOG_ENV_ALLOWED lists or
+whose prefix it lists, and never one of the server's own settings or a model provider's key
+variable. A file names the address its service connects to, so without this rule a file someone
+handed staff sends SECRET_KEY, the model's key or the metrics token there on the next turn
+(docs/security.md, "Catalog files and environment variables").
+
 References are not kept for the running server to resolve at connect time: that would let
 whoever can edit a config read any variable of the server's environment (the secret key, the
 database password) by naming it in a header sent to a host of their choice, and a missing
@@ -22,10 +28,13 @@ that; a password in the URL and URL query parameters named like that. An `Author
 scheme ("Bearer ", "Basic ", "Token ") is kept in front of the reference. A value that already
 contains a reference is written as it is.
 """
-import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from urllib.parse import unquote, urlsplit, urlunsplit
+
+from django.conf import settings
+
+from agents_app.models import Provider
 
 REFERENCE = re.compile(r"\$\{ENV:([A-Za-z_][A-Za-z0-9_]*)\}")
 REFERENCE_SYNTAX = "${ENV:变量名}"
@@ -34,6 +43,13 @@ SECRET_SECTIONS = ("headers", "env", "oauth")
 SECRET_WORDS = ("authorization", "auth", "token", "secret", "key", "password", "passwd", "cookie", "credential")
 AUTH_SCHEMES = ("Bearer ", "Basic ", "Token ")
 SECRET_MASK = "（密钥，值不显示）"
+# Read by the server's libraries whatever its settings say (OpenTelemetry's exporter headers may
+# carry a token): as much the server's own as SETTINGS_ENV_NAMES.
+SERVER_ENV_PREFIXES = ("OTEL_",)
+ENV_NOT_ALLOWED = ("{where}: 不能读取环境变量 {name}：目录文件只能读取 CATALOG_ENV_ALLOWED 允许的变量"
+                   "（现为 {allowed}），请改用允许的变量名或请运维人员把它加进 CATALOG_ENV_ALLOWED")
+ENV_SERVER_SETTING = "{where}: 不能读取环境变量 {name}：它是本服务器自己的设置，即使 CATALOG_ENV_ALLOWED 列出它也不行"
+ENV_PROVIDER_KEY = "{where}: 不能读取环境变量 {name}：它保存着模型提供方的密钥，即使 CATALOG_ENV_ALLOWED 列出它也不行"
 
 
 def reference(name: str) -> str:
@@ -113,6 +129,39 @@ def _url_unmasked_part(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
+def references_in(item, path: str) -> list[tuple[str, str]]:
+    """(path, variable name) of every reference in `item`, wherever it is, in order."""
+    if isinstance(item, str):
+        return [(path, match.group(1)) for match in REFERENCE.finditer(item)]
+    if isinstance(item, dict):
+        return [found for key, inner in item.items() for found in references_in(inner, f"{path}.{key}" if path else key)]
+    if isinstance(item, list):
+        return [found for i, inner in enumerate(item) for found in references_in(inner, f"{path}[{i}]")]
+    return []
+
+
+def _env_name_allowed(name: str, allowed: Iterable[str]) -> bool:
+    return any(name.startswith(entry[:-1]) if entry.endswith("*") else name == entry for entry in allowed)
+
+
+def env_read_refusals(reads: Iterable[tuple[str, str]]) -> list[str]:
+    """Why each (where, variable name) a catalog file reads may not be read, in order: the rule
+    of the module docstring. Empty: every read is allowed."""
+    reads = list(reads)
+    provider_keys = set(Provider.objects.filter(api_key_env__in={name for _, name in reads})
+                        .values_list("api_key_env", flat=True))
+    allowed = settings.CATALOG_ENV_ALLOWED
+    refusals = []
+    for where, name in reads:
+        if name in settings.SETTINGS_ENV_NAMES or name.startswith(SERVER_ENV_PREFIXES):
+            refusals.append(ENV_SERVER_SETTING.format(where=where, name=name))
+        elif name in provider_keys:
+            refusals.append(ENV_PROVIDER_KEY.format(where=where, name=name))
+        elif not _env_name_allowed(name, allowed):
+            refusals.append(ENV_NOT_ALLOWED.format(where=where, name=name, allowed=", ".join(allowed) or "空：不允许任何变量"))
+    return refusals
+
+
 def _resolve(text: str, *, path: str, environ: Mapping[str, str], problems: list[str]) -> str:
     def substitute(match: re.Match) -> str:
         name = match.group(1)
@@ -125,22 +174,17 @@ def _resolve(text: str, *, path: str, environ: Mapping[str, str], problems: list
 
 
 def _references_elsewhere(item, path: str) -> list[str]:
-    if isinstance(item, str):
-        return [f"{path}: 只有 headers、env 的值和 url 里可以写 {REFERENCE_SYNTAX}"] if REFERENCE.search(item) else []
-    if isinstance(item, dict):
-        return [p for key, inner in item.items() for p in _references_elsewhere(inner, f"{path}.{key}")]
-    if isinstance(item, list):
-        return [p for i, inner in enumerate(item) for p in _references_elsewhere(inner, f"{path}[{i}]")]
-    return []
+    places = dict.fromkeys(where for where, _ in references_in(item, path))
+    return [f"{where}: 只有 headers、env 的值和 url 里可以写 {REFERENCE_SYNTAX}" for where in places]
 
 
-def config_resolve(config, *, service: str, environ: Mapping[str, str] | None = None):
-    """The file's config with each `${ENV:NAME}` replaced from the environment, as
-    (config, problems, warnings). References are resolved in header values, env values and the
-    url only (elsewhere: a problem, as is an unset variable). Warned of: a secret written in clear
-    in the file, and a reference in a place export does not turn back into one (its value would
-    be exported in clear)."""
-    environ = os.environ if environ is None else environ
+def config_resolve(config, *, service: str, environ: Mapping[str, str]):
+    """The file's config with each `${ENV:NAME}` replaced from `environ` (the variables the import
+    may read, already checked by env_read_refusals), as (config, problems, warnings). References
+    are resolved in header values, env values, oauth values and the url only (elsewhere: a
+    problem, as is an unset variable). Warned of: a secret written in clear in the file, and a
+    reference in a place export does not turn back into one (its value would be exported in
+    clear)."""
     if not isinstance(config, dict):
         return config, [], []
     problems: list[str] = []

@@ -42,7 +42,7 @@ STDIO_WARNING = "警告：stdio MCP 服务 {name} 将在本服务器上运行 {c
 class Context:
     """What fields need while an import or export runs."""
 
-    environ: Mapping[str, str] | None = None
+    environ: Mapping[str, str] = field(default_factory=dict)  # the variables an import may read
     warnings: list[str] = field(default_factory=list)
     # section key -> natural keys the file names (also those with errors): a link to one of these
     # that is not in the database failed on its own entry.
@@ -351,6 +351,10 @@ class Section:
     def write_order(self, entries: list) -> list:
         return entries
 
+    def outbound(self, values: dict) -> list[tuple[str, str]]:
+        """(field, address) of each place the entry makes the server connect to, as the file has it."""
+        return []
+
     def written_warnings(self, row, values: dict) -> list[str]:
         """Lines to warn of when an import creates or changes `row` (dry run included)."""
         return []
@@ -376,6 +380,12 @@ class McpServiceSection(Section):
         Field("approval_default"),
         Field("tool_approvals", (dict,)),
     )
+
+    def outbound(self, values):
+        config = values["config"] if isinstance(values["config"], dict) else {}
+        oauth = config.get("oauth") if isinstance(config.get("oauth"), dict) else {}
+        found = [("config.url", config.get("url")), ("config.oauth.issuer", oauth.get("issuer"))]
+        return [(path, url) for path, url in found if isinstance(url, str) and url]
 
     def written_warnings(self, row, values):
         # import_catalog is an operator's command and refuses no stdio service; it says what
@@ -406,6 +416,9 @@ class SubAgentSection(Section):
         Field("display_name"),
         Field("example_questions"),
     )
+
+    def outbound(self, values):
+        return [("base_url", values["base_url"])]
 
 
 class AgentSection(Section):

@@ -1,8 +1,11 @@
 """Export and import of the whole catalog (agents, MCP services, sub-agents, routing cases).
 
 Import, in one transaction:
-1. Read the file (catalog_yaml_load: size cap, no aliases) and check its shape: `catalog: 1`,
-   known sections, each entry a mapping of known fields of the right types, no natural key twice.
+1. Read the file (catalog_yaml_load: size cap, no aliases). Every `${ENV:NAME}` it holds, wherever
+   it is, must be a variable staff allow (secrets.env_read_refusals): if one is not, raise
+   CatalogError naming each, before the database is touched. Only the variables the file names
+   are read, once, here. Then check its shape: `catalog: 1`, known sections, each entry a mapping
+   of known fields of the right types, no natural key twice.
 2. Section by section (SECTIONS: each after those it refers to), entry by entry: find the row by
    its natural key or start a new one, resolve `${ENV:…}` references and links, compare field by
    field, apply the file's values and `full_clean()` the row (admin's rules); save it only when
@@ -12,18 +15,23 @@ Import, in one transaction:
    where it is. A dry run rolls back too, having computed the same report.
 Nothing is ever deleted: objects the file does not name are left as they are.
 """
+import os
 from dataclasses import dataclass, field
 
 from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from django.db import DatabaseError, transaction
 
 from insights_app.catalog.fileformat import CatalogError, catalog_yaml_dump, catalog_yaml_load
+from insights_app.catalog.secrets import env_read_refusals, references_in
 from insights_app.catalog.sections import SECTION_BY_KEY, SECTIONS, Context, Section
 
 CATALOG_VERSION = 1
 VERSION_KEY = "catalog"
 NOTHING_TO_CHANGE = "没有需要修改的内容"
 NEVER_DELETES = "导入从不删除：文件里没有的对象保持原样"
+OUTBOUND_HEADING = "文件让服务器连接的地址（按文件原样，引用未展开）："
+ENV_HEADING = "文件读取的环境变量："
+NOTHING_READ = "  （无）"
 
 
 class _Rollback(Exception):
@@ -43,6 +51,10 @@ class ImportReport:
     updated: list[ObjectChange] = field(default_factory=list)
     unchanged: list[ObjectChange] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # What a dry run shows before staff import a file someone else wrote: every address the file
+    # makes the server connect to, and every variable it reads.
+    outbound: list[str] = field(default_factory=list)
+    env_reads: list[str] = field(default_factory=list)
 
     @property
     def changed(self) -> bool:
@@ -55,6 +67,9 @@ class ImportReport:
             lines.append(f"{will}更新 {change.noun} {change.name}：")
             lines += [f"  {line}" for line in change.lines]
         lines += [f"未变 {c.noun} {c.name}" for c in self.unchanged]
+        if dry_run:
+            lines += [OUTBOUND_HEADING, *(self.outbound or [NOTHING_READ])]
+            lines += [ENV_HEADING, *(self.env_reads or [NOTHING_READ])]
         return lines
 
     def summary(self) -> str:
@@ -151,6 +166,23 @@ def _catalog_read(data) -> tuple[dict[str, list[tuple[int, dict]]], dict[str, se
     return entries, named, problems
 
 
+def _env_reads(data) -> list[tuple[str, str]]:
+    """(where, variable name) of every reference in the file's sections, valid entries or not."""
+    reads = []
+    for section in SECTIONS:
+        raw_list = data.get(section.key) if isinstance(data, dict) else None
+        for index, raw in enumerate(raw_list if isinstance(raw_list, list) else [], start=1):
+            label = _label(section, index, _raw_name(section, raw) if isinstance(raw, dict) else "?")
+            reads += [(f"{label}: {path}", name) for path, name in references_in(raw, "")]
+    return reads
+
+
+def _outbound(entries: dict[str, list[tuple[int, dict]]]) -> list[str]:
+    return [f"  {section.noun} {section.describe(section.key_of(values))}: {path} {url}"
+            for section in SECTIONS for _, values in entries[section.key]
+            for path, url in section.outbound(values)]
+
+
 def _validation_lines(label: str, exc: ValidationError) -> list[str]:
     if not hasattr(exc, "error_dict"):
         return [f"{label}: 条目: {message}" for message in exc.messages]
@@ -204,14 +236,20 @@ def catalog_import(*, text: str, dry_run: bool = False, environ=None) -> ImportR
     """Creates and updates the file's objects by natural key (see the module docstring); with
     `dry_run` only reports. Raises CatalogError naming every problem, having changed nothing.
     `environ` (default os.environ) resolves the file's `${ENV:NAME}` references."""
-    entries, named, problems = _catalog_read(catalog_yaml_load(text))
-    report = ImportReport()
+    data = catalog_yaml_load(text)
+    reads = _env_reads(data)
+    if refusals := env_read_refusals(reads):
+        raise CatalogError(refusals)
+    environ = os.environ if environ is None else environ
+    readable = {name: environ[name] for _, name in reads if name in environ}
+    entries, named, problems = _catalog_read(data)
+    report = ImportReport(outbound=_outbound(entries), env_reads=[f"  {name} ← {where}" for where, name in reads])
     existing: dict[str, dict] = {}
 
     def lookup(section_key: str, natural_key):
         return existing[section_key].get((natural_key,))
 
-    ctx = Context(environ=environ, warnings=report.warnings, named=named, lookup=lookup)
+    ctx = Context(environ=readable, warnings=report.warnings, named=named, lookup=lookup)
     try:
         with transaction.atomic():
             for place, section in enumerate(SECTIONS):

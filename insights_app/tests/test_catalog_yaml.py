@@ -439,21 +439,21 @@ routing_cases:
 
 @pytest.mark.django_db
 def test_references_only_where_secrets_belong_and_warnings_where_export_would_write_clear_text(tmp_path, monkeypatch):
-    monkeypatch.setenv("GRADES_FLAG", "--token=" + SECRET)
+    monkeypatch.setenv("MCP_GRADES_FLAG", "--token=" + SECRET)
     lines = refused(tmp_path, """catalog: 1
 mcp_services:
-  - {name: grades, protocol: stdio, config: {command: /usr/bin/grades-mcp, args: ["${ENV:GRADES_FLAG}"]}}
+  - {name: grades, protocol: stdio, config: {command: /usr/bin/grades-mcp, args: ["${ENV:MCP_GRADES_FLAG}"]}}
 """)
     assert lines == ["mcp_services 第 1 条（grades）: config.args[0]: 只有 headers、env 的值和 url 里可以写 ${ENV:变量名}"]
 
-    monkeypatch.setenv("CANVAS_TENANT", "campus")
+    monkeypatch.setenv("MCP_CANVAS_TENANT", "campus")
     _, err = run("import_catalog", write(tmp_path, f"""catalog: 1
 mcp_services:
   - name: canvas
     protocol: sse
     config:
-      url: "https://mcp.example.edu.cn/sse?tenant=${{ENV:CANVAS_TENANT}}"
-      headers: {{X-Tenant: "${{ENV:CANVAS_TENANT}}", X-Api-Key: {SECRET}}}
+      url: "https://mcp.example.edu.cn/sse?tenant=${{ENV:MCP_CANVAS_TENANT}}"
+      headers: {{X-Tenant: "${{ENV:MCP_CANVAS_TENANT}}", X-Api-Key: {SECRET}}}
 """))
     assert err.splitlines() == [
         "警告：mcp_services 第 1 条（canvas）: config.headers.X-Api-Key: 文件里写的是明文，请改为 ${ENV:变量名} 引用",

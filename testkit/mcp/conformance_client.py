@@ -102,13 +102,9 @@ def scenario_plan(scenario: str) -> Callable | None:
 
 def conformance_service(url: str):
     """A streamable-HTTP McpService for the suite's server, in memory only (no database)."""
-    from django.utils import timezone
+    from testkit.mcp.rows import mcp_service_in_memory
 
-    from agents_app.models import McpService
-
-    now = timezone.now()
-    return McpService(pk=1, name="conformance", protocol=McpService.Protocol.STREAMABLE_HTTP,
-                      config={"url": url}, timeout_sec=30, created_at=now, updated_at=now)
+    return mcp_service_in_memory(name="conformance", protocol="streamable-http", config={"url": url})
 
 
 STUDENT_USERNAME = "conformance-student"

@@ -1,8 +1,9 @@
 """`manage.py import_catalog FILE [--dry-run]`: an operator's command (docs/staff.md).
 
 It writes MCP configs, stdio commands included, without admin's superuser checks: whoever runs
-it has shell access on the server already. It refuses nothing more, and warns of each stdio
-service it creates or changes."""
+it has shell access on the server already. It warns of each stdio service it creates or changes,
+and refuses a file that reads an environment variable staff did not allow (CATALOG_ENV_ALLOWED,
+docs/security.md): the file may come from someone else, and its shell holds the server's secrets."""
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
@@ -14,12 +15,13 @@ from insights_app.catalog.service import catalog_import
 class Command(BaseCommand):
     help = (
         "按标识/名称从目录 YAML 文件新建或更新 MCP 服务、子 Agent、智能体和路由用例；从不删除。"
-        "文件有错时指出每一处并且不做任何修改。${ENV:变量名} 引用在导入时从环境变量读取。"
+        "文件有错时指出每一处并且不做任何修改。${ENV:变量名} 引用在导入时从环境变量读取，"
+        "只能读取 CATALOG_ENV_ALLOWED 允许的变量（默认 MCP_*），从不读取本服务器自己的设置。"
     )
 
     def add_arguments(self, parser):
         parser.add_argument("file", type=Path, help="目录 YAML 文件")
-        parser.add_argument("--dry-run", action="store_true", help="只列出将要做的修改（逐个字段），不做任何修改")
+        parser.add_argument("--dry-run", action="store_true", help="只列出将要做的修改（逐个字段）、文件让服务器连接的地址和读取的环境变量，不做任何修改")
 
     def handle(self, *args, file: Path, dry_run: bool, **options):
         try:

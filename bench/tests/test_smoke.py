@@ -1,0 +1,79 @@
+"""Every benchmark script runs, at a tiny size, and prints its figures (issue 42; docs/testing.md).
+
+No figure is judged: a smoke run holds that a script still starts, drives the code it measures
+and reports, so that a change which breaks one (bench/mcp_pool.py read a field its hand-built
+McpService lacked) fails the suite instead of the next person who measures. Each script runs as
+an operator runs it, in a child with only the environment the test sets (no DATABASE_URL of the
+suite: the scripts that need a database make a throw-away SQLite file).
+"""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from testkit.processes import BASE_DIR, project_env
+
+BENCH = BASE_DIR / "bench"
+# py-spy's raw collapsed stacks (`--format raw`), as bench/stream_overhead.py --profile writes them.
+RAW_STACKS = """\
+<module> (uvicorn:1);run (asyncio/base_events.py:640);Handle._run (asyncio/events.py:80);turn_admit (chat_app/runs/admission.py:40);execute (django/db/backends/utils.py:100) 7
+<module> (uvicorn:1);run (asyncio/base_events.py:640);Handle._run (asyncio/events.py:80);llm_stream (agents_app/runtime/llm.py:200) 5
+<module> (uvicorn:1);_find_and_load (<frozen importlib._bootstrap>:1);import_from_string (uvicorn/importer.py:10) 3
+"""
+
+
+def _stacks(tmp_path: Path) -> str:
+    path = tmp_path / "profile.txt"
+    path.write_text(RAW_STACKS, encoding="utf-8")
+    return str(path)
+
+
+# Each script: (its arguments at a tiny size, a line its figures print). A new script needs one.
+SMOKE = {
+    "catalog_stamp.py": (lambda tmp: ["-n", "20"], r"now / before +\d+\.\d\d"),
+    "flamegraph.py": (lambda tmp: [_stacks(tmp), str(tmp / "profile.svg"), "--title", "smoke"], None),
+    "llm_request.py": (
+        lambda tmp: ["-n", "2", "--messages", "1", "--tools", "1"],
+        r"^ +1 +\d+\.\d\d +\d+\.\d\d +\d+\.\d\d×$",
+    ),
+    "mcp_pool.py": (lambda tmp: ["-n", "1"], r"^ +\d+\.\d\d ms +\d+\.\d\d ms +\d+×$"),
+    "openai_overhead.py": (
+        lambda tmp: ["--rounds", "1", "--turns", "1", "--chunks", "2", "--pace", "0.001"],
+        r"ratio openai / chat: \d+\.\d\d",
+    ),
+    "profile_shares.py": (lambda tmp: [_stacks(tmp)], r"^ +\d+\.\d %  admission on the database threads$"),
+    "stream_overhead.py": (
+        lambda tmp: ["--runs", "2", "--concurrency", "2", "--chunks", "2", "--pace", "0.001", "--hold", "0"],
+        r"gateway CPU per stream: \d+\.\d ms sequential",
+    ),
+    "tracing_overhead.py": (lambda tmp: ["-n", "50"], r"tracing on \d+\.\d\d µs"),
+}
+SCRIPTS = sorted(path.name for path in BENCH.glob("*.py") if not path.name.startswith("_"))
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_the_script_runs_at_its_smoke_size_and_prints_its_figures(script, tmp_path):
+    assert script in SMOKE, f"bench/{script} has no smoke run: add its tiny arguments to SMOKE"
+    arguments, figures = SMOKE[script]
+
+    done = subprocess.run(  # noqa: PLW1510 (the return code is asserted)
+        [sys.executable, str(BENCH / script), *arguments(tmp_path)],
+        cwd=BASE_DIR,
+        env=project_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    if figures is None:  # the flame graph: a file, not a print
+        assert "(12 samples;" in (tmp_path / "profile.svg").read_text(encoding="utf-8")  # start-up's 3 left out
+    else:
+        assert re.search(figures, done.stdout, flags=re.MULTILINE), done.stdout + done.stderr
+
+
+def test_every_smoke_run_is_of_a_script_that_exists():
+    assert sorted(SMOKE) == SCRIPTS
