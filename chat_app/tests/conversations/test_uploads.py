@@ -106,7 +106,8 @@ def test_a_long_document_is_cut_and_says_so(user, token_for, settings):
     ("程序.exe", b"MZ\x90\x00" + b"\x00" * 200, 415),
     ("压缩.zip", b"PK\x03\x04" + b"\x00" * 100, 415),  # a zip that is no Word file
     ("网页.html", b"<html><script>alert(1)</script></html>", 415),  # text, but not a kind we take
-    ("伪装.txt", PNG[:8] + b"<?php system($_GET[c]); ?>", 201),  # a polyglot is what its first bytes say
+    ("伪装.txt", PNG + b"<?php system($_GET[c]); ?>", 201),  # a polyglot is what its first bytes say
+    ("无头.png", PNG[:8] + b"<?php system($_GET[c]); ?>", 400),  # an image with no size is no image
     ("二进制.txt", b"abc\x00def", 415),
     ("乱码.txt", b"\xff\xfe\xfa not utf-8", 415),
     ("坏的.pdf", b"%PDF-1.4\n garbage that is no PDF", 400),
