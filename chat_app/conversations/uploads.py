@@ -117,9 +117,10 @@ def _extracted(data: bytes, content_type: str) -> Extracted:
                                  max_pages=settings.UPLOAD_PDF_MAX_PAGES)
         except DocumentRefused as exc:
             logger.info("upload refused type={} reason={}", content_type, exc.reason)
-            label = "PDF" if kind == "pdf" else "Word"
-            raise errors.ApiError(MSG_UNREADABLE.format(kind=label, reason=exc.message), code=INVALID_BODY,
-                                  status=400) from exc
+            message = MSG_UNREADABLE.format(kind="PDF" if kind == "pdf" else "Word", reason=exc.message)
+            if exc.reason == "busy":  # the server's state, not the file's: try again
+                raise errors.ApiError(message, code=errors.GENERAL, status=503, headers={"Retry-After": "10"}) from exc
+            raise errors.ApiError(message, code=INVALID_BODY, status=400) from exc
     if content_type in TEXT_TYPES.values():
         return _capped(data.decode("utf-8-sig"))
     return Extracted("", False)
