@@ -12,8 +12,10 @@ variables, no user site, and the parent gives it an empty environment.
 
 import io
 import json
+import logging
 import resource
 import sys
+import warnings
 import zipfile
 
 # A DOCX is a zip: its members are checked before any is unpacked, so a zip bomb is refused, not
@@ -28,9 +30,16 @@ class Refused(Exception):
 
 
 def limits_set(cpu_sec: int, memory_bytes: int) -> None:
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # a process ended by SIGXCPU leaves no core file
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu_sec, cpu_sec + 1))
-    resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+    """Lowers this process's limits (never above a hard limit it was started with)."""
+    for kind, soft, hard in [
+        (resource.RLIMIT_CORE, 0, 0),  # a process ended by SIGXCPU leaves no core file
+        (resource.RLIMIT_CPU, cpu_sec, cpu_sec + 1),  # SIGXCPU at the soft limit, SIGKILL a second later
+        (resource.RLIMIT_AS, memory_bytes, memory_bytes),
+    ]:
+        ceiling = resource.getrlimit(kind)[1]
+        if ceiling != resource.RLIM_INFINITY:
+            soft, hard = min(soft, ceiling), min(hard, ceiling)
+        resource.setrlimit(kind, (soft, hard))
 
 
 def memory_exhausted(memory_bytes: int) -> bool:
@@ -87,6 +96,10 @@ def docx_text(data: bytes, max_chars: int) -> dict:
 def main(argv: list[str]) -> dict:
     kind, cpu_sec, memory_bytes, max_chars, max_pages = argv[0], *map(int, argv[1:5])
     limits_set(cpu_sec, memory_bytes)
+    # pypdf logs a warning per flaw it meets, as often as a file repeats one: the parent would
+    # hold all of it. Only the one line below reaches stderr.
+    logging.disable(logging.CRITICAL)
+    warnings.simplefilter("ignore")
     data = sys.stdin.buffer.read()
     try:
         return pdf_text(data, max_chars, max_pages) if kind == "pdf" else docx_text(data, max_chars)

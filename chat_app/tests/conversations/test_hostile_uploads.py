@@ -6,7 +6,6 @@ in the API's error envelope, while the worker goes on answering and its memory s
 (docs/security.md#documents-parsed-under-limits). The parse limits are set low so that each attack
 is stopped in about a second."""
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
@@ -64,7 +63,7 @@ def _attack(base: str, headers: dict, name: str, data: bytes, times: int = 1):
 
 @pytest.mark.timing  # under pytest-xdist: alone (the root conftest)
 def test_three_docx_with_a_45_mb_body_at_once_are_refused_while_the_worker_serves(live_asgi, auth_headers, settings):
-    settings.DOCUMENT_PARSE_MEMORY_MB = 200
+    settings.DOCUMENT_PARSE_MEMORY_MB, settings.DOCUMENT_PARSE_TIMEOUT_SEC = 200, 60  # the reason: memory
     data = docx_of_huge_body(45)
     answers, latencies, grown = _attack(live_asgi, auth_headers, "选课.docx", data, times=3)
     for answer in answers:
@@ -77,11 +76,10 @@ def test_three_docx_with_a_45_mb_body_at_once_are_refused_while_the_worker_serve
 
 @pytest.mark.timing  # under pytest-xdist: alone (the root conftest)
 def test_a_pdf_of_empty_text_operators_is_refused_while_the_worker_serves(live_asgi, auth_headers, settings):
-    settings.DOCUMENT_PARSE_CPU_SEC = 1
+    settings.DOCUMENT_PARSE_CPU_SEC, settings.DOCUMENT_PARSE_TIMEOUT_SEC = 1, 60  # the reason: CPU
     data = pdf_of_empty_shows(pages=30, per_page=300_000)
-    started = time.monotonic()
     (answer,), latencies, _ = _attack(live_asgi, auth_headers, "课表.pdf", data)
-    assert answer.status_code == 400 and time.monotonic() - started < 10, answer.text[:300]
+    assert answer.status_code == 400, answer.text[:300]
     assert answer.json() == {"code": 40001, "message": "无法读取这个 PDF 文件：解析它需要的计算时间超过上限（1 秒），文件可能过于复杂"}
     assert len(latencies) >= 3 and max(latencies) < 0.5, sorted(latencies)[-5:]
 
