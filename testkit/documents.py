@@ -3,6 +3,7 @@ them (pypdf reads what is written here by hand, python-docx writes the Word file
 ones, and the hostile ones of issue 42 — a DOCX whose `document.xml` is tens of megabytes under
 the zip-bomb ratio, a PDF of empty `() Tj` operators, images whose header declares 20,000 ×
 20,000 pixels."""
+
 import functools
 import io
 import random
@@ -23,8 +24,10 @@ def pdf_of(contents: list[bytes], *, javascript: bool = False) -> bytes:
     streams = []
     for index, content in enumerate(contents):
         packed = zlib.compress(content)
-        objects.append(b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents %d 0 R"
-                       b" /Resources << /Font << /F1 4 0 R >> >> >>" % (5 + pages + index))
+        objects.append(
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents %d 0 R"
+            b" /Resources << /Font << /F1 4 0 R >> >> >>" % (5 + pages + index)
+        )
         streams.append(b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(packed) + packed + b"\nendstream")
     objects += streams
     out, offsets = io.BytesIO(), []
@@ -73,9 +76,12 @@ def docx_of_huge_body(megabytes: float) -> bytes:
     vocabulary = ["".join(words.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(6)).encode() for _ in range(5000)]
     count = int(megabytes * 1024 * 1024) // len(b"<w:p><w:r><w:t>abcdef</w:t></w:r></w:p>")
     body = b"".join(b"<w:p><w:r><w:t>" + words.choice(vocabulary) + b"</w:t></w:r></w:p>" for _ in range(count))
-    xml = (b'<?xml version="1.0" encoding="UTF-8" standalone="yes"?>'
-           b'<w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"><w:body>'
-           + body + b"</w:body></w:document>")
+    xml = (
+        b'<?xml version="1.0" encoding="UTF-8" standalone="yes"?>'
+        b'<w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"><w:body>'
+        + body
+        + b"</w:body></w:document>"
+    )
     out = io.BytesIO()
     with zipfile.ZipFile(io.BytesIO(docx_with())) as plain, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as huge:
         for member in plain.infolist():
@@ -95,16 +101,26 @@ def png_declaring(width: int, height: int, *, data_bytes: int = 0) -> bytes:
     (a file of that size; the rest of the rows are missing) or one row of zeros."""
     rows = max(1, data_bytes // (width + 1))
     raw = b"".join(b"\x00" + (random.randbytes(width) if data_bytes else bytes(width)) for _ in range(rows))
-    return (b"\x89PNG\r\n\x1a\n" + _png_chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0))
-            + _png_chunk(b"IDAT", zlib.compress(raw)) + _png_chunk(b"IEND", b""))
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + _png_chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0))
+        + _png_chunk(b"IDAT", zlib.compress(raw))
+        + _png_chunk(b"IEND", b"")
+    )
 
 
 def gif_declaring(width: int, height: int, *, frame: tuple[int, int, int, int] | None = None) -> bytes:
     """A GIF whose logical screen is `width` × `height`, with one 1 × 1 frame, or with the frame
     `frame` (left, top, width, height) placed on it."""
     left, top, frame_width, frame_height = frame or (0, 0, 1, 1)
-    return (b"GIF89a" + struct.pack("<HHBBB", width, height, 0x80, 0, 0) + b"\x00\x00\x00\xff\xff\xff"
-            + b"," + struct.pack("<HHHHB", left, top, frame_width, frame_height, 0) + b"\x02\x02\x44\x01\x00;")
+    return (
+        b"GIF89a"
+        + struct.pack("<HHBBB", width, height, 0x80, 0, 0)
+        + b"\x00\x00\x00\xff\xff\xff"
+        + b","
+        + struct.pack("<HHHHB", left, top, frame_width, frame_height, 0)
+        + b"\x02\x02\x44\x01\x00;"
+    )
 
 
 def jpeg_declaring(width: int, height: int) -> bytes:

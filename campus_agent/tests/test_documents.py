@@ -3,6 +3,7 @@ or DOCX is read in a child process with a CPU, a memory and a wall-clock limit, 
 one is refused with the reason. The attacks are the issue's, as they were sent (a DOCX whose
 `document.xml` is 45 MB under the zip-bomb ratio; a PDF of 30 pages × 300,000 empty `() Tj`),
 against limits set low so that each is stopped in about a second."""
+
 import os
 import time
 from pathlib import Path
@@ -66,7 +67,8 @@ def test_a_docx_whose_body_is_45_mb_is_stopped_at_its_memory_limit(settings):
     assert refused.reason == "memory" and seconds < LOADED_MACHINE_SEC, seconds
     with translation.override("en"):
         assert DocumentRefused("memory").message == (
-            "reading it needs more memory than allowed (200 MB): the file may be too complex")
+            "reading it needs more memory than allowed (200 MB): the file may be too complex"
+        )
 
 
 def test_past_the_wall_clock_limit_the_child_is_killed(settings):

@@ -1,6 +1,7 @@
 """A load balancer's view of a server under attack: /healthz asked again and again, from a
 process of its own (in the test's process its HTTP client would wait for the GIL like the
 server), each answer's latency kept."""
+
 import subprocess
 import sys
 import threading

@@ -1,7 +1,7 @@
 """A document's text, read in a child process under limits (docs/security.md#documents-parsed-under-limits).
 
 A PDF or DOCX is parsed by pypdf or python-docx, whose cost a file chooses: a 45 MB
-`document.xml` packed under the zip-bomb ratio took a worker 22 s and 575 MB, a 85 KB PDF of
+`document.xml` packed under the zip-bomb ratio took a worker 22 s and 575 MB, an 85 KB PDF of
 empty `() Tj` operators 68 s. So no worker parses one itself: each document goes to a fresh
 interpreter (`parser.py`, which imports nothing of the project and gets no environment) with
 
@@ -15,8 +15,8 @@ waits on a pipe without holding the GIL, so the worker's event loop never waits 
 fresh interpreter (not a fork of a worker, whose threads and memory a fork would copy) costs
 about 0.1 s a document: the start and pypdf's or python-docx's import.
 
-It lives in the shared base because attachments (chat_app) and the knowledge base's documents
-(docs/design.md, "The campus knowledge base") are both parsed here.
+It lives in the shared base, where every app may use it: attachments (chat_app) today, and the
+knowledge base's documents (docs/design.md#the-knowledge-base), far more of them, next.
 """
 
 import json
@@ -55,7 +55,7 @@ class DocumentRefused(Exception):
         self.message = str(REASONS[reason]).format(
             cpu=settings.DOCUMENT_PARSE_CPU_SEC,
             memory=settings.DOCUMENT_PARSE_MEMORY_MB,
-            timeout=settings.DOCUMENT_PARSE_TIMEOUT_SEC,
+            timeout=f"{settings.DOCUMENT_PARSE_TIMEOUT_SEC:g}",  # 20, not 20.0
         )
         super().__init__(self.message)
 
@@ -90,7 +90,7 @@ def parse_slot(deadline: float):
             _turns.notify()
 
 
-def _refusal(child: subprocess.Popen, out: bytes) -> dict:
+def _answer(child: subprocess.Popen, out: bytes) -> dict:
     # Past the soft CPU limit, or the hard one a second later (a SIGKILL of ours is the timeout's).
     if child.returncode in (-signal.SIGXCPU, -signal.SIGKILL):
         return {"refused": "cpu"}
@@ -98,7 +98,7 @@ def _refusal(child: subprocess.Popen, out: bytes) -> dict:
         answer = json.loads(out)
     except ValueError:
         answer = None
-    if child.returncode != 0 or not isinstance(answer, dict):  # ended by a signal, or a crash in C code
+    if child.returncode != 0 or not isinstance(answer, dict):  # another signal (a crash in C code), or no start
         return {"refused": "broken"}
     return answer
 
@@ -127,7 +127,7 @@ def document_text(*, data: bytes, kind: str, max_chars: int, max_pages: int) -> 
         )
         try:
             out, err = child.communicate(data, timeout=max(0.0, deadline - time.monotonic()))
-            answer = _refusal(child, out)
+            answer = _answer(child, out)
         except subprocess.TimeoutExpired:
             child.kill()
             out, err = child.communicate()

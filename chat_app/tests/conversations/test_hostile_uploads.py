@@ -5,6 +5,7 @@ PNG declaring 20,000 × 20,000 pixels (kept and sent to the model). Each is refu
 in the API's error envelope, while the worker goes on answering and its memory stays where it was
 (docs/security.md#documents-parsed-under-limits). The parse limits are set low so that each attack
 is stopped in about a second."""
+
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -68,7 +69,10 @@ def test_three_docx_with_a_45_mb_body_at_once_are_refused_while_the_worker_serve
     answers, latencies, grown = _attack(live_asgi, auth_headers, "选课.docx", data, times=3)
     for answer in answers:
         assert answer.status_code == 400, answer.text[:300]
-        assert answer.json() == {"code": 40001, "message": "无法读取这个 Word 文件：解析它需要的内存超过上限（200 MB），文件可能过于复杂"}
+        assert answer.json() == {
+            "code": 40001,
+            "message": "无法读取这个 Word 文件：解析它需要的内存超过上限（200 MB），文件可能过于复杂",
+        }
     assert len(latencies) >= 3 and max(latencies) < 0.5, sorted(latencies)[-5:]
     assert grown < 100 * MB, grown / MB  # three bodies of 5.6 MB, their copies; never the parse
     assert not Upload.objects.exists()
@@ -80,7 +84,10 @@ def test_a_pdf_of_empty_text_operators_is_refused_while_the_worker_serves(live_a
     data = pdf_of_empty_shows(pages=30, per_page=300_000)
     (answer,), latencies, _ = _attack(live_asgi, auth_headers, "课表.pdf", data)
     assert answer.status_code == 400, answer.text[:300]
-    assert answer.json() == {"code": 40001, "message": "无法读取这个 PDF 文件：解析它需要的计算时间超过上限（1 秒），文件可能过于复杂"}
+    assert answer.json() == {
+        "code": 40001,
+        "message": "无法读取这个 PDF 文件：解析它需要的计算时间超过上限（1 秒），文件可能过于复杂",
+    }
     assert len(latencies) >= 3 and max(latencies) < 0.5, sorted(latencies)[-5:]
 
 
@@ -89,13 +96,17 @@ def test_a_png_declaring_20000_by_20000_is_refused(live_asgi, auth_headers):
     assert 1 * MB < len(data) < 1.2 * MB
     answer = _upload(live_asgi, {**auth_headers, "Accept-Language": "en"}, "poster.png", data)
     assert answer.status_code == 413 and answer.json() == {
-        "code": 41301, "message": "An image may have at most 50,000,000 pixels (width × height); this one is 20000 × 20000."}
+        "code": 41301,
+        "message": "An image may have at most 50,000,000 pixels (width × height); this one is 20000 × 20000.",
+    }
     assert not Upload.objects.exists()
 
 
 def test_ordinary_documents_are_still_read(live_asgi, auth_headers):
-    for name, data, text in [("考试.pdf", pdf_with("Final exam: June 18"), "Final exam: June 18"),
-                             ("选课.docx", docx_with("第一周选课"), "第一周选课\n周一\t高数")]:
+    for name, data, text in [
+        ("考试.pdf", pdf_with("Final exam: June 18"), "Final exam: June 18"),
+        ("选课.docx", docx_with("第一周选课"), "第一周选课\n周一\t高数"),
+    ]:
         answer = _upload(live_asgi, auth_headers, name, data)
         assert answer.status_code == 201, answer.text[:300]
         assert Upload.objects.get(id=answer.json()["id"]).text.strip() == text
