@@ -322,6 +322,16 @@ UPLOAD_RATE_PER_MINUTE = env.int("UPLOAD_RATE_PER_MINUTE", default=20)
 UPLOAD_TEXT_MAX_CHARS = env.int("UPLOAD_TEXT_MAX_CHARS", default=20000)
 UPLOAD_PDF_MAX_PAGES = env.int("UPLOAD_PDF_MAX_PAGES", default=100)
 UPLOAD_MAX_PER_MESSAGE = env.int("UPLOAD_MAX_PER_MESSAGE", default=5)
+# An image's width × height, read from its header (docs/security.md#documents-parsed-under-limits):
+# a 48 MP phone photo (8000 × 6000) passes; a few kilobytes declaring 20,000 × 20,000 do not.
+UPLOAD_IMAGE_MAX_PIXELS = env.int("UPLOAD_IMAGE_MAX_PIXELS", default=50_000_000)
+# A PDF or DOCX is parsed in a child process under these limits (campus_agent/base/documents,
+# docs/security.md#documents-parsed-under-limits): CPU seconds, address space, wall-clock seconds
+# (waiting for a turn included), and children at once per worker process.
+DOCUMENT_PARSE_CPU_SEC = env.int("DOCUMENT_PARSE_CPU_SEC", default=10)
+DOCUMENT_PARSE_MEMORY_MB = env.int("DOCUMENT_PARSE_MEMORY_MB", default=512)
+DOCUMENT_PARSE_TIMEOUT_SEC = env.float("DOCUMENT_PARSE_TIMEOUT_SEC", default=20.0)
+DOCUMENT_PARSE_MAX_CONCURRENT = env.int("DOCUMENT_PARSE_MAX_CONCURRENT", default=2)
 # Whether the model of LLM_* (an agent with no provider of its own) reads images (image_url parts).
 LLM_ACCEPTS_IMAGES = env.bool("LLM_ACCEPTS_IMAGES", default=False)
 MAX_TOOL_ROUNDS = env.int("MAX_TOOL_ROUNDS", default=5)

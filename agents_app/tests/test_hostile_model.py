@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import threading
 import time
 from dataclasses import replace
 
@@ -40,6 +39,7 @@ from testkit.model.fake_llm import (
     huge_text_body,
     many_tool_calls_body,
 )
+from testkit.web.health_prober import HealthProber
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -451,50 +451,6 @@ def _rss() -> int:
         return int(fh.read().split()[1]) * 4096
 
 
-PROBER = """
-import sys, time, httpx
-latencies = []
-with httpx.Client(base_url=sys.argv[1], timeout=30) as client:
-    print("ready", flush=True)
-    while not sys.stdin.closed:
-        started = time.perf_counter()
-        assert client.get("/healthz").status_code == 200
-        print(time.perf_counter() - started, flush=True)
-        time.sleep(0.01)
-"""
-
-
-class _Prober:
-    """Asks /healthz again and again while a turn runs, from a process of its own (as a load
-    balancer does: in this process its HTTP client would wait for the GIL like the server);
-    keeps each answer's latency."""
-
-    def __init__(self, base: str):
-        import subprocess
-        import sys
-
-        self.process = subprocess.Popen([sys.executable, "-c", PROBER, base], stdout=subprocess.PIPE, text=True)
-        self.latencies: list[float] = []
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._first = threading.Event()
-
-    def _read(self):
-        for line in self.process.stdout:
-            if line.strip() == "ready":
-                continue
-            self.latencies.append(float(line))
-            self._first.set()
-
-    def start(self):
-        self._reader.start()
-        assert self._first.wait(30), "the prober never got an answer"
-
-    def stop(self):
-        self.process.kill()
-        self.process.wait(10)
-        self._reader.join(10)
-
-
 def _token(user) -> str:
     from chat_app.accounts.sessions import auth_session_create
     from chat_app.models import AuthSession
@@ -522,14 +478,10 @@ def _warm_up(live_asgi, llm, user) -> None:
 
 
 def _hostile_turn(live_asgi, llm, user, reply: Reply) -> tuple[list[dict], list[float]]:
-    prober = _Prober(live_asgi)
     llm.queue(reply)
     llm.reply_text("好的")
-    prober.start()  # returns once the server answered it: the turn starts after
-    try:
+    with HealthProber(live_asgi) as prober:  # it returns once the server answered it: the turn starts after
         frames = _chat(live_asgi, user)
-    finally:
-        prober.stop()
     return frames, prober.latencies
 
 

@@ -6,20 +6,18 @@ gives the model.
   plain text only when its name ends in .txt, .md or .csv and its bytes are UTF-8 with no NUL.
   Anything else is 415. A polyglot is what its first bytes say it is, and it is served as that
   type with `nosniff` (views/uploads.py).
-- **Caps**: UPLOAD_MAX_BYTES per file (413; 0 bytes is 400); per student at most
-  UPLOAD_RATE_PER_MINUTE uploads a minute and UPLOAD_USER_MAX_BYTES kept in all (429); a
+- **Caps**: UPLOAD_MAX_BYTES per file (413; 0 bytes is 400); an image at most
+  UPLOAD_IMAGE_MAX_PIXELS as its header declares (413; no readable header: 400); per student at
+  most UPLOAD_RATE_PER_MINUTE uploads a minute and UPLOAD_USER_MAX_BYTES kept in all (429); a
   document's text at most UPLOAD_TEXT_MAX_CHARS characters (cut, and marked so), a PDF read for at
-  most UPLOAD_PDF_MAX_PAGES pages; a DOCX is a zip whose members are checked before it is parsed
-  (at most 2,000 members, 50 MB uncompressed, a compression ratio of 200): a zip bomb is refused,
-  not unpacked. A PDF's scripts are never run: only its text is read.
+  most UPLOAD_PDF_MAX_PAGES pages. A PDF or DOCX is parsed in a child process under CPU, memory and
+  time limits (campus_agent.base.documents: a zip bomb, a parse too costly, refused with the
+  reason, 400). A PDF's scripts are never run: only its text is read.
 - **The name** shown is the file's own, made harmless: no directories (`../`), no control or
   bidirectional-override characters, at most 100 characters (the extension kept).
 """
 import hashlib
-import io
 import unicodedata
-import zipfile
-from dataclasses import dataclass
 from datetime import timedelta
 
 import filetype
@@ -31,18 +29,18 @@ from django.utils.translation import gettext_lazy as _
 from loguru import logger
 
 from campus_agent.base import errors
+from campus_agent.base.documents import REASONS, DocumentRefused, Extracted, document_text
 from campus_agent.base.errors import INVALID_BODY
 from campus_agent.base.windows import window_count
+from chat_app.conversations.images import image_size
 from chat_app.models import Upload
 
 IMAGE_TYPES = {"image/png", "image/jpeg", "image/webp", "image/gif"}
 PDF = "application/pdf"
 DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
+DOCUMENT_KINDS = {PDF: "pdf", DOCX: "docx"}  # parsed in a child process (campus_agent.base.documents)
 TEXT_TYPES = {".txt": "text/plain", ".md": "text/markdown", ".csv": "text/csv"}
 NAME_MAX = 100
-DOCX_MAX_MEMBERS = 2000
-DOCX_MAX_UNPACKED = 50 * 1024 * 1024
-DOCX_MAX_RATIO = 200
 TEXT_CUT_MARK = "\n…（附件文字过长，已截断）"
 
 MSG_EMPTY = _("文件是空的。")
@@ -51,6 +49,7 @@ MSG_TYPE = _("只能上传图片（PNG、JPEG、WebP、GIF）、PDF、Word（.do
 MSG_UNREADABLE = _("无法读取这个 {kind} 文件：{reason}")
 MSG_RATE = _("上传太频繁了：每分钟最多 {limit} 个文件，请稍后再试。")
 MSG_QUOTA = _("你的附件已占用 {used}，上限是 {limit}：请删除一些对话后再上传。")
+MSG_IMAGE_PIXELS = _("图片的宽 × 高不能超过 {limit} 像素（这张是 {width} × {height}）。")
 MSG_NO_FILE = _("请用 multipart/form-data 的 file 字段上传一个文件。")
 UPLOAD_RATE_LIMITED = 42906
 UPLOAD_QUOTA_EXCEEDED = 42907
@@ -74,53 +73,10 @@ def name_safe(raw: str | None) -> str:
     return text or "附件"
 
 
-class Unreadable(Exception):
-    """A document refused for a reason the student is told (encrypted, a zip bomb)."""
-
-
-@dataclass(frozen=True)
-class Extracted:
-    text: str
-    cut: bool
-
-
 def _capped(text: str) -> Extracted:
     limit = settings.UPLOAD_TEXT_MAX_CHARS
     text = text.replace("\x00", "")
     return Extracted(text[:limit], True) if len(text) > limit else Extracted(text, False)
-
-
-def _pdf_text(data: bytes) -> Extracted:
-    from pypdf import PdfReader  # the reader only when a PDF comes: it is a large import
-
-    reader = PdfReader(io.BytesIO(data))
-    if reader.is_encrypted and not reader.decrypt(""):
-        raise Unreadable(_("文件已加密"))
-    parts, total = [], 0
-    for index, page in enumerate(reader.pages):
-        if index >= settings.UPLOAD_PDF_MAX_PAGES or total > settings.UPLOAD_TEXT_MAX_CHARS:
-            return Extracted(_capped("\n".join(parts)).text, True)
-        piece = page.extract_text() or ""
-        parts.append(piece)
-        total += len(piece)
-    return _capped("\n".join(parts))
-
-
-def _docx_text(data: bytes) -> Extracted:
-    with zipfile.ZipFile(io.BytesIO(data)) as archive:
-        members = archive.infolist()
-        unpacked = sum(m.file_size for m in members)
-        if len(members) > DOCX_MAX_MEMBERS or unpacked > DOCX_MAX_UNPACKED or any(
-            m.compress_size and m.file_size / m.compress_size > DOCX_MAX_RATIO for m in members
-        ):
-            raise Unreadable(_("文件的压缩结构异常（解压后过大或条目过多）"))
-    from docx import Document
-
-    document = Document(io.BytesIO(data))
-    lines = [p.text for p in document.paragraphs]
-    for table in document.tables:
-        lines.extend("\t".join(cell.text for cell in row.cells) for row in table.rows)
-    return _capped("\n".join(line for line in lines if line))
 
 
 def _sniffed(data: bytes, name: str) -> str:
@@ -140,17 +96,32 @@ def _sniffed(data: bytes, name: str) -> str:
     raise errors.ApiError(MSG_TYPE, code=errors.UNSUPPORTED_MEDIA_TYPE, status=415)
 
 
+def _image_check(data: bytes, content_type: str) -> None:
+    """An image's declared size, under UPLOAD_IMAGE_MAX_PIXELS (413), or 400 when it has none."""
+    size = image_size(data, content_type)
+    label = content_type.split("/")[1].upper()
+    if size is None:
+        logger.info("upload refused type={} reason=no-size", content_type)
+        raise errors.invalid_body(MSG_UNREADABLE.format(kind=label, reason=REASONS["broken"]))
+    width, height = size
+    if width * height > settings.UPLOAD_IMAGE_MAX_PIXELS:
+        logger.info("upload refused type={} reason=pixels width={} height={}", content_type, width, height)
+        raise errors.ApiError(MSG_IMAGE_PIXELS.format(limit=f"{settings.UPLOAD_IMAGE_MAX_PIXELS:,}", width=width,
+                                                      height=height), code=errors.BODY_TOO_LARGE, status=413)
+
+
 def _extracted(data: bytes, content_type: str) -> Extracted:
-    kind = "PDF" if content_type == PDF else "Word"  # only these two are parsed, so only they fail
-    try:
-        if content_type == PDF:
-            return _pdf_text(data)
-        if content_type == DOCX:
-            return _docx_text(data)
-    except Exception as exc:  # noqa: BLE001 - whatever a broken or hostile file raises, it is refused
-        reason = str(exc) if isinstance(exc, Unreadable) else _("文件已损坏或格式不对")
-        logger.info("upload refused type={} reason={!r}", content_type, f"{type(exc).__name__}: {exc}"[:200])
-        raise errors.ApiError(MSG_UNREADABLE.format(kind=kind, reason=reason), code=INVALID_BODY, status=400) from exc
+    if content_type in DOCUMENT_KINDS:
+        kind = DOCUMENT_KINDS[content_type]
+        try:
+            return document_text(data=data, kind=kind, max_chars=settings.UPLOAD_TEXT_MAX_CHARS,
+                                 max_pages=settings.UPLOAD_PDF_MAX_PAGES)
+        except DocumentRefused as exc:
+            logger.info("upload refused type={} reason={}", content_type, exc.reason)
+            message = MSG_UNREADABLE.format(kind="PDF" if kind == "pdf" else "Word", reason=exc.message)
+            if exc.reason == "busy":  # the server's state, not the file's: try again
+                raise errors.ApiError(message, code=errors.GENERAL, status=503, headers={"Retry-After": "10"}) from exc
+            raise errors.ApiError(message, code=INVALID_BODY, status=400) from exc
     if content_type in TEXT_TYPES.values():
         return _capped(data.decode("utf-8-sig"))
     return Extracted("", False)
@@ -183,6 +154,8 @@ def upload_store(*, user, uploaded) -> Upload:
     data = b"".join(uploaded.chunks())
     name = name_safe(uploaded.name)
     content_type = _sniffed(data, name)
+    if content_type in IMAGE_TYPES:
+        _image_check(data, content_type)
     extracted = _extracted(data, content_type)
     upload = Upload(user=user, name=name, content_type=content_type, size=len(data),
                     sha256=hashlib.sha256(data).hexdigest(), text=extracted.text, text_cut=extracted.cut)

@@ -42,7 +42,7 @@ class UploadView(ApiView):
         summary="上传一个附件（图片、PDF、Word、纯文本）",
         request={"multipart/form-data": inline_serializer("UploadForm", {"file": serializers.FileField()})},
         responses={201: UploadSerializer, 400: ErrorSerializer, 401: ErrorSerializer, 413: ErrorSerializer,
-                   415: ErrorSerializer, 429: ErrorSerializer},
+                   415: ErrorSerializer, 429: ErrorSerializer, 503: ErrorSerializer},
     )
     def post(self, request):
         declared = request.META.get("CONTENT_LENGTH") or "0"

@@ -14,6 +14,7 @@ from rest_framework.test import APIClient
 
 from chat_app.conversations.uploads import DOCX, name_safe
 from chat_app.models import Conversation, Upload
+from testkit.documents import docx_with, gif_declaring, jpeg_declaring, pdf_with, png_declaring, webp_declaring
 
 pytestmark = [pytest.mark.django_db, pytest.mark.embedded]
 
@@ -36,43 +37,6 @@ def _client(token_for, user) -> APIClient:
 def _post(client, name: str, data: bytes, content_type: str = "application/octet-stream"):
     return client.post("/api/v1/uploads", {"file": SimpleUploadedFile(name, data, content_type=content_type)},
                        format="multipart")
-
-
-def pdf_with(text: str, *, javascript: bool = False) -> bytes:
-    """A one-page PDF whose page shows `text`, written by hand (pypdf reads, it does not typeset)."""
-    stream = f"BT /F1 12 Tf 72 720 Td ({text}) Tj ET".encode()
-    objects = [
-        b"<< /Type /Catalog /Pages 2 0 R" + (b" /OpenAction 5 0 R" if javascript else b"") + b" >>",
-        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R"
-        b" /Resources << /Font << /F1 6 0 R >> >> >>",
-        b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream",
-        b"<< /S /JavaScript /JS (app.alert('x')) >>",
-        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
-    ]
-    out, offsets = io.BytesIO(), []
-    out.write(b"%PDF-1.4\n")
-    for number, body in enumerate(objects, 1):
-        offsets.append(out.tell())
-        out.write(b"%d 0 obj\n" % number + body + b"\nendobj\n")
-    xref = out.tell()
-    out.write(b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1))
-    out.write(b"".join(b"%010d 00000 n \n" % o for o in offsets))
-    out.write(b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref))
-    return out.getvalue()
-
-
-def docx_with(*paragraphs: str) -> bytes:
-    from docx import Document
-
-    document = Document()
-    for paragraph in paragraphs:
-        document.add_paragraph(paragraph)
-    table = document.add_table(rows=1, cols=2)
-    table.rows[0].cells[0].text, table.rows[0].cells[1].text = "周一", "高数"
-    out = io.BytesIO()
-    document.save(out)
-    return out.getvalue()
 
 
 def test_each_kind_is_kept_with_the_type_its_content_has(user, token_for):
@@ -106,7 +70,8 @@ def test_a_long_document_is_cut_and_says_so(user, token_for, settings):
     ("程序.exe", b"MZ\x90\x00" + b"\x00" * 200, 415),
     ("压缩.zip", b"PK\x03\x04" + b"\x00" * 100, 415),  # a zip that is no Word file
     ("网页.html", b"<html><script>alert(1)</script></html>", 415),  # text, but not a kind we take
-    ("伪装.txt", PNG[:8] + b"<?php system($_GET[c]); ?>", 201),  # a polyglot is what its first bytes say
+    ("伪装.txt", PNG + b"<?php system($_GET[c]); ?>", 201),  # a polyglot is what its first bytes say
+    ("无头.png", PNG[:8] + b"<?php system($_GET[c]); ?>", 400),  # an image with no size is no image
     ("二进制.txt", b"abc\x00def", 415),
     ("乱码.txt", b"\xff\xfe\xfa not utf-8", 415),
     ("坏的.pdf", b"%PDF-1.4\n garbage that is no PDF", 400),
@@ -136,6 +101,39 @@ def test_a_pdf_with_javascript_gives_its_text_and_nothing_runs(user, token_for):
     answer = _post(_client(token_for, user), "evil.pdf", pdf_with("Hello", javascript=True))
     assert answer.status_code == 201
     assert Upload.objects.get().text.strip() == "Hello"
+
+
+# Each format's header, declaring a square of the side given (a lossy or lossless WebP says at
+# most 16,383).
+DECLARING = {
+    "png": (png_declaring, 20000),
+    "jpeg": (jpeg_declaring, 20000),
+    "gif": (gif_declaring, 20000),
+    "webp-lossy": (lambda width, height: webp_declaring(width, height, "VP8 "), 16000),
+    "webp-lossless": (lambda width, height: webp_declaring(width, height, "VP8L"), 16000),
+    "webp-extended": (lambda width, height: webp_declaring(width, height, "VP8X"), 20000),
+    "gif-frame-past-its-screen": (lambda width, height: gif_declaring(10, 10, frame=(0, 0, width, height)), 20000),
+}
+
+
+@pytest.mark.parametrize(("make", "side"), DECLARING.values(), ids=DECLARING.keys())
+def test_an_image_over_the_pixel_cap_is_refused_from_its_header(user, token_for, make, side):
+    """Issue 42: a few bytes declaring 20,000 × 20,000 were kept and sent to the model."""
+    client = _client(token_for, user)
+    answer = _post(client, "大图", make(side, side))
+    assert answer.status_code == 413 and answer.json() == {
+        "code": 41301, "message": f"图片的宽 × 高不能超过 50,000,000 像素（这张是 {side} × {side}）。"}
+    assert _post(client, "照片", make(8000, 6000)).status_code == 201  # a 48 MP phone photo
+    assert Upload.objects.count() == 1
+
+
+def test_an_image_whose_size_cannot_be_read_is_refused(user, token_for):
+    client = _client(token_for, user)
+    tiny_blocks = gif_declaring(10, 10)[:-3] + b"\x01\x00" * 200_000 + b"\x00;"  # 400 KB of one-byte sub-blocks
+    for name, data in [("截断.png", PNG[:20]), ("截断.jpg", jpeg_declaring(10, 10)[:30]), ("碎块.gif", tiny_blocks)]:
+        answer = _post(client, name, data)
+        assert answer.status_code == 400 and "无法读取" in answer.json()["message"], (name, answer.content)
+    assert not Upload.objects.exists()
 
 
 def test_names_are_made_harmless():
