@@ -22,8 +22,9 @@ from campus_agent.base.circuit import circuit_close, circuit_status, circuit_sta
 TOOL_DESCRIPTION_PREVIEW = 80
 # What a service runs (stdio: a program on this server) or where it connects and with which
 # credentials (sse / streamable-http) is a superuser right: other staff see it read-only.
-# `trusted` lets a service's images reach students' pages: the same trust as what it runs.
-MCP_SUPERUSER_ONLY_FIELDS = ("protocol", "config", "trusted")
+# `trusted` lets a service's images reach students' pages: the same trust as what it runs;
+# `oauth_origins` where its OAuth flow may send requests and students.
+MCP_SUPERUSER_ONLY_FIELDS = ("protocol", "config", "oauth_origins", "trusted")
 
 LOCKED_FIELD_ERROR = "{field}有误，只有超级管理员可以修改，请联系超级管理员：{error}"
 
@@ -197,6 +198,7 @@ class McpServiceForm(forms.ModelForm):
         widgets = {
             "config": forms.Textarea(attrs={"rows": 8, "cols": 100}),
             "tool_approvals": forms.Textarea(attrs={"rows": 3, "cols": 100}),
+            "oauth_origins": forms.Textarea(attrs={"rows": 2, "cols": 100}),
         }
 
     def __init__(self, *args, **kwargs):

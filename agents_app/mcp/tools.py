@@ -23,6 +23,7 @@ from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, PARSE_ERROR
 from pydantic import ValidationError
 
 from agents_app.mcp.connect import (
+    exception_in,
     exception_text,
     mcp_client_enter,
     mcp_http_status_watch,
@@ -55,10 +56,12 @@ BAD_ANSWER_REASON = "服务的回答无法解析。"
 CLOSED_REASON = "与服务的连接已断开。"
 SERVER_ERROR_REASON = "服务返回错误：{message}"
 NO_CONNECTION_REASON = "无法连接服务。"
+OAUTH_REFUSED_REASON = "服务的账号授权指向了不允许访问的地址，网关已拒绝（需要管理员检查它的配置），重试不会成功。"
 # For the student: Chinese, names the service, no exception text.
 DOWN_NOTICE = _("MCP 服务“{service}”暂时无法使用，请稍后再试。")
 REFUSED_NOTICE = _("MCP 服务“{service}”拒绝了访问，请联系管理员检查它的配置。")
 AUTHORIZATION_NOTICE = _("MCP 服务“{service}”需要你先连接自己的账号才能使用。")
+OAUTH_REFUSED_NOTICE = _("MCP 服务“{service}”的账号授权设置有误，暂时无法使用，请联系管理员。")
 CALL_FAILED_NOTICE = _("MCP 工具“{tool}”调用失败，请稍后再试。")
 OUTPUT_INVALID_NOTICE = _("MCP 工具“{tool}”返回的结果格式不正确。")
 MAX_SERVER_MESSAGE = 300  # characters of a server's JSON-RPC error message the model reads
@@ -82,19 +85,8 @@ def mcp_circuit_key(service: McpService) -> str:
 
 def _status_of(exc: BaseException) -> int | None:
     """The HTTP status an HTTP transport failed with, looking through exception groups and causes."""
-    seen = 0
-    stack = [exc]
-    while stack and seen < 20:
-        current = stack.pop()
-        seen += 1
-        if isinstance(current, httpx.HTTPStatusError | httpx2.HTTPStatusError):
-            return current.response.status_code
-        if isinstance(current, BaseExceptionGroup):
-            stack.extend(current.exceptions)
-        for linked in (current.__cause__, current.__context__):
-            if linked is not None:
-                stack.append(linked)
-    return None
+    found = exception_in(exc, httpx.HTTPStatusError | httpx2.HTTPStatusError)
+    return found.response.status_code if found is not None else None
 
 
 def _client_error(status: int | None) -> bool:
@@ -110,6 +102,8 @@ def mcp_source_failed(exc: BaseException, status: int | None = None) -> bool:
     non-2xx answer into a plain MCPError, which alone would read as the server answering."""
     status = status if status is not None else _status_of(exc)
     if isinstance(exc, McpUnavailable):
+        if exc.oauth_refused:  # a setting staff must fix, like a 4xx: the server is not down
+            return False
         return not _client_error(status if status is not None else exc.status)
     if status is not None:
         return not _client_error(status)
@@ -122,6 +116,8 @@ def mcp_failure_reason(exc: BaseException, status: int | None = None) -> str:
     """What the model reads about a failed call (Chinese; the SDK's text stays in the log)."""
     if isinstance(exc, McpUnavailable) and exc.authorization_url is not None:
         return f"{exc}。"  # a student's authorization is missing: not a configuration error
+    if isinstance(exc, McpUnavailable) and exc.oauth_refused:
+        return OAUTH_REFUSED_REASON  # the refused URL is for staff (the log), not the model
     status = status if status is not None else _status_of(exc)
     if isinstance(exc, McpUnavailable) and status is None:
         status = exc.status
@@ -156,6 +152,8 @@ def mcp_failure_notice(*, service: McpService, exc: BaseException, status: int |
     their own account."""
     if isinstance(exc, McpUnavailable) and exc.authorization_url is not None:
         return AUTHORIZATION_NOTICE.format(service=service.label)
+    if isinstance(exc, McpUnavailable) and exc.oauth_refused:
+        return OAUTH_REFUSED_NOTICE.format(service=service.label)
     status = status if status is not None else _status_of(exc)
     if isinstance(exc, McpUnavailable) and status is None:
         status = exc.status

@@ -107,8 +107,10 @@ def conformance_service(url: str):
     from agents_app.models import McpService
 
     now = timezone.now()
+    # The suite's authorization servers listen on ports of their own, which no staff member could
+    # list beforehand: any origin is allowed (its loopback address too: conformance_settings.py).
     return McpService(pk=1, name="conformance", protocol=McpService.Protocol.STREAMABLE_HTTP,
-                      config={"url": url}, timeout_sec=30, created_at=now, updated_at=now)
+                      config={"url": url}, oauth_origins=["*"], timeout_sec=30, created_at=now, updated_at=now)
 
 
 STUDENT_USERNAME = "conformance-student"

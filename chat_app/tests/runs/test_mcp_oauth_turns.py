@@ -9,11 +9,13 @@ answered as that student. The loopback authorization server approves at once, so
 the page" is a GET of its URL that reads where it redirects."""
 import httpx
 import pytest
+from loguru import logger
 
+from agents_app.mcp.tools import OAUTH_REFUSED_NOTICE, OAUTH_REFUSED_REASON
 from agents_app.models import McpOAuthGrant, McpOAuthPending, McpService
 from agents_app.runtime.loop import AUTHORIZED_TEXT, NOT_AUTHORIZED_TEXT
 from chat_app.models import Message, Run, Wait
-from testkit.mcp.oauth_servers import OAuthMcpServer
+from testkit.mcp.oauth_servers import OAuthMcpServer, ResourceMcpServer
 from testkit.polling import wait_for
 from testkit.web.sse import parse_blocks, read_rest, read_until
 
@@ -248,14 +250,17 @@ def test_the_campus_oidc_provider_serves_as_the_services_authorization_server(
     OpenID Connect provider (OIDC discovery, PKCE required, a client staff registered there), and
     the same pause and callback connect the student's account through it."""
     from testkit.identity.oidc_provider import CLIENT_ID, CLIENT_SECRET
-    from testkit.mcp.oauth_servers import ResourceMcpServer
 
     settings.MCP_OAUTH_REDIRECT_URL = f"{live_asgi}/mcp/oauth/callback/"
+    # The provider is on another origin, which staff allow, and on loopback, whose network the
+    # server allows (a campus provider on 10.x would be the same: docs/security.md).
+    settings.OUTBOUND_PRIVATE_NETWORKS = ["127.0.0.0/8"]
     with ResourceMcpServer(issuer=oidc_provider.issuer, verify=oidc_provider.access_subject) as server:
         service = McpService.objects.create(
             name="grades", display_name="成绩", protocol="streamable-http", timeout_sec=10,
             config={"url": server.url, "oauth": {"client_id": CLIENT_ID, "client_secret": CLIENT_SECRET,
-                                                 "scope": "openid offline_access"}})
+                                                 "scope": "openid offline_access"}},
+            oauth_origins=[oidc_provider.issuer])
         agent_factory(mcp_services=[service])
         llm_settings.reply_tool_calls(("grades__connect_account", {}))
         llm_settings.reply_tool_calls(("grades__whoami", {}))
@@ -278,3 +283,34 @@ def test_the_campus_oidc_provider_serves_as_the_services_authorization_server(
     assert authorize["code_challenge_method"] == "S256" and "openid" in authorize["scope"].split()
     assert [m.content for m in Message.objects.filter(role="tool")][-1] == oidc_provider.account.sub
     assert McpOAuthGrant.objects.filter(user=user, service=service).count() == 1
+
+
+def test_a_hostile_service_cannot_steer_the_authorization_to_an_internal_address(
+    live_asgi, llm_settings, agent_factory, user, auth_headers
+):
+    """A hostile MCP server's metadata names, as its authorization server, an internal address
+    (another port of this machine, as 10.x or 169.254.169.254 would be): the gateway sends it
+    nothing (no metadata fetched, no registration posted) and hands the student no page there;
+    the call fails with a message for the student, and the log tells staff what was refused."""
+    warnings: list[str] = []
+    sink = logger.add(lambda m: warnings.append(m.record["message"]), level="WARNING", format="{message}")
+    try:
+        with OAuthMcpServer(required_scopes=("openid",)) as internal, \
+                ResourceMcpServer(issuer=internal.issuer, verify=lambda token: None) as hostile:
+            service = McpService.objects.create(name="grades", display_name="成绩", protocol="streamable-http",
+                                                config={"url": hostile.url, "oauth": {}}, timeout_sec=10)
+            agent_factory(mcp_services=[service])
+            llm_settings.reply_tool_calls(("grades__connect_account", {}))
+            llm_settings.reply_text("成绩暂时查不了。")
+            with httpx.Client(base_url=live_asgi, timeout=20) as client:
+                with client.stream("POST", "/api/v1/chat", json={"message": "我的成绩"},
+                                   headers=auth_headers) as response:
+                    blocks, _ = read_until(response, lambda f: f["type"] in ("done", "authorization_required"))
+    finally:
+        logger.remove(sink)
+    assert internal.hits == [] and not McpOAuthPending.objects.exists()
+    assert [f["type"] for _, f in blocks if f["type"] != "chunk"] == ["session", "tool_call", "tool_result", "done"]
+    [result] = [f for _, f in blocks if f["type"] == "tool_result"]
+    assert result["ok"] is False and result["error"] == OAUTH_REFUSED_NOTICE.format(service="成绩")
+    assert llm_settings.requests[1].messages[-1]["content"] == OAUTH_REFUSED_REASON
+    assert any(internal.issuer in line and "允许的授权服务器" in line for line in warnings)
