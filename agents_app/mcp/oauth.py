@@ -485,40 +485,50 @@ def session_auth(service: McpService, user_id: int | None) -> httpx2.Auth | None
 
 class McpAuthorizationFailed(Exception):
     """The authorization server's answer could not be taken: `reason` for the student's page
-    ("expired": no such request, someone else's, or too old; "refused": the server said no or
-    sent something that does not check out)."""
+    ("expired": no such request, someone else's, or too old; "refused": the answer does not check
+    out, or the server would not exchange its code)."""
 
     def __init__(self, reason: str, detail: str = ""):
         super().__init__(f"{reason}: {detail}" if detail else reason)
         self.reason = reason
 
 
-def _pending_take(state: str, user_id: int) -> McpOAuthPending | None:
-    """The student's pending authorization of that state, removed (a code is taken once)."""
+def _pending_find(state: str, user_id: int) -> McpOAuthPending | None:
+    """The student's pending authorization of that state, still good; left in place: only an
+    answer that ends it removes it (`_pending_spend`)."""
     McpOAuthPending.objects.filter(expires_at__lte=timezone.now()).delete()
-    pending = McpOAuthPending.objects.select_related("service").filter(state=state, user_id=user_id).first()
-    if pending is not None:
-        pending.delete()
-    return pending
+    return McpOAuthPending.objects.select_related("service").filter(state=state, user_id=user_id).first()
+
+
+def _pending_spend(pending: McpOAuthPending) -> bool:
+    """Removes it; False when another callback already had (a code is taken once)."""
+    return McpOAuthPending.objects.filter(pk=pending.pk).delete()[0] > 0
 
 
 async def authorization_complete(*, state: str, code: str | None, iss: str | None, user_id: int) -> McpService:
-    """The callback's half of a handed-out authorization: the code exchanged at the token
-    endpoint the discovery found (the SDK's request: PKCE verifier, `resource`, the client's
-    authentication), the issuer of the answer checked (RFC 9207), the tokens stored for the
-    student. The service it was for; raises McpAuthorizationFailed."""
-    pending = await db_call(_pending_take, state, user_id)
+    """The callback's half of a handed-out authorization: the issuer of the answer checked
+    (RFC 9207), the code exchanged at the token endpoint the discovery found (the SDK's request:
+    PKCE verifier, `resource`, the client's authentication), the tokens stored for the student.
+    The service it was for; raises McpAuthorizationFailed.
+
+    Only tokens stored end the pending authorization. An answer that does not check out (another
+    issuer, no code, a code the server will not exchange) may be an attacker's link or a stale
+    tab, not the server's word: the student's own link still works."""
+    pending = await db_call(_pending_find, state, user_id)
     if pending is None:
         raise McpAuthorizationFailed("expired")
     service = pending.service
     verifier = secret_decrypt(pending.verifier_encrypted)
-    if not code or verifier is None:
-        raise McpAuthorizationFailed("refused", "no code" if not code else "the verifier cannot be read")
+    if verifier is None:  # the key changed (SECRET_KEY rotated): this request can never complete
+        await db_call(_pending_spend, pending)
+        raise McpAuthorizationFailed("expired", "the verifier cannot be read")
     provider = CampusOAuthProvider(service, user_id)
     await provider._initialize()
     provider._flow_restore(pending.flow)
     try:
         validate_authorization_response_iss(iss, provider.context.oauth_metadata)
+        if not code:
+            raise OAuthFlowError("Authorization response without a code")
         request = await provider._exchange_token_authorization_code(code, verifier)
         await aoauth_url_check(service, str(request.url))
         async with httpx2.AsyncClient(timeout=float(service.timeout_sec), follow_redirects=False) as client:
@@ -527,16 +537,29 @@ async def authorization_complete(*, state: str, code: str | None, iss: str | Non
     except (OAuthFlowError, OAuthTokenError, httpx2.HTTPError, ValidationError, McpOAuthRefused) as exc:
         logger.warning("MCP OAuth callback refused service={} user={} reason={}", service.name, user_id, exc)
         raise McpAuthorizationFailed("refused", str(exc)) from exc
+    await db_call(_pending_spend, pending)
     logger.info("MCP OAuth authorization completed service={} user={}", service.name, user_id)
     return service
 
 
-async def authorization_declined(*, state: str, user_id: int) -> McpService | None:
+async def authorization_declined(*, state: str, iss: str | None, user_id: int) -> McpService:
     """The student said no at the authorization page: their pending request is dropped; the
-    service it was for (None when there was none of theirs)."""
-    pending = await db_call(_pending_take, state, user_id)
+    service it was for. Raises McpAuthorizationFailed: "expired" when there is none of theirs,
+    "refused" (and the request stays) when the answer names another issuer than the server's
+    (RFC 9207; one that names none is taken: servers often leave `iss` out of errors)."""
+    pending = await db_call(_pending_find, state, user_id)
     if pending is None:
-        return None
+        raise McpAuthorizationFailed("expired")
+    metadata = (pending.flow or {}).get("oauth_metadata")
+    if iss is not None:
+        try:
+            validate_authorization_response_iss(iss, OAuthMetadata.model_validate(metadata) if metadata else None)
+        except (OAuthFlowError, ValidationError) as exc:
+            logger.warning("MCP OAuth decline refused service={} user={} reason={}", pending.service.name, user_id,
+                           exc)
+            raise McpAuthorizationFailed("refused", str(exc)) from exc
+    if not await db_call(_pending_spend, pending):
+        raise McpAuthorizationFailed("expired")
     logger.info("MCP OAuth authorization declined service={} user={}", pending.service.name, user_id)
     return pending.service
 

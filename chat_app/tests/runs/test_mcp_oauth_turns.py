@@ -127,6 +127,7 @@ def test_saying_no_at_the_authorization_page_tells_the_model_the_account_is_not_
     assert result["ok"] is False and result["error"] == NOT_AUTHORIZED_TEXT["rejected"][1]
     assert llm_settings.last_request.messages[-1]["content"] == NOT_AUTHORIZED_TEXT["rejected"][0]
     assert not McpOAuthGrant.objects.exists() and library.token_requests == []
+    assert not McpOAuthPending.objects.filter(state=state).exists()  # the server's own "no" ends it
 
 
 def test_the_callback_refuses_what_is_not_the_students_own_answer(
@@ -152,6 +153,41 @@ def test_the_callback_refuses_what_is_not_the_students_own_answer(
             response.__exit__(None, None, None)
     assert McpOAuthGrant.objects.filter(user=user).count() == 1
     assert not McpOAuthGrant.objects.filter(user=other_user).exists()
+
+
+def test_an_answer_that_does_not_check_out_leaves_the_students_link_good(
+    live_asgi, llm_settings, library, user, auth_headers
+):
+    """A callback with another issuer (RFC 9207: a mix-up, or a link someone crafted), without a
+    code, or with a code the server will not exchange, and a "no" that names another issuer, are
+    refused and end nothing: the student's own answer from the page still connects the account."""
+    llm_settings.reply_tool_calls(("library__connect_account", {}))
+    llm_settings.reply_tool_calls(("library__whoami", {}))
+    llm_settings.reply_text("你是 alice。")
+    with httpx.Client(base_url=live_asgi, timeout=20) as client:
+        opened, response, blocks, raw = _asked(live_asgi, auth_headers, client)
+        try:
+            back = httpx.URL(_page_answer(blocks[-1][1]["url"]))
+            state = back.params["state"]
+            answers = [
+                back.copy_set_param("iss", "https://evil.example"),
+                back.copy_remove_param("code"),
+                back.copy_set_param("code", "not-a-code-of-the-server"),
+                httpx.URL(f"{live_asgi}/mcp/oauth/callback/", params={"error": "access_denied", "state": state,
+                                                                     "iss": "https://evil.example"}),
+            ]
+            for answer in answers:
+                page = client.get(str(answer).removeprefix(live_asgi), headers=auth_headers)
+                assert page.status_code == 400 and "无法通过校验" in page.text, answer
+                assert McpOAuthPending.objects.count() == 1
+            done = client.get(str(back).removeprefix(live_asgi), headers=auth_headers)  # the student's own
+            assert done.status_code == 302
+            rest = read_rest(opened)
+        finally:
+            response.__exit__(None, None, None)
+    later, _ = parse_blocks(raw[raw.rfind("\n\n") + 2:] + rest)
+    assert later[-1][1]["full_text"] == "你是 alice。"
+    assert McpOAuthGrant.objects.filter(user=user).count() == 1 and not McpOAuthPending.objects.exists()
 
 
 def test_a_known_tool_of_a_service_the_student_has_not_connected_waits_for_them_too(
