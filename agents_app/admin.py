@@ -40,6 +40,7 @@ OFFERED_TOOLS_NONE = "“{agent}”没有可用工具（未选择已启用的 MC
 ASKS_FIRST = "；运行前先经学生确认"
 OFFERED_TOOLS_PROBLEM = "MCP 服务连接失败，本轮不会提供它的工具：{problem}"
 CIRCUIT_CLOSED_TEXT = "“{name}”已连通，熔断已解除。"
+TOOLS_DROPPED_TEXT = "“{name}” 有工具超过上限，没有提供给模型：{dropped}"
 # Where a provider's requests go and which server variable is sent as its key are superuser
 # rights (another staff member could point a stored key, or the server's SECRET_KEY, elsewhere).
 PROVIDER_SUPERUSER_ONLY_FIELDS = ("base_url", "api_key_env")
@@ -286,6 +287,8 @@ class McpServiceAdmin(ExtensibleAdmin, ToolsButtonMixin, CatalogHistoryAdmin):
             for i in infos
         )
         messages.success(request, f"“{service.name}” 共 {len(infos)} 个工具：{names or '（无）'}")
+        if infos.dropped:
+            messages.warning(request, TOOLS_DROPPED_TEXT.format(name=service.name, dropped="；".join(infos.dropped)))
         if circuit_close(source=mcp_circuit_key(service), name=f"MCP service {service.name}"):
             messages.info(request, CIRCUIT_CLOSED_TEXT.format(name=service.name))
 
