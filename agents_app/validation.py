@@ -1,7 +1,7 @@
 """Per-protocol checks of an McpService config, shared by admin (model clean) and imports."""
 from urllib.parse import urlparse, urlsplit
 
-from agents_app.mcp.oauth_origins import ANY_ORIGIN, url_origin
+from campus_agent.base.addresses import url_origin
 
 STDIO_KEYS = {"command", "args", "env", "cwd"}
 HTTP_KEYS = {"url", "headers", "oauth"}
@@ -10,6 +10,8 @@ HTTP_KEYS = {"url", "headers", "oauth"}
 # What private_key_jwt may sign with: asymmetric keys only (a shared secret is client_secret's job).
 SIGNING_ALGORITHMS = ("ES256", "ES384", "ES512", "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "EdDSA")
 OAUTH_KEYS = {"grant", "client_id", "client_secret", "scope", "private_key", "signing_algorithm", "issuer"}
+# McpService.oauth_origins: origins its OAuth flow may go to besides its own (mcp/oauth_origins.py); "*": any.
+ANY_ORIGIN = "*"
 MAX_OAUTH_ORIGINS = 20
 
 

@@ -27,12 +27,12 @@ from urllib.parse import urlsplit
 import httpx2
 from loguru import logger
 
-from campus_agent.base.addresses import ahost_internal, host_internal
+from agents_app.validation import ANY_ORIGIN
+from campus_agent.base.addresses import ahost_internal, host_internal, url_origin
 
 if TYPE_CHECKING:
     from agents_app.models import McpService
 
-ANY_ORIGIN = "*"
 MAX_SHOWN_URL = 200
 # For staff (the log, admin): what was refused and what to change.
 NOT_LISTED_REASON = "授权流程要访问 {url}，它不在本服务的源（{own}）和“允许的授权服务器”之中，已拒绝"
@@ -45,20 +45,6 @@ NOT_HTTP_REASON = "授权流程要访问 {url}，只允许 http 和 https 地址
 
 class McpOAuthRefused(Exception):
     """A request of a service's OAuth flow would go where it may not; `str()` says why (staff)."""
-
-
-def url_origin(url: str) -> str | None:
-    """`scheme://host:port` of an http(s) URL, lower-case, the port written out; else None."""
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError:
-        return None
-    scheme, host = parts.scheme.lower(), parts.hostname
-    if scheme not in ("http", "https") or not host:
-        return None
-    host = f"[{host}]" if ":" in host else host
-    return f"{scheme}://{host}:{port or (443 if scheme == 'https' else 80)}"
 
 
 def _shown(url: str) -> str:

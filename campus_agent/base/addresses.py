@@ -8,7 +8,8 @@ fe80::/10), shared (100.64/10), reserved, unspecified, multicast — unless
 settings.OUTBOUND_PRIVATE_NETWORKS names a network that holds it (a campus whose authorization
 server is on 10.x; the tests, whose servers are on loopback). A host name is internal when any
 address it resolves to is: the check resolves it as the request will (a name that resolves to
-nothing is left to the request, which fails on its own).
+nothing is left to the request, which fails on its own). `url_origin` is what "the same place"
+means for a URL: its scheme, host and port.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import asyncio
 import functools
 import ipaddress
 import socket
+from urllib.parse import urlsplit
 
 from django.conf import settings
 
@@ -26,6 +28,20 @@ IpAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 @functools.lru_cache(maxsize=8)
 def _allowed(networks: tuple[str, ...]) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
     return tuple(ipaddress.ip_network(network, strict=False) for network in networks)
+
+
+def url_origin(url: str) -> str | None:
+    """`scheme://host:port` of an http(s) URL, lower-case, the port written out; else None."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return None
+    scheme, host = parts.scheme.lower(), parts.hostname
+    if scheme not in ("http", "https") or not host:
+        return None
+    host = f"[{host}]" if ":" in host else host
+    return f"{scheme}://{host}:{port or (443 if scheme == 'https' else 80)}"
 
 
 def address_internal(address: IpAddress) -> bool:
