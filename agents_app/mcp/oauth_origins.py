@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from agents_app.models import McpService
 
 MAX_SHOWN_URL = 200
-# For staff (the log, admin): what was refused and what to change.
+# For staff (the log): what was refused and what to change.
 NOT_LISTED_REASON = "授权流程要访问 {url}，它不在本服务的源（{own}）和“允许的授权服务器”之中，已拒绝"
 INTERNAL_REASON = (
     "授权流程要访问 {url}，它指向内网地址 {address}（回环、私有或链路本地），已拒绝；"

@@ -191,7 +191,7 @@ async def _list_all(client, service: McpService) -> McpToolList:
         for tool in page.tools:
             reason = _over_cap(tool)
             if reason is not None:
-                dropped.append(f"{tool.name[:64]}：{reason}")
+                dropped.append(f"{tool.name[:64]!r}：{reason}")  # repr: a name may hold a newline
             elif len(infos) >= most:
                 beyond += 1
             else:

@@ -262,8 +262,8 @@ def test_a_server_listing_ten_thousand_tools_gives_the_model_the_capped_list(
     assert names[0] == "flood__echo" and names[-1] == "flood__tool_00126"
     assert len(json.dumps(offered, ensure_ascii=False).encode()) < 64 * 1024
     [line] = [line for line in warnings if "MCP tools over the caps" in line]
-    assert "huge_description：描述 999996 字节，超过 MCP_TOOL_DESCRIPTION_MAX_BYTES（8192）" in line
-    assert "huge_schema：参数定义" in line and "另有 9873 个工具超过数量上限 MCP_TOOLS_MAX（128）" in line
+    assert "'huge_description'：描述 999996 字节，超过 MCP_TOOL_DESCRIPTION_MAX_BYTES（8192）" in line
+    assert "'huge_schema'：参数定义" in line and "另有 9873 个工具超过数量上限 MCP_TOOLS_MAX（128）" in line
 
 
 def test_staff_checking_the_service_see_which_tools_were_left_out(settings, staff_client, flood):
@@ -274,4 +274,4 @@ def test_staff_checking_the_service_see_which_tools_were_left_out(settings, staf
                                        action="list_tools", objects=[flood])
     assert listed[0] == "success" and "共 5 个工具" in listed[1] and "flood__tool_00003" in listed[1]
     assert dropped[0] == "warning" and "没有提供给模型" in dropped[1]
-    assert "huge_description：描述" in dropped[1] and "另有 9996 个工具超过数量上限 MCP_TOOLS_MAX（5）" in dropped[1]
+    assert "'huge_description'：描述" in dropped[1] and "另有 9996 个工具超过数量上限 MCP_TOOLS_MAX（5）" in dropped[1]
