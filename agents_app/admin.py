@@ -22,8 +22,9 @@ from campus_agent.base.circuit import circuit_close, circuit_status, circuit_sta
 TOOL_DESCRIPTION_PREVIEW = 80
 # What a service runs (stdio: a program on this server) or where it connects and with which
 # credentials (sse / streamable-http) is a superuser right: other staff see it read-only.
-# `trusted` lets a service's images reach students' pages: the same trust as what it runs.
-MCP_SUPERUSER_ONLY_FIELDS = ("protocol", "config", "trusted")
+# `trusted` lets a service's images reach students' pages: the same trust as what it runs;
+# `oauth_origins` where its OAuth flow may send requests and students.
+MCP_SUPERUSER_ONLY_FIELDS = ("protocol", "config", "oauth_origins", "trusted")
 
 LOCKED_FIELD_ERROR = "{field}有误，只有超级管理员可以修改，请联系超级管理员：{error}"
 
@@ -39,6 +40,7 @@ OFFERED_TOOLS_NONE = "“{agent}”没有可用工具（未选择已启用的 MC
 ASKS_FIRST = "；运行前先经学生确认"
 OFFERED_TOOLS_PROBLEM = "MCP 服务连接失败，本轮不会提供它的工具：{problem}"
 CIRCUIT_CLOSED_TEXT = "“{name}”已连通，熔断已解除。"
+TOOLS_DROPPED_TEXT = "“{name}” 有工具超过上限，没有提供给模型：{dropped}"
 # Where a provider's requests go and which server variable is sent as its key are superuser
 # rights (another staff member could point a stored key, or the server's SECRET_KEY, elsewhere).
 PROVIDER_SUPERUSER_ONLY_FIELDS = ("base_url", "api_key_env")
@@ -200,6 +202,7 @@ class McpServiceForm(forms.ModelForm):
         widgets = {
             "config": forms.Textarea(attrs={"rows": 8, "cols": 100}),
             "tool_approvals": forms.Textarea(attrs={"rows": 3, "cols": 100}),
+            "oauth_origins": forms.Textarea(attrs={"rows": 2, "cols": 100}),
         }
 
     def __init__(self, *args, **kwargs):
@@ -287,6 +290,8 @@ class McpServiceAdmin(ExtensibleAdmin, ToolsButtonMixin, CatalogHistoryAdmin):
             for i in infos
         )
         messages.success(request, f"“{service.name}” 共 {len(infos)} 个工具：{names or '（无）'}")
+        if infos.dropped:
+            messages.warning(request, TOOLS_DROPPED_TEXT.format(name=service.name, dropped="；".join(infos.dropped)))
         if circuit_close(source=mcp_circuit_key(service), name=f"MCP service {service.name}"):
             messages.info(request, CIRCUIT_CLOSED_TEXT.format(name=service.name))
 

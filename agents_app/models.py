@@ -58,6 +58,18 @@ class McpService(TimeStampedModel):
             "只有超级管理员可以修改：command 是服务器要运行的程序，url 和 headers 决定服务器连到哪里、带上什么凭据。"
         ),
     )
+    oauth_origins = models.JSONField(
+        "允许的授权服务器",
+        default=list,
+        blank=True,
+        help_text=(
+            "只用于带 “oauth” 的 sse / streamable-http 服务。授权时网关只访问本服务 url 所在的源（协议、主机和端口），"
+            "服务指向别处（另一个端口、另一台主机）的授权请求一律拒绝，学生也不会拿到别处的授权链接。"
+            '授权服务器在别处时（如学校统一身份认证），把它的源写在这里，如 ["https://idp.example.edu.cn"]；'
+            '写 ["*"] 则允许服务指定的任何授权服务器。这里的地址若是内网地址（127.x、10.x、172.16–31.x、192.168.x、169.254.x 等），'
+            "仍会被拒绝，除非服务器设置 OUTBOUND_PRIVATE_NETWORKS 包含它所在的网段。只有超级管理员可以修改。"
+        ),
+    )
     trusted = models.BooleanField(
         "可信服务",
         default=False,
@@ -113,11 +125,13 @@ class McpService(TimeStampedModel):
         return self.display_name.strip() or self.name
 
     def clean(self) -> None:
-        from agents_app.validation import mcp_config_errors, tool_approvals_errors
+        from agents_app.validation import mcp_config_errors, oauth_origins_errors, tool_approvals_errors
 
         problems = {}
         if errors := mcp_config_errors(protocol=self.protocol, config=self.config):
             problems["config"] = errors
+        if errors := oauth_origins_errors(self.oauth_origins):
+            problems["oauth_origins"] = errors
         if errors := tool_approvals_errors(self.tool_approvals):
             problems["tool_approvals"] = errors
         if problems:

@@ -1,5 +1,7 @@
 """Per-protocol checks of an McpService config, shared by admin (model clean) and imports."""
-from urllib.parse import urlparse
+from urllib.parse import urlparse, urlsplit
+
+from campus_agent.base.addresses import url_origin
 
 STDIO_KEYS = {"command", "args", "env", "cwd"}
 HTTP_KEYS = {"url", "headers", "oauth"}
@@ -8,6 +10,9 @@ HTTP_KEYS = {"url", "headers", "oauth"}
 # What private_key_jwt may sign with: asymmetric keys only (a shared secret is client_secret's job).
 SIGNING_ALGORITHMS = ("ES256", "ES384", "ES512", "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "EdDSA")
 OAUTH_KEYS = {"grant", "client_id", "client_secret", "scope", "private_key", "signing_algorithm", "issuer"}
+# McpService.oauth_origins: origins its OAuth flow may go to besides its own (mcp/oauth_origins.py); "*": any.
+ANY_ORIGIN = "*"
+MAX_OAUTH_ORIGINS = 20
 
 
 def _string_map_errors(value, field: str) -> list[str]:
@@ -72,6 +77,21 @@ def _oauth_errors(oauth) -> list[str]:
     if "signing_algorithm" in oauth and oauth["signing_algorithm"] not in SIGNING_ALGORITHMS:
         errors.append(f"“oauth.signing_algorithm” 只能是 {'、'.join(SIGNING_ALGORITHMS)} 之一。")
     return errors
+
+
+def oauth_origins_errors(value) -> list[str]:
+    """Problems of a service's allowed authorization servers: a list of origins, or "*"."""
+    if not isinstance(value, list) or len(value) > MAX_OAUTH_ORIGINS:
+        return [f'须是不超过 {MAX_OAUTH_ORIGINS} 项的 JSON 列表，如 ["https://idp.example.edu.cn"]；["*"] 表示任何授权服务器。']
+    errors = []
+    for entry in value:
+        if entry == ANY_ORIGIN:
+            continue
+        parts = urlsplit(entry) if isinstance(entry, str) and len(entry) <= 200 else None
+        if parts is None or url_origin(entry) is None or parts.path not in ("", "/") or parts.query \
+                or parts.fragment or "@" in parts.netloc:
+            errors.append(f"“{str(entry)[:64]}”不是一个源：写 https://主机 或 https://主机:端口，不带路径。")
+    return errors[:5]
 
 
 def tool_approvals_errors(value) -> list[str]:

@@ -3,6 +3,7 @@
 Every variable is documented in `.env.example`; each has a default that runs the product on a
 fresh machine (SQLite, no model configured, no Redis).
 """
+import ipaddress
 import os
 import re
 import sys
@@ -360,6 +361,11 @@ MAX_TOOL_RESULT_BYTES = env.int("MAX_TOOL_RESULT_BYTES", default=64 * 1024)
 LLM_MAX_REPLY_BYTES = env.int("LLM_MAX_REPLY_BYTES", default=1024 * 1024)
 # UTF-8 bytes of a stored tool row (and of a stored call's arguments) sent back as history.
 MAX_HISTORY_TOOL_BYTES = env.int("MAX_HISTORY_TOOL_BYTES", default=64 * 1024)
+# An MCP service's tool list: the most tools kept, and the UTF-8 bytes of one tool's description
+# and of its input schema (JSON); a tool over a cap is dropped (logged, and shown in admin).
+MCP_TOOLS_MAX = env.int("MCP_TOOLS_MAX", default=128)
+MCP_TOOL_DESCRIPTION_MAX_BYTES = env.int("MCP_TOOL_DESCRIPTION_MAX_BYTES", default=8 * 1024)
+MCP_TOOL_SCHEMA_MAX_BYTES = env.int("MCP_TOOL_SCHEMA_MAX_BYTES", default=16 * 1024)
 # --- end of the runtime caps -----------------------------------------------------------------
 # Tokens (prompt + completion) one user may spend per day (local date); 0 = no quota. 429 past it.
 USER_DAILY_TOKEN_QUOTA = env.int("USER_DAILY_TOKEN_QUOTA", default=0)
@@ -478,6 +484,15 @@ MCP_OAUTH_REDIRECT_URL = env.str("MCP_OAUTH_REDIRECT_URL", default="http://127.0
 MCP_OAUTH_CLIENT_METADATA_URL = env.str("MCP_OAUTH_CLIENT_METADATA_URL", default="")
 # How long the authorization page a student was sent to stays good (their answer is taken until then).
 MCP_OAUTH_PENDING_SEC = env.int("MCP_OAUTH_PENDING_SEC", default=900)
+# Networks (CIDR) the gateway may send a request into when a remote party chose the address (an
+# MCP service's OAuth discovery beyond the service's own origin): loopback, private and link-local
+# addresses are refused unless listed here (campus_agent/base/addresses.py, docs/security.md).
+OUTBOUND_PRIVATE_NETWORKS = env.list("OUTBOUND_PRIVATE_NETWORKS", default=[])
+for _network in OUTBOUND_PRIVATE_NETWORKS:
+    try:
+        ipaddress.ip_network(_network, strict=False)
+    except ValueError:
+        raise ImproperlyConfigured(f"OUTBOUND_PRIVATE_NETWORKS: {_network!r} is not a network such as 10.0.0.0/8") from None
 MCP_SERVER_LOG_LEVEL = env.str("MCP_SERVER_LOG_LEVEL", default="info").strip().lower()
 if MCP_SERVER_LOG_LEVEL not in ("", "debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"):
     raise ImproperlyConfigured(f"MCP_SERVER_LOG_LEVEL={MCP_SERVER_LOG_LEVEL!r}: debug, info, notice, warning, error, "

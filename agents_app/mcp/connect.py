@@ -12,6 +12,7 @@ import tempfile
 import threading
 from contextlib import AsyncExitStack, contextmanager
 from dataclasses import dataclass
+from typing import TypeVar
 
 import httpx2
 from django.conf import settings
@@ -35,6 +36,8 @@ STDIO_WORKDIR_PREFIX = "campus-agent-mcp-"
 # Who the servers see calling: `clientInfo` (the handshake's, and on 2026-07-28 each request's
 # `_meta`), instead of the SDK's default "mcp 0.1.0".
 CLIENT_INFO = Implementation(name=PRODUCT_NAME, title=PRODUCT_TITLE, version=VERSION)
+
+E = TypeVar("E", bound=BaseException)
 
 _stdio_workdir: str | None = None
 _stdio_workdir_lock = threading.Lock()
@@ -187,6 +190,22 @@ def stderr_tail(errlog) -> str:
         return ""
     lines = [line.strip() for line in text[-STDERR_TAIL_CHARS:].splitlines() if line.strip()]
     return " / ".join(lines)
+
+
+def exception_in(exc: BaseException, kind: type[E]) -> E | None:
+    """The `kind` exception behind what the SDK raised, looking through its groups and causes."""
+    stack, seen = [exc], 0
+    while stack and seen < 20:
+        current = stack.pop()
+        seen += 1
+        if isinstance(current, kind):
+            return current
+        if isinstance(current, BaseExceptionGroup):
+            stack.extend(current.exceptions)
+        for linked in (current.__cause__, current.__context__):
+            if linked is not None:
+                stack.append(linked)
+    return None
 
 
 def exception_text(exc: BaseException) -> str:

@@ -23,6 +23,8 @@ step-up on 403 `insufficient_scope`. What this module adds:
   REDIS_URL is set, the process's memory otherwise), and whoever waited reads the tokens the
   winner stored instead of spending the same refresh token again — an authorization server that
   rotates refresh tokens revokes the whole family when one is used twice.
+- Where the flow may go: every request it makes, and the page a student is sent to, stays on the
+  service's own origin or one staff allowed, and off internal addresses (oauth_origins.py).
 """
 from __future__ import annotations
 
@@ -61,6 +63,7 @@ from mcp.shared.auth import (
 )
 from pydantic import AnyUrl, ValidationError
 
+from agents_app.mcp.oauth_origins import McpOAuthRefused, OriginGuard, aoauth_url_check, oauth_url_check
 from agents_app.mcp.person import person_authorizing
 from agents_app.models import McpOAuthClient, McpOAuthGrant, McpOAuthPending, McpService
 from campus_agent.base.asyncdb import db_call
@@ -184,9 +187,13 @@ REVOKE_TIMEOUT_SEC = 5.0
 def grant_revoke(grant: McpOAuthGrant) -> bool:
     """Revokes a student's tokens at the authorization server (RFC 7009: the refresh token, then
     the access token), as the gateway's client; best effort, for a disconnect: False when the
-    server has no revocation endpoint or did not take it. Sync, at most REVOKE_TIMEOUT_SEC per
-    token."""
-    if not grant.revocation_endpoint.lower().startswith(("https://", "http://")):
+    server has no revocation endpoint, one the tokens may not be sent to (oauth_origins.py), or
+    did not take it. Sync, at most REVOKE_TIMEOUT_SEC per token."""
+    if not grant.revocation_endpoint:
+        return False
+    try:
+        oauth_url_check(grant.service, grant.revocation_endpoint)
+    except McpOAuthRefused:
         return False
     tokens = _decrypted(OAuthToken, grant.tokens_encrypted)
     client = _client_info_sync(grant.service)
@@ -256,14 +263,15 @@ def client_metadata(service: McpService) -> OAuthClientMetadata:
     )
 
 
-class CampusOAuthProvider(OAuthClientProvider):
-    """The SDK's provider, with the stored expiry honoured and refresh single-flight (docstring)."""
+class CampusOAuthProvider(OriginGuard, OAuthClientProvider):
+    """The SDK's provider, with the stored expiry honoured, refresh single-flight and its requests
+    kept where they may go (docstring)."""
 
     def __init__(self, service: McpService, user_id: int):
         self.store = GrantStore(service, user_id)
         self._lock_key = f"mcp:oauth:refresh:{service.pk}:{user_id}"
         super().__init__(
-            server_url=service.config["url"], client_metadata=client_metadata(service), storage=self.store,
+            service=service, server_url=service.config["url"], client_metadata=client_metadata(service), storage=self.store,
             redirect_handler=_redirect, callback_handler=_callback,
             client_metadata_url=settings.MCP_OAUTH_CLIENT_METADATA_URL or None,
         )
@@ -311,6 +319,7 @@ class CampusOAuthProvider(OAuthClientProvider):
             endpoint = str(ctx.oauth_metadata.authorization_endpoint)
         else:
             endpoint = urljoin(ctx.get_authorization_base_url(ctx.server_url), "/authorize")
+        await aoauth_url_check(self.store.service, endpoint)  # never a page on another, unlisted origin
         pkce = PKCEParameters.generate()
         state = secrets.token_urlsafe(32)
         params = {"response_type": "code", "client_id": ctx.client_info.client_id,
@@ -416,22 +425,6 @@ def _expiry_of(tokens: OAuthToken | None) -> dt.datetime | None:
     return timezone.now() + dt.timedelta(seconds=tokens.expires_in)
 
 
-def authorization_required_in(exc: BaseException) -> McpAuthorizationRequired | None:
-    """The McpAuthorizationRequired an opening failed with, looking through the SDK's groups."""
-    stack, seen = [exc], 0
-    while stack and seen < 20:
-        current = stack.pop()
-        seen += 1
-        if isinstance(current, McpAuthorizationRequired):
-            return current
-        if isinstance(current, BaseExceptionGroup):
-            stack.extend(current.exceptions)
-        for linked in (current.__cause__, current.__context__):
-            if linked is not None:
-                stack.append(linked)
-    return None
-
-
 class SessionTokens:
     """The SDK's TokenStorage in the session's memory: a token of the gateway's own credential,
     which any worker gets again without a person, needs no row."""
@@ -453,6 +446,14 @@ class SessionTokens:
         self._client_info = client_info
 
 
+class _GuardedClientCredentials(OriginGuard, ClientCredentialsOAuthProvider):
+    """The SDK's client-secret provider, its requests kept where they may go (oauth_origins.py)."""
+
+
+class _GuardedPrivateKeyJWT(OriginGuard, PrivateKeyJWTOAuthProvider):
+    """The SDK's private_key_jwt provider, its requests kept where they may go (oauth_origins.py)."""
+
+
 def gateway_credential_auth(service: McpService) -> httpx2.Auth:
     """The auth of a service the gateway calls as itself (`config.oauth.grant` client_credentials):
     the SDK's client-credentials providers, with a client secret (HTTP Basic) or a private key
@@ -460,14 +461,15 @@ def gateway_credential_auth(service: McpService) -> httpx2.Auth:
     oauth = oauth_config(service) or {}
     # `issuer`: the credential goes only to that authorization server, whichever one the MCP
     # server names (without it the server decides; the SDK warns, and requires it from 3.0).
-    common = {"server_url": service.config["url"], "storage": SessionTokens(), "client_id": oauth["client_id"],
+    common = {"service": service, "server_url": service.config["url"], "storage": SessionTokens(),
+              "client_id": oauth["client_id"],
               "scope": oauth.get("scope") or None, "issuer": oauth.get("issuer") or None}
     if oauth.get("private_key"):
         signing = SignedJWTParameters(issuer=oauth["client_id"], subject=oauth["client_id"],
                                       signing_key=oauth["private_key"],
                                       signing_algorithm=oauth.get("signing_algorithm") or "RS256")
-        return PrivateKeyJWTOAuthProvider(assertion_provider=signing.create_assertion_provider(), **common)
-    return ClientCredentialsOAuthProvider(client_secret=oauth["client_secret"], **common)
+        return _GuardedPrivateKeyJWT(assertion_provider=signing.create_assertion_provider(), **common)
+    return _GuardedClientCredentials(client_secret=oauth["client_secret"], **common)
 
 
 def session_auth(service: McpService, user_id: int | None) -> httpx2.Auth | None:
@@ -483,68 +485,94 @@ def session_auth(service: McpService, user_id: int | None) -> httpx2.Auth | None
 
 class McpAuthorizationFailed(Exception):
     """The authorization server's answer could not be taken: `reason` for the student's page
-    ("expired": no such request, someone else's, or too old; "refused": the server said no or
-    sent something that does not check out)."""
+    ("expired": no such request, someone else's, or too old; "refused": the answer does not check
+    out, or the server would not exchange its code)."""
 
     def __init__(self, reason: str, detail: str = ""):
         super().__init__(f"{reason}: {detail}" if detail else reason)
         self.reason = reason
 
 
-def _pending_take(state: str, user_id: int) -> McpOAuthPending | None:
-    """The student's pending authorization of that state, removed (a code is taken once)."""
+def _pending_find(state: str, user_id: int) -> McpOAuthPending | None:
+    """The student's pending authorization of that state, still good; left in place: only an
+    answer that ends it removes it (`_pending_spend`)."""
     McpOAuthPending.objects.filter(expires_at__lte=timezone.now()).delete()
-    pending = McpOAuthPending.objects.select_related("service").filter(state=state, user_id=user_id).first()
-    if pending is not None:
-        pending.delete()
-    return pending
+    return McpOAuthPending.objects.select_related("service").filter(state=state, user_id=user_id).first()
+
+
+def _pending_spend(pending: McpOAuthPending) -> bool:
+    """Removes it; False when another callback already had (a code is taken once)."""
+    return McpOAuthPending.objects.filter(pk=pending.pk).delete()[0] > 0
 
 
 async def authorization_complete(*, state: str, code: str | None, iss: str | None, user_id: int) -> McpService:
-    """The callback's half of a handed-out authorization: the code exchanged at the token
-    endpoint the discovery found (the SDK's request: PKCE verifier, `resource`, the client's
-    authentication), the issuer of the answer checked (RFC 9207), the tokens stored for the
-    student. The service it was for; raises McpAuthorizationFailed."""
-    pending = await db_call(_pending_take, state, user_id)
+    """The callback's half of a handed-out authorization: the issuer of the answer checked
+    (RFC 9207), the code exchanged at the token endpoint the discovery found (the SDK's request:
+    PKCE verifier, `resource`, the client's authentication), the tokens stored for the student.
+    The service it was for; raises McpAuthorizationFailed.
+
+    Only tokens stored end the pending authorization. An answer that does not check out (another
+    issuer, no code, a code the server will not exchange) may be an attacker's link or a stale
+    tab, not the server's word: the student's own link still works."""
+    pending = await db_call(_pending_find, state, user_id)
     if pending is None:
         raise McpAuthorizationFailed("expired")
     service = pending.service
     verifier = secret_decrypt(pending.verifier_encrypted)
-    if not code or verifier is None:
-        raise McpAuthorizationFailed("refused", "no code" if not code else "the verifier cannot be read")
+    if verifier is None:  # the key changed (SECRET_KEY rotated): this request can never complete
+        await db_call(_pending_spend, pending)
+        raise McpAuthorizationFailed("expired", "the verifier cannot be read")
     provider = CampusOAuthProvider(service, user_id)
     await provider._initialize()
     provider._flow_restore(pending.flow)
     try:
         validate_authorization_response_iss(iss, provider.context.oauth_metadata)
+        if not code:
+            raise OAuthFlowError("Authorization response without a code")
         request = await provider._exchange_token_authorization_code(code, verifier)
+        await aoauth_url_check(service, str(request.url))
         async with httpx2.AsyncClient(timeout=float(service.timeout_sec), follow_redirects=False) as client:
             response = await client.send(request)
         await provider._handle_token_response(response)
-    except (OAuthFlowError, OAuthTokenError, httpx2.HTTPError, ValidationError) as exc:
+    except (OAuthFlowError, OAuthTokenError, httpx2.HTTPError, ValidationError, McpOAuthRefused) as exc:
         logger.warning("MCP OAuth callback refused service={} user={} reason={}", service.name, user_id, exc)
         raise McpAuthorizationFailed("refused", str(exc)) from exc
+    await db_call(_pending_spend, pending)
     logger.info("MCP OAuth authorization completed service={} user={}", service.name, user_id)
     return service
 
 
-async def authorization_declined(*, state: str, user_id: int) -> McpService | None:
+async def authorization_declined(*, state: str, iss: str | None, user_id: int) -> McpService:
     """The student said no at the authorization page: their pending request is dropped; the
-    service it was for (None when there was none of theirs)."""
-    pending = await db_call(_pending_take, state, user_id)
+    service it was for. Raises McpAuthorizationFailed: "expired" when there is none of theirs,
+    "refused" (and the request stays) when the answer names another issuer than the server's
+    (RFC 9207; one that names none is taken: servers often leave `iss` out of errors)."""
+    pending = await db_call(_pending_find, state, user_id)
     if pending is None:
-        return None
+        raise McpAuthorizationFailed("expired")
+    metadata = (pending.flow or {}).get("oauth_metadata")
+    if iss is not None:
+        try:
+            validate_authorization_response_iss(iss, OAuthMetadata.model_validate(metadata) if metadata else None)
+        except (OAuthFlowError, ValidationError) as exc:
+            logger.warning("MCP OAuth decline refused service={} user={} reason={}", pending.service.name, user_id,
+                           exc)
+            raise McpAuthorizationFailed("refused", str(exc)) from exc
+    if not await db_call(_pending_spend, pending):
+        raise McpAuthorizationFailed("expired")
     logger.info("MCP OAuth authorization declined service={} user={}", pending.service.name, user_id)
     return pending.service
 
 
 class _HandOutIsNotAnError(logging.Filter):
     """The SDK logs every exception out of its flow as "OAuth flow error" with a traceback; the
-    authorization handed out to a student (McpAuthorizationRequired) is the flow working."""
+    authorization handed out to a student (McpAuthorizationRequired) is the flow working, and a
+    refused request (McpOAuthRefused) has its own line."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         exc = record.exc_info[1] if record.exc_info else None
-        return not isinstance(exc, McpAuthorizationRequired)
+        # A refused request is logged once, with its reason, where it is refused (oauth_origins.py).
+        return not isinstance(exc, McpAuthorizationRequired | McpOAuthRefused)
 
 
 logging.getLogger("mcp.client.auth.oauth2").addFilter(_HandOutIsNotAnError())

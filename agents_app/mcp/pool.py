@@ -21,6 +21,7 @@ from loguru import logger
 from mcp import Client
 
 from agents_app.mcp.connect import (
+    exception_in,
     exception_text,
     mcp_client_enter,
     mcp_http_status_watch,
@@ -32,7 +33,8 @@ from agents_app.mcp.notifications import (
     server_message_handler,
     tool_list_watch,
 )
-from agents_app.mcp.oauth import authorization_required_in, oauth_required, session_auth
+from agents_app.mcp.oauth import McpAuthorizationRequired, oauth_required, session_auth
+from agents_app.mcp.oauth_origins import McpOAuthRefused
 from agents_app.models import McpService
 
 # After a failed open, the service is left out at once for this long instead of making every
@@ -54,12 +56,15 @@ class McpUnavailable(Exception):
     answered the opening with, when it did (a 401 is the server answering, not an outage);
     `authorization_url`: not None when what is missing is a student's authorization of a
     per-student service (oauth.py): the page where the student gives it, empty when there is no
-    student to ask."""
+    student to ask; `oauth_refused`: its OAuth flow wanted to go where it may not (oauth_origins.py),
+    which staff must fix."""
 
-    def __init__(self, reason: str, *, status: int | None = None, authorization_url: str | None = None):
+    def __init__(self, reason: str, *, status: int | None = None, authorization_url: str | None = None,
+                 oauth_refused: bool = False):
         super().__init__(reason)
         self.status = status
         self.authorization_url = authorization_url
+        self.oauth_refused = oauth_refused
 
 
 SessionKey = tuple[int, int | None]
@@ -104,10 +109,13 @@ class PooledSession:
                     self._ready.cancel()
                 raise
             except BaseException as exc:  # noqa: BLE001 - the SDK raises groups; keep the reason for callers
-                needed = authorization_required_in(exc)
+                needed = exception_in(exc, McpAuthorizationRequired)
+                refused = exception_in(exc, McpOAuthRefused)
                 if needed is not None:
                     failure = McpUnavailable(AUTHORIZATION_REASON, status=401,
                                              authorization_url=needed.authorization_url)
+                elif refused is not None:
+                    failure = McpUnavailable(str(refused), oauth_refused=True)
                 else:
                     failure = McpUnavailable(exception_text(exc), status=seen.status)
                 if not self._ready.done():
@@ -160,7 +168,8 @@ class McpPool:
         now = asyncio.get_running_loop().time()
         failed = self._failed.get(key)
         if failed and failed[0] == fingerprint and failed[1] > now and failed[2].authorization_url is None:
-            raise McpUnavailable(f"{failed[2]}（{failed[1] - now:.0f} 秒后重试连接）", status=failed[2].status)
+            raise McpUnavailable(f"{failed[2]}（{failed[1] - now:.0f} 秒后重试连接）", status=failed[2].status,
+                                 oauth_refused=failed[2].oauth_refused)
         async with self._lock:
             for idle in [k for k, s in self._sessions.items() if k != key and now - s.last_used > IDLE_CLOSE_SEC]:
                 logger.info("MCP session idle for {}s, closing service={}", IDLE_CLOSE_SEC, self._sessions[idle].name)

@@ -26,8 +26,15 @@ class McpToolInfo:
     destructive: bool | None = None
 
 
+class McpToolList(list):
+    """A service's tools as kept (McpToolInfo), and `dropped`: for staff, a line per tool left
+    out for a cap on what a server may list (tools.py `_list_all`)."""
+
+    dropped: tuple[str, ...] = ()
+
+
 # service id -> (fingerprint, tools). Plain data, so any loop or thread may read it.
-_tool_lists: dict[int, tuple[str, list[McpToolInfo]]] = {}
+_tool_lists: dict[int, tuple[str, McpToolList]] = {}
 _tool_lists_lock = threading.Lock()
 # service id -> how many times its list was dropped: a listing that was under way when the server
 # announced a change (or staff saved the service) must not store the list it got from before.
@@ -52,7 +59,7 @@ def mcp_tools_generation(service_id: int) -> tuple[int, int]:
     return _cleared, _generations.get(service_id, 0)
 
 
-def mcp_tools_cached(service: McpService) -> list[McpToolInfo] | None:
+def mcp_tools_cached(service: McpService) -> McpToolList | None:
     """The service's cached tool list, unless the service changed since it was listed."""
     entry = _tool_lists.get(service.pk)
     if entry and entry[0] == mcp_service_fingerprint(service):
@@ -60,7 +67,7 @@ def mcp_tools_cached(service: McpService) -> list[McpToolInfo] | None:
     return None
 
 
-def mcp_tools_remember(service: McpService, infos: list[McpToolInfo], *,
+def mcp_tools_remember(service: McpService, infos: McpToolList, *,
                        generation: tuple[int, int] | None = None) -> None:
     """Caches the list, unless it was dropped since `generation` was taken (the list is stale)."""
     with _tool_lists_lock:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import tempfile
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 
 import httpx
 import httpx2
+from django.conf import settings
 from django.utils.translation import gettext_lazy as _
 from loguru import logger
 from mcp import MCPError
@@ -23,6 +25,7 @@ from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, PARSE_ERROR
 from pydantic import ValidationError
 
 from agents_app.mcp.connect import (
+    exception_in,
     exception_text,
     mcp_client_enter,
     mcp_http_status_watch,
@@ -33,7 +36,13 @@ from agents_app.mcp.notifications import mcp_call_in_flight
 from agents_app.mcp.oauth import oauth_required
 from agents_app.mcp.pool import McpUnavailable, mcp_pool
 from agents_app.mcp.results import OUTPUT_INVALID_TEXT, mcp_result_parts, output_invalid_reason
-from agents_app.mcp.tool_cache import McpToolInfo, mcp_tools_cached, mcp_tools_generation, mcp_tools_remember
+from agents_app.mcp.tool_cache import (
+    McpToolInfo,
+    McpToolList,
+    mcp_tools_cached,
+    mcp_tools_generation,
+    mcp_tools_remember,
+)
 from agents_app.models import McpService
 from campus_agent.base.circuit import acircuit_enter, acircuit_failure, acircuit_success, circuit_release
 from campus_agent.base.request_id import request_id_get
@@ -55,10 +64,12 @@ BAD_ANSWER_REASON = "服务的回答无法解析。"
 CLOSED_REASON = "与服务的连接已断开。"
 SERVER_ERROR_REASON = "服务返回错误：{message}"
 NO_CONNECTION_REASON = "无法连接服务。"
+OAUTH_REFUSED_REASON = "服务的账号授权指向了不允许访问的地址，网关已拒绝（需要管理员检查它的配置），重试不会成功。"
 # For the student: Chinese, names the service, no exception text.
 DOWN_NOTICE = _("MCP 服务“{service}”暂时无法使用，请稍后再试。")
 REFUSED_NOTICE = _("MCP 服务“{service}”拒绝了访问，请联系管理员检查它的配置。")
 AUTHORIZATION_NOTICE = _("MCP 服务“{service}”需要你先连接自己的账号才能使用。")
+OAUTH_REFUSED_NOTICE = _("MCP 服务“{service}”的账号授权设置有误，暂时无法使用，请联系管理员。")
 CALL_FAILED_NOTICE = _("MCP 工具“{tool}”调用失败，请稍后再试。")
 OUTPUT_INVALID_NOTICE = _("MCP 工具“{tool}”返回的结果格式不正确。")
 MAX_SERVER_MESSAGE = 300  # characters of a server's JSON-RPC error message the model reads
@@ -68,6 +79,16 @@ PROGRESS_COUNT_TEXT = "进度 {done}\n"
 MAX_PROGRESS_MESSAGE = 200  # characters of a progress message
 MAX_PROGRESS_LINES = 100  # per call: a server cannot flood the run's event log
 MAX_LIST_PAGES = 20
+# A tool's name longer than this is no name (the spec's limit); the model sees at most 64 (tool_names.py).
+MAX_TOOL_NAME_CHARS = 128
+# For staff (the log, admin's list): why a listed tool was left out (docs/runtime.md#caps).
+DROPPED_NAME_TEXT = "名称超过 {limit} 个字符"
+DROPPED_DESCRIPTION_TEXT = "描述 {size} 字节，超过 MCP_TOOL_DESCRIPTION_MAX_BYTES（{limit}）"
+DROPPED_SCHEMA_TEXT = "参数定义 {size} 字节，超过 MCP_TOOL_SCHEMA_MAX_BYTES（{limit}）"
+DROPPED_COUNT_TEXT = "另有 {count} 个工具超过数量上限 MCP_TOOLS_MAX（{limit}）{more}"
+DROPPED_MORE_PAGES_TEXT = "，后面的分页没有读取"
+DROPPED_TOTAL_TEXT = "……共 {count} 条"
+MAX_DROPPED_LINES = 20
 PER_STUDENT_PROBE_TEXT = ("这个服务由每位学生用自己的账号授权，后台没有学生账号，列不出工具；"
                           "学生在对话中连接账号后，它的工具就会提供给模型")
 # A probe may take the whole timeout; past it plus this margin another worker may probe.
@@ -82,19 +103,8 @@ def mcp_circuit_key(service: McpService) -> str:
 
 def _status_of(exc: BaseException) -> int | None:
     """The HTTP status an HTTP transport failed with, looking through exception groups and causes."""
-    seen = 0
-    stack = [exc]
-    while stack and seen < 20:
-        current = stack.pop()
-        seen += 1
-        if isinstance(current, httpx.HTTPStatusError | httpx2.HTTPStatusError):
-            return current.response.status_code
-        if isinstance(current, BaseExceptionGroup):
-            stack.extend(current.exceptions)
-        for linked in (current.__cause__, current.__context__):
-            if linked is not None:
-                stack.append(linked)
-    return None
+    found = exception_in(exc, httpx.HTTPStatusError | httpx2.HTTPStatusError)
+    return found.response.status_code if found is not None else None
 
 
 def _client_error(status: int | None) -> bool:
@@ -110,6 +120,8 @@ def mcp_source_failed(exc: BaseException, status: int | None = None) -> bool:
     non-2xx answer into a plain MCPError, which alone would read as the server answering."""
     status = status if status is not None else _status_of(exc)
     if isinstance(exc, McpUnavailable):
+        if exc.oauth_refused:  # a setting staff must fix, like a 4xx: the server is not down
+            return False
         return not _client_error(status if status is not None else exc.status)
     if status is not None:
         return not _client_error(status)
@@ -122,6 +134,8 @@ def mcp_failure_reason(exc: BaseException, status: int | None = None) -> str:
     """What the model reads about a failed call (Chinese; the SDK's text stays in the log)."""
     if isinstance(exc, McpUnavailable) and exc.authorization_url is not None:
         return f"{exc}。"  # a student's authorization is missing: not a configuration error
+    if isinstance(exc, McpUnavailable) and exc.oauth_refused:
+        return OAUTH_REFUSED_REASON  # the refused URL is for staff (the log), not the model
     status = status if status is not None else _status_of(exc)
     if isinstance(exc, McpUnavailable) and status is None:
         status = exc.status
@@ -156,26 +170,64 @@ def mcp_failure_notice(*, service: McpService, exc: BaseException, status: int |
     their own account."""
     if isinstance(exc, McpUnavailable) and exc.authorization_url is not None:
         return AUTHORIZATION_NOTICE.format(service=service.label)
+    if isinstance(exc, McpUnavailable) and exc.oauth_refused:
+        return OAUTH_REFUSED_NOTICE.format(service=service.label)
     status = status if status is not None else _status_of(exc)
     if isinstance(exc, McpUnavailable) and status is None:
         status = exc.status
     return (REFUSED_NOTICE if _client_error(status) else DOWN_NOTICE).format(service=service.label)
 
 
-async def _list_all(client) -> list[McpToolInfo]:
-    infos: list[McpToolInfo] = []
+async def _list_all(client, service: McpService) -> McpToolList:
+    """The server's tools, within the caps on what it may list (docs/runtime.md#caps): a tool
+    whose name, description or input schema is over its cap is left out, and so is every tool
+    past MCP_TOOLS_MAX (no further page is read); the rest of the list still serves. What was left
+    out is logged and kept on the list (`dropped`) for admin's check."""
+    most = max(int(settings.MCP_TOOLS_MAX), 1)
+    infos, dropped, beyond = McpToolList(), [], 0
     cursor = None
     for _page in range(MAX_LIST_PAGES):
         page = await client.list_tools(cursor=cursor)
-        infos += [
-            McpToolInfo(name=t.name, description=t.description or _title(t) or t.name, input_schema=t.input_schema,
-                        title=_title(t), read_only=_hint(t, "read_only_hint"), destructive=_hint(t, "destructive_hint"))
-            for t in page.tools
-        ]
+        for tool in page.tools:
+            reason = _over_cap(tool)
+            if reason is not None:
+                dropped.append(f"{tool.name[:64]!r}：{reason}")  # repr: a name may hold a newline
+            elif len(infos) >= most:
+                beyond += 1
+            else:
+                infos.append(McpToolInfo(
+                    name=tool.name, description=tool.description or _title(tool) or tool.name,
+                    input_schema=tool.input_schema, title=_title(tool), read_only=_hint(tool, "read_only_hint"),
+                    destructive=_hint(tool, "destructive_hint")))
         cursor = page.next_cursor
-        if not cursor:
+        if not cursor or beyond:
             break
+    if beyond:
+        more = DROPPED_MORE_PAGES_TEXT if cursor else ""
+        dropped.append(DROPPED_COUNT_TEXT.format(count=beyond, limit=most, more=more))
+    if dropped:
+        shown = dropped[:MAX_DROPPED_LINES]
+        if len(dropped) > MAX_DROPPED_LINES:
+            shown.append(DROPPED_TOTAL_TEXT.format(count=len(dropped)))
+        infos.dropped = tuple(shown)
+        logger.warning("MCP tools over the caps left out service={} kept={} dropped={}", service.name, len(infos),
+                       "；".join(shown))
     return infos
+
+
+def _over_cap(tool) -> str | None:
+    """Why a listed tool is over a cap (the text for staff), else None."""
+    if len(tool.name) > MAX_TOOL_NAME_CHARS:
+        return DROPPED_NAME_TEXT.format(limit=MAX_TOOL_NAME_CHARS)
+    limit = max(int(settings.MCP_TOOL_DESCRIPTION_MAX_BYTES), 1)
+    size = len((tool.description or "").encode("utf-8", "surrogatepass"))
+    if size > limit:
+        return DROPPED_DESCRIPTION_TEXT.format(size=size, limit=limit)
+    limit = max(int(settings.MCP_TOOL_SCHEMA_MAX_BYTES), 1)
+    size = len(json.dumps(tool.input_schema, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass"))
+    if size > limit:
+        return DROPPED_SCHEMA_TEXT.format(size=size, limit=limit)
+    return None
 
 
 def _hint(tool, name: str) -> bool | None:
@@ -190,7 +242,7 @@ def _title(tool) -> str | None:
     return title.strip()[:40] or None if title else None
 
 
-async def mcp_service_probe(*, service: McpService) -> list[McpToolInfo]:
+async def mcp_service_probe(*, service: McpService) -> McpToolList:
     """Lists the tools over a one-off session (admin's "list tools", short-lived loops).
 
     Raises McpUnavailable with a readable reason: for a stdio server, with the tail of what it
@@ -208,7 +260,7 @@ async def mcp_service_probe(*, service: McpService) -> list[McpToolInfo]:
             async with asyncio.timeout(service.timeout_sec):
                 async with AsyncExitStack() as stack:
                     client = await mcp_client_enter(service=service, stack=stack, errlog=errlog)
-                    infos = await _list_all(client)
+                    infos = await _list_all(client, service)
         except TimeoutError:
             raise McpUnavailable(_with_stderr(f"连接超时（{service.timeout_sec} 秒）", errlog)) from None
         except Exception as exc:
@@ -223,7 +275,7 @@ def _with_stderr(reason: str, errlog) -> str:
 
 
 async def mcp_service_tool_infos(*, service: McpService, pooled: bool = True,
-                                 user_id: int | None = None) -> list[McpToolInfo]:
+                                 user_id: int | None = None) -> McpToolList:
     """The service's tools: cached until the service is saved, else listed (pooled session; for a
     per-student service the student `user_id`'s: the list is the server's, shared by all)."""
     cached = mcp_tools_cached(service)
@@ -240,7 +292,7 @@ async def mcp_service_tool_infos(*, service: McpService, pooled: bool = True,
     try:
         client = await pool.client(service, user_id)
         async with asyncio.timeout(service.timeout_sec):
-            infos = await _list_all(client)
+            infos = await _list_all(client, service)
     except asyncio.CancelledError:
         circuit_release(ticket)  # not awaited: an await here could be cancelled again
         raise

@@ -12,6 +12,7 @@ import asyncio
 from asgiref.sync import sync_to_async
 from loguru import logger
 
+from agents_app.mcp.oauth import oauth_required
 from agents_app.mcp.pool import McpUnavailable
 from agents_app.mcp.tools import mcp_circuit_key, mcp_service_tool_infos
 from agents_app.models import Agent
@@ -51,9 +52,11 @@ async def tools_for_agent(agent: Agent, *, pooled: bool = True, problems: list[s
     taken: set[str] = set()
     tools: list[Tool] = []
     for service, infos in zip(services, listed, strict=True):
-        if isinstance(infos, McpUnavailable) and infos.authorization_url:
+        if isinstance(infos, McpUnavailable) and (infos.authorization_url or infos.oauth_refused and
+                                                  oauth_required(service)):
             # A per-student service this student has not authorized: its tools cannot be listed
-            # without their session, so the model is offered the way to connect it instead.
+            # without their session, so the model is offered the way to connect it instead (whose
+            # call tells the student when the service's authorization is set up wrongly).
             tools.append(McpConnectTool(service=service, name=tool_name_unique(
                 mcp_tool_name(service=service.name, tool=CONNECT_TOOL), taken)))
             continue

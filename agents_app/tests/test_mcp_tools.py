@@ -213,3 +213,65 @@ def _running(pid: int) -> bool:
         return False
     with open(f"/proc/{pid}/stat") as stat:  # an exited child not yet reaped is not running
         return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+
+
+@pytest.fixture
+def flood_server():
+    """A hostile server's list: echo, a 1 MB description, a 1 MB input schema, 10,000 more tools."""
+    from testkit.mcp.servers import HttpMcpServer, build_flood_server
+
+    with HttpMcpServer("streamable-http", mcp=build_flood_server(count=10_000, huge_bytes=1_000_000)) as server:
+        yield server
+
+
+@pytest.fixture
+def flood(flood_server) -> McpService:
+    return McpService.objects.create(name="flood", protocol="streamable-http", config={"url": flood_server.url},
+                                     timeout_sec=30)
+
+
+def test_a_server_listing_ten_thousand_tools_gives_the_model_the_capped_list(
+    live_asgi, llm_settings, agent_factory, user, flood
+):
+    """Every turn sent the model every tool a server listed (10,000 tools, 59 MB): now at most
+    MCP_TOOLS_MAX of them, none whose description or input schema is over its cap; the rest of
+    the list still serves, and the log tells staff what was left out."""
+    import httpx
+    from loguru import logger
+
+    from chat_app.accounts.sessions import auth_session_create
+    from chat_app.models import AuthSession
+    from testkit.web.sse import read_until
+
+    token = auth_session_create(user=user, via=AuthSession.Via.PASSWORD, roles=["student"]).access_token
+    auth_headers = {"Authorization": f"Bearer {token}"}
+    agent_factory(mcp_services=[flood])
+    llm_settings.reply_text("好的。")
+    warnings: list[str] = []
+    sink = logger.add(lambda m: warnings.append(m.record["message"]), level="WARNING", format="{message}")
+    try:
+        with httpx.Client(base_url=live_asgi, timeout=60) as client:
+            with client.stream("POST", "/api/v1/chat", json={"message": "你好"}, headers=auth_headers) as response:
+                blocks, _ = read_until(response, lambda f: f["type"] == "done")
+    finally:
+        logger.remove(sink)
+    assert blocks[-1][1]["full_text"] == "好的。"
+    offered = llm_settings.requests[0].tools
+    names = [tool["function"]["name"] for tool in offered]
+    assert len(names) == django_settings.MCP_TOOLS_MAX == 128
+    assert names[0] == "flood__echo" and names[-1] == "flood__tool_00126"
+    assert len(json.dumps(offered, ensure_ascii=False).encode()) < 64 * 1024
+    [line] = [line for line in warnings if "MCP tools over the caps" in line]
+    assert "'huge_description'：描述 999996 字节，超过 MCP_TOOL_DESCRIPTION_MAX_BYTES（8192）" in line
+    assert "'huge_schema'：参数定义" in line and "另有 9873 个工具超过数量上限 MCP_TOOLS_MAX（128）" in line
+
+
+def test_staff_checking_the_service_see_which_tools_were_left_out(settings, staff_client, flood):
+    from testkit.web.admin_forms import admin_action_run
+
+    settings.MCP_TOOLS_MAX = 5
+    listed, dropped = admin_action_run(staff_client, changelist="admin:agents_app_mcpservice_changelist",
+                                       action="list_tools", objects=[flood])
+    assert listed[0] == "success" and "共 5 个工具" in listed[1] and "flood__tool_00003" in listed[1]
+    assert dropped[0] == "warning" and "没有提供给模型" in dropped[1]
+    assert "'huge_description'：描述" in dropped[1] and "另有 9996 个工具超过数量上限 MCP_TOOLS_MAX（5）" in dropped[1]

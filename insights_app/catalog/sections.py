@@ -374,6 +374,7 @@ class McpServiceSection(Section):
         Field("display_name"),
         Field("protocol"),
         McpConfig("config"),
+        Field("oauth_origins", (list,)),
         Field("trusted", (bool,)),
         Field("enabled", (bool,)),
         Field("timeout_sec", (int,)),

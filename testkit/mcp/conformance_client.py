@@ -104,7 +104,10 @@ def conformance_service(url: str):
     """A streamable-HTTP McpService for the suite's server, in memory only (no database)."""
     from testkit.mcp.rows import mcp_service_in_memory
 
-    return mcp_service_in_memory(name="conformance", protocol="streamable-http", config={"url": url})
+    # The suite's authorization servers listen on ports of their own, which no staff member could
+    # list beforehand: any origin is allowed (its loopback address too: conformance_settings.py).
+    return mcp_service_in_memory(name="conformance", protocol="streamable-http", config={"url": url},
+                                 oauth_origins=["*"])
 
 
 STUDENT_USERNAME = "conformance-student"

@@ -15,3 +15,5 @@ INSTALLED_APPS = [
 # The suite's authorization servers take a client ID metadata document by URL without fetching it
 # (auth/basic-cimd checks the URL is used as the client_id): the reference client's URL.
 MCP_OAUTH_CLIENT_METADATA_URL = "https://conformance-test.local/client-metadata.json"
+# The suite's servers, the authorization servers among them, are on this machine (localhost).
+OUTBOUND_PRIVATE_NETWORKS = ["127.0.0.0/8", "::1/128"]

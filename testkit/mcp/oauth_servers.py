@@ -26,8 +26,10 @@ know the project's callback URL before it starts), or, with `cimd`, a URL client
 metadata document this server fetches, or finds in `client_metadata_documents` (URL → document,
 which a test fills: the SDK's client only sends an https URL, which no loopback test serves).
 
-What it is asked and issues is recorded (`authorize_requests`, `token_requests`,
-`registrations`, `revocation_requests`, `tokens`, `refresh_tokens`), made anew by `reset()`.
+What it is asked and issues is recorded (`hits`: every request's method and path;
+`authorize_requests`, `token_requests`, `registrations`, `revocation_requests`, `tokens`,
+`refresh_tokens`), made anew by `reset()`. A hostile server: `resource_metadata_url`, when a test
+sets it, is the `resource_metadata` its 401s and 403s name instead of its own.
 """
 from __future__ import annotations
 
@@ -37,6 +39,7 @@ import binascii
 import contextvars
 import json
 import math
+import re
 import secrets
 import socket
 import threading
@@ -60,7 +63,7 @@ from mcp.server.auth.provider import (
 from mcp.server.auth.routes import build_metadata, cors_middleware
 from mcp.server.auth.settings import AuthSettings, ClientRegistrationOptions, RevocationOptions
 from mcp.server.mcpserver import MCPServer
-from mcp.shared.auth import InvalidRedirectUriError, OAuthClientInformationFull, OAuthToken
+from mcp.shared.auth import InvalidRedirectUriError, OAuthClientInformationFull, OAuthMetadata, OAuthToken
 from pydantic import AnyUrl, ValidationError
 from starlette.routing import Route
 
@@ -110,7 +113,8 @@ class OAuthMcpServer(ServedApp):
     by its own authorization server, served by the same app on the same port (issuer = root_url).
 
     `subject` is who /authorize logs in as (a test sets it before a flow); `token_ttl_sec` how
-    long an access token lives (1: the next call a second later needs a refresh). Records:
+    long an access token lives (1: the next call a second later needs a refresh);
+    `metadata_changes` fields of its RFC 8414 metadata (an endpoint elsewhere). Records:
     `authorize_requests` (the query of each /authorize), `token_requests` (the form of each
     POST /token, with its Authorization header under "authorization"), `registrations` (each
     DCR body), `revocation_requests` (the form of each POST /revoke), `tokens` (access token →
@@ -122,8 +126,10 @@ class OAuthMcpServer(ServedApp):
     lifespan = "on"  # the streamable-http session manager runs in the app's lifespan
 
     def __init__(self, *, required_scopes=("library",), token_ttl_sec: int = 3600, dcr: bool = True,
-                 cimd: bool = False, preregistered: dict[str, str | None] | None = None):
+                 cimd: bool = False, preregistered: dict[str, str | None] | None = None,
+                 metadata_changes: dict | None = None):
         self.required_scopes = list(required_scopes)
+        self.metadata_changes = dict(metadata_changes or {})  # fields of its RFC 8414 metadata, as a hostile server names them
         self.token_ttl_sec = token_ttl_sec
         self.dcr, self.cimd = dcr, cimd
         self.preregistered = dict(preregistered or {})
@@ -140,6 +146,8 @@ class OAuthMcpServer(ServedApp):
         self.app = app
 
     def _state_init(self) -> None:
+        self.hits: list[tuple[str, str]] = []
+        self.resource_metadata_url: str | None = None
         self.authorize_requests: list[dict] = []
         self.token_requests: list[dict] = []
         self.registrations: list[dict] = []
@@ -217,6 +225,7 @@ class OAuthMcpServer(ServedApp):
         metadata.authorization_response_iss_parameter_supported = True
         if self.cimd:
             metadata.client_id_metadata_document_supported = True
+        metadata = OAuthMetadata.model_validate({**metadata.model_dump(mode="json"), **self.metadata_changes})
         self._issuer = str(metadata.issuer)
         routes = app.router.routes
         index = next(i for i, route in enumerate(routes) if getattr(route, "path", None) == AS_METADATA_PATH)
@@ -231,6 +240,9 @@ class OAuthMcpServer(ServedApp):
         if scope["type"] != "http":
             return await self._inner(scope, receive, send)
         method, path = scope["method"], scope["path"]
+        self.hits.append((method, path))
+        if self.resource_metadata_url is not None:
+            send = _resource_metadata_named(send, self.resource_metadata_url)
         if method == "GET" and path == "/authorize":
             query = scope["query_string"].decode("latin-1")
             self.authorize_requests.append(dict(parse_qsl(query, keep_blank_values=True)))
@@ -463,6 +475,19 @@ async def _read_body(receive) -> bytes:
         chunks.append(message.get("body", b""))
         more = message.get("more_body", False)
     return b"".join(chunks)
+
+
+def _resource_metadata_named(send, url: str):
+    """A `send` whose 401 and 403 name `url` as their RFC 9728 `resource_metadata`."""
+
+    async def sending(message):
+        if message["type"] == "http.response.start" and message["status"] in (401, 403):
+            headers = [(name, re.sub(rb'resource_metadata="[^"]*"', f'resource_metadata="{url}"'.encode(), value)
+                        if name.lower() == b"www-authenticate" else value) for name, value in message["headers"]]
+            message = {**message, "headers": headers}
+        await send(message)
+
+    return sending
 
 
 def _replay(body: bytes, receive):

@@ -12,8 +12,9 @@ from django.utils import timezone
 from agents_app.models import McpService
 
 
-def mcp_service_in_memory(*, name: str, protocol: str, config: dict, timeout_sec: int = 30) -> McpService:
+def mcp_service_in_memory(*, name: str, protocol: str, config: dict, timeout_sec: int = 30, **fields) -> McpService:
     now = timezone.now()
     return McpService(
-        pk=1, name=name, protocol=protocol, config=config, timeout_sec=timeout_sec, created_at=now, updated_at=now
+        pk=1, name=name, protocol=protocol, config=config, timeout_sec=timeout_sec, created_at=now, updated_at=now,
+        **fields,
     )

@@ -25,6 +25,9 @@ defaults: ENROL_MESSAGE; answers with what it got, as JSON), `confirm_twice` (tw
 after the other) and `pay` (a URL-mode elicitation, PAY_URL). Every call of `enrol`,
 `confirm_twice` and `pay` appends what the client answered to the server's `elicitations` (HTTP
 transports: the test reads it in process).
+
+`build_flood_server()` is a hostile server's list instead: thousands of tools, one description
+and one input schema of megabytes.
 """
 from __future__ import annotations
 
@@ -286,13 +289,39 @@ def build_server(name: str = "campus-test", *, slow_cancelled: threading.Event |
     return server
 
 
+FLOOD_HUGE_DESCRIPTION = "huge_description"
+FLOOD_HUGE_SCHEMA = "huge_schema"
+
+
+def build_flood_server(*, count: int, huge_bytes: int) -> MCPServer:
+    """A hostile server's tool list: `echo`, then FLOOD_HUGE_DESCRIPTION (its description
+    `huge_bytes` long) and FLOOD_HUGE_SCHEMA (its input schema that long), then `count` tools
+    `tool_00000` … . Each is `echo` under another name: copies of the one tool the SDK built, so
+    ten thousand cost no time to make."""
+    server = MCPServer("campus-flood", log_level="WARNING")
+
+    @server.tool(description="原样返回文本。Echo the text back.")
+    def echo(text: str) -> str:
+        return text
+
+    tools = server._tool_manager._tools
+    tools[FLOOD_HUGE_DESCRIPTION] = tools["echo"].model_copy(
+        update={"name": FLOOD_HUGE_DESCRIPTION, "description": "说明" * (huge_bytes // 6)})
+    schema = {"type": "object", "properties": {"text": {"type": "string", "description": "x" * huge_bytes}}}
+    tools[FLOOD_HUGE_SCHEMA] = tools["echo"].model_copy(update={"name": FLOOD_HUGE_SCHEMA, "parameters": schema})
+    for i in range(count):
+        tools[f"tool_{i:05d}"] = tools["echo"].model_copy(update={"name": f"tool_{i:05d}"})
+    return server
+
+
 def stdio_argv() -> list[str]:
     """The argv a stdio McpService config uses to run this server (no shell)."""
     return [sys.executable, "-m", "testkit.mcp.servers"]
 
 
 class HttpMcpServer(ServedApp):
-    """The tools over `sse` or `streamable-http`; `url` is what an McpService config points at.
+    """The tools over `sse` or `streamable-http` (or another server's: `mcp`); `url` is what an
+    McpService config points at.
 
     `fail(status, methods=("tools/call",))` makes the server answer the JSON-RPC POSTs of those
     methods with that HTTP status (a plain-text body, as a proxy or a crashed server sends), the
@@ -300,10 +329,10 @@ class HttpMcpServer(ServedApp):
 
     lifespan = "on"  # the streamable-http session manager runs in the app's lifespan
 
-    def __init__(self, transport: str):
+    def __init__(self, transport: str, mcp: MCPServer | None = None):
         self.slow_cancelled = threading.Event()  # a `slow` call was cancelled by the gateway
         self.elicitations: list[dict] = []  # what the gateway answered enrol, confirm_twice and pay
-        mcp = build_server(slow_cancelled=self.slow_cancelled, elicitations=self.elicitations)
+        mcp = mcp or build_server(slow_cancelled=self.slow_cancelled, elicitations=self.elicitations)
         if transport == "sse":
             inner, self.path = mcp.sse_app(), "/sse"
         elif transport == "streamable-http":

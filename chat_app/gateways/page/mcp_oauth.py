@@ -72,9 +72,11 @@ async def mcp_oauth_callback(request):
     state = _param(request, "state") or ""
     user_id = caller.user.pk
     if request.GET.get("error"):  # the student (or the server) said no at the authorization page
-        service = await authorization_declined(state=state, user_id=user_id)
-        if service is None:
-            return _page(request, message=MSG_EXPIRED, ok=False, status=400)
+        try:
+            service = await authorization_declined(state=state, iss=_param(request, "iss"), user_id=user_id)
+        except McpAuthorizationFailed as exc:
+            return _page(request, message=MSG_EXPIRED if exc.reason == "expired" else MSG_REFUSED, ok=False,
+                         status=400)
         conversation_id = await _answer_waiting(user_id=user_id, service_id=service.pk, approve=False,
                                                 campus_token=caller.campus_token)
         return _page(request, message=MSG_DECLINED.format(service=service.label), ok=False,

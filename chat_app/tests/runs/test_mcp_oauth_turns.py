@@ -9,11 +9,13 @@ answered as that student. The loopback authorization server approves at once, so
 the page" is a GET of its URL that reads where it redirects."""
 import httpx
 import pytest
+from loguru import logger
 
+from agents_app.mcp.tools import OAUTH_REFUSED_NOTICE, OAUTH_REFUSED_REASON
 from agents_app.models import McpOAuthGrant, McpOAuthPending, McpService
 from agents_app.runtime.loop import AUTHORIZED_TEXT, NOT_AUTHORIZED_TEXT
 from chat_app.models import Message, Run, Wait
-from testkit.mcp.oauth_servers import OAuthMcpServer
+from testkit.mcp.oauth_servers import OAuthMcpServer, ResourceMcpServer
 from testkit.polling import wait_for
 from testkit.web.sse import parse_blocks, read_rest, read_until
 
@@ -125,6 +127,7 @@ def test_saying_no_at_the_authorization_page_tells_the_model_the_account_is_not_
     assert result["ok"] is False and result["error"] == NOT_AUTHORIZED_TEXT["rejected"][1]
     assert llm_settings.last_request.messages[-1]["content"] == NOT_AUTHORIZED_TEXT["rejected"][0]
     assert not McpOAuthGrant.objects.exists() and library.token_requests == []
+    assert not McpOAuthPending.objects.filter(state=state).exists()  # the server's own "no" ends it
 
 
 def test_the_callback_refuses_what_is_not_the_students_own_answer(
@@ -150,6 +153,41 @@ def test_the_callback_refuses_what_is_not_the_students_own_answer(
             response.__exit__(None, None, None)
     assert McpOAuthGrant.objects.filter(user=user).count() == 1
     assert not McpOAuthGrant.objects.filter(user=other_user).exists()
+
+
+def test_an_answer_that_does_not_check_out_leaves_the_students_link_good(
+    live_asgi, llm_settings, library, user, auth_headers
+):
+    """A callback with another issuer (RFC 9207: a mix-up, or a link someone crafted), without a
+    code, or with a code the server will not exchange, and a "no" that names another issuer, are
+    refused and end nothing: the student's own answer from the page still connects the account."""
+    llm_settings.reply_tool_calls(("library__connect_account", {}))
+    llm_settings.reply_tool_calls(("library__whoami", {}))
+    llm_settings.reply_text("你是 alice。")
+    with httpx.Client(base_url=live_asgi, timeout=20) as client:
+        opened, response, blocks, raw = _asked(live_asgi, auth_headers, client)
+        try:
+            back = httpx.URL(_page_answer(blocks[-1][1]["url"]))
+            state = back.params["state"]
+            answers = [
+                back.copy_set_param("iss", "https://evil.example"),
+                back.copy_remove_param("code"),
+                back.copy_set_param("code", "not-a-code-of-the-server"),
+                httpx.URL(f"{live_asgi}/mcp/oauth/callback/", params={"error": "access_denied", "state": state,
+                                                                     "iss": "https://evil.example"}),
+            ]
+            for answer in answers:
+                page = client.get(str(answer).removeprefix(live_asgi), headers=auth_headers)
+                assert page.status_code == 400 and "无法通过校验" in page.text, answer
+                assert McpOAuthPending.objects.count() == 1
+            done = client.get(str(back).removeprefix(live_asgi), headers=auth_headers)  # the student's own
+            assert done.status_code == 302
+            rest = read_rest(opened)
+        finally:
+            response.__exit__(None, None, None)
+    later, _ = parse_blocks(raw[raw.rfind("\n\n") + 2:] + rest)
+    assert later[-1][1]["full_text"] == "你是 alice。"
+    assert McpOAuthGrant.objects.filter(user=user).count() == 1 and not McpOAuthPending.objects.exists()
 
 
 def test_a_known_tool_of_a_service_the_student_has_not_connected_waits_for_them_too(
@@ -248,14 +286,17 @@ def test_the_campus_oidc_provider_serves_as_the_services_authorization_server(
     OpenID Connect provider (OIDC discovery, PKCE required, a client staff registered there), and
     the same pause and callback connect the student's account through it."""
     from testkit.identity.oidc_provider import CLIENT_ID, CLIENT_SECRET
-    from testkit.mcp.oauth_servers import ResourceMcpServer
 
     settings.MCP_OAUTH_REDIRECT_URL = f"{live_asgi}/mcp/oauth/callback/"
+    # The provider is on another origin, which staff allow, and on loopback, whose network the
+    # server allows (a campus provider on 10.x would be the same: docs/security.md).
+    settings.OUTBOUND_PRIVATE_NETWORKS = ["127.0.0.0/8"]
     with ResourceMcpServer(issuer=oidc_provider.issuer, verify=oidc_provider.access_subject) as server:
         service = McpService.objects.create(
             name="grades", display_name="成绩", protocol="streamable-http", timeout_sec=10,
             config={"url": server.url, "oauth": {"client_id": CLIENT_ID, "client_secret": CLIENT_SECRET,
-                                                 "scope": "openid offline_access"}})
+                                                 "scope": "openid offline_access"}},
+            oauth_origins=[oidc_provider.issuer])
         agent_factory(mcp_services=[service])
         llm_settings.reply_tool_calls(("grades__connect_account", {}))
         llm_settings.reply_tool_calls(("grades__whoami", {}))
@@ -278,3 +319,34 @@ def test_the_campus_oidc_provider_serves_as_the_services_authorization_server(
     assert authorize["code_challenge_method"] == "S256" and "openid" in authorize["scope"].split()
     assert [m.content for m in Message.objects.filter(role="tool")][-1] == oidc_provider.account.sub
     assert McpOAuthGrant.objects.filter(user=user, service=service).count() == 1
+
+
+def test_a_hostile_service_cannot_steer_the_authorization_to_an_internal_address(
+    live_asgi, llm_settings, agent_factory, user, auth_headers
+):
+    """A hostile MCP server's metadata names, as its authorization server, an internal address
+    (another port of this machine, as 10.x or 169.254.169.254 would be): the gateway sends it
+    nothing (no metadata fetched, no registration posted) and hands the student no page there;
+    the call fails with a message for the student, and the log tells staff what was refused."""
+    warnings: list[str] = []
+    sink = logger.add(lambda m: warnings.append(m.record["message"]), level="WARNING", format="{message}")
+    try:
+        with OAuthMcpServer(required_scopes=("openid",)) as internal, \
+                ResourceMcpServer(issuer=internal.issuer, verify=lambda token: None) as hostile:
+            service = McpService.objects.create(name="grades", display_name="成绩", protocol="streamable-http",
+                                                config={"url": hostile.url, "oauth": {}}, timeout_sec=10)
+            agent_factory(mcp_services=[service])
+            llm_settings.reply_tool_calls(("grades__connect_account", {}))
+            llm_settings.reply_text("成绩暂时查不了。")
+            with httpx.Client(base_url=live_asgi, timeout=20) as client:
+                with client.stream("POST", "/api/v1/chat", json={"message": "我的成绩"},
+                                   headers=auth_headers) as response:
+                    blocks, _ = read_until(response, lambda f: f["type"] in ("done", "authorization_required"))
+    finally:
+        logger.remove(sink)
+    assert internal.hits == [] and not McpOAuthPending.objects.exists()
+    assert [f["type"] for _, f in blocks if f["type"] != "chunk"] == ["session", "tool_call", "tool_result", "done"]
+    [result] = [f for _, f in blocks if f["type"] == "tool_result"]
+    assert result["ok"] is False and result["error"] == OAUTH_REFUSED_NOTICE.format(service="成绩")
+    assert llm_settings.requests[1].messages[-1]["content"] == OAUTH_REFUSED_REASON
+    assert any(internal.issuer in line and "允许的授权服务器" in line for line in warnings)
