@@ -5,6 +5,9 @@ django-simple-history's own per-version page is a form that saves whatever it po
 URL shows the diff instead, and a rollback is only the POST of `<id>/history/<version>/rollback/`
 (change permission, CSRF). `history_rollback_confirm` lets a subclass put a confirm page first
 (insights_app does for agents: their routing cases against the rolled-back version).
+
+A save that changes nothing (the form and its inlines as they were) is not a version: the list
+shows only saves that changed something.
 """
 from django.contrib import messages
 from django.contrib.admin.utils import unquote
@@ -16,6 +19,7 @@ from django.urls import path, reverse
 from simple_history.admin import SimpleHistoryAdmin
 from simple_history.utils import get_history_model_for_model
 
+from campus_agent.base.admin_text import LineEndingsAdmin
 from campus_agent.base.history import history_date_text, history_diff, history_fields, history_rollback
 
 DIFF_TITLE = "{obj}：{date} 的版本与当前的差异"
@@ -25,7 +29,7 @@ ROLLBACK_MISSING_TEXT = "该版本关联的以下对象已删除，未恢复：{
 ROLLBACK_FAILED_TEXT = "无法回滚：{error}"
 
 
-class CatalogHistoryAdmin(SimpleHistoryAdmin):
+class CatalogHistoryAdmin(LineEndingsAdmin, SimpleHistoryAdmin):
     """SimpleHistoryAdmin with the diff page in place of its revert form, and the rollback view.
 
     `history_masked` names JSON fields' sub-keys whose values the diff never shows."""
@@ -41,6 +45,17 @@ class CatalogHistoryAdmin(SimpleHistoryAdmin):
                  name=f"{opts.app_label}_{opts.model_name}_history_rollback"),
         ]
         return own + super().get_urls()  # before the change view's catch-all
+
+    def save_model(self, request, obj, form, change):
+        if change and not form.has_changed():
+            # Nothing the form holds changed (its many-to-many links included, and they are not
+            # set again): no version. Inlines are not in the history.
+            obj.skip_history_when_saving = True
+            try:
+                return super().save_model(request, obj, form, change)
+            finally:
+                del obj.skip_history_when_saving
+        return super().save_model(request, obj, form, change)
 
     # --- the list: field names only (a value may be a credential, and the diff page masks it)
 
