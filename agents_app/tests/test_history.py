@@ -273,3 +273,18 @@ def test_the_model_reads_the_prompt_with_lf(live_asgi, llm_settings, staff_clien
     llm_settings.reply_text("好的")
     chat(live_asgi, {"message": "你好"}, headers={"Authorization": f"Bearer {token}"})
     assert llm_settings.last_request.messages[0]["content"].startswith(NEW_PROMPT)
+
+
+def test_the_current_version_offers_no_comparison(staff_client, agent):
+    """The newest version is the agent as it is: 与当前对比 there would show nothing (issue 42)."""
+    _change(staff_client, agent, system_prompt=OLD_PROMPT)
+    _change(staff_client, agent, system_prompt=NEW_PROMPT)
+    page = staff_client.get(reverse("admin:agents_app_agent_history", args=[agent.pk]))
+    rows = page.content.decode().split("<tbody>")[1].split("</tr>")[:-1]
+    assert len(rows) == agent.history.count()
+    assert "当前版本" in rows[0] and "与当前对比" not in rows[0]
+    assert all("与当前对比" in row and "当前版本" not in row for row in rows[1:])
+
+    Agent.objects.filter(pk=agent.pk).update(temperature=0.1)  # changed without a save: the newest differs now
+    page = staff_client.get(reverse("admin:agents_app_agent_history", args=[agent.pk])).content.decode()
+    assert "当前版本" not in page

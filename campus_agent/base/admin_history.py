@@ -65,6 +65,12 @@ class CatalogHistoryAdmin(LineEndingsAdmin, SimpleHistoryAdmin):
         for newer, older in zip(records, records[1:], strict=False):
             delta = newer.diff_against(older, included_fields=list(labels))
             newer.history_changed_labels = [labels[name] for name in delta.changed_fields if name in labels]
+        if records and historical_records.number == 1:
+            # The newest version is the row as it is (unless it was changed without a save): it
+            # offers no 与当前对比 / 回滚, there would be nothing to compare or put back.
+            newest = records[0]
+            live = self.model._default_manager.filter(pk=getattr(newest, self.opts.pk.attname)).first()
+            newest.history_is_current = live is not None and not history_diff(record=newest, obj=live)
 
     # --- one version
 
