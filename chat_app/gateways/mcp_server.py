@@ -45,6 +45,7 @@ from campus_agent.base import errors
 from campus_agent.base.asyncdb import db_call
 from campus_agent.base.request_id import request_id_from_header, request_id_set
 from chat_app.accounts.authentication import Caller
+from chat_app.gateways.answer_text import AnswerText
 from chat_app.gateways.catalog import agent_catalogs, tool_labels
 from chat_app.gateways.inbound import InboundTurn, bearer_caller, inbound_turn_start
 from chat_app.runs.chat_input import MESSAGE_MAX, chat_input_parse
@@ -255,16 +256,17 @@ class _Outcome:
 
 async def _turn_follow(turn: InboundTurn, progress: _Progress, labels: dict) -> _Outcome:
     """Follows the run to its `done`, telling `progress` what it does."""
-    outcome, text = _Outcome(), []
+    outcome, answer = _Outcome(), AnswerText()  # a paragraph break around each tool call
     async for frame in turn.frames():
         kind = frame["type"]
         if kind == "chunk":
-            text.append(frame["content"])
-            await progress.text(sum(map(len, text)))
+            answer.chunk(frame["content"])
+            await progress.text(len(answer.text))
         elif kind == "reasoning" and not progress.thinking:
             progress.thinking = True
             await progress.say(str(MSG_THINKING))
         elif kind == "tool_call":
+            answer.paragraph_break()
             await progress.say(MSG_TOOL_CALL.format(label=_tool_label(labels, frame)))
         elif kind == "tool_result" and not frame.get("interrupted"):
             label = _tool_label(labels, frame)
@@ -278,10 +280,11 @@ async def _turn_follow(turn: InboundTurn, progress: _Progress, labels: dict) -> 
         elif kind == "error":
             outcome.errors.append(frame["message"])
         elif kind == "done":
-            outcome.answer = frame["full_text"]
+            answer.rest(frame["full_text"])
+            outcome.answer = answer.text or frame["full_text"]
             outcome.interrupted = bool(frame.get("interrupted"))
             return outcome
-    outcome.answer = "".join(text)
+    outcome.answer = answer.text
     return outcome
 
 

@@ -19,6 +19,7 @@ from django.utils.translation import gettext_lazy as _
 from agents_app.runtime.events import CUT_REASONS, WAITING_FRAME_TYPES
 from campus_agent.base import errors
 from campus_agent.base.errors import INVALID_BODY
+from chat_app.gateways.answer_text import AnswerText
 from chat_app.runs.chat_input import AGENT_SLUG_MAX, MESSAGE_MAX
 from chat_app.runs.quota import QUOTA_EXCEEDED
 
@@ -283,9 +284,9 @@ class Translation:
     finish_reason: str = "stop"
     usage: dict | None = None
     ended: bool = False
+    # The content: a tool call or a notice ends a paragraph, the text after it starts a new one.
+    answer: AnswerText = field(default_factory=AnswerText)
     _line_open: bool = False  # the reasoning_content so far ends inside a line
-    _content_said: bool = False  # some content went out: a notice starts a paragraph of its own
-    _after_notice: bool = False  # the last content was a notice: the answer goes on in a new one
 
     def _label(self, frame: dict) -> str:
         tool = frame.get("tool", "")
@@ -306,25 +307,20 @@ class Translation:
         return self._reasoning(line)
 
     def _notice(self, text: str) -> tuple[str, str]:
-        if self._content_said:
-            text = "\n\n" + text
-        self._content_said = self._after_notice = True
+        self.answer.paragraph_break()
+        text = self.answer.piece(text)
+        self.answer.paragraph_break()
         return ("content", text)
 
     def feed(self, frame: dict) -> list[tuple[str, str]]:
         kind = frame.get("type")
         if kind == "chunk":
-            if not frame["content"]:
-                return []
-            text = frame["content"]
-            if self._after_notice:
-                self._after_notice = False
-                text = "\n\n" + text.lstrip("\n")
-            self._content_said = True
-            return [("content", text)]
+            text = self.answer.chunk(frame["content"])
+            return [("content", text)] if text else []
         if kind == "reasoning":
             return [self._reasoning(frame["content"])] if frame["content"] else []
         if kind == "tool_call":
+            self.answer.paragraph_break()
             return [self._tool_line(TOOL_STARTS.format(tool=self._label(frame)))]
         if kind == "tool_chunk":
             if not frame["content"]:

@@ -148,7 +148,8 @@ async def test_progress_is_reported_while_a_tool_runs_and_the_text_streams(
 
     async with mcp_session(live_asgi, user_token) as session:
         result = await session.call_tool("ask_xiaozhi", {"message": "食堂有什么"}, progress_callback=on_progress)
-    assert result.is_error is False and result.structured_content["answer"].endswith("一食堂有红烧肉和青菜。")
+    # The text before the tool call and the answer after it: two paragraphs, as on the page (issue 42).
+    assert result.is_error is False and result.structured_content["answer"] == "我查一下。\n\n一食堂有红烧肉和青菜。"
     messages = [m for _, m in progress]
     assert MSG_TOOL_CALL.format(label="食堂助手") in messages
     assert "食堂助手 已完成" in messages

@@ -308,12 +308,20 @@ def test_reasoning_and_tool_activity_arrive_as_reasoning_content(client, llm_set
     assert lines[:2] == ["先想想去哪个食堂。", f"🔧 调用 {label}…"]
     assert f"✅ {label} 完成" in lines
     assert lines[-1] == "菜单查到了。"
-    assert "".join(content) == "我帮你查一下。一食堂有红烧肉。"
+    # Two paragraphs, as on the page: the text before the tool call and the answer after it (issue 42).
+    assert "".join(content) == "我帮你查一下。\n\n一食堂有红烧肉。"
 
     llm_settings.queue(Reply(reasoning="再想想。", text="还是一食堂。"))
     completion = client.chat.completions.create(**_ask("再问一次"))
     message = completion.choices[0].message
     assert message.content == "还是一食堂。" and message.model_extra["reasoning_content"] == "再想想。"
+
+
+def test_text_around_a_tool_call_is_two_paragraphs_without_stream(client, llm_settings, agent, subagent_server):
+    llm_settings.reply_tool_calls(("call_canteen", {"message": "今天中午吃啥"}), text="好的，我查一下。")
+    llm_settings.reply_text("今天食堂有红烧肉。")
+    completion = client.chat.completions.create(**_ask("今天中午吃啥"))
+    assert completion.choices[0].message.content == "好的，我查一下。\n\n今天食堂有红烧肉。"
 
 
 def test_a_failed_tool_is_told_in_the_reasoning_with_its_student_facing_reason(client, llm_settings, agent,
