@@ -126,6 +126,10 @@ class AgentFallbackInline(admin.TabularInline):
     ordering = ("position", "id")
 
 
+# chat_app/gateways/mcp_server.py describes the agent's MCP tool with the prompt's first sentence.
+PROMPT_FIRST_SENTENCE_HELP = "第一句话也是 MCP 客户端看到的工具说明（最多 120 字，“你是……”说成“它是……”），请写成对这个智能体的介绍。"
+
+
 class AgentForm(forms.ModelForm):
     class Meta:
         model = Agent
@@ -134,6 +138,7 @@ class AgentForm(forms.ModelForm):
             # monospace from static/css/admin.css: the admin's CSP refuses inline styles
             "system_prompt": forms.Textarea(attrs={"rows": 20, "cols": 100}),
         }
+        help_texts = {"system_prompt": Agent._meta.get_field("system_prompt").help_text + PROMPT_FIRST_SENTENCE_HELP}
 
 
 @admin.register(Agent)
