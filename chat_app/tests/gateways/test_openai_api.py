@@ -1,5 +1,6 @@
 """The OpenAI-compatible API at /v1 (docs/design.md#other-clients, docs/clients.md), through the official `openai`
 package (sync and async) against the live server, the scripted model and the contract sub-agent."""
+import base64
 import json
 import threading
 import time
@@ -175,6 +176,16 @@ HOSTILE = [
     ({"model": "xiaozhi", "messages": [{"role": "user", "content": "长" * 8001}]}, "messages"),
     ({"model": "xiaozhi", "messages": [{"role": "user", "content": [
         {"type": "text", "text": "这是什么"}, {"type": "image_url", "image_url": {"url": "https://x.invalid/a.png"}}]}]},
+     "messages[0].content"),  # the gateway fetches no address a client names
+    ({"model": "xiaozhi", "messages": [{"role": "user", "content": [
+        {"type": "text", "text": "这是什么"}, {"type": "image_url", "image_url": {"url": "data:image/png;base64,%%%"}}]}]},
+     "messages[0].content"),
+    ({"model": "xiaozhi", "messages": [{"role": "user", "content": [
+        {"type": "text", "text": "这是什么"},
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64," + base64.b64encode(b"%PDF-1.7 x").decode()}}]}]},
+     "messages[0].content"),  # not an image, whatever its data: URL says
+    ({"model": "xiaozhi", "messages": [{"role": "user", "content": [
+        {"type": "text", "text": "听听"}, {"type": "input_audio", "input_audio": {"data": "AAAA", "format": "wav"}}]}]},
      "messages[0].content"),
     ({**_ask("你好"), "n": 2}, "n"),
     ({**_ask("你好"), "tool_choice": "required"}, "tool_choice"),
@@ -190,6 +201,57 @@ def test_hostile_bodies_are_bad_requests_and_store_nothing(live_asgi, api_key, a
     assert answer.status_code == 400, answer.text
     error = answer.json()["error"]
     assert error["type"] == "invalid_request_error" and error["param"] == param and error["message"]
+    assert not Message.objects.exists() and llm_settings.requests == []
+
+
+@pytest.fixture
+def media(settings, tmp_path):
+    settings.MEDIA_ROOT = str(tmp_path / "media")
+
+
+def _image_part(data: bytes) -> dict:
+    return {"type": "image_url", "image_url": {"url": "data:image/png;base64," + base64.b64encode(data).decode()}}
+
+
+def test_an_image_in_the_question_reaches_the_model_as_an_upload_does(client, llm_settings, agent_factory, user,
+                                                                      media):
+    """/v1 refused images with 「附件稍后支持」 after attachments existed (issue 42): an image part
+    is kept as the caller's upload and sent to the model as the page's attachments are."""
+    from chat_app.models import Upload
+    from chat_app.tests.conversations.test_uploads import PNG
+
+    agent_factory(accepts_images=True)
+    llm_settings.reply_text("这是一张课表。")
+    completion = client.chat.completions.create(model="xiaozhi", messages=[{"role": "user", "content": [
+        {"type": "text", "text": "这是什么"}, _image_part(PNG)]}])
+    assert completion.choices[0].message.content == "这是一张课表。"
+    parts = [m for m in llm_settings.last_request.body["messages"] if m["role"] == "user"][-1]["content"]
+    assert parts[0] == {"type": "text", "text": "这是什么"}
+    assert parts[-1] == _image_part(PNG)
+    upload = Upload.objects.get()
+    question = Message.objects.get(role="user")
+    assert (upload.user, upload.name, upload.content_type, upload.conversation_id) == (
+        user, "图片1.png", "image/png", question.conversation_id)
+    assert [a["name"] for a in question.meta["attachments"]] == ["图片1.png"]
+
+
+def test_images_keep_the_uploads_caps(client, llm_settings, agent, settings, media):
+    from chat_app.tests.conversations.test_uploads import PNG
+
+    settings.UPLOAD_MAX_PER_MESSAGE = 1
+    with pytest.raises(openai.BadRequestError) as raised:
+        client.chat.completions.create(model="xiaozhi", messages=[{"role": "user", "content": [
+            {"type": "text", "text": "两张"}, _image_part(PNG), _image_part(PNG)]}])
+    assert raised.value.body["message"] == wire.MSG_IMAGES_TOO_MANY.format(limit=1)
+    settings.UPLOAD_MAX_PER_MESSAGE, settings.UPLOAD_MAX_BYTES = 5, len(PNG) - 1
+    with pytest.raises(openai.APIStatusError) as raised:
+        client.chat.completions.create(model="xiaozhi", messages=[{"role": "user", "content": [
+            {"type": "text", "text": "太大"}, _image_part(PNG)]}])
+    assert raised.value.status_code == 413 and raised.value.body["code"] == "body_too_large"
+    settings.UPLOAD_MAX_BYTES, settings.UPLOAD_RATE_PER_MINUTE = 10 * 1024 * 1024, 0
+    with pytest.raises(openai.RateLimitError):
+        client.chat.completions.create(model="xiaozhi", messages=[{"role": "user", "content": [
+            {"type": "text", "text": "太快"}, _image_part(PNG)]}])
     assert not Message.objects.exists() and llm_settings.requests == []
 
 
