@@ -41,6 +41,10 @@ ASKS_FIRST = "；运行前先经学生确认"
 OFFERED_TOOLS_PROBLEM = "MCP 服务连接失败，本轮不会提供它的工具：{problem}"
 CIRCUIT_CLOSED_TEXT = "“{name}”已连通，熔断已解除。"
 TOOLS_DROPPED_TEXT = "“{name}” 有工具超过上限，没有提供给模型：{dropped}"
+# As for a sub-agent (subagents_app.admin.NOT_OFFERED_TEXT): saved is not offered.
+MCP_NOT_OFFERED_TEXT = (
+    "还没有智能体使用 MCP 服务 “{name}”：到 智能体 → 打开一个智能体 → 在“MCP 服务”里勾选它并保存，模型才会看到并调用它的工具。"
+)
 # Where a provider's requests go and which server variable is sent as its key are superuser
 # rights (another staff member could point a stored key, or the server's SECRET_KEY, elsewhere).
 PROVIDER_SUPERUSER_ONLY_FIELDS = ("base_url", "api_key_env")
@@ -49,6 +53,7 @@ API_KEY_UNSET_TEXT = "未设置"
 API_KEY_UNREADABLE_TEXT = "已设置，但无法解密（SECRET_KEY 或 PROVIDER_KEY_SECRET 已更换），请重新输入"
 API_KEY_ENV_TEXT = "读取环境变量 {name}（{state}）"
 API_KEY_HELP = "当前：{state}。只写不读：已保存的密钥不会显示；留空则保持不变。加密后保存在数据库中。"
+API_KEY_NEW_HELP = "只写不读：保存后不再显示。加密后保存在数据库中；不在后台保存密钥时留空，填下面的“密钥环境变量”。"
 API_KEY_BOTH_ERROR = "填写新密钥时不要勾选“清除已保存的密钥”。"
 PROBE_OK_TEXT = "“{name}”已连通，共 {count} 个模型：{models}"
 PROBE_NONE_TEXT = "“{name}”已连通，但没有列出任何模型。"
@@ -126,6 +131,10 @@ class AgentFallbackInline(admin.TabularInline):
     ordering = ("position", "id")
 
 
+# chat_app/gateways/mcp_server.py describes the agent's MCP tool with the prompt's first sentence.
+PROMPT_FIRST_SENTENCE_HELP = "第一句话也是 MCP 客户端看到的工具说明（最多 120 字，“你是……”说成“它是……”），请写成对这个智能体的介绍。"
+
+
 class AgentForm(forms.ModelForm):
     class Meta:
         model = Agent
@@ -134,6 +143,7 @@ class AgentForm(forms.ModelForm):
             # monospace from static/css/admin.css: the admin's CSP refuses inline styles
             "system_prompt": forms.Textarea(attrs={"rows": 20, "cols": 100}),
         }
+        help_texts = {"system_prompt": Agent._meta.get_field("system_prompt").help_text + PROMPT_FIRST_SENTENCE_HELP}
 
 
 @admin.register(Agent)
@@ -249,6 +259,11 @@ class McpServiceAdmin(ExtensibleAdmin, ToolsButtonMixin, CatalogHistoryAdmin):
     def tools_permitted(self, request, obj) -> bool:
         return self.has_view_permission(request, obj)  # reading a service's tools changes nothing
 
+    def save_model(self, request, obj: McpService, form, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        if not obj.agents.exists():  # staff expect the model to see its tools now
+            self.message_user(request, MCP_NOT_OFFERED_TEXT.format(name=obj.name), messages.WARNING)
+
     def tools_report(self, request, service: McpService) -> None:
         self._tools_report(request, service)
 
@@ -322,7 +337,11 @@ class ProviderForm(forms.ModelForm):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["api_key"].help_text = API_KEY_HELP.format(state=_api_key_state(self.instance))
+        if "api_key" in self.fields:
+            # A new provider has no key yet: nothing to say about the current one.
+            stored = self.instance.pk is not None
+            self.fields["api_key"].help_text = (API_KEY_HELP.format(state=_api_key_state(self.instance)) if stored
+                                                else API_KEY_NEW_HELP)
 
     def clean(self):
         data = super().clean()
@@ -344,10 +363,12 @@ class ProviderForm(forms.ModelForm):
 
 @admin.register(Provider)
 class ProviderAdmin(PostButtonMixin, CatalogHistoryAdmin):
-    """Model providers. 「测试连接」 (a POST, change permission) lists the provider's models."""
+    """Model providers. 「测试连接」 (a POST, change permission: the button on the change page and
+    the action on the list) lists each provider's models."""
 
     form = ProviderForm
     button_action = "test"
+    actions = ("connection_test",)
     list_display = ("name", "kind", "base_url", "default_model", "api_key_status", "accepts_images", "enabled",
                     "updated_at")
     list_filter = ("kind", "enabled", "accepts_images")
@@ -373,7 +394,12 @@ class ProviderAdmin(PostButtonMixin, CatalogHistoryAdmin):
 
     def get_fieldsets(self, request, obj=None):
         if obj is None or self.has_change_permission(request, obj):
-            return super().get_fieldsets(request, obj)
+            fieldsets = super().get_fieldsets(request, obj)
+            if obj is not None and obj.api_key_set:
+                return fieldsets
+            # 清除 only where a key is saved (not on the add form, nor for a provider without one).
+            return tuple((title, {**options, "fields": tuple(n for n in options["fields"] if n != "api_key_clear")})
+                         for title, options in fieldsets)
         # Read-only: the key's state, never a field that could look the key up.
         return tuple((title, {**options, "fields": tuple(
             "api_key_status" if name == "api_key" else name
@@ -390,7 +416,13 @@ class ProviderAdmin(PostButtonMixin, CatalogHistoryAdmin):
     def has_add_permission(self, request) -> bool:
         return request.user.is_superuser and super().has_add_permission(request)  # a new one needs a base URL
 
+    @admin.action(description="测试连接（列出模型）", permissions=["change"])
+    def connection_test(self, request, queryset) -> None:
+        for provider in queryset.order_by("name"):
+            self.button_report(request, provider)
+
     def button_report(self, request, provider: Provider) -> None:
+        """GET the provider's /models with its key, within LLM_PROBE_TIMEOUT: what it lists, or why not."""
         from agents_app.runtime.providers import ProbeFailed, provider_llm, provider_models_probe
 
         try:

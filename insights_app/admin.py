@@ -9,6 +9,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
 from campus_agent.base.admin_records import RecordAdminMixin
+from campus_agent.base.admin_text import LineEndingsAdmin
 from chat_app.models import Message
 from insights_app.admin_extensions import CHECK_DONE_TEXT
 from insights_app.forms import RoutingCaseForm
@@ -35,7 +36,7 @@ def _tools(names) -> str:
 
 
 @admin.register(RoutingCase)
-class RoutingCaseAdmin(admin.ModelAdmin):
+class RoutingCaseAdmin(LineEndingsAdmin, admin.ModelAdmin):
     form = RoutingCaseForm
     list_display = ("__str__", "agent", "must_call_list", "must_not_call_list", "enabled", "last_result", "updated_at")
     list_filter = ("agent", "enabled")

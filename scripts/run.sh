@@ -1,7 +1,14 @@
 #!/usr/bin/env bash
 # Runs Campus Agent on its embedded defaults: SQLite, demo catalog, ASGI on 127.0.0.1:8000.
 HOST="${HOST:-127.0.0.1}"
+# PORT from the environment, else from the project's .env (where the settings read it too: the
+# demo sub-agents' address is built from it), else 8000.
+if [ -z "${PORT:-}" ] && [ -f "$(dirname "$0")/../.env" ]; then
+  PORT="$(sed -n -E 's/^[[:space:]]*(export[[:space:]]+)?PORT[[:space:]]*=[[:space:]]*["'"'"']?([0-9]+)["'"'"']?[[:space:]]*(#.*)?$/\2/p' \
+    "$(dirname "$0")/../.env" | tail -n 1)"
+fi
 PORT="${PORT:-8000}"
+export PORT
 # Fail before any set-up when the port is taken: the server would log "Address already in use"
 # and keep running, and a browser on that port would reach someone else's server.
 if ! python3 - "$HOST" "$PORT" <<'PY'

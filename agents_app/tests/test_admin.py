@@ -106,3 +106,17 @@ def test_a_view_only_user_cannot_start_mcp_servers_from_the_agent_page(client, d
     assert button not in page
     assert client.post(button).status_code == 403
     assert mcp_spawn_log.read_text() == ""
+
+
+def test_saving_a_mcp_service_no_agent_uses_says_how_to_offer_it(staff_client, agent_factory, mcp_service_http):
+    """As for a sub-agent: saved is not offered, and staff expected the model to see its tools (issue 42)."""
+    from agents_app.admin import MCP_NOT_OFFERED_TEXT
+    from testkit.web.admin_forms import admin_form_data
+
+    url = reverse("admin:agents_app_mcpservice_change", args=[mcp_service_http.pk])
+    response = staff_client.post(url, admin_form_data(staff_client.get(url), timeout_sec=20), follow=True)
+    assert MCP_NOT_OFFERED_TEXT.format(name="http-tools") in [str(m) for m in response.context["messages"]]
+
+    agent_factory(mcp_services=[mcp_service_http])
+    response = staff_client.post(url, admin_form_data(staff_client.get(url), timeout_sec=25), follow=True)
+    assert MCP_NOT_OFFERED_TEXT.format(name="http-tools") not in [str(m) for m in response.context["messages"]]

@@ -331,3 +331,22 @@ def test_staff_see_who_connected_an_account_never_the_token_and_can_disconnect_i
     assert admin_client.get(reverse("admin:agents_app_mcpoauthgrant_add")).status_code == 403
     admin_client.post(reverse("admin:agents_app_mcpoauthgrant_delete", args=[grant.pk]), {"post": "yes"})
     assert not McpOAuthGrant.objects.exists()
+
+
+@pytest.mark.django_db
+def test_staff_are_addressed_as_you_everywhere(staff_client, user):
+    """The product says 你 (294 uses to 2 of 您); Django's own strings in admin said 您 in the
+    "save and continue" message and to a signed-in student on the admin's login page (issue 42)."""
+    url = reverse("admin:agents_app_agent_add")
+    data = admin_form_data(staff_client.get(url), name="新生助手", slug="freshman", _continue="1")
+    response = staff_client.post(url, data, follow=True)
+    [message] = [str(m) for m in response.context["messages"]]
+    assert message.startswith("成功添加了 智能体“") and message.endswith("”。 你可以在下面再次编辑它。")
+    from django.test import Client
+
+    student = Client()
+    student.force_login(user)
+    login = student.get(reverse("admin:login")).content.decode()
+    assert "没有这个页面的访问权限。你想使用另外一个账号登录吗？" in login
+    for text in (message, login):
+        assert "您" not in text

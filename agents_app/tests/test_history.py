@@ -8,6 +8,7 @@ from django.urls import reverse
 from agents_app.models import Agent, McpService, Provider
 from campus_agent.base.history import HIDDEN_VALUE_TEXT
 from subagents_app.models import SubAgent
+from testkit.web.admin_forms import admin_form_data
 
 pytestmark = [pytest.mark.django_db, pytest.mark.embedded]
 
@@ -229,3 +230,64 @@ def test_every_catalog_page_has_its_history_and_diff(staff_client, sub_agent, pr
         assert "sk-secret" not in diff.content.decode() + history.content.decode()
     missing = staff_client.get(reverse("admin:agents_app_provider_simple_history", args=[provider.pk, "x"]))
     assert missing.status_code == 404
+
+
+def _change_page(obj) -> str:
+    opts = obj._meta
+    return reverse(f"admin:{opts.app_label}_{opts.model_name}_change", args=[obj.pk])
+
+
+@pytest.mark.parametrize("kind, field", [("agent", "system_prompt"), ("sub_agent", "description"),
+                                         ("sub_agent", "example_questions")])
+def test_a_text_saved_as_a_browser_sends_it_keeps_its_lines_and_an_unchanged_save_is_no_version(
+        staff_client, request, kind, field):
+    """A browser sends a textarea's lines with CRLF: stored (and sent to the model) with LF, so a
+    save that changes nothing stores nothing new and adds no version (issue 42)."""
+    obj = request.getfixturevalue(kind)
+    setattr(obj, field, OLD_PROMPT)
+    obj.save()
+    versions = obj.history.count()
+    url = _change_page(obj)
+
+    data = admin_form_data(staff_client.get(url))
+    assert data[field] == OLD_PROMPT.replace("\n", "\r\n")  # as the browser posts it
+    assert staff_client.post(url, data).status_code == 302
+    obj.refresh_from_db()
+    assert getattr(obj, field) == OLD_PROMPT
+    assert obj.history.count() == versions
+
+    typed = admin_form_data(staff_client.get(url), **{field: NEW_PROMPT})
+    assert staff_client.post(url, typed).status_code == 302
+    obj.refresh_from_db()
+    assert getattr(obj, field) == NEW_PROMPT and "\r" not in getattr(obj, field)
+    assert obj.history.count() == versions + 1
+    history = staff_client.get(reverse(f"admin:{obj._meta.app_label}_{obj._meta.model_name}_history", args=[obj.pk]))
+    assert history.context["page_obj"][0].history_changed_labels == [str(obj._meta.get_field(field).verbose_name)]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_model_reads_the_prompt_with_lf(live_asgi, llm_settings, staff_client, agent, user):
+    from chat_app.accounts.sessions import auth_session_create
+    from testkit.web.sse import chat
+
+    url = _change_page(agent)
+    assert staff_client.post(url, admin_form_data(staff_client.get(url), system_prompt=NEW_PROMPT)).status_code == 302
+    token = auth_session_create(user=user, via="password", roles=["student"], campus_token="").access_token
+    llm_settings.reply_text("好的")
+    chat(live_asgi, {"message": "你好"}, headers={"Authorization": f"Bearer {token}"})
+    assert llm_settings.last_request.messages[0]["content"].startswith(NEW_PROMPT)
+
+
+def test_the_current_version_offers_no_comparison(staff_client, agent):
+    """The newest version is the agent as it is: 与当前对比 there would show nothing (issue 42)."""
+    _change(staff_client, agent, system_prompt=OLD_PROMPT)
+    _change(staff_client, agent, system_prompt=NEW_PROMPT)
+    page = staff_client.get(reverse("admin:agents_app_agent_history", args=[agent.pk]))
+    rows = page.content.decode().split("<tbody>")[1].split("</tr>")[:-1]
+    assert len(rows) == agent.history.count()
+    assert "当前版本" in rows[0] and "与当前对比" not in rows[0]
+    assert all("与当前对比" in row and "当前版本" not in row for row in rows[1:])
+
+    Agent.objects.filter(pk=agent.pk).update(temperature=0.1)  # changed without a save: the newest differs now
+    page = staff_client.get(reverse("admin:agents_app_agent_history", args=[agent.pk])).content.decode()
+    assert "当前版本" not in page

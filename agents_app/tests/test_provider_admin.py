@@ -215,3 +215,36 @@ def test_a_provider_an_agent_uses_cannot_be_deleted(staff_client, agent, provide
     page = staff_client.post(reverse("admin:agents_app_provider_delete", args=[provider.pk]), {"post": "yes"})
     assert page.status_code == 200 and agent.name in page.content.decode()  # the agents that use it are named
     assert Provider.objects.filter(pk=provider.pk).exists()
+
+
+def test_the_test_connection_action_on_the_provider_list(staff_client, llm_server, provider_factory, unused_tcp_port,
+                                                         settings):
+    """Like 列出工具 on MCP services and 健康检查 on sub-agents: each selected provider asked for its
+    models, over a real socket, within LLM_PROBE_TIMEOUT (issue 42)."""
+    from testkit.web.admin_forms import admin_action_run
+
+    settings.LLM_PROBE_TIMEOUT = 2
+    up = provider_factory(name="百炼", base_url=llm_server.url, key=KEY)
+    down = provider_factory(name="down", base_url=f"http://127.0.0.1:{unused_tcp_port}/v1", key=KEY)
+
+    shown = admin_action_run(staff_client, changelist="admin:agents_app_provider_changelist",
+                             action="connection_test", objects=[up, down])
+
+    [(down_level, down_text), up_shown] = shown  # by name
+    assert up_shown == ("success", "“百炼”已连通，共 1 个模型：fake-model")
+    assert down_level == "error" and down_text.startswith(PROBE_CONNECT_TEXT.format(name="down", reason=""))
+    assert llm_server.model_requests[-1].headers["authorization"] == f"Bearer {KEY}"
+
+
+def test_the_add_form_offers_no_clearing_and_states_no_current_key(staff_client, provider_factory):
+    add = staff_client.get(reverse("admin:agents_app_provider_add")).content.decode()
+    assert "清除已保存的密钥" not in add and 'name="api_key_clear"' not in add and "当前：" not in add
+    assert 'name="api_key"' in add
+
+    keyless = provider_factory(name="ollama", base_url="http://127.0.0.1:9/v1")
+    page = staff_client.get(reverse("admin:agents_app_provider_change", args=[keyless.pk])).content.decode()
+    assert 'name="api_key_clear"' not in page  # nothing saved to clear
+
+    keyed = provider_factory(name="百炼", base_url="http://127.0.0.1:9/v1", key=KEY)
+    page = staff_client.get(reverse("admin:agents_app_provider_change", args=[keyed.pk])).content.decode()
+    assert 'name="api_key_clear"' in page and "清除已保存的密钥" in page and f"当前：{API_KEY_SET_TEXT}" in page

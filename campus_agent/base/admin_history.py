@@ -6,6 +6,9 @@ URL shows the diff instead, and a rollback is only the POST of `<id>/history/<ve
 (change permission, CSRF; a GET goes to the diff). `history_rollback_confirm` lets a subclass put
 a confirm page first (insights_app does for agents: their routing cases against the rolled-back
 version).
+
+A save that changes nothing (the form and its inlines as they were) is not a version: the list
+shows only saves that changed something.
 """
 from django.contrib import messages
 from django.contrib.admin.utils import unquote
@@ -17,6 +20,7 @@ from django.urls import path, reverse
 from simple_history.admin import SimpleHistoryAdmin
 from simple_history.utils import get_history_model_for_model
 
+from campus_agent.base.admin_text import LineEndingsAdmin
 from campus_agent.base.history import history_date_text, history_diff, history_fields, history_rollback
 
 DIFF_TITLE = "{obj}：{date} 的版本与当前的差异"
@@ -26,7 +30,7 @@ ROLLBACK_MISSING_TEXT = "该版本关联的以下对象已删除，未恢复：{
 ROLLBACK_FAILED_TEXT = "无法回滚：{error}"
 
 
-class CatalogHistoryAdmin(SimpleHistoryAdmin):
+class CatalogHistoryAdmin(LineEndingsAdmin, SimpleHistoryAdmin):
     """SimpleHistoryAdmin with the diff page in place of its revert form, and the rollback view.
 
     `history_masked` names JSON fields' sub-keys whose values the diff never shows."""
@@ -43,6 +47,17 @@ class CatalogHistoryAdmin(SimpleHistoryAdmin):
         ]
         return own + super().get_urls()  # before the change view's catch-all
 
+    def save_model(self, request, obj, form, change):
+        if change and not form.has_changed():
+            # Nothing the form holds changed (its many-to-many links included, and they are not
+            # set again): no version. Inlines are not in the history.
+            obj.skip_history_when_saving = True
+            try:
+                return super().save_model(request, obj, form, change)
+            finally:
+                del obj.skip_history_when_saving
+        return super().save_model(request, obj, form, change)
+
     # --- the list: field names only (a value may be a credential, and the diff page masks it)
 
     def set_history_delta_changes(self, request, historical_records, foreign_keys_are_objs=True):
@@ -51,6 +66,12 @@ class CatalogHistoryAdmin(SimpleHistoryAdmin):
         for newer, older in zip(records, records[1:], strict=False):
             delta = newer.diff_against(older, included_fields=list(labels))
             newer.history_changed_labels = [labels[name] for name in delta.changed_fields if name in labels]
+        if records and historical_records.number == 1:
+            # The newest version is the row as it is (unless it was changed without a save): it
+            # offers no 与当前对比 / 回滚, there would be nothing to compare or put back.
+            newest = records[0]
+            live = self.model._default_manager.filter(pk=getattr(newest, self.opts.pk.attname)).first()
+            newest.history_is_current = live is not None and not history_diff(record=newest, obj=live)
 
     # --- one version
 

@@ -88,6 +88,7 @@ from campus_agent.base.json_body import JsonBodyRefused, json_object_decode
 from campus_agent.base.request_id import HEADER as REQUEST_ID_HEADER
 from campus_agent.base.request_id import request_id_from_header, request_id_set
 from chat_app.accounts.authentication import Caller
+from chat_app.gateways.answer_text import AnswerText
 from chat_app.gateways.catalog import agent_catalogs, tool_labels
 from chat_app.gateways.inbound import InboundTurn, bearer_caller, frames_decoded, inbound_turn_start
 from chat_app.models import Message as Row
@@ -150,6 +151,8 @@ class TaskFold:
     labels: dict = field(default_factory=dict)  # tool_labels()
     text: str = ""
     streamed: bool = False  # some answer text went out as an artifact update
+    # The answer with a paragraph break around each tool call, as on the page (answer_text.py).
+    answer: AnswerText = field(default_factory=AnswerText)
     ended: bool = False
     interrupted: bool = False
     errors: list[tuple[int, str]] = field(default_factory=list)
@@ -159,14 +162,15 @@ class TaskFold:
     def take(self, frame: dict) -> list:
         kind = frame.get("type")
         if kind == "chunk":
-            content = frame.get("content") or ""
+            content = self.answer.chunk(frame.get("content") or "")
             if not content:
                 return []
             append = self.streamed
-            self.text += content
+            self.text = self.answer.text
             self.streamed = True
             return [self._artifact_update(content, append=append)]
         if kind == "tool_call":
+            self.answer.paragraph_break()
             self.progress = TOOL_STATUS_TEXT.format(label=tool_label(frame.get("tool", ""), self.labels))
             return [self.status_update()]
         if kind == "tool_result":
@@ -181,11 +185,11 @@ class TaskFold:
         if kind == "done":
             events = []
             full = frame.get("full_text") or ""
-            if full.startswith(self.text) and len(full) > len(self.text):
-                # Text the chunks did not carry (a keyword-routed answer, a cut turn's closing text).
-                events.append(self._artifact_update(full[len(self.text):], append=self.streamed, last=True))
+            # Text the chunks did not carry (a keyword-routed answer, a cut turn's closing text).
+            if rest := self.answer.rest(full):
+                events.append(self._artifact_update(rest, append=self.streamed, last=True))
                 self.streamed = True
-            self.text = full or self.text
+            self.text = self.answer.text or full
             self.ended = True
             self.interrupted = bool(frame.get("interrupted"))
             events.append(self.status_update())
@@ -290,7 +294,7 @@ def task_read(*, user, task_id: str) -> TaskRecord | None:
         if row.id == run.message_id:  # its reply is its last row
             break
     final = rows[-1] if rows and rows[-1].id == run.message_id else None
-    fold.text = "".join(r.content for r in rows) + ("" if final is not None else run.partial_text)
+    fold.text = AnswerText.of_rounds([r.content for r in rows] + ([] if final is not None else [run.partial_text]))
     if not run.active:
         fold.ended = True
         meta = final.meta if final is not None else {}

@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import re
 import time
 from dataclasses import dataclass, field
 
@@ -43,8 +44,10 @@ from agents_app.runtime.events import WAITING_FRAME_TYPES
 from agents_app.selectors import agent_list
 from campus_agent.base import errors
 from campus_agent.base.asyncdb import db_call
+from campus_agent.base.redaction import clip_text
 from campus_agent.base.request_id import request_id_from_header, request_id_set
 from chat_app.accounts.authentication import Caller
+from chat_app.gateways.answer_text import AnswerText
 from chat_app.gateways.catalog import agent_catalogs, tool_labels
 from chat_app.gateways.inbound import InboundTurn, bearer_caller, inbound_turn_start
 from chat_app.runs.chat_input import MESSAGE_MAX, chat_input_parse
@@ -75,6 +78,12 @@ MSG_TOOL_WAITING = _("{label} 需要你先处理：请在校园小智网页上�
 MSG_THINKING = _("思考中…")
 MSG_WRITING = _("正在回答…（已写 {count} 字）")
 SUMMARY_MAX_SERVICES = 6
+# The agent as its prompt's first sentence says it, said of the agent ("你是…" → "它是…"): what the
+# client's model reads to choose the tool (docs/clients.md, "The tools").
+PROMPT_SUMMARY_MAX = 120
+_SENTENCE_END = re.compile(r"(?<=[。！？!?])|(?<=\.)\s|\n")
+_SECOND_PERSON = (("你是", "它是"), ("您是", "它是"), ("You are ", "It is "), ("you are ", "It is "))
+GENERIC_ABOUT = "它用中文回答校园生活、课程、食堂、通知等问题。"
 
 INPUT_SCHEMA = {
     "type": "object",
@@ -129,9 +138,20 @@ def tool_name(*, slug: str) -> str:
     return TOOL_PREFIX + slug.replace("-", "_")
 
 
-def _description(catalog: dict) -> str:
+def prompt_summary(prompt: str) -> str:
+    """The first sentence of an agent's prompt, on one line, at most PROMPT_SUMMARY_MAX characters,
+    a second-person opening ("你是…", "You are …") said of the agent; "" for an empty prompt."""
+    first = _SENTENCE_END.split((prompt or "").strip(), maxsplit=1)[0].strip()
+    for mine, its in _SECOND_PERSON:
+        if first.startswith(mine):
+            first = its + first[len(mine):]
+            break
+    return clip_text(first, PROMPT_SUMMARY_MAX)
+
+
+def _description(catalog: dict, *, summary: str = "") -> str:
     services = catalog.get("services", [])[:SUMMARY_MAX_SERVICES]
-    parts = [f"向校园小智的「{catalog['name']}」提问，它用中文回答校园生活、课程、食堂、通知等问题。"]
+    parts = [f"向校园小智的「{catalog['name']}」提问。", summary or GENERIC_ABOUT]
     if services:
         listed = "、".join(f"{s['label']}（{s['summary']}）" if s["summary"] else s["label"] for s in services)
         parts.append(f"它能用：{listed}。")
@@ -142,14 +162,17 @@ def _description(catalog: dict) -> str:
 def agent_tools_read() -> list[AgentTool]:
     """The tools for the enabled agents, in the page's order. Two slugs that differ only by `-`
     and `_` would make one name: the first keeps it, the other is left out (and logged)."""
-    catalogs = agent_catalogs(agents=agent_list())
+    agents = agent_list()
+    prompts = {agent.slug: agent.system_prompt for agent in agents}
+    catalogs = agent_catalogs(agents=agents)
     tools: dict[str, AgentTool] = {}
     for slug, catalog in catalogs.items():
         name = tool_name(slug=slug)
         if name in tools:
             logger.warning("MCP: agent {} left out, its tool name {} is taken by {}", slug, name, tools[name].slug)
             continue
-        tools[name] = AgentTool(name=name, slug=slug, title=catalog["name"], description=_description(catalog))
+        description = _description(catalog, summary=prompt_summary(prompts.get(slug, "")))
+        tools[name] = AgentTool(name=name, slug=slug, title=catalog["name"], description=description)
     return list(tools.values())
 
 
@@ -255,16 +278,17 @@ class _Outcome:
 
 async def _turn_follow(turn: InboundTurn, progress: _Progress, labels: dict) -> _Outcome:
     """Follows the run to its `done`, telling `progress` what it does."""
-    outcome, text = _Outcome(), []
+    outcome, answer = _Outcome(), AnswerText()  # a paragraph break around each tool call
     async for frame in turn.frames():
         kind = frame["type"]
         if kind == "chunk":
-            text.append(frame["content"])
-            await progress.text(sum(map(len, text)))
+            answer.chunk(frame["content"])
+            await progress.text(len(answer.text))
         elif kind == "reasoning" and not progress.thinking:
             progress.thinking = True
             await progress.say(str(MSG_THINKING))
         elif kind == "tool_call":
+            answer.paragraph_break()
             await progress.say(MSG_TOOL_CALL.format(label=_tool_label(labels, frame)))
         elif kind == "tool_result" and not frame.get("interrupted"):
             label = _tool_label(labels, frame)
@@ -278,10 +302,11 @@ async def _turn_follow(turn: InboundTurn, progress: _Progress, labels: dict) -> 
         elif kind == "error":
             outcome.errors.append(frame["message"])
         elif kind == "done":
-            outcome.answer = frame["full_text"]
+            answer.rest(frame["full_text"])
+            outcome.answer = answer.text or frame["full_text"]
             outcome.interrupted = bool(frame.get("interrupted"))
             return outcome
-    outcome.answer = "".join(text)
+    outcome.answer = answer.text
     return outcome
 
 

@@ -6,13 +6,15 @@ names, descriptions and schemas a turn offers), the model is asked through the r
 loop merges them (model_calls). Only the first round is read: no tool
 runs, so a check has no side effect and sends nothing to sub-agents. Keyword routing is judged
 with the fallback's own matcher (tool_match, tool_fallback_args).
+
+Which of the two routes an agent is decided as its chat turns decide it: by the runtime's
+provider chain (provider_chain: the Provider chosen in admin, else the LLM_* settings, then the
+fallbacks; run_turn routes by keyword when it is empty), never by the settings alone.
 """
 import hashlib
 import json
 import uuid
 from dataclasses import dataclass
-
-from django.conf import settings
 
 from agents_app.models import Agent
 from agents_app.runtime.fallback import tool_fallback_args, tool_match
@@ -26,24 +28,15 @@ from insights_app.routing.judge import CaseSpec, ToolChoice
 
 MODEL = RoutingCheck.Mode.MODEL
 KEYWORD = RoutingCheck.Mode.KEYWORD
-NO_MODEL_TEXT = "没有配置模型（LLM_BASE_URL 为空），只能检查关键词路由。"
+NO_MODEL_TEXT = "“{agent}”没有可用的模型（没有选模型提供方且 LLM_BASE_URL 为空，或提供方都已停用），只能检查关键词路由。"
 
 
 class RoutingUnavailable(Exception):
-    """The check cannot run at all (e.g. model mode without a configured model)."""
+    """The check cannot run at all (model mode asked for an agent that has no model)."""
 
 
 class MalformedAnswer(Exception):
     """The model's tool calls could not be read (fields of the wrong type, …)."""
-
-
-def routing_mode(requested: str | None = None) -> str:
-    """`model` or `keyword`; by default the one a chat turn uses now: the model when configured."""
-    if requested in (MODEL, KEYWORD):
-        if requested == MODEL and not settings.LLM_BASE_URL:
-            raise RoutingUnavailable(NO_MODEL_TEXT)
-        return requested
-    return MODEL if settings.LLM_BASE_URL else KEYWORD
 
 
 @dataclass
@@ -57,33 +50,39 @@ class Catalog:
     specs: list[dict]
     problems: list[str]
     fingerprint: str
-    link: ChainLink | None = None  # the agent's own provider and model (model mode)
+    link: ChainLink | None = None  # the first provider its turns would ask (None: it has none)
 
     @property
     def tool_names(self) -> list[str]:
         return [tool.name for tool in self.tools]
 
 
-def _fingerprint(*, mode: str, agent: Agent, model: str, specs: list[dict]) -> str:
+def _fingerprint(*, mode: str, agent: Agent, link: ChainLink | None, specs: list[dict]) -> str:
     shown = {"mode": mode, "tools": sorted(specs, key=lambda spec: spec["function"]["name"])}
     if mode == MODEL:  # keyword routing reads neither the prompt nor the model
-        shown |= {"model": model, "prompt": agent.system_prompt, "temperature": agent.temperature}
+        shown |= {"model": link.model, "provider": [link.provider.name, link.provider.base_url],
+                  "prompt": agent.system_prompt, "temperature": agent.temperature}
     raw = json.dumps(shown, sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(raw.encode()).hexdigest()[:16]
 
 
-async def routing_catalog(*, agent: Agent, mode: str) -> Catalog:
+async def routing_catalog(*, agent: Agent, mode: str | None = None) -> Catalog:
     """The agent's tools (MCP lists over one-off sessions, as the admin lists them) and the
     fingerprint of what decides routing. `agent` may be unsaved, with its catalog set on it
-    (`enabled_mcp_services`, `enabled_sub_agents`: see agents_app.selectors)."""
+    (`enabled_mcp_services`, `enabled_sub_agents`: see agents_app.selectors). `mode` None routes
+    as its turns do: the model when its provider chain has one, else keywords; MODEL for an
+    agent without one raises RoutingUnavailable."""
+    chain = await provider_chain(agent)
+    if mode == MODEL and not chain:
+        raise RoutingUnavailable(NO_MODEL_TEXT.format(agent=agent.name))
+    mode = mode or (MODEL if chain else KEYWORD)
     problems: list[str] = []
     tools = await tools_for_agent(agent, pooled=False, problems=problems)
     specs = [tool_spec(tool) for tool in tools]
-    chain = await provider_chain(agent) if mode == MODEL else []
     link = chain[0] if chain else None
-    model = (link.model if link else agent.effective_model) if mode == MODEL else ""
+    model = link.model if mode == MODEL else ""
     return Catalog(agent=agent, mode=mode, model=model, tools=tools, specs=specs, problems=problems,
-                   fingerprint=_fingerprint(mode=mode, agent=agent, model=model, specs=specs), link=link)
+                   fingerprint=_fingerprint(mode=mode, agent=agent, link=link, specs=specs), link=link)
 
 
 async def first_choice_model(*, catalog: Catalog, case: CaseSpec) -> list[ToolChoice]:

@@ -9,7 +9,7 @@ from loguru import logger
 
 from agents_app.models import Agent
 from insights_app.models import RoutingCase, RoutingCheck, RoutingOutcome
-from insights_app.routing.ask import Catalog, routing_catalog, routing_mode
+from insights_app.routing.ask import Catalog, routing_catalog
 from insights_app.routing.judge import CaseSpec
 from insights_app.routing.replay import CaseResult, routing_replay
 
@@ -39,7 +39,7 @@ def routing_check_previous(*, agent: Agent, mode: str) -> RoutingCheck | None:
 class CheckSettings:
     repeat: int
     pass_rate: float
-    mode: str
+    mode: str | None  # None: each agent as its chat turns route (routing_catalog)
 
     @classmethod
     def resolve(cls, *, repeat: int | None = None, pass_rate: float | None = None,
@@ -47,7 +47,7 @@ class CheckSettings:
         return cls(
             repeat=max(1, repeat or settings.ROUTING_CHECK_REPEAT),
             pass_rate=settings.ROUTING_CHECK_PASS_RATE if pass_rate is None else pass_rate,
-            mode=routing_mode(mode),
+            mode=mode,
         )
 
 

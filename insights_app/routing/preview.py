@@ -7,6 +7,7 @@ An edited agent, sub-agent or MCP service is an in-memory model instance (the ad
 agents_app.selectors), so the tools are assembled by the runtime's own code.
 """
 import asyncio
+import json
 from dataclasses import dataclass, field
 
 from asgiref.sync import async_to_sync, sync_to_async
@@ -14,13 +15,15 @@ from asgiref.sync import async_to_sync, sync_to_async
 from agents_app.models import Agent, McpService
 from agents_app.selectors import agent_catalog_load
 from insights_app.models import RoutingCheck
-from insights_app.routing.ask import Catalog, routing_catalog
+from insights_app.routing.ask import KEYWORD, Catalog, routing_catalog
 from insights_app.routing.checks import CheckSettings, routing_cases_enabled
 from insights_app.routing.judge import CaseSpec
 from insights_app.routing.replay import CaseResult, routing_replay
 from subagents_app.models import SubAgent
 
 BREAKS, FIXES, SAME = "breaks", "fixes", "same"
+KEYWORD_ROUTING_TEXT = "关键词路由"
+NO_PROVIDER_TEXT = "（无）"
 
 
 @dataclass(frozen=True)
@@ -87,6 +90,37 @@ class AgentPreview:
     @property
     def tools_removed(self) -> list[str]:
         return [n for n in self.before.tool_names if n not in self.after.tool_names]
+
+    @property
+    def changes(self) -> list[str]:
+        """What the edit changes of what routes the agent's turns, as staff read it ("提示词",
+        "模型提供方（A → B）" …): the sentence above the table says these, never "nothing changes"
+        after a diff that changes the prompt or the provider."""
+        before, after = self.before, self.after
+        changed = []
+        if before.mode != after.mode:
+            changed.append(f"路由方式（{_router(before)} → {_router(after)}）")
+        if before.agent.system_prompt != after.agent.system_prompt:
+            changed.append("提示词")
+        providers = [catalog.link.provider.name if catalog.link else NO_PROVIDER_TEXT for catalog in (before, after)]
+        models = [catalog.link.model if catalog.link else "" for catalog in (before, after)]
+        if providers[0] != providers[1]:
+            changed.append("模型提供方（{} → {}）".format(*providers))
+        if models[0] != models[1]:
+            changed.append("模型（{} → {}）".format(*(model or NO_PROVIDER_TEXT for model in models)))
+        if before.agent.temperature != after.agent.temperature:
+            changed.append(f"温度（{before.agent.temperature} → {after.agent.temperature}）")
+        if _specs_key(before) != _specs_key(after):
+            changed.append("工具")
+        return changed
+
+
+def _specs_key(catalog: Catalog) -> list[str]:
+    return sorted(json.dumps(spec, sort_keys=True, ensure_ascii=False) for spec in catalog.specs)
+
+
+def _router(catalog: Catalog) -> str:
+    return KEYWORD_ROUTING_TEXT if catalog.mode == KEYWORD else f"模型 {catalog.model}"
 
 
 @dataclass(frozen=True)
@@ -171,7 +205,7 @@ def _stored_before(*, agent: Agent, catalog: Catalog, cases: list[CaseSpec]) -> 
 async def _preview_one(pair: PreviewPair, knobs: CheckSettings) -> AgentPreview:
     before, after = await asyncio.gather(routing_catalog(agent=pair.saved, mode=knobs.mode),
                                          routing_catalog(agent=pair.edited, mode=knobs.mode))
-    preview = AgentPreview(agent=pair.saved, mode=knobs.mode, before=before, after=after)
+    preview = AgentPreview(agent=pair.saved, mode=after.mode, before=before, after=after)
 
     async def replay(catalog: Catalog) -> dict[int, Verdict]:
         results = await routing_replay(catalog=catalog, cases=pair.cases, repeat=knobs.repeat,

@@ -108,6 +108,16 @@ def test_case_form_validation(staff_client, routing_agent, changes, error):
     assert not RoutingCase.objects.exists()
 
 
+def test_a_case_typed_in_a_browser_keeps_lf(staff_client, routing_agent):
+    """The question goes to the model as written: a browser's CRLF lines are stored with LF (issue 42)."""
+    data = {"agent": routing_agent.pk, "question": "今天吃什么\r\n要便宜的", "notes": "来自\r\n误判",
+            "must_call": "call_canteen", "must_not_call": "", "enabled": "on",
+            "arg_expectations-TOTAL_FORMS": "0", "arg_expectations-INITIAL_FORMS": "0"}
+    assert staff_client.post(ADD_URL, data).status_code == 302
+    case = RoutingCase.objects.get()
+    assert (case.question, case.notes) == ("今天吃什么\n要便宜的", "来自\n误判")
+
+
 def test_run_cases_from_the_agent_page(staff_client, llm_settings, canteen_case, routing_agent):
     change = staff_client.get(reverse("admin:agents_app_agent_change", args=[routing_agent.pk])).content.decode()
     run_url = reverse("admin:agents_app_agent_routing_check", args=[routing_agent.pk])

@@ -86,3 +86,19 @@ def test_usage_report_with_a_date_range(browser_page, staff_user, password, user
     summary = page.text_content(".usage-summary")
     assert "300" in summary and "5300" not in summary
     browser_page.screenshot("usage-report")
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_the_overview_link_on_the_admin_home_is_readable(browser_page, staff_user, password, scheme):
+    """「运营概况 →」 was drawn in the link colour on the module header's nearly equal blue
+    (rgb(65,120,147) on rgb(65,118,144)): it takes the header's own text colour (issue 42)."""
+    from testkit.web.contrast import AA_NORMAL_TEXT, contrast_of
+
+    page = browser_page.page
+    page.emulate_media(color_scheme=scheme)
+    _admin_login(browser_page, staff_user, password)
+    browser_page.goto("/admin/")
+    page.wait_for_selector("#overview-link h2 a")
+    seen = contrast_of(page, "#overview-link h2 a")
+    assert seen["ratio"] >= AA_NORMAL_TEXT, seen
+    browser_page.screenshot(f"admin-home-{scheme}")

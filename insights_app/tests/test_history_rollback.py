@@ -9,6 +9,7 @@ from django.urls import reverse
 from agents_app.models import Agent
 from insights_app.admin_extensions import ROLLBACK_ACCEPT_MISSING
 from insights_app.routing.preview import BREAKS, FIXES
+from insights_app.tests.helpers import route_by_description
 from testkit.web.sse import chat
 
 pytestmark = [pytest.mark.django_db, pytest.mark.embedded]
@@ -92,6 +93,47 @@ def test_a_preview_goes_stale_when_the_agent_changes_meanwhile(staff_client, rou
     assert page.status_code == 200 and "确认回滚" in page.content.decode()
     routing_agent.refresh_from_db()
     assert routing_agent.system_prompt == RESTORED_PROMPT
+
+
+def test_the_confirm_page_says_what_the_rollback_changes(staff_client, settings, llm_server, llm_server_second,
+                                                        provider_factory, routing_agent, canteen_case):
+    """The version's prompt and provider differ from now: each side is asked with its own provider
+    (as its turns would be, LLM_* unset), and the page names the changes, never "路由不会变"."""
+    settings.LLM_BASE_URL = ""
+    primary = provider_factory(name="primary", base_url=llm_server.url)
+    backup = provider_factory(name="backup", base_url=llm_server_second.url, default_model="backup-model")
+    llm_server.responder = llm_server_second.responder = route_by_description
+    routing_agent.provider, routing_agent.system_prompt = primary, RESTORED_PROMPT
+    routing_agent.save()
+    version = routing_agent.history.latest()
+    routing_agent.provider, routing_agent.system_prompt = backup, BROKEN_PROMPT
+    routing_agent.save()
+
+    page = staff_client.post(_url(routing_agent, version))
+
+    preview = page.context["previews"][0]
+    assert preview.mode == "model"
+    assert preview.changes == ["提示词", "模型提供方（backup → primary）", "模型（backup-model → fake-model）"]
+    html = page.content.decode()
+    assert "路由不会变" not in html
+    assert "这次修改会改变：提示词、模型提供方（backup → primary）、模型（backup-model → fake-model）。" in html
+    assert llm_server.requests[0].messages[0]["content"] == RESTORED_PROMPT  # after: the version's provider
+    assert llm_server_second.requests[0].messages[0]["content"] == BROKEN_PROMPT  # before: the agent now
+
+
+def test_a_prompt_change_under_keyword_routing_is_named(staff_client, routing_agent, canteen_case):
+    routing_agent.system_prompt = RESTORED_PROMPT
+    routing_agent.save()
+    version = routing_agent.history.latest()
+    routing_agent.system_prompt = BROKEN_PROMPT
+    routing_agent.save()
+
+    page = staff_client.post(_url(routing_agent, version))
+
+    html = page.content.decode()
+    assert page.context["previews"][0].changes == ["提示词"]
+    assert "路由不会变" not in html
+    assert "这次修改会改变：提示词。关键词路由不读提示词和模型" in html
 
 
 @pytest.mark.django_db(transaction=True)

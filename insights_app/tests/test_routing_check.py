@@ -221,8 +221,47 @@ def test_keyword_routing_without_a_model(settings, canteen_case, case_factory):
 
 def test_model_mode_needs_a_model(settings, canteen_case):
     settings.LLM_BASE_URL = ""
-    with pytest.raises(CommandError, match="没有配置模型"):
+    with pytest.raises(CommandError, match="没有可用的模型"):
         _check("--mode", "model")
+
+
+@pytest.fixture
+def admin_provider(settings, llm_server, provider_factory, routing_agent):
+    """No LLM_* settings: the agent's model is the provider chosen on its admin page."""
+    settings.LLM_BASE_URL = ""
+    provider = provider_factory(name="campus-vllm", base_url=llm_server.url, key="sk-admin-0123456789",
+                                default_model="admin-model")
+    routing_agent.provider = provider
+    routing_agent.save()
+    llm_server.responder = route_by_description
+    return provider
+
+
+def test_a_provider_set_in_admin_is_what_the_check_asks(admin_provider, llm_server, canteen_case):
+    """Chat turns ask the admin's provider (provider_chain): so does the check, not keyword routing."""
+    output = _check("--repeat", "1")
+    check = RoutingCheck.objects.get()
+    assert (check.mode, check.model, check.passed, check.total) == ("model", "admin-model", 1, 1)
+    assert "模型 admin-model" in output
+    sent = llm_server.requests[0]
+    assert sent.body["model"] == "admin-model" and sent.headers["authorization"] == "Bearer sk-admin-0123456789"
+
+
+def test_the_admin_button_checks_the_provider_set_in_admin(admin_provider, llm_server, canteen_case, routing_agent,
+                                                          staff_client):
+    from django.urls import reverse
+
+    staff_client.post(reverse("admin:agents_app_agent_routing_check", args=[routing_agent.pk]))
+    check = RoutingCheck.objects.get()
+    assert (check.mode, check.model) == ("model", "admin-model")
+    assert len(llm_server.requests) == check.repeat
+
+
+def test_a_disabled_admin_provider_is_keyword_routing_as_in_turns(admin_provider, canteen_case):
+    admin_provider.enabled = False
+    admin_provider.save()
+    _check()
+    assert RoutingCheck.objects.get().mode == "keyword"
 
 
 def test_demo_cases_pass_out_of_the_box(settings, tmp_path):

@@ -1,4 +1,5 @@
 """Helpers for tests that drive Django admin pages as a browser would."""
+from django import forms as django_forms
 from django.contrib.messages import get_messages
 from django.urls import reverse
 
@@ -8,18 +9,25 @@ def admin_form_data(response, **overrides) -> dict:
 
     Built from the page's own forms (main form, inline management forms and rows), so a test
     keeps working when someone adds a field or an inline; `overrides` are the values the test
-    types in (a list for a multi-select; False leaves a checkbox unticked).
+    types in (a list for a multi-select; False leaves a checkbox unticked). A textarea's lines
+    end in CRLF, as a browser sends them (the HTML standard's form encoding).
     """
     forms = [response.context["adminform"].form]
     for inline in response.context.get("inline_admin_formsets", []):
         forms += [inline.formset.management_form, *inline.formset.forms]
     data: dict = {}
+    textareas = set()
     for form in forms:
         for bound in form:
             _put(data, bound.html_name, bound.value())
+            if isinstance(bound.field.widget, django_forms.Textarea):
+                textareas.add(bound.html_name)
     for name, value in overrides.items():
         data.pop(name, None)
         _put(data, name, value)
+    for name in textareas & set(data):
+        if isinstance(data[name], str):
+            data[name] = data[name].replace("\r\n", "\n").replace("\n", "\r\n")
     return data
 
 

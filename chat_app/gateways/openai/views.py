@@ -15,7 +15,9 @@ import asyncio
 import time
 from contextlib import aclosing
 
+import filetype
 from django.conf import settings
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.http import JsonResponse, StreamingHttpResponse
 from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
@@ -29,6 +31,7 @@ from campus_agent.base.sse import PING_FRAME
 from campus_agent.base.tasks import background
 from chat_app.accounts.authentication import Caller, bearer_token, chat_caller_cached
 from chat_app.conversations.services import conversation_for_client_history
+from chat_app.conversations.uploads import upload_store
 from chat_app.gateways.catalog import tool_labels
 from chat_app.gateways.inbound import PING, InboundTurn, bearer_caller, inbound_turn_start
 from chat_app.gateways.openai import wire
@@ -99,6 +102,20 @@ def _request_read(request) -> wire.CompletionRequest:
     except JsonBodyRefused as exc:
         raise errors.ApiError(exc.message, code=exc.code, status=exc.status) from None
     return wire.completion_request_parse(body=body, conversation_header=request.META.get(wire.CONVERSATION_META))
+
+
+IMAGE_EXTENSIONS = {"image/png": "png", "image/jpeg": "jpg", "image/webp": "webp", "image/gif": "gif"}
+
+
+def _images_store(*, user, images: tuple[bytes, ...]) -> tuple:
+    """The question's images kept as the caller's uploads, as `POST /api/v1/uploads` keeps a file
+    (the same checks, rate and quota: chat_app.conversations.uploads), named 图片1.png …; their
+    ids, the question's attachments."""
+    ids = []
+    for number, data in enumerate(images, start=1):
+        extension = IMAGE_EXTENSIONS.get(filetype.guess_mime(data), "img")
+        ids.append(upload_store(user=user, uploaded=SimpleUploadedFile(f"图片{number}.{extension}", data)).id)
+    return tuple(ids)
 
 
 def _stop_when_started(task: asyncio.Task) -> None:
@@ -226,8 +243,9 @@ async def chat_completions(request):
         # A history that continues no stored conversation opens the new one: the model keeps the
         # client's context (an edited or branched chat, one started elsewhere).
         opening = wire.client_opening(asked.earlier) if conversation_id is None else ()
+        attachments = await db_call(_images_store, user=caller.user, images=asked.images) if asked.images else ()
         chat = ChatInput(message=asked.question, conversation_id=conversation_id, agent=asked.model, hint_domain=None,
-                         opening=opening)
+                         opening=opening, attachments=attachments)
         turn = await _start(caller, chat, request.request_id)
     except errors.ApiError as exc:
         if asked is not None and exc.message == errors.MSG_AGENT_UNKNOWN:

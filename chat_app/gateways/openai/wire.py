@@ -7,10 +7,13 @@ module builds.
 """
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import uuid
 from dataclasses import dataclass, field
 
+import filetype
 from django.conf import settings
 from django.http import JsonResponse
 from django.utils.text import format_lazy
@@ -19,6 +22,8 @@ from django.utils.translation import gettext_lazy as _
 from agents_app.runtime.events import CUT_REASONS, WAITING_FRAME_TYPES
 from campus_agent.base import errors
 from campus_agent.base.errors import INVALID_BODY
+from chat_app.conversations.uploads import IMAGE_TYPES, MSG_TOO_LARGE, size_text
+from chat_app.gateways.answer_text import AnswerText
 from chat_app.runs.chat_input import AGENT_SLUG_MAX, MESSAGE_MAX
 from chat_app.runs.quota import QUOTA_EXCEEDED
 
@@ -39,7 +44,10 @@ MSG_CONTENT_NUL = _("messages[{i}].content 不能包含空字符（\\u0000）。
 MSG_LAST_NOT_USER = _("最后一条消息必须是用户（role: user）的问题。")
 MSG_QUESTION_EMPTY = _("最后一条用户消息不能为空。")
 MSG_QUESTION_TOO_LONG = format_lazy(_("最后一条用户消息不能超过 {limit} 个字符。"), limit=MESSAGE_MAX)
-MSG_NOT_TEXT = _("暂不支持图片、音频和文件，请只发送文字（附件稍后支持）。")
+MSG_NOT_TEXT = _("暂不支持音频和文件：请发送文字和图片（image_url）；文件可在网页上附加，或经 POST /api/v1/uploads 上传后用 POST /api/v1/chat 发送。")
+MSG_IMAGE_URL = _("图片请以 data: URL 发送（data:image/png;base64,…）：网关不下载网址。")
+MSG_IMAGE_DATA = _("messages[{i}] 中的图片不是有效的 base64 图片（PNG、JPEG、WebP 或 GIF）。")
+MSG_IMAGES_TOO_MANY = _("一条消息最多 {limit} 张图片。")
 MSG_N = _("只支持 n = 1。")
 MSG_TOOL_CHOICE = _("不支持客户端工具：校园小智自己调用服务端工具，tool_choice 只能是 auto 或 none。")
 MSG_RESPONSE_FORMAT = _("不支持 response_format（JSON 输出），请去掉这个参数。")
@@ -122,13 +130,42 @@ class CompletionRequest:
     stream: bool = False
     include_usage: bool = False
     conversation_id: uuid.UUID | None = None
+    # The question's images (`image_url` parts, data: URLs decoded), in order: kept as the
+    # caller's uploads and sent as its attachments (docs/design.md#attachments).
+    images: tuple[bytes, ...] = ()
 
 
-def _text_of(content, i: int, *, strict: bool) -> str:
-    """A message's text: a string, or its text parts joined by newlines. With `strict` (the
-    question) a part that is not text is refused; in earlier messages it is left out."""
+def _image_of(part: dict, i: int) -> bytes:
+    """An `image_url` part's image: a base64 data: URL of a PNG, JPEG, WebP or GIF (the type read
+    from the bytes, as for an upload), at most UPLOAD_MAX_BYTES. A web address is refused: the
+    gateway fetches nothing a client names."""
+    image = part.get("image_url")
+    url = image.get("url") if isinstance(image, dict) else image
+    param = f"messages[{i}].content"
+    if not isinstance(url, str) or not url.startswith("data:"):
+        raise invalid(MSG_IMAGE_URL, param=param)
+    head, _comma, payload = url.partition(",")
+    if not head.endswith(";base64"):
+        raise invalid(MSG_IMAGE_DATA.format(i=i), param=param)
+    try:
+        data = base64.b64decode(payload, validate=True)
+    except (binascii.Error, ValueError):
+        raise invalid(MSG_IMAGE_DATA.format(i=i), param=param) from None
+    if len(data) > settings.UPLOAD_MAX_BYTES:
+        raise errors.ApiError(MSG_TOO_LARGE.format(limit=size_text(settings.UPLOAD_MAX_BYTES)),
+                              code=errors.BODY_TOO_LARGE, status=413)
+    if filetype.guess_mime(data) not in IMAGE_TYPES:
+        raise invalid(MSG_IMAGE_DATA.format(i=i), param=param)
+    return data
+
+
+def _content_of(content, i: int, *, question: bool) -> tuple[str, list[bytes]]:
+    """A message's text (a string, or its text parts joined by newlines) and, for the question,
+    its images. Audio and files in the question are refused; in earlier messages anything but
+    text is left out."""
+    images: list[bytes] = []
     if content is None:
-        return ""
+        return "", images
     if isinstance(content, str):
         text = content
     elif isinstance(content, list):
@@ -140,14 +177,21 @@ def _text_of(content, i: int, *, strict: bool) -> str:
                 if not isinstance(part.get("text"), str):
                     raise invalid(MSG_CONTENT_TYPE.format(i=i), param=f"messages[{i}].content")
                 texts.append(part["text"])
-            elif strict:
+            elif not question:
+                continue
+            elif part["type"] == "image_url":
+                if len(images) >= settings.UPLOAD_MAX_PER_MESSAGE:
+                    raise invalid(MSG_IMAGES_TOO_MANY.format(limit=settings.UPLOAD_MAX_PER_MESSAGE),
+                                  param=f"messages[{i}].content")
+                images.append(_image_of(part, i))
+            else:
                 raise invalid(MSG_NOT_TEXT, param=f"messages[{i}].content")
         text = "\n".join(texts)
     else:
         raise invalid(MSG_CONTENT_TYPE.format(i=i), param=f"messages[{i}].content")
     if "\x00" in text:
         raise invalid(MSG_CONTENT_NUL.format(i=i), param=f"messages[{i}].content")
-    return text.strip()
+    return text.strip(), images
 
 
 def _conversation_id(body: dict, header: str | None) -> uuid.UUID | None:
@@ -196,7 +240,7 @@ def completion_request_parse(*, body: dict, conversation_header: str | None = No
     options = body.get("stream_options")
     include_usage = bool(stream) and isinstance(options, dict) and options.get("include_usage") is True
 
-    questions, answers, earlier = [], [], []
+    questions, answers, earlier, images = [], [], [], []
     last = len(messages) - 1
     for i, message in enumerate(messages):
         if not isinstance(message, dict):
@@ -206,7 +250,8 @@ def completion_request_parse(*, body: dict, conversation_header: str | None = No
             raise invalid(MSG_ROLE.format(i=i), param=f"messages[{i}].role")
         if i == last and role != "user":
             raise invalid(MSG_LAST_NOT_USER, param="messages")
-        text = _text_of(message.get("content"), i, strict=i == last)
+        text, parts = _content_of(message.get("content"), i, question=i == last)
+        images += parts
         if role == "user":
             questions.append(text)
         elif role == "assistant":
@@ -229,6 +274,7 @@ def completion_request_parse(*, body: dict, conversation_header: str | None = No
         stream=bool(stream),
         include_usage=include_usage,
         conversation_id=_conversation_id(body, conversation_header),
+        images=tuple(images),
     )
 
 
@@ -284,9 +330,9 @@ class Translation:
     finish_reason: str = "stop"
     usage: dict | None = None
     ended: bool = False
+    # The content: a tool call or a notice ends a paragraph, the text after it starts a new one.
+    answer: AnswerText = field(default_factory=AnswerText)
     _line_open: bool = False  # the reasoning_content so far ends inside a line
-    _content_said: bool = False  # some content went out: a notice starts a paragraph of its own
-    _after_notice: bool = False  # the last content was a notice: the answer goes on in a new one
 
     def _label(self, frame: dict) -> str:
         tool = frame.get("tool", "")
@@ -307,25 +353,20 @@ class Translation:
         return self._reasoning(line)
 
     def _notice(self, text: str) -> tuple[str, str]:
-        if self._content_said:
-            text = "\n\n" + text
-        self._content_said = self._after_notice = True
+        self.answer.paragraph_break()
+        text = self.answer.piece(text)
+        self.answer.paragraph_break()
         return ("content", text)
 
     def feed(self, frame: dict) -> list[tuple[str, str]]:
         kind = frame.get("type")
         if kind == "chunk":
-            if not frame["content"]:
-                return []
-            text = frame["content"]
-            if self._after_notice:
-                self._after_notice = False
-                text = "\n\n" + text.lstrip("\n")
-            self._content_said = True
-            return [("content", text)]
+            text = self.answer.chunk(frame["content"])
+            return [("content", text)] if text else []
         if kind == "reasoning":
             return [self._reasoning(frame["content"])] if frame["content"] else []
         if kind == "tool_call":
+            self.answer.paragraph_break()
             return [self._tool_line(TOOL_STARTS.format(tool=self._label(frame)))]
         if kind == "tool_chunk":
             if not frame["content"]:

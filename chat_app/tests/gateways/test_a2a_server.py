@@ -167,13 +167,25 @@ def test_streaming_sends_status_while_the_sub_agent_runs_then_artifact_chunks_th
     chunks = [e.artifact_update for e in events if e.HasField("artifact_update")]
     assert len(chunks) > 2 and chunks[0].append is False and all(c.append for c in chunks[1:])
     assert {c.artifact.artifact_id for c in chunks} == {"answer"}
-    assert "".join(get_artifact_text(c.artifact) for c in chunks) == "我查一下。今天有红烧肉和青菜。"
+    # The text before the tool and the text after it are two paragraphs, as on the page (issue 42).
+    assert "".join(get_artifact_text(c.artifact) for c in chunks) == "我查一下。\n\n今天有红烧肉和青菜。"
+    task_id = events[0].task.id
+    stored = _get(live_asgi, key_headers, task_id)  # read back from the rows: the same text
+    assert get_artifact_text(stored.artifacts[0]) == "我查一下。\n\n今天有红烧肉和青菜。"
     # The status came while the tool ran: after the first round's text, before the answer's.
     first_status = kinds.index("status_update")
     before = "".join(get_artifact_text(e.artifact_update.artifact) for e in events[:first_status]
                      if e.HasField("artifact_update"))
     assert before == "我查一下。"
     assert subagent_server.requests  # the sub-agent really ran
+
+
+def test_a_blocking_send_keeps_the_paragraph_around_a_tool_call(live_asgi, llm_settings, agent, key_headers,
+                                                                 subagent_server):
+    llm_settings.reply_tool_calls(("call_canteen", {"message": "今天的菜单"}), text="好的，我查一下。")
+    llm_settings.reply_text("今天食堂有红烧肉。")
+    (event,) = _send(live_asgi, key_headers, _question("食堂今天有什么"))
+    assert [get_artifact_text(a) for a in event.task.artifacts] == ["好的，我查一下。\n\n今天食堂有红烧肉。"]
 
 
 def test_context_id_continues_the_conversation(live_asgi, llm_settings, agent, key_headers):

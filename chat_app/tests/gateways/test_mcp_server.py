@@ -21,12 +21,15 @@ from mcp.shared.exceptions import MCPError
 from campus_agent.base import errors
 from chat_app.accounts.api_keys import api_key_create
 from chat_app.gateways.mcp_server import (
+    GENERIC_ABOUT,
     INPUT_SCHEMA,
     METADATA_PATH,
     MSG_ARGUMENTS_UNKNOWN,
     MSG_TOOL_CALL,
     OUTPUT_SCHEMA,
+    PROMPT_SUMMARY_MAX,
     agent_tools_read,
+    prompt_summary,
 )
 from chat_app.models import Conversation, Message, Run
 from testkit.model.fake_llm import Reply
@@ -82,6 +85,22 @@ async def test_lists_one_tool_per_enabled_agent_with_its_schemas(live_asgi, user
     assert ask.title == "校园小智" and "「校园小智」" in ask.description and "食堂助手" in ask.description
     assert ask.input_schema == INPUT_SCHEMA and ask.output_schema == OUTPUT_SCHEMA
     assert ask.input_schema["required"] == ["message"]
+
+
+def test_a_new_agents_tool_is_described_by_its_prompt(agent_factory):
+    """Not the generic sentence whatever the prompt says (issue 42): the prompt's first sentence,
+    said of the agent, capped."""
+    agent_factory(slug="freshman", name="新生助手",
+                  system_prompt="你是新生入学助手，只回答报到、宿舍和军训的问题。\n其余问题请让学生找辅导员。")
+    agent_factory(slug="long", name="长说明", is_default=False, system_prompt="Answers questions. " + "很长" * 200)
+    agent_factory(slug="empty", name="空提示词", is_default=False, system_prompt="")
+    tools = {tool.slug: tool.description for tool in agent_tools_read()}
+    assert tools["freshman"].startswith("向校园小智的「新生助手」提问。它是新生入学助手，只回答报到、宿舍和军训的问题。")
+    assert "辅导员" not in tools["freshman"] and GENERIC_ABOUT not in tools["freshman"]
+    assert tools["long"].startswith("向校园小智的「长说明」提问。Answers questions.")
+    assert len(prompt_summary("很长" * 200)) == PROMPT_SUMMARY_MAX + 1 and prompt_summary("很长" * 200).endswith("…")
+    assert prompt_summary("You are the library helper. Be brief.") == "It is the library helper."
+    assert GENERIC_ABOUT in tools["empty"]
 
 
 def test_two_slugs_that_make_one_tool_name_keep_the_first_agent(agent_factory):
@@ -148,7 +167,8 @@ async def test_progress_is_reported_while_a_tool_runs_and_the_text_streams(
 
     async with mcp_session(live_asgi, user_token) as session:
         result = await session.call_tool("ask_xiaozhi", {"message": "食堂有什么"}, progress_callback=on_progress)
-    assert result.is_error is False and result.structured_content["answer"].endswith("一食堂有红烧肉和青菜。")
+    # The text before the tool call and the answer after it: two paragraphs, as on the page (issue 42).
+    assert result.is_error is False and result.structured_content["answer"] == "我查一下。\n\n一食堂有红烧肉和青菜。"
     messages = [m for _, m in progress]
     assert MSG_TOOL_CALL.format(label="食堂助手") in messages
     assert "食堂助手 已完成" in messages

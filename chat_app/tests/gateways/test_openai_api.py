@@ -1,5 +1,6 @@
 """The OpenAI-compatible API at /v1 (docs/design.md#other-clients, docs/clients.md), through the official `openai`
 package (sync and async) against the live server, the scripted model and the contract sub-agent."""
+import base64
 import json
 import threading
 import time
@@ -175,6 +176,16 @@ HOSTILE = [
     ({"model": "xiaozhi", "messages": [{"role": "user", "content": "长" * 8001}]}, "messages"),
     ({"model": "xiaozhi", "messages": [{"role": "user", "content": [
         {"type": "text", "text": "这是什么"}, {"type": "image_url", "image_url": {"url": "https://x.invalid/a.png"}}]}]},
+     "messages[0].content"),  # the gateway fetches no address a client names
+    ({"model": "xiaozhi", "messages": [{"role": "user", "content": [
+        {"type": "text", "text": "这是什么"}, {"type": "image_url", "image_url": {"url": "data:image/png;base64,%%%"}}]}]},
+     "messages[0].content"),
+    ({"model": "xiaozhi", "messages": [{"role": "user", "content": [
+        {"type": "text", "text": "这是什么"},
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64," + base64.b64encode(b"%PDF-1.7 x").decode()}}]}]},
+     "messages[0].content"),  # not an image, whatever its data: URL says
+    ({"model": "xiaozhi", "messages": [{"role": "user", "content": [
+        {"type": "text", "text": "听听"}, {"type": "input_audio", "input_audio": {"data": "AAAA", "format": "wav"}}]}]},
      "messages[0].content"),
     ({**_ask("你好"), "n": 2}, "n"),
     ({**_ask("你好"), "tool_choice": "required"}, "tool_choice"),
@@ -190,6 +201,57 @@ def test_hostile_bodies_are_bad_requests_and_store_nothing(live_asgi, api_key, a
     assert answer.status_code == 400, answer.text
     error = answer.json()["error"]
     assert error["type"] == "invalid_request_error" and error["param"] == param and error["message"]
+    assert not Message.objects.exists() and llm_settings.requests == []
+
+
+@pytest.fixture
+def media(settings, tmp_path):
+    settings.MEDIA_ROOT = str(tmp_path / "media")
+
+
+def _image_part(data: bytes) -> dict:
+    return {"type": "image_url", "image_url": {"url": "data:image/png;base64," + base64.b64encode(data).decode()}}
+
+
+def test_an_image_in_the_question_reaches_the_model_as_an_upload_does(client, llm_settings, agent_factory, user,
+                                                                      media):
+    """/v1 refused images with 「附件稍后支持」 after attachments existed (issue 42): an image part
+    is kept as the caller's upload and sent to the model as the page's attachments are."""
+    from chat_app.models import Upload
+    from chat_app.tests.conversations.test_uploads import PNG
+
+    agent_factory(accepts_images=True)
+    llm_settings.reply_text("这是一张课表。")
+    completion = client.chat.completions.create(model="xiaozhi", messages=[{"role": "user", "content": [
+        {"type": "text", "text": "这是什么"}, _image_part(PNG)]}])
+    assert completion.choices[0].message.content == "这是一张课表。"
+    parts = [m for m in llm_settings.last_request.body["messages"] if m["role"] == "user"][-1]["content"]
+    assert parts[0] == {"type": "text", "text": "这是什么"}
+    assert parts[-1] == _image_part(PNG)
+    upload = Upload.objects.get()
+    question = Message.objects.get(role="user")
+    assert (upload.user, upload.name, upload.content_type, upload.conversation_id) == (
+        user, "图片1.png", "image/png", question.conversation_id)
+    assert [a["name"] for a in question.meta["attachments"]] == ["图片1.png"]
+
+
+def test_images_keep_the_uploads_caps(client, llm_settings, agent, settings, media):
+    from chat_app.tests.conversations.test_uploads import PNG
+
+    settings.UPLOAD_MAX_PER_MESSAGE = 1
+    with pytest.raises(openai.BadRequestError) as raised:
+        client.chat.completions.create(model="xiaozhi", messages=[{"role": "user", "content": [
+            {"type": "text", "text": "两张"}, _image_part(PNG), _image_part(PNG)]}])
+    assert raised.value.body["message"] == wire.MSG_IMAGES_TOO_MANY.format(limit=1)
+    settings.UPLOAD_MAX_PER_MESSAGE, settings.UPLOAD_MAX_BYTES = 5, len(PNG) - 1
+    with pytest.raises(openai.APIStatusError) as raised:
+        client.chat.completions.create(model="xiaozhi", messages=[{"role": "user", "content": [
+            {"type": "text", "text": "太大"}, _image_part(PNG)]}])
+    assert raised.value.status_code == 413 and raised.value.body["code"] == "body_too_large"
+    settings.UPLOAD_MAX_BYTES, settings.UPLOAD_RATE_PER_MINUTE = 10 * 1024 * 1024, 0
+    with pytest.raises(openai.RateLimitError):
+        client.chat.completions.create(model="xiaozhi", messages=[{"role": "user", "content": [
+            {"type": "text", "text": "太快"}, _image_part(PNG)]}])
     assert not Message.objects.exists() and llm_settings.requests == []
 
 
@@ -308,12 +370,20 @@ def test_reasoning_and_tool_activity_arrive_as_reasoning_content(client, llm_set
     assert lines[:2] == ["先想想去哪个食堂。", f"🔧 调用 {label}…"]
     assert f"✅ {label} 完成" in lines
     assert lines[-1] == "菜单查到了。"
-    assert "".join(content) == "我帮你查一下。一食堂有红烧肉。"
+    # Two paragraphs, as on the page: the text before the tool call and the answer after it (issue 42).
+    assert "".join(content) == "我帮你查一下。\n\n一食堂有红烧肉。"
 
     llm_settings.queue(Reply(reasoning="再想想。", text="还是一食堂。"))
     completion = client.chat.completions.create(**_ask("再问一次"))
     message = completion.choices[0].message
     assert message.content == "还是一食堂。" and message.model_extra["reasoning_content"] == "再想想。"
+
+
+def test_text_around_a_tool_call_is_two_paragraphs_without_stream(client, llm_settings, agent, subagent_server):
+    llm_settings.reply_tool_calls(("call_canteen", {"message": "今天中午吃啥"}), text="好的，我查一下。")
+    llm_settings.reply_text("今天食堂有红烧肉。")
+    completion = client.chat.completions.create(**_ask("今天中午吃啥"))
+    assert completion.choices[0].message.content == "好的，我查一下。\n\n今天食堂有红烧肉。"
 
 
 def test_a_failed_tool_is_told_in_the_reasoning_with_its_student_facing_reason(client, llm_settings, agent,

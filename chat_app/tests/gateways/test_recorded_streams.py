@@ -173,7 +173,10 @@ def test_a_recorded_stream_through_the_openai_api(live_asgi, llm_settings, agent
     content = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     reasoning = "".join((c.choices[0].delta.model_extra or {}).get("reasoning_content") or ""
                         for c in chunks if c.choices)
-    answer = recorded.text + (AFTER_TOOLS if recorded.tool_calls else "")
+    # The text before the tool calls and the answer after them: two paragraphs (a blank line between)
+    ending = len(recorded.text) - len(recorded.text.rstrip("\n"))
+    paragraph = "\n\n"[min(ending, 2):] if recorded.text else ""
+    answer = recorded.text + (paragraph + AFTER_TOOLS if recorded.tool_calls else "")
     if recorded.failed or recorded.cut:
         assert content.startswith(recorded.text) and "⚠️ " in content[len(recorded.text):]  # the text kept, the failure told
     else:

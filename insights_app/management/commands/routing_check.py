@@ -13,7 +13,8 @@ REGRESSION_EXIT = 1
 
 class Command(BaseCommand):
     help = (
-        "重放路由用例：用智能体当前的提示词、工具和模型（未配置模型时用关键词路由）判断第一轮的工具选择，"
+        "重放路由用例：用智能体当前的提示词、工具和模型（和聊天一样：后台选的模型提供方，否则环境变量 LLM_*；"
+        "都没有时用关键词路由）判断第一轮的工具选择，"
         "不执行任何工具。结果保存在后台“路由检查”中；有用例从通过变为失败（新失败）时退出码为 1。"
     )
 
@@ -23,7 +24,8 @@ class Command(BaseCommand):
         parser.add_argument("--pass-rate", type=float, metavar="R",
                             help="用例通过所需的选对比例，0–1（默认 ROUTING_CHECK_PASS_RATE=0.66，即 3 次中 2 次）。")
         parser.add_argument("--mode", choices=[MODEL, KEYWORD],
-                            help="model：问模型；keyword：关键词路由。默认：配置了模型就问模型。")
+                            help="model：问模型；keyword：关键词路由。默认：和聊天一样，智能体有可用的模型"
+                                 "（后台选的模型提供方，或环境变量 LLM_*）就问模型，否则用关键词路由。")
         parser.add_argument("--junit", metavar="FILE", help="另写一份 JUnit XML 报告（CI 显示测试结果用）。")
         parser.add_argument("--strict", action="store_true", help="任何用例失败（不只是新失败）都以退出码 1 结束。")
 
@@ -32,10 +34,7 @@ class Command(BaseCommand):
             raise CommandError("--repeat 至少为 1。")
         if pass_rate is not None and not 0 <= pass_rate <= 1:
             raise CommandError("--pass-rate 应在 0 到 1 之间。")
-        try:
-            knobs = CheckSettings.resolve(repeat=repeat, pass_rate=pass_rate, mode=mode)
-        except RoutingUnavailable as exc:
-            raise CommandError(str(exc)) from exc
+        knobs = CheckSettings.resolve(repeat=repeat, pass_rate=pass_rate, mode=mode)
         agents = Agent.objects.filter(pk__in=RoutingCase.objects.filter(enabled=True).values("agent")).order_by("slug")
         if agent:
             agents = Agent.objects.filter(slug=agent)
@@ -43,7 +42,10 @@ class Command(BaseCommand):
                 raise CommandError(f"没有标识为“{agent}”的智能体。")
         checks: list[RoutingCheck] = []
         for each in agents:
-            check = routing_check_run(agent=each, knobs=knobs, trigger=RoutingCheck.Trigger.COMMAND)
+            try:
+                check = routing_check_run(agent=each, knobs=knobs, trigger=RoutingCheck.Trigger.COMMAND)
+            except RoutingUnavailable as exc:  # --mode model for an agent with no model
+                raise CommandError(str(exc)) from exc
             if check is None:
                 self.stdout.write(f"{each.slug}：没有启用的路由用例。")
                 continue
