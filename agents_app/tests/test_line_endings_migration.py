@@ -1,4 +1,4 @@
-"""Migration 0014: texts admin stored with a browser's CRLF (before issue 42) are read by the model
+"""Migration 0015: texts admin stored with a browser's CRLF (before issue 42) are read by the model
 with LF, as admin now saves them (campus_agent.base.admin_text)."""
 import pytest
 from django.db import connection
@@ -6,8 +6,8 @@ from django.db.migrations.executor import MigrationExecutor
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.embedded]
 
-BEFORE = [("agents_app", "0013_provider_reasoning_back")]
-AFTER = [("agents_app", "0014_text_line_endings")]
+BEFORE = [("agents_app", "0014_mcpservice_oauth_origins")]
+AFTER = [("agents_app", "0015_text_line_endings")]
 
 
 def _migrate(targets):
