@@ -59,6 +59,20 @@ def size_text(size: int) -> str:
     return f"{size / 1024 / 1024:.0f} MB" if size >= 1024 * 1024 else f"{size / 1024:.0f} KB"
 
 
+FORM_OVERHEAD = 64 * 1024  # a multipart form's own bytes around the file
+
+
+def upload_request_max() -> int:
+    """The largest upload request: its file at UPLOAD_MAX_BYTES and the form around it. Past it the
+    request is refused before it is read (campus_agent/intake.py)."""
+    return settings.UPLOAD_MAX_BYTES + FORM_OVERHEAD
+
+
+def upload_too_large_message(cap: int | None = None) -> str:
+    """What a file over UPLOAD_MAX_BYTES is told (`cap`, the request's cap, is not the file's)."""
+    return MSG_TOO_LARGE.format(limit=size_text(settings.UPLOAD_MAX_BYTES))
+
+
 def name_safe(raw: str | None) -> str:
     """The file's name as it may be shown: its last path part, NFC, without control, format
     (bidi overrides, zero-width) or separator characters, at most NAME_MAX characters with its
@@ -160,7 +174,7 @@ def _admit(user, size: int) -> None:
     if size <= 0:
         raise errors.invalid_body(MSG_EMPTY)
     if size > settings.UPLOAD_MAX_BYTES:
-        raise errors.ApiError(MSG_TOO_LARGE.format(limit=size_text(settings.UPLOAD_MAX_BYTES)),
+        raise errors.ApiError(upload_too_large_message(),
                               code=errors.BODY_TOO_LARGE, status=413)
     mine = Upload.objects.filter(user=user)
     limit = settings.UPLOAD_RATE_PER_MINUTE
