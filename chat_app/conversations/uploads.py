@@ -12,12 +12,11 @@ gives the model.
   most UPLOAD_PDF_MAX_PAGES pages; a DOCX is a zip whose members are checked before it is parsed
   (at most 2,000 members, 50 MB uncompressed, a compression ratio of 200): a zip bomb is refused,
   not unpacked. A PDF's scripts are never run: only its text is read.
-- **The name** shown is the file's own, made harmless: no directories (`../`), no control or
-  bidirectional-override characters, at most 100 characters (the extension kept).
+- **The name** shown is the file's own, made harmless: no directories (`../`), no control,
+  bidirectional or separator characters (label_clean), at most 100 characters (the extension kept).
 """
 import hashlib
 import io
-import unicodedata
 import zipfile
 from dataclasses import dataclass
 from datetime import timedelta
@@ -32,6 +31,7 @@ from loguru import logger
 
 from campus_agent.base import errors
 from campus_agent.base.errors import INVALID_BODY
+from campus_agent.base.text import label_clean
 from chat_app.models import Upload
 
 IMAGE_TYPES = {"image/png", "image/jpeg", "image/webp", "image/gif"}
@@ -74,12 +74,11 @@ def upload_too_large_message(cap: int | None = None) -> str:
 
 
 def name_safe(raw: str | None) -> str:
-    """The file's name as it may be shown: its last path part, NFC, without control, format
-    (bidi overrides, zero-width) or separator characters, at most NAME_MAX characters with its
-    extension kept; "附件" when nothing is left."""
-    text = unicodedata.normalize("NFC", str(raw or ""))
-    text = text.replace("\\", "/").rsplit("/", 1)[-1]
-    text = "".join(c for c in text if unicodedata.category(c)[0] not in "CZ" or c == " ").strip(" .")
+    """The file's name as it may be shown: its last path part, as a label
+    (campus_agent.base.text.label_clean: no control, bidi or separator character; emoji kept), at
+    most NAME_MAX characters with its extension kept; "附件" when nothing is left."""
+    text = str(raw or "").replace("\\", "/").rsplit("/", 1)[-1]
+    text = label_clean(text).strip(" .")
     if len(text) > NAME_MAX:
         stem, dot, extension = text.rpartition(".")
         extension = extension[:10] if dot and stem else ""
