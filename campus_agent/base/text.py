@@ -81,20 +81,21 @@ _LABEL_FORMAT_KEPT = frozenset("\u200c\u200d")
 
 
 def _label_line(line: str) -> str:
-    kept = "".join(
-        c for c in line if c in _LABEL_FORMAT_KEPT or c.isspace() or unicodedata.category(c) not in ("Cc", "Cf", "Cs")
-    )
-    return " ".join(kept.split())
+    if not line.isprintable():  # at C speed: no control, format or separator character (most text)
+        line = "".join(
+            c for c in line if c in _LABEL_FORMAT_KEPT or c.isspace() or unicodedata.category(c) not in ("Cc", "Cf", "Cs")
+        )
+    return " ".join(line.split())
 
 
 def label_clean(value: str, *, multiline: bool = False) -> str:
     """A short text a person typed and others read (a key's name, a title, a feedback comment, a
     file's name, a name an identity provider gives) that cannot mislead its reader
     (docs/security.md#text-that-cannot-mislead): NFC; no bidi mark, embedding, override or isolate
-    (U+202E showed "exe.pdf" as "fdp.exe"), no zero-width space, BOM or tag character, no other
+    (U+202E shows what follows it reversed), no zero-width space, BOM or tag character, no other
     control character; every run of whitespace one space, trimmed. Line and paragraph separators
-    (U+2028/2029, CR, LF …) are spaces too, or, with `multiline`, line breaks (`\n`). CJK, emoji and
-    their ZWJ sequences are kept as typed."""
+    (U+2028/2029, CR, LF …) are spaces too, or, with `multiline`, line breaks. CJK, emoji and their
+    ZWJ sequences are kept as typed."""
     text = unicodedata.normalize("NFC", text_clean(value))
     if not multiline:
         return _label_line(text)

@@ -13,7 +13,7 @@ from chat_app.models import ApiKey, Conversation, Feedback, Message
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-# "invoice" then U+202E: what follows shows reversed ("invoice‮fdp.exe" reads "invoiceexe.pdf").
+# U+202E shows what follows it reversed: "invoice", U+202E, "fdp.exe" reads "invoiceexe.pdf".
 HOSTILE = "课表\u202efdp.exe\u2066隔离\u2069\u2028第二行\u2029段\u200e\u061c\x1b[31m\x7f\u200b\ufeff\U000e0041"
 SHOWN = "课表fdp.exe隔离 第二行 段[31m"
 EMOJI = "👩\u200d💻 程序员 🇨🇳 1️⃣ 👍🏽"  # a ZWJ sequence, a flag, a keycap, a skin tone: kept
