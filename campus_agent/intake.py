@@ -167,13 +167,20 @@ def _too_large(request, rule: BodyRule, cap: int) -> errors.ApiError:
     return errors.ApiError(message, code=errors.BODY_TOO_LARGE, status=413)
 
 
+def _language(request) -> str:
+    # As campus_agent.middleware.LocaleMiddleware chooses it: staff work in Chinese under /admin/.
+    if request.path_info.startswith("/admin/"):
+        return settings.LANGUAGE_CODE
+    return translation.get_language_from_request(request)
+
+
 async def _refuse(request, send, error: Callable[[], errors.ApiError]) -> None:
     """Answers `error()` in the shape of the request's API (campus_agent.refusals), in the
-    request's language (its cookie, else Accept-Language: made here, the middleware that sets it
-    has not run), with its request id; logged as the middleware logs a request."""
+    request's language (chosen here: the middleware that sets it has not run), with its request
+    id; logged as the middleware logs a request."""
     request_id = request_id_from_header(request.META.get("HTTP_X_REQUEST_ID"))
     started = request_begun(request_id, request.method, request.path)
-    with translation.override(translation.get_language_from_request(request)):
+    with translation.override(_language(request)):
         response = refusal_response(request, error())
     response[HEADER] = request_id
     response["Content-Length"] = str(len(response.content))
