@@ -12,6 +12,7 @@ from simple_history.models import HistoricalRecords
 from campus_agent.base.approval import POLICY_HELP, ApprovalPolicy
 from campus_agent.base.crypto import secret_decrypt, secret_encrypt
 from campus_agent.base.models import TimeStampedModel
+from campus_agent.base.text import label_clean
 from subagents_app.models import SubAgent
 
 
@@ -127,6 +128,7 @@ class McpService(TimeStampedModel):
     def clean(self) -> None:
         from agents_app.validation import mcp_config_errors, oauth_origins_errors, tool_approvals_errors
 
+        self.display_name = label_clean(self.display_name)  # students read it (docs/security.md#text-that-cannot-mislead)
         problems = {}
         if errors := mcp_config_errors(protocol=self.protocol, config=self.config):
             problems["config"] = errors
@@ -359,6 +361,7 @@ class Agent(TimeStampedModel):
         return provider.default_model if provider is not None else settings.LLM_MODEL
 
     def clean(self) -> None:
+        self.name = label_clean(self.name)  # students read it (docs/security.md#text-that-cannot-mislead)
         if self.is_default:
             others = Agent.objects.filter(is_default=True).exclude(pk=self.pk)
             if others.exists():

@@ -12,6 +12,7 @@ from django.conf import settings  # noqa: E402
 from django.urls import get_resolver  # noqa: E402
 
 from campus_agent.health import healthz_asgi, is_healthz_path  # noqa: E402
+from campus_agent.intake import Intake  # noqa: E402
 from campus_agent.stream_handler import StreamHandler, is_stream_path  # noqa: E402
 from chat_app.gateways.a2a_server import a2a_app, is_a2a_path  # noqa: E402
 from chat_app.gateways.mcp_server import is_mcp_path, mcp_app  # noqa: E402
@@ -42,14 +43,7 @@ def _gc_freeze() -> None:
 _gc_freeze()
 
 
-async def http_app(scope, receive, send):
-    # The composition root starts each worker's run supervisor with its first request, so a
-    # restarted worker finishes the runs its predecessor left (docs/design.md#runs). A dict lookup after that.
-    supervisor_ensure()
-    if is_healthz_path(scope):
-        # Probes skip Django's middleware: one thread hop instead of a dozen (campus_agent/health.py).
-        await healthz_asgi(scope, receive, send)
-        return
+async def served_app(scope, receive, send):
     if settings.DEMO_ENABLED and scope["path"].startswith(LIBRARY_PATH + "/"):
         # The demo A2A agent is an a2a-sdk (Starlette) app, served beside Django as the demo
         # seed-contract sub-agents are under the same /demo/subagents/ prefix.
@@ -65,6 +59,22 @@ async def http_app(scope, receive, send):
         return
     app = stream_app if is_stream_path(scope["path"]) else django_asgi_app
     await app(scope, receive, send)
+
+
+intake = Intake(served_app)
+
+
+async def http_app(scope, receive, send):
+    # The composition root starts each worker's run supervisor with its first request, so a
+    # restarted worker finishes the runs its predecessor left (docs/design.md#runs). A dict lookup after that.
+    supervisor_ensure()
+    if is_healthz_path(scope):
+        # Probes skip Django's middleware: one thread hop instead of a dozen (campus_agent/health.py),
+        # and the Host check (a probe often sends an address).
+        await healthz_asgi(scope, receive, send)
+        return
+    # The Host, the caller and the body's cap, decided before any body is read (campus_agent/intake.py).
+    await intake(scope, receive, send)
 
 
 application = ProtocolTypeRouter({"http": http_app})

@@ -32,8 +32,10 @@ from django.middleware.csrf import CsrfViewMiddleware as _CsrfViewMiddleware
 from django.middleware.locale import LocaleMiddleware as _LocaleMiddleware
 from django.middleware.security import SecurityMiddleware as _SecurityMiddleware
 from django.utils import translation
+from django.utils.deprecation import MiddlewareMixin
 
 from campus_agent.base.request_id import HEADER, META_KEY, request_begun, request_ended, request_id_from_header
+from campus_agent.refusals import api_family, refusal_response, status_error
 
 
 class InlineHooks:
@@ -111,6 +113,26 @@ class InlineSessionMiddleware(_SessionMiddleware):
         if request.session.accessed or settings.SESSION_SAVE_EVERY_REQUEST:
             return await sync_to_async(self.process_response, thread_sensitive=True)(request, response)
         return self.process_response(request, response)
+
+
+class ApiErrorShapeMiddleware(InlineHooks, MiddlewareMixin):
+    """Under the API prefixes an error is JSON whoever answered it (docs/security.md#hosts-and-error-shapes):
+    a view's own HTML error (Django's 405 of `require_http_methods`, a DRF view that renders HTML,
+    such as the API docs) becomes the API's error for its status (campus_agent.refusals). The
+    headers that say what to do next are kept."""
+
+    KEPT_HEADERS = ("Allow", "Retry-After", "WWW-Authenticate")
+
+    def process_response(self, request, response):
+        if response.status_code < 400 or response.streaming or "json" in response.get("Content-Type", ""):
+            return response
+        if api_family(request.path_info) is None:
+            return response
+        shaped = refusal_response(request, status_error(response.status_code))
+        for name in self.KEPT_HEADERS:
+            if name in response:
+                shaped[name] = response[name]
+        return shaped
 
 
 class RequestIdMiddleware:

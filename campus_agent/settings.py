@@ -48,6 +48,8 @@ if SECRET_KEY == DEV_SECRET_KEY and not DEBUG and not hosts_local_only(ALLOWED_H
         "(e.g. python -c 'import secrets; print(secrets.token_urlsafe(50))')."
     )
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+# A failed CSRF check as JSON under the API prefixes, the site's page elsewhere (campus_agent/refusals.py).
+CSRF_FAILURE_VIEW = "campus_agent.refusals.csrf_failure"
 
 # --- HTTPS (production: TLS ends at nginx; docs/production.env.example sets all of these) ------
 # The defaults serve the local run on http://127.0.0.1; `manage.py check --deploy` with the
@@ -104,6 +106,8 @@ INSTALLED_APPS = [
 # and CSRF checks when it does not find them).
 MIDDLEWARE = [
     "campus_agent.middleware.RequestIdMiddleware",
+    # Under the API prefixes every error is JSON, whoever answered it (campus_agent/refusals.py).
+    "campus_agent.middleware.ApiErrorShapeMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "campus_agent.middleware.CSPMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",

@@ -12,7 +12,11 @@ admin.site.index_title = "智能体与服务管理"
 # Failed staff logins are throttled like every other login (chat_app/accounts/throttle.py).
 admin.site.login_form = AdminLoginForm
 
-handler404 = "campus_agent.base.errors.page_not_found"
+# Django's own refusals as JSON under the API prefixes, pages elsewhere (campus_agent/refusals.py).
+handler400 = "campus_agent.refusals.bad_request"
+handler403 = "campus_agent.refusals.permission_denied"
+handler404 = "campus_agent.refusals.page_not_found"
+handler500 = "campus_agent.refusals.server_error"
 
 urlpatterns = [
     path("admin/", admin.site.urls),

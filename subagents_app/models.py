@@ -7,7 +7,7 @@ from simple_history.models import HistoricalRecords
 
 from campus_agent.base.approval import POLICY_HELP, ApprovalPolicy
 from campus_agent.base.models import TimeStampedModel
-from campus_agent.base.text import text_head
+from campus_agent.base.text import label_clean, text_head
 
 NAME_PATTERN = r"^[a-z][a-z0-9-]{1,62}$"
 TIMEOUT_MIN, TIMEOUT_MAX = 1, 300
@@ -138,6 +138,9 @@ class SubAgent(TimeStampedModel):
         return self.protocol == self.Protocol.A2A
 
     def clean(self) -> None:
+        # Students read these (docs/security.md#text-that-cannot-mislead); each example question is a line.
+        self.display_name = label_clean(self.display_name)
+        self.example_questions = label_clean(self.example_questions, multiline=True)
         errors = {}
         if self.description is not None and not self.description.strip():
             errors["description"] = "描述不能为空：模型靠它决定何时调用。"

@@ -104,18 +104,4 @@ def error_response(error: ApiError) -> JsonResponse:
     return response
 
 
-
 MSG_NO_SUCH_RESOURCE = _("请求的资源不存在。")
-
-
-def page_not_found(request, exception=None):
-    """The project's 404 handler: JSON under /api/ (clients parse it), OpenAI's error shape under
-    /v1/, Django's page elsewhere."""
-    if request.path.startswith("/v1/"):  # chat_app.gateways.openai.wire's shape
-        error = {"message": MSG_NO_SUCH_RESOURCE, "type": "invalid_request_error", "param": None, "code": "not_found"}
-        return JsonResponse({"error": error}, status=404, json_dumps_params={"ensure_ascii": False})
-    if request.path.startswith("/api/"):
-        return error_response(ApiError(MSG_NO_SUCH_RESOURCE, code=NOT_FOUND, status=404))
-    from django.views.defaults import page_not_found as html_page_not_found
-
-    return html_page_not_found(request, exception)

@@ -29,6 +29,15 @@ LOG_FORMAT = (
 BRIDGED_LOGGERS = (
     "django", "django.server", "daphne", "httpx", "httpcore", "httpx2", "httpcore2", "mcp", "openai", "uvicorn",
 )
+# What a library logs as its own ERROR, with a traceback, for each malformed request a client
+# sends (a2a-sdk's JSON-RPC dispatcher: params of the wrong type, a base request it cannot read).
+# The client is answered with its JSON-RPC error; the mistake is the client's, not ours, and a
+# traceback per request would bury ours: one INFO line naming the reason instead.
+CLIENT_MISTAKES = {
+    "a2a.server.routes.jsonrpc_dispatcher": frozenset({
+        "Failed to validate base JSON-RPC request", "Failed to parse request params",
+    }),
+}
 _configured = False
 
 
@@ -53,6 +62,23 @@ class InterceptHandler(logging.Handler):
 _UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 _PLAIN = (int, float, bool, type(None))
+
+
+class ClientMistakeFilter(logging.Filter):
+    """Turns a library's ERROR-with-traceback about a client's malformed request (CLIENT_MISTAKES)
+    into one INFO line with the exception's reason."""
+
+    def __init__(self, messages: frozenset[str]):
+        super().__init__()
+        self.messages = messages
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and record.msg in self.messages:
+            reason = record.exc_info[1]
+            record.msg, record.args = "%s (client request): %s", (record.msg, f"{type(reason).__name__}: {reason}")
+            record.levelno, record.levelname = logging.INFO, "INFO"
+            record.exc_info, record.exc_text = None, None
+        return True
 
 
 def _escape(match: re.Match) -> str:
@@ -152,3 +178,5 @@ def logging_configure(*, level: str = "INFO", log_dir: Path | None = None) -> No
     # "started", "terminating session: None", "shutting down" lines would be three per request.
     for noisy in ("mcp.server.streamable_http_manager", "mcp.server.streamable_http"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    for name, messages in CLIENT_MISTAKES.items():
+        logging.getLogger(name).addFilter(ClientMistakeFilter(messages))

@@ -11,6 +11,7 @@ microsecond), so it can run per streamed chunk.
 """
 import math
 import re
+import unicodedata
 
 from django.utils.functional import Promise
 
@@ -71,6 +72,34 @@ def text_clean(value):
     lists are copied (tuples become lists, as JSON has them). A lazy translation becomes the text
     of the language active now (a run's events: the student's language, chat_app.runs.engine)."""
     return _clean(value, MAX_DEPTH)
+
+
+# What a short label keeps of the characters Unicode calls "format" (Cf): the zero-width joiner
+# and non-joiner, which emoji sequences (👩‍💻) and Persian and Indic scripts need. The others,
+# and every control character, are dropped (docs/security.md#text-that-cannot-mislead).
+_LABEL_FORMAT_KEPT = frozenset("\u200c\u200d")
+
+
+def _label_line(line: str) -> str:
+    if not line.isprintable():  # at C speed: no control, format or separator character (most text)
+        line = "".join(
+            c for c in line if c in _LABEL_FORMAT_KEPT or c.isspace() or unicodedata.category(c) not in ("Cc", "Cf", "Cs")
+        )
+    return " ".join(line.split())
+
+
+def label_clean(value: str, *, multiline: bool = False) -> str:
+    """A short text a person typed and others read (a key's name, a title, a feedback comment, a
+    file's name, a name an identity provider gives) that cannot mislead its reader
+    (docs/security.md#text-that-cannot-mislead): NFC; no bidi mark, embedding, override or isolate
+    (U+202E shows what follows it reversed), no zero-width space, BOM or tag character, no other
+    control character; every run of whitespace one space, trimmed. Line and paragraph separators
+    (U+2028/2029, CR, LF …) are spaces too, or, with `multiline`, line breaks. CJK, emoji and their
+    ZWJ sequences are kept as typed."""
+    text = unicodedata.normalize("NFC", text_clean(value))
+    if not multiline:
+        return _label_line(text)
+    return "\n".join(_label_line(line) for line in text.splitlines()).strip("\n")
 
 
 _HEAD_END = re.compile(r"[：:，,。；;\n]")

@@ -4,7 +4,7 @@ import json
 import pytest
 
 from campus_agent.base.sse import sse_frame
-from campus_agent.base.text import MAX_DEPTH, text_clean, text_head, text_valid
+from campus_agent.base.text import MAX_DEPTH, label_clean, text_clean, text_head, text_valid
 
 FFFD = "\ufffd"
 
@@ -81,3 +81,40 @@ def test_text_head():
     assert text_head("一") is None
     assert text_head("这是一段很长很长很长很长很长很长的描述，没有早一点的标点") is None
     assert text_head("") is None
+
+
+# --- label_clean: short texts people read (docs/security.md#text-that-cannot-mislead) -----------
+
+
+@pytest.mark.parametrize(
+    ("raw", "shown"),
+    [
+        ("invoice\u202efdp.exe", "invoicefdp.exe"),  # RLO: what follows would show reversed
+        ("\u2066isolated\u2069 \u2067rtl\u2069 \u2068first\u2069", "isolated rtl first"),
+        ("\u202a\u202b\u202c\u202d\u200e\u200f\u061cmarks", "marks"),
+        ("line\u2028separator\u2029paragraph", "line separator paragraph"),
+        ("tab\tnew\nline\r\nreturn\x85nel", "tab new line return nel"),
+        ("\x1b[31mred\x7f\x00", "[31mred"),
+        ("zero\u200bwidth\ufeffbom\u00adsoft", "zerowidthbomsoft"),
+        ("tag\U000e0041\U000e007f", "tag"),  # tag characters: invisible text
+        ("  many   spaces\u3000ideographic  ", "many spaces ideographic"),
+        ("e\u0301", "\u00e9"),  # NFC
+        ("半个\ud83d", f"半个{FFFD}"),
+    ],
+)
+def test_a_label_keeps_nothing_that_misleads(raw, shown):
+    assert label_clean(raw) == shown
+
+
+@pytest.mark.parametrize(
+    "kept",
+    ["校园小智 课表", "👩\u200d💻", "👨\u200d👩\u200d👧\u200d👦", "🏳\ufe0f\u200d🌈", "🇨🇳", "1\ufe0f\u20e3", "👍🏽",
+     "می\u200cخواهم", "Ω≈ç√", "مرحبا", "שלום"],
+)
+def test_a_label_keeps_what_people_write(kept):
+    assert label_clean(kept) == kept
+
+
+def test_a_multiline_label_keeps_its_lines():
+    assert label_clean("一\r\n二\u2028三\u2029四\n\n五\u202e", multiline=True) == "一\n二\n三\n四\n\n五"
+    assert label_clean("\n\n 只有一行 \n", multiline=True) == "只有一行"

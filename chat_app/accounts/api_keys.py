@@ -19,6 +19,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from campus_agent.base import errors
+from campus_agent.base.text import label_clean
 from chat_app.models import ApiKey, AuthSession
 
 KEY_PREFIX = "cak_"
@@ -81,11 +82,10 @@ EXPIRES_MAX = timedelta(days=366)
 
 
 def api_key_name_clean(value) -> str:
-    """Raises ApiError 400 unless `value` is a 1–64 character name (no control characters)."""
-    if not isinstance(value, str) or not value.strip() or len(value.strip()) > NAME_MAX:
-        raise errors.invalid_body(MSG_KEY_NAME)
-    name = value.strip()
-    if any(ord(ch) < 32 or ord(ch) == 127 for ch in name):
+    """The name as shown (campus_agent.base.text.label_clean: nothing that misleads its reader).
+    Raises ApiError 400 unless it is then 1–64 characters."""
+    name = label_clean(value) if isinstance(value, str) else ""
+    if not name or len(name) > NAME_MAX:
         raise errors.invalid_body(MSG_KEY_NAME)
     return name
 

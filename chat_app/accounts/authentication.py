@@ -7,7 +7,9 @@ CSRF token: a cookie is sent by the browser on its own, a header is not, so only
 path needs CSRF protection.
 """
 from dataclasses import dataclass
+from importlib import import_module
 
+from django.conf import settings
 from django.contrib.auth import get_user
 from django.core.exceptions import BadRequest, RequestDataTooBig, SuspiciousOperation
 from django.http.multipartparser import MultiPartParserError
@@ -67,9 +69,18 @@ def jwt_session_resolve(*, token: str) -> AuthSession:
     return _jwt_session_and_claims(token)[0]
 
 
+# Where campus_agent/intake.py leaves the Bearer caller it resolved before reading the body (on
+# the ASGI scope), so the view does not look the same token up again.
+CALLER_SCOPE_KEY = "campus_agent.caller"
+
+
 def chat_caller_cached(request) -> Caller | None:
     """The caller of a Bearer JWT checked against the database less than AUTH_SESSION_CACHE_SEC
-    ago (chat_app.accounts.session_cache), without I/O; None otherwise (then `chat_caller_resolve` decides)."""
+    ago (chat_app.accounts.session_cache), or of a Bearer the intake checked for this very request,
+    without I/O; None otherwise (then `chat_caller_resolve` decides)."""
+    checked = getattr(request, "scope", {}).get(CALLER_SCOPE_KEY)
+    if checked is not None:
+        return checked
     token = bearer_token(request)
     session = auth_session_cached(token=token) if token else None
     return Caller(user=session.user, auth_session=session) if session is not None else None
@@ -129,6 +140,26 @@ def chat_caller_resolve(request) -> Caller:
         raise errors.ApiError(errors.MSG_CSRF, code=errors.CSRF_FAILED, status=403)
     # Refreshed here when about to expire: the run sends it to sub-agents for the whole turn.
     return Caller(user=user, auth_session=None, page_campus_token=session_campus_token(session=request.session))
+
+
+def _caller_known(request) -> Caller | None:
+    token = bearer_token(request)
+    if token is not None:
+        return bearer_caller_resolve(token=token)
+    engine = import_module(settings.SESSION_ENGINE)
+    request.session = engine.SessionStore(request.COOKIES.get(settings.SESSION_COOKIE_NAME))
+    if _session_user(request) is None:
+        raise errors.token_missing()
+    return None
+
+
+async def acaller_known(request) -> Caller | None:
+    """Checks, from the request's head alone, that it names a caller: campus_agent/intake.py asks
+    before it reads a body (docs/security.md#request-bodies-refused-before-they-are-read). Returns
+    a Bearer's caller, or None for the page's session with a user; raises ApiError 401
+    (token_missing / token_invalid). The CSRF check needs the body: the view makes it."""
+    cached = chat_caller_cached(request)
+    return cached if cached is not None else await db_call(_caller_known, request)
 
 
 async def achat_caller_resolve(request) -> Caller:

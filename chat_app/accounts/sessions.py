@@ -13,6 +13,7 @@ from django.utils.crypto import constant_time_compare
 from loguru import logger
 
 from campus_agent.base.redaction import mask_token
+from campus_agent.base.text import label_clean
 from chat_app.accounts.oidc import campus_sub_usable
 from chat_app.accounts.tokens import jwt_encode
 from chat_app.models import AuthSession, CampusIdentity
@@ -136,7 +137,7 @@ def sso_user_upsert(*, profile: dict):
         try:
             with transaction.atomic():
                 user = get_user_model().objects.create(
-                    username=_free_username(sub=sub), first_name=profile["name"]
+                    username=_free_username(sub=sub), first_name=_shown_name(profile)
                 )
                 user.set_unusable_password()
                 user.save(update_fields=["password"])
@@ -148,10 +149,17 @@ def sso_user_upsert(*, profile: dict):
     raise SsoUnavailable()
 
 
+def _shown_name(profile: dict) -> str:
+    """The identity provider's name for the person, as the page shows it (a label: nothing that
+    misleads, campus_agent.base.text.label_clean)."""
+    return label_clean(profile["name"])[:150]
+
+
 def _sso_user_refresh(*, identity: CampusIdentity, profile: dict):
     user = identity.user
-    if profile["name"] and user.first_name != profile["name"]:
-        user.first_name = profile["name"]
+    name = _shown_name(profile)
+    if name and user.first_name != name:
+        user.first_name = name
         user.save(update_fields=["first_name"])
     identity.roles = profile["roles"]
     identity.save(update_fields=["roles", "updated_at"])

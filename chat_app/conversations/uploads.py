@@ -13,11 +13,10 @@ gives the model.
   most UPLOAD_PDF_MAX_PAGES pages. A PDF or DOCX is parsed in a child process under CPU, memory and
   time limits (campus_agent.base.documents: a zip bomb, a parse too costly, refused with the
   reason, 400). A PDF's scripts are never run: only its text is read.
-- **The name** shown is the file's own, made harmless: no directories (`../`), no control or
-  bidirectional-override characters, at most 100 characters (the extension kept).
+- **The name** shown is the file's own, made harmless: no directories (`../`), no control,
+  bidirectional or separator characters (label_clean), at most 100 characters (the extension kept).
 """
 import hashlib
-import unicodedata
 from datetime import timedelta
 
 import filetype
@@ -31,6 +30,7 @@ from loguru import logger
 from campus_agent.base import errors
 from campus_agent.base.documents import REASONS, DocumentRefused, Extracted, document_text
 from campus_agent.base.errors import INVALID_BODY
+from campus_agent.base.text import label_clean
 from campus_agent.base.windows import window_count
 from chat_app.conversations.images import image_size
 from chat_app.models import Upload
@@ -59,13 +59,26 @@ def size_text(size: int) -> str:
     return f"{size / 1024 / 1024:.0f} MB" if size >= 1024 * 1024 else f"{size / 1024:.0f} KB"
 
 
+FORM_OVERHEAD = 64 * 1024  # a multipart form's own bytes around the file
+
+
+def upload_request_max() -> int:
+    """The largest upload request: its file at UPLOAD_MAX_BYTES and the form around it. Past it the
+    request is refused before it is read (campus_agent/intake.py)."""
+    return settings.UPLOAD_MAX_BYTES + FORM_OVERHEAD
+
+
+def upload_too_large_message(cap: int | None = None) -> str:
+    """What a file over UPLOAD_MAX_BYTES is told (`cap`, the request's cap, is not the file's)."""
+    return MSG_TOO_LARGE.format(limit=size_text(settings.UPLOAD_MAX_BYTES))
+
+
 def name_safe(raw: str | None) -> str:
-    """The file's name as it may be shown: its last path part, NFC, without control, format
-    (bidi overrides, zero-width) or separator characters, at most NAME_MAX characters with its
-    extension kept; "附件" when nothing is left."""
-    text = unicodedata.normalize("NFC", str(raw or ""))
-    text = text.replace("\\", "/").rsplit("/", 1)[-1]
-    text = "".join(c for c in text if unicodedata.category(c)[0] not in "CZ" or c == " ").strip(" .")
+    """The file's name as it may be shown: its last path part, as a label
+    (campus_agent.base.text.label_clean: no control, bidi or separator character; emoji kept), at
+    most NAME_MAX characters with its extension kept; "附件" when nothing is left."""
+    text = str(raw or "").replace("\\", "/").rsplit("/", 1)[-1]
+    text = label_clean(text).strip(" .")
     if len(text) > NAME_MAX:
         stem, dot, extension = text.rpartition(".")
         extension = extension[:10] if dot and stem else ""
@@ -132,7 +145,7 @@ def _admit(user, size: int) -> None:
     if size <= 0:
         raise errors.invalid_body(MSG_EMPTY)
     if size > settings.UPLOAD_MAX_BYTES:
-        raise errors.ApiError(MSG_TOO_LARGE.format(limit=size_text(settings.UPLOAD_MAX_BYTES)),
+        raise errors.ApiError(upload_too_large_message(),
                               code=errors.BODY_TOO_LARGE, status=413)
     mine = Upload.objects.filter(user=user)
     limit = settings.UPLOAD_RATE_PER_MINUTE

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 
 from a2a.auth.user import User
 from a2a.server.context import ServerCallContext
-from a2a.server.jsonrpc_models import InvalidRequestError, JSONParseError
+from a2a.server.jsonrpc_models import JSONParseError
 from a2a.server.request_handlers import RequestHandler, validate_request_params
 from a2a.server.request_handlers.response_helpers import agent_card_to_dict, build_error_response
 from a2a.server.routes import DefaultServerCallContextBuilder, create_jsonrpc_routes
@@ -70,7 +70,6 @@ from a2a.utils.errors import (
     TaskNotFoundError,
     UnsupportedOperationError,
 )
-from django.conf import settings
 from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy as _
 from loguru import logger
@@ -586,8 +585,8 @@ def _header(scope, wanted: bytes) -> str | None:
 
 class A2aAuth:
     """In front of the JSON-RPC app: 401 without a valid Bearer (the body unread), then the body
-    read within DATA_UPLOAD_MAX_MEMORY_SIZE and checked as every JSON body is
-    (campus_agent.base.json_body): a refusal is a JSON-RPC error, never a 5xx."""
+    (within its cap: campus_agent/intake.py refuses a larger one before it reaches this) checked
+    as every JSON body is (campus_agent.base.json_body): a refusal is a JSON-RPC error, never a 5xx."""
 
     def __init__(self, app):
         self.app = app
@@ -602,20 +601,12 @@ class A2aAuth:
                                     headers={**refused.headers, REQUEST_ID_HEADER: request_id})
             await response(scope, receive, send)
             return
-        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
-        declared = _header(scope, b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > limit:
-            await _rpc_error(InvalidRequestError(message=str(errors.MSG_BODY_TOO_LARGE)))(scope, receive, send)
-            return
         body = bytearray()
         while True:
             message = await receive()
             if message["type"] == "http.disconnect":
                 return
             body += message.get("body", b"")
-            if len(body) > limit:
-                await _rpc_error(InvalidRequestError(message=str(errors.MSG_BODY_TOO_LARGE)))(scope, receive, send)
-                return
             if not message.get("more_body"):
                 break
         try:

@@ -21,7 +21,7 @@ from agents_app.models import Agent
 from campus_agent.base import errors
 from campus_agent.base.asyncdb import db_call
 from campus_agent.base.errors import GENERAL
-from campus_agent.base.text import text_clean
+from campus_agent.base.text import label_clean, text_clean
 from chat_app.accounts.authentication import Caller
 from chat_app.conversations.history import history_build
 from chat_app.conversations.selectors import conversation_for_turn
@@ -38,8 +38,9 @@ MSG_CONVERSATION_BUSY = _("这个对话上一轮还没有结束（正在回答�
 
 
 def conversation_title(*, first_message: str) -> str:
-    """Whitespace collapsed; empty → 新对话; longer than 24 characters → the first 24 + "..."."""
-    flat = " ".join((first_message or "").split())
+    """The question as a label (campus_agent.base.text.label_clean: one line, nothing that misleads);
+    empty → 新对话; longer than 24 characters → the first 24 + "..."."""
+    flat = label_clean(first_message or "")
     if not flat:
         return DEFAULT_TITLE
     return flat if len(flat) <= TITLE_MAX else flat[:TITLE_MAX] + "..."

@@ -5,7 +5,7 @@ from django.utils.translation import gettext_lazy as _
 from rest_framework import serializers
 
 from agents_app.models import Agent
-from campus_agent.base.text import text_clean
+from campus_agent.base.text import label_clean
 from chat_app.models import FEEDBACK_COMMENT_MAX, Conversation, Feedback, Message
 
 TITLE_MAX = 64
@@ -48,21 +48,26 @@ class MessageSerializer(serializers.ModelSerializer):
         ]
 
 
-class CleanTextField(serializers.CharField):
-    """Client text made valid before it is checked (NUL dropped, lone surrogates replaced), so a
-    stray control character is cleaned rather than stored or answered with an English 400."""
+class LabelField(serializers.CharField):
+    """A short text people read elsewhere (a title, a comment), cleaned before it is checked
+    (campus_agent.base.text.label_clean: no control, bidi or separator character; whitespace runs
+    made one), so a stray character is dropped rather than stored or answered with an English
+    400. `multiline`: line breaks kept."""
+
+    def __init__(self, *, multiline: bool = False, **kwargs):
+        super().__init__(trim_whitespace=False, **kwargs)
+        self.multiline = multiline
 
     def to_internal_value(self, data):
         if not isinstance(data, str):  # DRF would take 5 as "5"; a title or comment is text
             self.fail("invalid")
-        return text_clean(super().to_internal_value(data))
+        return label_clean(super().to_internal_value(data), multiline=self.multiline)
 
 
 class ConversationTitleSerializer(serializers.Serializer):
-    title = CleanTextField(trim_whitespace=False, allow_blank=True, help_text="1–64 个字符（去掉首尾空白、合并连续空白后）。")
+    title = LabelField(allow_blank=True, help_text="1–64 个字符（去掉不可见的控制字符、合并连续空白后）。")
 
-    def validate_title(self, value: str) -> str:
-        title = " ".join(value.split())  # a title is one line
+    def validate_title(self, title: str) -> str:
         if not title:
             raise serializers.ValidationError(MSG_TITLE_EMPTY)
         if len(title) > TITLE_MAX:
@@ -74,7 +79,8 @@ class FeedbackSerializer(serializers.ModelSerializer):
     rating = serializers.ChoiceField(
         choices=Feedback.Rating.choices, error_messages={"invalid_choice": MSG_RATING}, help_text="up 或 down"
     )
-    comment = CleanTextField(
+    comment = LabelField(
+        multiline=True,
         required=False,
         allow_blank=True,
         default="",

@@ -3,7 +3,6 @@
 `GET /api/v1/uploads/<id>` gives it back to its owner only (404 for anyone else), with the type
 read from its content, `nosniff`, and as a download unless it is an image. The same callers as
 `POST /api/v1/chat` (a Bearer JWT or API key, or the page's session + CSRF)."""
-from django.conf import settings
 from django.http import HttpResponse
 from django.utils.http import content_disposition_header
 from django.utils.translation import gettext_lazy as _
@@ -15,8 +14,6 @@ from rest_framework.response import Response
 from campus_agent.base import errors
 from chat_app.conversations.uploads import (
     MSG_NO_FILE,
-    MSG_TOO_LARGE,
-    size_text,
     upload_get,
     upload_payload,
     upload_store,
@@ -24,7 +21,6 @@ from chat_app.conversations.uploads import (
 from chat_app.gateways.api.base import ApiView
 from chat_app.gateways.api.serializers import ErrorSerializer
 
-MULTIPART_OVERHEAD = 64 * 1024  # the form's own bytes around the file
 MSG_UPLOAD_NOT_FOUND = _("附件不存在。")
 
 
@@ -45,11 +41,6 @@ class UploadView(ApiView):
                    415: ErrorSerializer, 429: ErrorSerializer, 503: ErrorSerializer},
     )
     def post(self, request):
-        declared = request.META.get("CONTENT_LENGTH") or "0"
-        if declared.isdigit() and int(declared) > settings.UPLOAD_MAX_BYTES + MULTIPART_OVERHEAD:
-            # Refused before the body is read: a 1 GB upload is not first written to a temp file.
-            raise errors.ApiError(MSG_TOO_LARGE.format(limit=size_text(settings.UPLOAD_MAX_BYTES)),
-                                  code=errors.BODY_TOO_LARGE, status=413)
         files = request.FILES.getlist("file")
         if len(files) != 1:
             raise errors.invalid_body(MSG_NO_FILE)

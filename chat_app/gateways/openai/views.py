@@ -70,6 +70,7 @@ def _model_get(slug: str) -> dict | None:
     return _model(agent) if agent is not None else None
 
 
+@csrf_exempt  # Bearer only: no cookie is looked at (a DELETE was a CSRF failure, not a 405)
 async def models(request):
     """`GET /v1/models`: the enabled agents (every student may use each), the default first."""
     if request.method != "GET":
@@ -82,6 +83,7 @@ async def models(request):
                         json_dumps_params={"ensure_ascii": False})
 
 
+@csrf_exempt
 async def model_detail(request, model_id: str):
     """`GET /v1/models/<id>`: one of them, or 404 (the SDK's `models.retrieve`)."""
     if request.method != "GET":

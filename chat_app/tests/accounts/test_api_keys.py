@@ -95,8 +95,9 @@ def test_wrong_and_hostile_keys_are_401(key):
 
 @pytest.mark.parametrize(
     "body",
-    [{}, {"name": ""}, {"name": "  "}, {"name": "x" * 65}, {"name": 5}, {"name": ["a"]}, {"name": "a\nb"},
-     {"name": "a\x00"}, {"name": "ok", "expires_at": "yesterday"}, {"name": "ok", "expires_at": "2001-01-01T00:00:00Z"},
+    [{}, {"name": ""}, {"name": "  "}, {"name": "x" * 65}, {"name": 5}, {"name": ["a"]},
+     # nothing but invisible characters ("a\nb" is named "a b": test_hostile_labels.py)
+     {"name": "\u202e\u200b\n"}, {"name": "\x00"}, {"name": "ok", "expires_at": "yesterday"}, {"name": "ok", "expires_at": "2001-01-01T00:00:00Z"},
      {"name": "ok", "expires_at": "2999-01-01T00:00:00Z"}, {"name": "ok", "expires_at": 5}, [1, 2]],
 )
 def test_bad_bodies_are_400_and_make_no_key(api, body):

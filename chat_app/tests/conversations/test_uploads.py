@@ -140,7 +140,10 @@ def test_names_are_made_harmless():
     assert name_safe("../../etc/passwd") == "passwd"
     assert name_safe("C:\\Users\\a\\课表.pdf") == "课表.pdf"
     assert name_safe("invoice\u202egpj.exe") == "invoicegpj.exe"  # no RTL override to reverse the extension
-    assert name_safe("a\x00b\nc.txt") == "abc.txt"
+    assert name_safe("a\x00b\nc.txt") == "ab c.txt"  # a line break shows as a space, as in every label
+    # A ZWJ emoji sequence is kept (Django's multipart parser drops every non-printable character
+    # of a name it reads, ZWJ among them, before this).
+    assert name_safe("\u2066课表\u2069\u2028👩\u200d💻.txt") == "课表 👩\u200d💻.txt"
     long = name_safe("很" * 300 + ".pdf")
     assert len(long) == 100 and long.endswith(".pdf")
     assert name_safe("") == name_safe("...") == name_safe(None) == "附件"

@@ -437,10 +437,40 @@ def test_hostile_json_rpc_gets_json_rpc_errors_never_a_5xx(live_asgi, agent, key
     assert answer.json()["error"]["code"] == code, answer.text
 
 
+BAD_PARAMS = [
+    b'{"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": ["x"]}}',
+    b'{"jsonrpc": "2.0", "id": 2, "method": "SendMessage", "params": {"message": "hi"}}',
+    b'{"jsonrpc": "2.0", "id": 3, "method": 42}',
+    b'{"jsonrpc": "2.0", "id": 4, "method": "CancelTask", "params": {"id": {"x": 1}}}',
+]
+
+
+def test_a_clients_malformed_json_rpc_is_not_logged_as_our_error(live_asgi, agent, key_headers):
+    """Issue 42: a2a-sdk logged each malformed request as an ERROR with its traceback. A client's
+    mistake is answered with its JSON-RPC error (unchanged) and logged as one line, no traceback."""
+    from loguru import logger
+
+    records = []
+    sink = logger.add(lambda message: records.append(message.record), level="DEBUG", format="{message}")
+    try:
+        for body in BAD_PARAMS:
+            answer = httpx.post(f"{live_asgi}/a2a/", content=body, timeout=20,
+                                headers={**key_headers, **A2A_VERSION, "Content-Type": "application/json"})
+            assert answer.status_code == 200 and answer.json()["error"]["code"] in (-32600, -32602), answer.text
+    finally:
+        logger.remove(sink)
+    sdk = [r for r in records if r["name"].startswith("a2a.")]
+    assert sdk, "the SDK's lines are expected, as one-liners"
+    assert all(r["level"].no < logger.level("ERROR").no for r in sdk), [(r["level"].name, r["message"]) for r in sdk]
+    assert all(r["exception"] is None for r in sdk)
+    assert any("Failed to parse request params" in r["message"] and "list" in r["message"] for r in sdk)
+
+
 def test_a_huge_body_or_message_is_refused(live_asgi, agent, key_headers):
     huge = httpx.post(f"{live_asgi}/a2a/", content=b'{"x": "' + b"a" * 200_000 + b'"}', timeout=20,
                       headers={**key_headers, **A2A_VERSION, "Content-Type": "application/json"})
-    assert huge.status_code == 200 and huge.json()["error"]["code"] == -32600
+    # Refused before it is read, in front of the JSON-RPC app (campus_agent/intake.py): an HTTP 413.
+    assert huge.status_code == 413 and huge.json() == {"code": 41301, "message": "请求体过大（上限 64 KB）。"}
     long = _rpc(live_asgi, key_headers, "SendMessage", {"message": {
         "messageId": "m", "role": "ROLE_USER", "parts": [{"text": "长" * 8001}]}})
     assert long.json()["error"]["code"] == -32602 and "8000" in long.json()["error"]["message"]
