@@ -26,6 +26,9 @@ from campus_agent.base.json_body import too_large
 from chat_app.gateways.openai import wire
 
 API_PREFIXES = ("/api/", "/mcp/", "/a2a/", "/.well-known/", "/demo/")
+# Pages under an API prefix: where an MCP service's authorization server sends the student's
+# browser back (chat_app.gateways.page.mcp_oauth) is read by a person, not a client.
+PAGE_PREFIXES = ("/mcp/oauth/",)
 OPENAI_PREFIX = "/v1/"
 
 MSG_BAD_REQUEST = _("请求无效。")
@@ -51,7 +54,7 @@ def api_family(path: str) -> str | None:
     path = "/" + path.lstrip("/") + "/"  # "//mcp" → "/mcp/"
     if path.startswith(OPENAI_PREFIX):
         return "openai"
-    return "api" if path.startswith(API_PREFIXES) else None
+    return "api" if path.startswith(API_PREFIXES) and not path.startswith(PAGE_PREFIXES) else None
 
 
 def refusal_response(request, error: errors.ApiError):
