@@ -4,30 +4,23 @@ columns (issue 40 point 2). The API and the frames read the migrated rows as bef
 from datetime import timedelta
 
 import pytest
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
-from django.db.migrations.loader import MigrationLoader
 from django.utils import timezone
 
 from chat_app.runs.wait import wait_ask
+from testkit.migrations import migrate_to, migrate_to_newest, newest
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.embedded]
 
 # agents_app stays at its newest migration (its rows are made with the columns the database has).
-AGENTS_NOW = MigrationLoader(None, ignore_no_migrations=True).graph.leaf_nodes("agents_app")[0]
+AGENTS_NOW = newest("agents_app")
 BEFORE = [("chat_app", "0016_run_language"), AGENTS_NOW]
 AFTER = [("chat_app", "0017_wait"), AGENTS_NOW]
 FORM = {"type": "object", "properties": {"room": {"type": "string"}}}
 
 
-def _migrate(targets):
-    executor = MigrationExecutor(connection)
-    executor.migrate(targets)
-    return executor.loader.project_state(targets).apps
-
 
 def test_every_kind_of_waiting_call_keeps_what_it_asked_both_ways():
-    old_apps = _migrate(BEFORE)
+    old_apps = migrate_to(BEFORE)
     try:
         User = old_apps.get_model("auth", "User")
         Conversation = old_apps.get_model("chat_app", "Conversation")
@@ -53,7 +46,7 @@ def test_every_kind_of_waiting_call_keeps_what_it_asked_both_ways():
                       "resume": {"task_id": "t-1", "context_id": "x-1"}},
             answer={"action": "accept", "content": {"room": "周六"}}, status="approved")
 
-        new_apps = _migrate(AFTER)
+        new_apps = migrate_to(AFTER)
         Wait = new_apps.get_model("chat_app", "Wait")
         waits = {w.call_id: w for w in Wait.objects.filter(run_id=run.id)}
         assert {c: w.kind for c, w in waits.items()} == {
@@ -69,7 +62,7 @@ def test_every_kind_of_waiting_call_keeps_what_it_asked_both_ways():
         assert wait_ask(waits["c4"]).event(waits["c4"]).frame()["type"] == "elicitation_required"
         assert wait_ask(waits["c2"]).event(waits["c2"]).frame()["url"] == "https://auth.example/a"
 
-        back_apps = _migrate(BEFORE)
+        back_apps = migrate_to(BEFORE)
         ToolApproval = back_apps.get_model("chat_app", "ToolApproval")
         rows = {a.call_id: a for a in ToolApproval.objects.filter(run_id=run.id)}
         assert (rows["c2"].kind, rows["c2"].mcp_service_id, rows["c2"].service_label) == ("authorization", service.pk,
@@ -78,4 +71,4 @@ def test_every_kind_of_waiting_call_keeps_what_it_asked_both_ways():
                                                                                       "context_id": "x-1"}
         assert rows["c3"].question["defaults"] == {"room": "A"}
     finally:
-        _migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
+        migrate_to_newest()
