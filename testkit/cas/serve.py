@@ -15,6 +15,7 @@ def main(fd: int) -> None:
     os.environ["DJANGO_SETTINGS_MODULE"] = "testkit.cas.settings"
     django.setup()
     from cas_server.models import ReplaceAttributName, ServicePattern
+    from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
     from django.core.asgi import get_asgi_application
     from django.core.management import call_command
 
@@ -26,7 +27,7 @@ def main(fd: int) -> None:
 
     import uvicorn
 
-    uvicorn.run(get_asgi_application(), fd=fd, log_level="warning", lifespan="off")
+    uvicorn.run(ASGIStaticFilesHandler(get_asgi_application()), fd=fd, log_level="warning", lifespan="off")
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ INSTALLED_APPS = [
     "django.contrib.contenttypes",
     "django.contrib.sessions",
     "django.contrib.messages",
+    "django.contrib.staticfiles",  # its login page's CSS and script, for the browser test
     "cas_server",
 ]
 MIDDLEWARE = [
@@ -47,8 +48,10 @@ CAS_NEW_VERSION_HTML_WARNING = False  # it would ask pypi.org
 CAS_NEW_VERSION_EMAIL_WARNING = False
 CAS_SHOW_POWERED = False
 CAS_INFO_MESSAGES_ORDER = []
-# Nothing leaves loopback: the login page's CSS and scripts are not fetched from a CDN.
+# Nothing leaves loopback: no CSS or script from a CDN; jQuery is a stub its inline script can call.
 CAS_COMPONENT_URLS = {
-    name: "/static/off"
-    for name in ("bootstrap3_css", "bootstrap3_js", "html5shiv", "respond", "bootstrap4_css", "bootstrap4_js", "jquery")
+    **{name: "data:text/javascript," for name in ("bootstrap3_js", "bootstrap4_js", "html5shiv", "respond")},
+    "bootstrap3_css": "data:text/css,",
+    "bootstrap4_css": "data:text/css,",
+    "jquery": "data:text/javascript,window.jQuery=window.%24=function(){}",
 }

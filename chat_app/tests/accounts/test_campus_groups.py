@@ -81,8 +81,7 @@ def test_oidc_claims_map_too(live_asgi, oidc_settings, mapping):
     assert _names(user) == set()
 
 
-def test_admin_shows_each_users_groups_and_where_they_came_from(live_asgi, cas_settings, mapping, groups,
-                                                                admin_client):
+def test_admin_shows_each_users_groups_and_where_they_came_from(live_asgi, cas_settings, mapping, groups, admin_client):
     _cas_login(live_asgi, cas_settings)
     identity = CampusIdentity.objects.get(source="cas")
     identity.user.groups.add(groups["图书馆志愿者"])
@@ -95,8 +94,16 @@ def test_admin_shows_each_users_groups_and_where_they_came_from(live_asgi, cas_s
 
 def test_attributes_are_kept_as_capped_lists_of_strings():
     kept = campus_attributes_kept(
-        {"userType": "本科生", "memberOf": ["a", "b", {"x": 1}], "n": 3, "ok": True, "nested": {"a": 1},
-         "long": "x" * 500, "": "empty key", **{f"k{i}": "v" for i in range(100)}}
+        {
+            "userType": "本科生",
+            "memberOf": ["a", "b", {"x": 1}],
+            "n": 3,
+            "ok": True,
+            "nested": {"a": 1},
+            "long": "x" * 500,
+            "": "empty key",
+            **{f"k{i}": "v" for i in range(100)},
+        }
     )
     assert kept["userType"] == ["本科生"] and kept["memberOf"] == ["a", "b"]
     assert kept["n"] == ["3"] and kept["ok"] == ["true"] and "nested" not in kept and "" not in kept
