@@ -5,6 +5,8 @@ the attacks themselves (a replayed, forged, other-service or other-server ticket
 redirect, a forged single logout)."""
 
 import secrets
+import socket
+import time
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
@@ -132,7 +134,10 @@ def test_next_never_leaves_the_site(site, cas_settings, next_url):
     assert back.status_code == 302 and back.headers["location"] == "/"
 
 
-def test_single_logout_from_the_cas_server_ends_the_session(site, cas_settings):
+@pytest.mark.parametrize("version", ["2", "3"])
+def test_single_logout_from_the_cas_server_ends_the_session(site, cas_settings, settings, version):
+    """With CAS 2 as well: django-cas-ng's own handler reads a logoutRequest with CAS 3 clients only."""
+    settings.CAS_VERSION = version
     assert _cas_login(site, cas_settings).status_code == 302
     assert site.get("/").status_code == 200
     # The student signs out at the CAS server (another tab): it POSTs its logoutRequest to us.
@@ -203,3 +208,25 @@ def test_a_disabled_account_is_refused(site, cas_settings):
     site.cookies.clear()
     answer = _cas_login(site, cas_settings)
     assert answer.status_code == 403
+
+
+def test_the_button_in_english(site, cas_settings):
+    page = site.get("/login/", headers={"Accept-Language": "en"})
+    assert ">Campus sign-in (CAS)</a>" in page.text
+
+
+def test_a_cas_server_down_or_hanging_fails_the_login_in_time(site, cas_settings, settings):
+    """python-cas asks with no timeout of its own: a CAS server that accepts and never answers
+    must not hold the worker (CAS_TIMEOUT)."""
+    settings.CAS_SERVER_URL = "http://127.0.0.1:1/cas/"  # nothing listens
+    assert _refused(site.get(LOGIN, params={"ticket": "ST-1-abcdefghijklmnopqrstuvwxyz0123456789"}))
+
+    hanging = socket.create_server(("127.0.0.1", 0))  # connections queue, nobody ever reads them
+    try:
+        settings.CAS_SERVER_URL = f"http://127.0.0.1:{hanging.getsockname()[1]}/cas/"
+        settings.CAS_TIMEOUT = 0.5
+        started = time.monotonic()
+        assert _refused(site.get(LOGIN, params={"ticket": "ST-1-abcdefghijklmnopqrstuvwxyz0123456789"}))
+        assert time.monotonic() - started < 5
+    finally:
+        hanging.close()
