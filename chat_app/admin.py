@@ -123,6 +123,21 @@ class CampusIdentityAdmin(RecordAdminMixin, admin.ModelAdmin):
         return format_html_join("、", "{}（{}）", groups) or "—"
 
 
+@admin.register(CampusGroupGrant)
+class CampusGroupGrantAdmin(RecordAdminMixin, admin.ModelAdmin):
+    """Who is in which group because of the group mapping (search a user to see theirs). Kept by
+    logins only: deleting a mark would turn the membership into a hand-given one the mapping
+    never takes back."""
+
+    record_deletable = False
+    list_display = ("user", "group", "granted_at")
+    list_filter = ("group",)
+    search_fields = ("user__username", "user__first_name", "group__name")
+    list_select_related = ("user", "group")
+    fields = list_display
+    readonly_fields = fields
+
+
 @admin.register(GroupMapping)
 class GroupMappingAdmin(admin.ModelAdmin):
     """Groups from the campus: at every CAS or OIDC login, the person is put in the group of each

@@ -90,6 +90,8 @@ def test_admin_shows_each_users_groups_and_where_they_came_from(live_asgi, cas_s
     text = page.content.decode()
     assert "本科生（校园映射）" in text and "图书馆志愿者（手工指定）" in text
     assert admin_client.get("/admin/chat_app/groupmapping/add/").status_code == 200
+    grants = admin_client.get("/admin/chat_app/campusgroupgrant/", {"q": identity.user.username})
+    assert grants.status_code == 200 and "本科生" in grants.content.decode()
 
 
 def test_attributes_are_kept_as_capped_lists_of_strings():

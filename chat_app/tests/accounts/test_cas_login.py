@@ -230,3 +230,14 @@ def test_a_cas_server_down_or_hanging_fails_the_login_in_time(site, cas_settings
         assert time.monotonic() - started < 5
     finally:
         hanging.close()
+
+
+@pytest.mark.parametrize("number", ["", "2023\n0001", "x" * 151])
+def test_an_unusable_student_number_is_refused_with_the_reason(site, cas_settings, settings, number):
+    """The number names a user shown in admin and logs: missing, a control character or too long
+    is refused, and the student is told whom to ask."""
+    settings.CAS_ATTRIBUTE_MAP = {**settings.CAS_ATTRIBUTE_MAP, "number": "studentNo"}
+    cas_settings.attributes_set(studentNo=number)
+    answer = _cas_login(site, cas_settings)
+    assert answer.status_code == 400 and "没有给出可用的学号 / 工号" in answer.text
+    assert not CampusIdentity.objects.exists()
