@@ -84,6 +84,8 @@ def ticket_validate(*, request, ticket: str) -> dict:
     except (requests.RequestException, ParseError, IndexError, AttributeError, ValueError) as exc:
         logger.warning("CAS: validating a ticket failed: {}", type(exc).__name__)
         raise CasLoginFailed() from None
+    finally:
+        client.session.close()
     if not user:
         logger.info("CAS: ticket refused by the CAS server")
         raise CasLoginFailed()
