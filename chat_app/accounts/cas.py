@@ -29,7 +29,7 @@ from loguru import logger
 from chat_app.accounts.campus_groups import campus_attributes_kept
 from chat_app.accounts.oidc import campus_sub_usable
 
-NEXT_KEY = "campus_cas_next"  # where to go after the CAS login, during it
+NEXT_KEY = "campus_cas_next"  # where to go after the CAS login; its presence: this browser started one
 LOGIN_KEY = "campus_cas"  # set in a session a CAS login made: its logout ends the CAS sign-on too
 TICKET_MAX = 256  # CAS 3.0 spec: at least 32 characters, should take up to 256
 LOGOUT_REQUEST_MAX = 16_384  # a SAML logoutRequest is a few hundred bytes
@@ -64,18 +64,24 @@ def _client(request):
 
 
 def login_begin(*, request, next_url: str) -> str:
-    """The CAS server's login URL for our service; `next_url` (already checked) waits in the session."""
+    """The CAS server's login URL for our service; `next_url` (already checked) waits in the
+    session, which marks this browser as the one that started the login."""
     request.session[NEXT_KEY] = next_url
     return _client(request).get_login_url()
 
 
-def next_url_pop(*, session) -> str:
-    return session.pop(NEXT_KEY, None) or "/"
+def ticket_validate(*, request, ticket: str) -> tuple[dict, str]:
+    """Validates `ticket` at CAS_SERVER_URL for our service URL: the profile sso_user_upsert
+    takes, and where to go next. Raises CasLoginFailed.
 
-
-def ticket_validate(*, request, ticket: str) -> dict:
-    """Validates `ticket` at CAS_SERVER_URL for our service URL; the profile sso_user_upsert takes.
-    Raises CasLoginFailed."""
+    A ticket is taken only in the session that started the login (its `next` is there, and used
+    once): CAS has no `state` parameter, and without this a link carrying a ticket the attacker
+    got for their own account would sign the victim in as the attacker (login CSRF), and what the
+    victim then asks would land in the attacker's history."""
+    next_url = request.session.pop(NEXT_KEY, None)
+    if next_url is None:
+        logger.info("CAS: ticket refused: this session started no CAS login")
+        raise CasLoginFailed()
     if not ticket or len(ticket) > TICKET_MAX or not (ticket.isascii() and ticket.isprintable()):
         raise CasLoginFailed()
     client = _client(request)
@@ -89,7 +95,7 @@ def ticket_validate(*, request, ticket: str) -> dict:
     if not user:
         logger.info("CAS: ticket refused by the CAS server")
         raise CasLoginFailed()
-    return _profile(user, campus_attributes_kept(attributes or {}))
+    return _profile(user, campus_attributes_kept(attributes or {})), next_url
 
 
 def _profile(user: str, attributes: dict[str, list[str]]) -> dict:

@@ -204,15 +204,14 @@ def cas_login(request):
             return HttpResponseRedirect(next_url)
         return HttpResponseRedirect(cas.login_begin(request=request, next_url=next_url))
     try:
-        user = sso_user_upsert(profile=cas.ticket_validate(request=request, ticket=ticket),
-                               source=CampusIdentity.Source.CAS)
+        profile, next_url = cas.ticket_validate(request=request, ticket=ticket)
+        user = sso_user_upsert(profile=profile, source=CampusIdentity.Source.CAS)
     except cas.CasLoginFailed as exc:
         return _campus_login_error(request, exc.message or MSG_CAMPUS_LOGIN_FAILED, 400)
     except SsoUnavailable:
         return _campus_login_error(request, MSG_CAMPUS_LOGIN_FAILED, 400)
     if not user.is_active:
         return _campus_login_error(request, MSG_CAMPUS_ACCOUNT_DISABLED, 403)
-    next_url = cas.next_url_pop(session=request.session)
     login(request, user, backend=MODEL_BACKEND)
     cas.session_ticket_record(session=request.session, ticket=ticket)  # after login(): it cycles the session
     logger.info("page login via CAS user={}", user.pk)

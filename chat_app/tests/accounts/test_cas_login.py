@@ -41,6 +41,12 @@ def _cas_login(site, cas, *, next_url: str = "/") -> httpx.Response:
     return site.get(cas.sign_in(site, service=service))
 
 
+def _present(client, ticket: str) -> httpx.Response:
+    """A ticket brought to the gateway by a browser that started a CAS login there."""
+    client.get(LOGIN)
+    return client.get(LOGIN, params={"ticket": ticket})
+
+
 def _refused(response: httpx.Response) -> bool:
     return response.status_code == 400 and MSG_CAMPUS_LOGIN_FAILED in response.text
 
@@ -94,15 +100,16 @@ def test_a_replayed_ticket_is_refused(site, cas_settings, live_asgi):
     back_with_ticket = cas_settings.sign_in(site, service=_service(site))
     assert site.get(back_with_ticket).status_code == 302
     with httpx.Client(base_url=live_asgi, timeout=15) as attacker:  # the URL leaked: a log, a Referer
+        attacker.get(LOGIN)  # the attacker starts a login of their own first
         replay = attacker.get(back_with_ticket)
         assert _refused(replay)
         assert attacker.get("/").status_code == 302  # not signed in
 
 
 def test_a_forged_ticket_is_refused(site, cas_settings):
-    assert _refused(site.get(LOGIN, params={"ticket": f"ST-{secrets.token_urlsafe(48)}"}))
-    assert _refused(site.get(LOGIN, params={"ticket": "ST-\n<x/>"}))  # not even sent to the CAS server
-    assert _refused(site.get(LOGIN, params={"ticket": "ST-" + "a" * 300}))
+    assert _refused(_present(site, f"ST-{secrets.token_urlsafe(48)}"))
+    assert _refused(_present(site, "ST-\n<x/>"))  # not even sent to the CAS server
+    assert _refused(_present(site, "ST-" + "a" * 300))
     assert not CampusIdentity.objects.exists()
 
 
@@ -110,7 +117,7 @@ def test_a_ticket_issued_for_another_service_is_refused(site, cas_settings):
     """A ticket the CAS server gave another campus application (same server, same student)."""
     other_service = str(site.base_url).rstrip("/") + "/other-app/"
     ticket = parse_qs(urlsplit(cas_settings.sign_in(site, service=other_service)).query)["ticket"][0]
-    assert _refused(site.get(LOGIN, params={"ticket": ticket}))
+    assert _refused(_present(site, ticket))
     assert not CampusIdentity.objects.exists()
 
 
@@ -120,9 +127,21 @@ def test_a_ticket_from_an_untrusted_cas_server_is_refused(site, cas_settings, tm
     rogue = CasServer(tmp_path).start()
     try:
         ticket = parse_qs(urlsplit(rogue.sign_in(httpx.Client(timeout=15), service=_service(site))).query)["ticket"][0]
-        assert _refused(site.get(LOGIN, params={"ticket": ticket}))
+        assert _refused(_present(site, ticket))
     finally:
         rogue.stop()
+    assert not CampusIdentity.objects.exists()
+
+
+def test_a_ticket_in_a_session_that_started_no_login_is_refused(site, cas_settings, live_asgi):
+    """Login CSRF: the attacker signs in at the CAS server as themselves, stops before the ticket
+    is used and sends the victim the link; the victim's browser never started a CAS login here."""
+    attacker = httpx.Client(timeout=15)
+    ticket_link = cas_settings.sign_in(attacker, service=_service(site))
+    victim = site
+    answer = victim.get(ticket_link)
+    assert _refused(answer)
+    assert victim.get("/").status_code == 302  # not signed in as anyone
     assert not CampusIdentity.objects.exists()
 
 
@@ -219,12 +238,13 @@ def test_a_cas_server_down_or_hanging_fails_the_login_in_time(site, cas_settings
     """python-cas asks with no timeout of its own: a CAS server that accepts and never answers
     must not hold the worker (CAS_TIMEOUT)."""
     settings.CAS_SERVER_URL = "http://127.0.0.1:1/cas/"  # nothing listens
-    assert _refused(site.get(LOGIN, params={"ticket": "ST-1-abcdefghijklmnopqrstuvwxyz0123456789"}))
+    assert _refused(_present(site, "ST-1-abcdefghijklmnopqrstuvwxyz0123456789"))
 
     hanging = socket.create_server(("127.0.0.1", 0))  # connections queue, nobody ever reads them
     try:
         settings.CAS_SERVER_URL = f"http://127.0.0.1:{hanging.getsockname()[1]}/cas/"
         settings.CAS_TIMEOUT = 0.5
+        site.get(LOGIN)
         started = time.monotonic()
         assert _refused(site.get(LOGIN, params={"ticket": "ST-1-abcdefghijklmnopqrstuvwxyz0123456789"}))
         assert time.monotonic() - started < 5
