@@ -65,6 +65,9 @@ def campus_groups_apply(*, user, source: str, attributes: dict[str, list[str]]) 
             CampusGroupGrant.objects.filter(user=user, group_id__in=dropped).delete()
         if added:
             user.groups.add(*added)
-            CampusGroupGrant.objects.bulk_create([CampusGroupGrant(user=user, group_id=gid) for gid in added - granted])
+            # ignore_conflicts: two logins of one person at once both mark the same membership.
+            CampusGroupGrant.objects.bulk_create(
+                [CampusGroupGrant(user=user, group_id=gid) for gid in added - granted], ignore_conflicts=True
+            )
     if dropped or added:
         logger.info("campus groups of user={} via {}: +{} -{}", user.pk, source, sorted(added), sorted(dropped))
