@@ -90,6 +90,7 @@ INSTALLED_APPS = [
     "csp",
     "channels",
     "simple_history",  # the catalog's history: old values, diff and rollback in admin
+    "django_cas_ng",  # CAS login: its ticket ↔ session table serves single logout (chat_app/accounts/cas.py)
     "campus_agent",
     "subagents_app",
     "agents_app",
@@ -449,6 +450,31 @@ OIDC_TOKEN_AUTH_METHOD = env.str("OIDC_TOKEN_AUTH_METHOD", default="client_secre
 OIDC_SCOPES = env.str("OIDC_SCOPES", default="openid profile offline_access")
 OIDC_TIMEOUT = env.float("OIDC_TIMEOUT", default=10.0)
 OIDC_LOGIN_LABEL = env.str("OIDC_LOGIN_LABEL", default="用校园账号登录")
+# Campus login with CAS 2.0/3.0, 统一身份认证 (chat_app/accounts/cas.py): off unless CAS_SERVER_URL is
+# set, the CAS server's root (https://cas.example.edu.cn/cas/; /login, /p3/serviceValidate … are
+# below it). Allow <site>/accounts/cas/login/ as the service at the CAS server.
+CAS_SERVER_URL = env.str("CAS_SERVER_URL", default="")
+if CAS_SERVER_URL:
+    if not CAS_SERVER_URL.startswith(("https://", "http://")):
+        # django-cas-ng would complete a relative URL with the request's Host: a client could then
+        # name the server that vouches for its ticket.
+        raise ImproperlyConfigured("CAS_SERVER_URL is an absolute http(s) URL, e.g. https://cas.example.edu.cn/cas/")
+    CAS_SERVER_URL = CAS_SERVER_URL.rstrip("/") + "/"  # the endpoints are joined to it
+CAS_VERSION = env.str("CAS_VERSION", default="3")  # 2 or 3 (3: attributes in /p3/serviceValidate)
+if CAS_VERSION not in ("2", "3"):
+    raise ImproperlyConfigured("CAS_VERSION is 2 or 3")
+CAS_TIMEOUT = env.float("CAS_TIMEOUT", default=10.0)
+# Which CAS attribute holds what (field=attribute, comma-separated). number: the student / staff
+# number the user is linked by and named after (empty: the CAS user itself); name, college,
+# identity_type: shown in admin, and identity_type is what group mappings usually read.
+CAS_ATTRIBUTE_MAP = {
+    "number": "", "name": "cn", "college": "college", "identity_type": "userType",
+    **env.dict("CAS_ATTRIBUTE_MAP", default={}),
+}
+# The site's public root as the CAS server sees it (https://xiaozhi.example.edu.cn). Empty: the
+# request's scheme and Host, which behind nginx needs Host passed on and SECURE_PROXY_SSL_HEADER.
+CAS_ROOT_PROXIED_AS = env.str("CAS_ROOT_PROXIED_AS", default="")
+CAS_STORE_NEXT = True  # django-cas-ng: the service URL without `next`; it waits in the session
 # Failed logins (password or campus token; API, page and admin) counted in the cache, per
 # username and per client address, within a fixed window: past a limit, 429 (docs/api.md).
 LOGIN_MAX_FAILURES_PER_USERNAME = env.int("LOGIN_MAX_FAILURES_PER_USERNAME", default=5)

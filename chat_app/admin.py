@@ -6,7 +6,17 @@ from django.utils.html import format_html, format_html_join
 
 from campus_agent.base.admin_extensions import admin_links
 from campus_agent.base.admin_records import RecordAdminMixin
-from chat_app.models import ApiKey, AuthSession, CampusIdentity, Conversation, Feedback, Message, Wait
+from chat_app.models import (
+    ApiKey,
+    AuthSession,
+    CampusGroupGrant,
+    CampusIdentity,
+    Conversation,
+    Feedback,
+    GroupMapping,
+    Message,
+    Wait,
+)
 
 
 def message_links(message: Message) -> str:
@@ -93,14 +103,51 @@ class ApiKeyAdmin(RecordAdminMixin, admin.ModelAdmin):
 
 @admin.register(CampusIdentity)
 class CampusIdentityAdmin(RecordAdminMixin, admin.ModelAdmin):
-    """Which local user each campus SSO subject logs in as. Made by SSO logins only: editing
-    the link would hand one person's campus login to another account."""
+    """Which local user each campus subject (OIDC or CAS) logs in as, what the campus said about
+    the person at the last login, and their groups: which the group mapping gave, which staff gave
+    by hand. Made by campus logins only: editing the link would hand one person's campus login to
+    another account."""
 
-    list_display = ("sub", "user", "roles", "created_at", "updated_at")
-    search_fields = ("sub", "user__username")
+    list_display = ("sub", "source", "user", "identity_type", "college", "updated_at")
+    list_filter = ("source", "identity_type")
+    search_fields = ("sub", "user__username", "user__first_name", "college")
     list_select_related = ("user",)
-    fields = ("sub", "user", "roles", "created_at", "updated_at")
+    fields = ("source", "sub", "user", "identity_type", "college", "groups_shown", "roles", "attributes",
+              "created_at", "updated_at")
     readonly_fields = fields
+
+    @admin.display(description="群组")
+    def groups_shown(self, obj: CampusIdentity) -> str:
+        mapped = set(CampusGroupGrant.objects.filter(user=obj.user_id).values_list("group_id", flat=True))
+        groups = [(group.name, "校园映射" if group.pk in mapped else "手工指定") for group in obj.user.groups.order_by("name")]
+        return format_html_join("、", "{}（{}）", groups) or "—"
+
+
+@admin.register(CampusGroupGrant)
+class CampusGroupGrantAdmin(RecordAdminMixin, admin.ModelAdmin):
+    """Who is in which group because of the group mapping (search a user to see theirs). Kept by
+    logins only: deleting a mark would turn the membership into a hand-given one the mapping
+    never takes back."""
+
+    record_deletable = False
+    list_display = ("user", "group", "granted_at")
+    list_filter = ("group",)
+    search_fields = ("user__username", "user__first_name", "group__name")
+    list_select_related = ("user", "group")
+    fields = list_display
+    readonly_fields = fields
+
+
+@admin.register(GroupMapping)
+class GroupMappingAdmin(admin.ModelAdmin):
+    """Groups from the campus: at every CAS or OIDC login, the person is put in the group of each
+    rule whose attribute (claim) holds the value, and taken out of a group an earlier login's rules
+    gave that no rule gives now. Groups given by hand are never touched."""
+
+    list_display = ("source", "attribute", "value", "group")
+    list_filter = ("source", "group")
+    search_fields = ("attribute", "value", "group__name")
+    list_select_related = ("group",)
 
 
 class HasCommentFilter(admin.SimpleListFilter):

@@ -155,18 +155,30 @@ class ApiKey(models.Model):
 
 
 class CampusIdentity(models.Model):
-    """The link from a campus SSO subject to the local user it logs in as.
+    """The link from a campus login's subject (an OIDC `sub`, a CAS user) to the local user it
+    logs in as, with what the campus said about the person at the last login.
 
-    SSO logins find their user through this row, never by username: a campus `sub` that
-    happens to equal a local username (e.g. the demo superuser `admin`) must not log in
-    as that account. The first SSO login of a `sub` creates a new user and this row.
+    Campus logins find their user through this row, never by username: a campus subject that
+    happens to equal a local username (e.g. the demo superuser `admin`) must not log in as that
+    account. The first login of a subject creates a new user and this row.
     """
 
-    sub = models.CharField("校园账号标识", max_length=150, unique=True)
+    class Source(models.TextChoices):
+        OIDC = "oidc", "OpenID Connect"
+        CAS = "cas", "CAS 统一身份认证"
+
+    source = models.CharField("登录方式", max_length=8, choices=Source.choices, default=Source.OIDC)
+    sub = models.CharField("校园账号标识", max_length=150, help_text="OIDC 的 sub；CAS 的学号 / 工号")
     user = models.OneToOneField(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="campus_identity", verbose_name="用户"
     )
     roles = models.JSONField("最近一次登录的校园角色", default=list, blank=True)
+    college = models.CharField("学院 / 单位", max_length=150, blank=True, default="")
+    identity_type = models.CharField("身份类型", max_length=150, blank=True, default="")
+    attributes = models.JSONField(
+        "最近一次登录的校园属性", default=dict, blank=True,
+        help_text="CAS 属性或 OIDC 声明（每个值一个列表），群组映射按它们决定用户所在的群组",
+    )
     created_at = models.DateTimeField("创建时间", auto_now_add=True)
     updated_at = models.DateTimeField("最近登录", auto_now=True)
 
@@ -174,9 +186,49 @@ class CampusIdentity(models.Model):
         verbose_name = "校园身份"
         verbose_name_plural = "校园身份"
         ordering = ["-updated_at"]
+        constraints = [models.UniqueConstraint(fields=["source", "sub"], name="campus_identity_source_sub")]
 
     def __str__(self) -> str:
         return self.sub
+
+
+class GroupMapping(models.Model):
+    """One rule of "groups from the campus" (docs/design.md#campus-identity-and-audit): a campus
+    login whose attribute (CAS) or claim (OIDC) holds the value is put in the group. Applied at
+    every login of that source; a group the rules no longer give is taken back."""
+
+    source = models.CharField("登录方式", max_length=8, choices=CampusIdentity.Source.choices)
+    attribute = models.CharField("属性 / 声明", max_length=100, help_text="例如 CAS 属性 userType，或 OIDC 声明 roles")
+    value = models.CharField("取值", max_length=200, help_text="完全相同才算匹配；多值属性中有一个相同即可，例如 本科生")
+    group = models.ForeignKey("auth.Group", on_delete=models.CASCADE, related_name="campus_mappings", verbose_name="群组")
+
+    class Meta:
+        verbose_name = "群组映射"
+        verbose_name_plural = "群组映射"
+        ordering = ["source", "attribute", "value"]
+        constraints = [
+            models.UniqueConstraint(fields=["source", "attribute", "value", "group"], name="group_mapping_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_source_display()} {self.attribute}={self.value} → {self.group}"
+
+
+class CampusGroupGrant(models.Model):
+    """Marks a membership the group mapping gave (the user is in `group` because of a rule), so
+    the next login can take it back when no rule gives it any more; a membership without this
+    mark was given by hand and is never touched by the mapping."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="campus_group_grants", verbose_name="用户"
+    )
+    group = models.ForeignKey("auth.Group", on_delete=models.CASCADE, related_name="+", verbose_name="群组")
+    granted_at = models.DateTimeField("映射加入时间", auto_now_add=True)
+
+    class Meta:
+        verbose_name = "映射得到的群组成员资格"
+        verbose_name_plural = "映射得到的群组成员资格"
+        constraints = [models.UniqueConstraint(fields=["user", "group"], name="campus_group_grant_unique")]
 
 
 class Run(models.Model):

@@ -30,6 +30,7 @@ from joserfc.jwk import KeySet
 from loguru import logger
 
 from campus_agent.base.redaction import mask_token
+from chat_app.accounts.campus_groups import campus_attributes_kept
 
 FLOW_KEY = "campus_oidc_flow"  # state, nonce, PKCE verifier and where to go back, during a login
 TOKENS_KEY = "campus_oidc_tokens"  # the logged-in page's campus tokens
@@ -242,6 +243,7 @@ def _profile(metadata: dict, claims: dict, access_token: str) -> dict:
         "sub": sub,
         "name": str(name)[:150],
         "roles": [str(role) for role in roles] if isinstance(roles, list) else [],
+        "attributes": campus_attributes_kept(info),  # what group mappings of source oidc read
     }
 
 

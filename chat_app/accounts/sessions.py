@@ -14,6 +14,7 @@ from loguru import logger
 
 from campus_agent.base.redaction import mask_token
 from campus_agent.base.text import label_clean
+from chat_app.accounts.campus_groups import campus_attributes_kept, campus_groups_apply
 from chat_app.accounts.oidc import campus_sub_usable
 from chat_app.accounts.tokens import jwt_encode
 from chat_app.models import AuthSession, CampusIdentity
@@ -107,6 +108,7 @@ def campus_profile_fetch(*, campus_token: str) -> dict:
         "sub": sub,
         "name": str(profile.get("name") or "")[:150],
         "roles": [str(r) for r in roles] if isinstance(roles, list) else [],
+        "attributes": campus_attributes_kept(profile),
     }
 
 
@@ -121,19 +123,24 @@ def _free_username(*, sub: str) -> str:
     return candidate
 
 
-def sso_user_upsert(*, profile: dict):
-    """The user linked to the campus `sub` (CampusIdentity), created on its first SSO login.
+def sso_user_upsert(*, profile: dict, source: str = CampusIdentity.Source.OIDC):
+    """The user linked to the campus subject `profile["sub"]` of `source` (CampusIdentity),
+    created on its first login; then the group mapping is applied (chat_app/accounts/campus_groups.py).
 
     The link is never made by matching usernames: a `sub` equal to an existing local username
     (e.g. `admin`) gets a new user of its own, named `sub-2` or the like. Later logins refresh
-    the name and the last campus roles. Campus roles go into the JWT and the session row; they
-    never grant Django staff rights.
+    the name, the last campus roles and attributes. Campus roles go into the JWT and the session
+    row; they never grant Django staff rights.
+
+    `profile`: {"sub", "name", "roles"} and optionally "college", "identity_type" and
+    "attributes" (as campus_attributes_kept returns them).
     """
     sub = profile["sub"]
     for _ in range(3):  # two first logins of one sub racing: the loser reads the winner's row
-        identity = CampusIdentity.objects.select_related("user").filter(sub=sub).first()
+        identity = CampusIdentity.objects.select_related("user").filter(source=source, sub=sub).first()
         if identity is not None:
-            return _sso_user_refresh(identity=identity, profile=profile)
+            user = _sso_user_refresh(identity=identity, profile=profile)
+            break
         try:
             with transaction.atomic():
                 user = get_user_model().objects.create(
@@ -141,12 +148,15 @@ def sso_user_upsert(*, profile: dict):
                 )
                 user.set_unusable_password()
                 user.save(update_fields=["password"])
-                CampusIdentity.objects.create(sub=sub, user=user, roles=profile["roles"])
+                CampusIdentity.objects.create(source=source, sub=sub, user=user, **_identity_fields(profile))
         except IntegrityError:
             continue
-        logger.info("campus identity linked to new user={}", user.pk)
-        return user
-    raise SsoUnavailable()
+        logger.info("campus identity ({}) linked to new user={}", source, user.pk)
+        break
+    else:
+        raise SsoUnavailable()
+    campus_groups_apply(user=user, source=source, attributes=profile.get("attributes") or {})
+    return user
 
 
 def _shown_name(profile: dict) -> str:
@@ -155,14 +165,25 @@ def _shown_name(profile: dict) -> str:
     return label_clean(profile["name"])[:150]
 
 
+def _identity_fields(profile: dict) -> dict:
+    return {
+        "roles": profile["roles"],
+        "college": label_clean(profile.get("college") or "")[:150],
+        "identity_type": label_clean(profile.get("identity_type") or "")[:150],
+        "attributes": profile.get("attributes") or {},
+    }
+
+
 def _sso_user_refresh(*, identity: CampusIdentity, profile: dict):
     user = identity.user
     name = _shown_name(profile)
     if name and user.first_name != name:
         user.first_name = name
         user.save(update_fields=["first_name"])
-    identity.roles = profile["roles"]
-    identity.save(update_fields=["roles", "updated_at"])
+    fields = _identity_fields(profile)
+    for field, value in fields.items():
+        setattr(identity, field, value)
+    identity.save(update_fields=[*fields, "updated_at"])
     return user
 
 

@@ -59,3 +59,27 @@ def oidc_settings(settings, oidc_provider):
     settings.OIDC_CLIENT_ID = CLIENT_ID
     settings.OIDC_CLIENT_SECRET = CLIENT_SECRET
     return oidc_provider
+
+
+@pytest.fixture(scope="session")
+def cas_server_session(tmp_path_factory):
+    """The loopback CAS server (django-cas-server in its own process, testkit/cas/), started once."""
+    from testkit.cas.server import CasServer
+
+    server = CasServer(tmp_path_factory.mktemp("cas-server")).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def cas_server(cas_server_session):
+    """The CAS server with its default account (testkit/cas/server.py: 2023010001, 本科生)."""
+    cas_server_session.reset()
+    return cas_server_session
+
+
+@pytest.fixture
+def cas_settings(settings, cas_server):
+    """CAS_SERVER_URL pointing at `cas_server` (returned): CAS login switched on."""
+    settings.CAS_SERVER_URL = cas_server.cas_url
+    return cas_server

@@ -15,6 +15,9 @@ urlpatterns = [
     path("favicon.ico", pages.favicon, name="favicon"),
     path("login/campus/", pages.campus_login, name="campus-login"),
     path("login/campus/callback/", pages.campus_callback, name="campus-callback"),
+    # CAS (统一身份认证): allow <site>/accounts/cas/login/ as the service at the CAS server.
+    path("accounts/cas/login/", pages.cas_login, name="cas-login"),
+    path("accounts/cas/logout/", pages.LogoutPage.as_view(), name="cas-logout"),
     # Django 5 logs out on POST only (a GET link could be forged by any page); the sidebar posts a form.
     path("logout/", pages.LogoutPage.as_view(), name="logout"),
     # An MCP service's authorization server sends the student back here (MCP_OAUTH_REDIRECT_URL).

@@ -7,6 +7,7 @@ waiting for an API round trip; the browser script only adds what streams in afte
 from django.conf import settings
 from django.contrib.auth import login
 from django.contrib.auth import views as auth_views
+from django.contrib.auth.backends import ModelBackend
 from django.contrib.auth.decorators import login_required
 from django.db.models import Q
 from django.http import (
@@ -20,11 +21,12 @@ from django.shortcuts import render
 from django.templatetags.static import static
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
-from django.views.decorators.http import require_GET, require_POST, require_safe
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_GET, require_http_methods, require_POST, require_safe
 from loguru import logger
 
 from agents_app.selectors import agent_list
-from chat_app.accounts import oidc
+from chat_app.accounts import cas, oidc
 from chat_app.accounts.login_forms import LoginForm
 from chat_app.accounts.sessions import SsoUnavailable, sso_user_upsert
 from chat_app.conversations.selectors import (
@@ -34,7 +36,7 @@ from chat_app.conversations.selectors import (
     message_list,
 )
 from chat_app.gateways.catalog import agent_catalogs, agent_display_name, tool_labels
-from chat_app.models import Conversation, Message, Preference, Run
+from chat_app.models import CampusIdentity, Conversation, Message, Preference, Run
 from chat_app.runs.chat_input import MESSAGE_MAX
 from chat_app.runs.state import run_active_get
 
@@ -114,10 +116,14 @@ MSG_CAMPUS_LOGIN_UNAVAILABLE = "校园统一身份认证暂时不可用，请稍
 MSG_CAMPUS_ACCOUNT_DISABLED = "这个校园账号在本系统中已停用，请联系管理员。"
 
 
+MODEL_BACKEND = f"{ModelBackend.__module__}.{ModelBackend.__qualname__}"
+
+
 def _login_context(request, **extra) -> dict:
     return {
         "campus_login": oidc.campus_login_enabled(),
         "campus_login_label": settings.OIDC_LOGIN_LABEL,
+        "cas_login": cas.cas_login_enabled(),
         **extra,
     }
 
@@ -170,18 +176,60 @@ def campus_callback(request):
         return _campus_login_error(request, MSG_CAMPUS_LOGIN_FAILED, 400)
     if not user.is_active:
         return _campus_login_error(request, MSG_CAMPUS_ACCOUNT_DISABLED, 403)
-    login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+    login(request, user, backend=MODEL_BACKEND)
     oidc.tokens_store(session=request.session, tokens=done.tokens)  # after login(): it cycles the session
     logger.info("page login via campus OIDC user={}", user.pk)
     return language_cookie_restore(HttpResponseRedirect(_safe_next(request, done.next_url)), user)
 
 
+@csrf_exempt  # the CAS server's single-logout POST carries no CSRF token; GET changes nothing before the ticket
+@require_http_methods(["GET", "POST"])
+def cas_login(request):
+    """`GET /accounts/cas/login/?next=…`: off to the CAS server (统一身份认证), which sends the
+    student back here with `ticket=ST-…`: validated at CAS_SERVER_URL for this service, the
+    student / staff number logs in as its linked user (chat_app/accounts/cas.py). `POST` with
+    `logoutRequest`: the CAS server's single logout, ending the session that ticket opened."""
+    if not cas.cas_login_enabled():
+        raise Http404("未配置统一身份认证")
+    if request.method == "POST":
+        logout_request = request.POST.get("logoutRequest", "")
+        if not logout_request:
+            return HttpResponseBadRequest("logoutRequest missing")
+        cas.single_logout(logout_request=logout_request)
+        return HttpResponse("ok\n", content_type="text/plain")
+    ticket = request.GET.get("ticket")
+    if ticket is None:
+        next_url = _safe_next(request, request.GET.get("next"))
+        if request.user.is_authenticated:
+            return HttpResponseRedirect(next_url)
+        return HttpResponseRedirect(cas.login_begin(request=request, next_url=next_url))
+    try:
+        profile, next_url = cas.ticket_validate(request=request, ticket=ticket)
+        user = sso_user_upsert(profile=profile, source=CampusIdentity.Source.CAS)
+    except cas.CasLoginFailed as exc:
+        return _campus_login_error(request, exc.message or MSG_CAMPUS_LOGIN_FAILED, 400)
+    except SsoUnavailable:
+        return _campus_login_error(request, MSG_CAMPUS_LOGIN_FAILED, 400)
+    if not user.is_active:
+        return _campus_login_error(request, MSG_CAMPUS_ACCOUNT_DISABLED, 403)
+    login(request, user, backend=MODEL_BACKEND)
+    cas.session_ticket_record(session=request.session, ticket=ticket)  # after login(): it cycles the session
+    logger.info("page login via CAS user={}", user.pk)
+    return language_cookie_restore(HttpResponseRedirect(_safe_next(request, next_url)), user)
+
+
 class LogoutPage(auth_views.LogoutView):
-    """`POST /logout/`: a campus login's tokens are revoked at the provider first."""
+    """`POST /logout/` (and `POST /accounts/cas/logout/`): a campus login's tokens are revoked at
+    the provider first; a CAS login's session then goes on to the CAS server's logout, which ends
+    the campus sign-on too."""
 
     def post(self, request, *args, **kwargs):
         oidc.session_tokens_revoke(session=request.session)
-        return super().post(request, *args, **kwargs)
+        from_cas = cas.session_logout_begin(session=request.session)
+        response = super().post(request, *args, **kwargs)
+        if from_cas and cas.cas_login_enabled():
+            return HttpResponseRedirect(cas.logout_url(request=request, back_to=reverse("login")))
+        return response
 
 
 class LoginPage(auth_views.LoginView):

@@ -365,6 +365,22 @@ def test_sso_updates_the_linked_user_on_the_next_login(live_asgi, campus_sso):
     assert get_user_model().objects.count() == 1
 
 
+def test_sso_logins_apply_the_group_mapping_too(live_asgi, campus_sso):
+    """/api/v1/auth/sso is a login like the page's: the OIDC group mapping reads its profile's claims."""
+    from django.contrib.auth.models import Group
+
+    from chat_app.models import GroupMapping
+
+    monitors = Group.objects.create(name="班干部")
+    GroupMapping.objects.create(source="oidc", attribute="roles", value="monitor", group=monitors)
+    assert httpx.post(f"{live_asgi}/api/v1/auth/sso", json={"campus_token": GOOD_CAMPUS_TOKEN}).status_code == 200
+    user = get_user_model().objects.get(username="20239999")
+    assert not user.groups.exists()
+    campus_sso.profile = {"sub": "20239999", "name": "王同学", "roles": ["student", "monitor"]}
+    assert httpx.post(f"{live_asgi}/api/v1/auth/sso", json={"campus_token": GOOD_CAMPUS_TOKEN}).status_code == 200
+    assert list(user.groups.values_list("name", flat=True)) == ["班干部"]
+
+
 def test_sso_user_without_a_usable_password_keeps_its_jwts(live_asgi, campus_sso):
     first = httpx.post(f"{live_asgi}/api/v1/auth/sso", json={"campus_token": GOOD_CAMPUS_TOKEN}).json()["access_token"]
     campus_sso.profile = {"sub": "20239999", "name": "改名的同学", "roles": ["student"]}
