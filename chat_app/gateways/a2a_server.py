@@ -1,7 +1,7 @@
 """The campus agent as an A2A agent (docs/design.md#other-clients): a2a-sdk's server side, A2A 1.0, JSON-RPC binding.
 
     GET  /.well-known/agent-card.json   the default agent's card (public): the JSON-RPC URL, bearer
-                                        auth, streaming, one skill per enabled agent
+                                        auth, streaming, one skill per enabled agent open to all
     POST /a2a/                          JSON-RPC: SendMessage, SendStreamingMessage, GetTask,
                                         CancelTask, SubscribeToTask (Bearer: API key or JWT)
 
@@ -78,8 +78,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from agents_app.access import EVERYONE, agents_for
 from agents_app.runtime.events import WAITING_FRAME_TYPES
-from agents_app.selectors import agent_list
 from campus_agent.base import errors
 from campus_agent.base.asyncdb import db_call
 from campus_agent.base.errors import CAMPUS_TOKEN_EXPIRED
@@ -88,7 +88,7 @@ from campus_agent.base.request_id import HEADER as REQUEST_ID_HEADER
 from campus_agent.base.request_id import request_id_from_header, request_id_set
 from chat_app.accounts.authentication import Caller
 from chat_app.gateways.answer_text import AnswerText
-from chat_app.gateways.catalog import agent_catalogs, tool_labels
+from chat_app.gateways.catalog import agent_catalogs, turn_tool_labels
 from chat_app.gateways.inbound import InboundTurn, bearer_caller, frames_decoded, inbound_turn_start
 from chat_app.models import Message as Row
 from chat_app.models import Run
@@ -147,7 +147,7 @@ class TaskFold:
     context_id: str
     question: str = ""
     question_id: str = ""
-    labels: dict = field(default_factory=dict)  # tool_labels()
+    labels: dict = field(default_factory=dict)  # turn_tool_labels()
     text: str = ""
     streamed: bool = False  # some answer text went out as an artifact update
     # The answer with a paragraph break around each tool call, as on the page (answer_text.py).
@@ -279,7 +279,8 @@ def task_read(*, user, task_id: str) -> TaskRecord | None:
     run = run_get(user=user, run_id=task_id)
     if run is None:
         return None
-    fold = TaskFold(task_id=str(run.id), context_id=str(run.conversation_id), labels=tool_labels())
+    fold = TaskFold(task_id=str(run.id), context_id=str(run.conversation_id),
+                    labels=turn_tool_labels())
     question = (Row.objects.filter(conversation_id=run.conversation_id, request_id=run.request_id,
                                    role=Row.Role.USER, created_at__lte=run.started_at)
                 .order_by("-created_at", "-seq").first())
@@ -311,8 +312,10 @@ def _waiting_read(*, run_id) -> list[dict]:
 
 
 def _card_data() -> tuple[str, list[dict]]:
-    agents = agent_list()
-    catalogs = agent_catalogs(agents=agents)
+    # The card is public: its skills are the agents open to everyone (agents_app.access). An agent
+    # limited to groups is named by no card; its members reach it by its slug (metadata.agent).
+    agents = agents_for(audience=EVERYONE)
+    catalogs = agent_catalogs(agents=agents, audience=EVERYONE)
     skills = []
     for agent in agents:
         catalog = catalogs.get(agent.slug, {})
@@ -327,7 +330,8 @@ def _card_data() -> tuple[str, list[dict]]:
 
 
 def agent_card_build(*, origin: str) -> AgentCard:
-    """The card of the default agent, with one skill per enabled agent (sync: reads the catalog)."""
+    """The card of the default agent, with one skill per enabled agent open to everyone (sync:
+    reads the catalog)."""
     name, skills = _card_data()
     card = AgentCard(
         name=name,
@@ -424,7 +428,7 @@ class CampusRequestHandler(RequestHandler):
                 raise InvalidParamsError(refused.message) from None
             logger.info("A2A turn refused status={} code={}", refused.status, refused.code)
             return _Started(turn=None, fold=None, refused=_rejected(refused, context_id=message.context_id))
-        labels = await db_call(tool_labels)
+        labels = await db_call(turn_tool_labels)
         fold = TaskFold(task_id=turn.run_id, context_id=turn.conversation_id, question=chat.message,
                         question_id=message.message_id, labels=labels)
         return _Started(turn=turn, fold=fold)

@@ -16,7 +16,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
-from agents_app.catalog_cache import CatalogSnapshot, catalog_snapshot
+from agents_app.access import Audience, agent_for, agent_of_conversation, audience_of, tools_for
 from agents_app.models import Agent
 from campus_agent.base import errors
 from campus_agent.base.asyncdb import db_call
@@ -53,34 +53,39 @@ class TurnStart:
     history: list[dict]
     user_message_id: uuid.UUID
     hint_domain: str | None
+    audience: Audience  # the caller's groups: which of the agent's tools the turn offers
 
     @property
     def conversation_id(self) -> uuid.UUID:
         return self.run.conversation_id
 
 
-def _agent_for(*, wanted: str | None, conversation: Conversation | None, catalog: CatalogSnapshot) -> Agent:
-    """The agent asked for by slug (400 unless enabled), else the conversation's while it is
-    enabled, else the default (503 when no agent is enabled)."""
+def _agent_for(*, wanted: str | None, conversation: Conversation | None, audience: Audience) -> Agent:
+    """The agent asked for by slug (400 unless enabled and the caller's groups may use it: one
+    they may not is answered as one that does not exist), else the conversation's while it is
+    enabled and theirs to use, else their default (503 when they may use no agent). A
+    conversation whose agent was since limited to other groups goes on with the default, as one
+    whose agent was disabled does (docs/design.md#campus-identity-and-audit)."""
     if wanted:
-        agent = catalog.by_slug.get(wanted)
+        agent = agent_for(audience=audience, slug=wanted)
         if agent is None:
             raise errors.invalid_body(errors.MSG_AGENT_UNKNOWN)
         return agent
-    agent = catalog.agent_of(agent_id=conversation.agent_id if conversation is not None else None)
+    agent = agent_of_conversation(audience=audience,
+                                  agent_id=conversation.agent_id if conversation is not None else None)
     if agent is None:
         raise errors.ApiError(errors.MSG_NO_AGENT, code=GENERAL, status=503)
     return agent
 
 
-def _hint_domain_check(*, agent: Agent, hint_domain: str | None) -> None:
+def _hint_domain_check(*, agent: Agent, audience: Audience, hint_domain: str | None) -> None:
     """A hint names one of the domains the agent can route to: the `domain` of one of its enabled
-    sub-agents (its catalog, just loaded). Per agent, because a hint only makes the model prefer
+    sub-agents the caller may use (its catalog, just loaded). Per agent, because a hint only makes the model prefer
     that domain's tools, and an agent without them has nothing to prefer; a free text would reach
     the model as written. Raises 400 (40001) otherwise."""
     if hint_domain is None:
         return
-    domains = sorted({sub.domain for sub in agent.enabled_sub_agents if sub.domain})
+    domains = sorted({sub.domain for sub in tools_for(agent=agent, audience=audience)[1] if sub.domain})
     if hint_domain in domains:
         return
     if not domains:
@@ -128,8 +133,9 @@ def turn_begin(*, user, chat: ChatInput, request_id: str, slot_key: str) -> Turn
         conversation = conversation_for_turn(user=user, conversation_id=chat.conversation_id)
         if conversation is None:
             raise errors.not_found()
-    agent = _agent_for(wanted=chat.agent, conversation=conversation, catalog=catalog_snapshot())
-    _hint_domain_check(agent=agent, hint_domain=hint_domain)
+    audience = audience_of(user=user)
+    agent = _agent_for(wanted=chat.agent, conversation=conversation, audience=audience)
+    _hint_domain_check(agent=agent, audience=audience, hint_domain=hint_domain)
     uploads = _attachments_of(user=user, ids=chat.attachments, conversation=conversation)
     new_conversation = conversation is None
     if not new_conversation and conversation.active_run_id is not None:
@@ -156,6 +162,7 @@ def turn_begin(*, user, chat: ChatInput, request_id: str, slot_key: str) -> Turn
         history=history,
         user_message_id=user_message.id,
         hint_domain=conversation.hint_domain or None,
+        audience=audience,
     )
 
 

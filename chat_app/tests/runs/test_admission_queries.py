@@ -32,8 +32,9 @@ def _statements(captured) -> list[str]:
 
 
 def test_a_new_conversation_costs_the_stamp_and_its_three_rows(warm, user, django_assert_num_queries):
-    # The stamp; then, in one transaction (a savepoint inside the test's): conversation, message, run.
-    with django_assert_num_queries(6) as captured:
+    # The stamp, the user's group ids (agents_app.access: who sees what); then, in one transaction
+    # (a savepoint inside the test's): conversation, message, run.
+    with django_assert_num_queries(7) as captured:
         start = _admit(user)
     assert not any(table in query["sql"] for query in captured for table in CATALOG_TABLES), _statements(captured)
     assert start.agent.slug == "xiaozhi" and [s.name for s in start.agent.enabled_sub_agents] == ["canteen"]
@@ -41,10 +42,10 @@ def test_a_new_conversation_costs_the_stamp_and_its_three_rows(warm, user, djang
 
 
 def test_a_next_question_adds_the_conversation_and_its_history(warm, user, django_assert_num_queries):
-    # The conversation (with its run that has not ended, if any) and the stamp; the transaction
-    # (conversation saved, message, run); the history read back.
+    # The conversation (with its run that has not ended, if any), the stamp and the user's group
+    # ids; the transaction (conversation saved, message, run); the history read back.
     run_finish(run=warm.run, rows=[RowSpec(role="assistant", content="答", meta={}, is_final=True)], interrupted=False)
-    with django_assert_num_queries(8) as captured:
+    with django_assert_num_queries(9) as captured:
         start = _admit(user, conversation_id=warm.conversation_id, message="再问")
     assert not any(table in query["sql"] for query in captured for table in CATALOG_TABLES[1:]), _statements(captured)
     assert [m["content"] for m in start.history] == ["第一问", "答", "再问"]
