@@ -43,14 +43,19 @@ EVERYONE = Audience()  # a caller in no group (and the public A2A card): only wh
 STAFF_VIEW = Audience(everything=True)
 
 
+def audience_of_groups(*, group_ids: frozenset[int], superuser: bool) -> Audience:
+    """A superuser sees everything (as Django's permissions let it); anyone else what their groups allow."""
+    return STAFF_VIEW if superuser else Audience(group_ids=group_ids)
+
+
 def audience_of(*, user) -> Audience:
-    """The audience of a signed-in user: a superuser sees everything (as Django's permissions
-    let it); anyone else what their groups allow. One query."""
+    """The audience of a signed-in user (audience_of_groups): one query, their group ids."""
     if user is None or not getattr(user, "is_authenticated", False):
         return EVERYONE
     if user.is_superuser:
         return STAFF_VIEW
-    return Audience(group_ids=frozenset(Group.objects.filter(user=user).values_list("id", flat=True)))
+    return audience_of_groups(group_ids=frozenset(Group.objects.filter(user=user).values_list("id", flat=True)),
+                              superuser=False)
 
 
 async def aaudience_of(*, user) -> Audience:

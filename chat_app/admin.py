@@ -6,7 +6,7 @@ from django.utils.html import format_html, format_html_join
 
 from campus_agent.base.admin_extensions import admin_links
 from campus_agent.base.admin_records import RecordAdminMixin
-from chat_app.models import ApiKey, AuthSession, CampusIdentity, Conversation, Feedback, Message, Wait
+from chat_app.models import ApiKey, AuthSession, CampusIdentity, Conversation, Feedback, GroupLimits, Message, Wait
 
 
 def message_links(message: Message) -> str:
@@ -215,3 +215,13 @@ class WaitAdmin(RecordAdminMixin, admin.ModelAdmin):
     def conversation_link(self, obj: Wait) -> str:
         url = reverse("admin:chat_app_conversation_change", args=[obj.run.conversation_id])
         return format_html('<a href="{}">{}</a>', url, obj.run.conversation)
+
+
+@admin.register(GroupLimits)
+class GroupLimitsAdmin(admin.ModelAdmin):
+    """A group's quota and rate (chat_app/runs/group_limits.py); a group without a row follows the
+    global settings."""
+
+    list_display = ("group", "daily_token_quota", "chat_rate_per_minute")
+    search_fields = ("group__name",)
+    autocomplete_fields = ("group",)

@@ -28,6 +28,7 @@ from chat_app.conversations.selectors import conversation_for_turn
 from chat_app.conversations.uploads import upload_payload
 from chat_app.models import DEFAULT_TITLE, Conversation, Message, Run, Upload
 from chat_app.runs.chat_input import ChatInput
+from chat_app.runs.group_limits import caller_standing
 from chat_app.runs.lease import RunLease
 from chat_app.runs.quota import user_token_quota_check
 from chat_app.runs.state import run_active_get, run_create
@@ -120,11 +121,12 @@ def _opening_rows(opening: tuple[tuple[str, str], ...]) -> list[Message]:
             for position, (role, text) in enumerate(((r, t) for r, t in opening if r in roles), start=1)]
 
 
-def turn_begin(*, user, chat: ChatInput, request_id: str, slot_key: str) -> TurnStart:
+def turn_begin(*, user, chat: ChatInput, request_id: str, slot_key: str, audience: Audience | None = None) -> TurnStart:
     """Resolves the conversation (404 unless the caller's) and agent (with its enabled tools
-    catalog), checks `hint_domain` against that catalog (400), stores the user message with the
-    turn's run row (run by this worker, holding the slot `slot_key`), and builds the history the
-    model will see."""
+    catalog, as far as `audience` — the caller's groups, read now when not given — may use it),
+    checks `hint_domain` against that catalog (400), stores the user message with the turn's run
+    row (run by this worker, holding the slot `slot_key`), and builds the history the model will
+    see."""
     # The parser refuses text no database can hold; cleaning again costs nothing and keeps this
     # write safe whoever calls it.
     message, hint_domain = text_clean(chat.message), text_clean(chat.hint_domain)
@@ -133,7 +135,7 @@ def turn_begin(*, user, chat: ChatInput, request_id: str, slot_key: str) -> Turn
         conversation = conversation_for_turn(user=user, conversation_id=chat.conversation_id)
         if conversation is None:
             raise errors.not_found()
-    audience = audience_of(user=user)
+    audience = audience if audience is not None else audience_of(user=user)
     agent = _agent_for(wanted=chat.agent, conversation=conversation, audience=audience)
     _hint_domain_check(agent=agent, audience=audience, hint_domain=hint_domain)
     uploads = _attachments_of(user=user, ids=chat.attachments, conversation=conversation)
@@ -209,15 +211,18 @@ def _turn_store(*, user, chat: ChatInput, conversation: Conversation | None, age
     return user_message, run
 
 
-def turn_admit(*, caller: Caller, chat: ChatInput, request_id: str, slot_key: str) -> TurnStart:
-    """The daily tokens (429 42904), then `turn_begin` holding the slot `slot_key`. Sync: one
-    crossing from the run's task."""
-    user_token_quota_check(user_id=caller.user.pk)
-    return turn_begin(user=caller.user, chat=chat, request_id=request_id, slot_key=slot_key)
+def turn_admit(*, caller: Caller, chat: ChatInput, request_id: str, lease: RunLease) -> TurnStart:
+    """The caller's groups and their limits (one query: chat_app.runs.group_limits), the message
+    rate (429 42902: the lease has counted the message) and the daily tokens (429 42904), then
+    `turn_begin` holding the lease's slot. Sync: one crossing from the run's task."""
+    audience, limits = caller_standing(user=caller.user)
+    lease.refuse_unless_held(rate_per_minute=limits.chat_rate_per_minute)
+    user_token_quota_check(user_id=caller.user.pk, quota=limits.daily_token_quota)
+    return turn_begin(user=caller.user, chat=chat, request_id=request_id, slot_key=lease.key, audience=audience)
 
 
 async def turn_open(lease: RunLease, *, caller: Caller, chat: ChatInput, request_id: str) -> TurnStart:
-    """A new turn's opening, inside its run's lease: 429 without a slot or past the rate (the lease
-    has counted the message), then `turn_admit`. Raises ApiError; nothing is stored when it does."""
-    lease.refuse_unless_held()
-    return await db_call(turn_admit, caller=caller, chat=chat, request_id=request_id, slot_key=lease.key)
+    """A new turn's opening, inside its run's lease: 429 without a slot (no database), then
+    `turn_admit`. Raises ApiError; nothing is stored when it does."""
+    lease.refuse_without_slot()
+    return await db_call(turn_admit, caller=caller, chat=chat, request_id=request_id, lease=lease)

@@ -44,6 +44,7 @@ from campus_agent.base.metrics import scrape_gauge
 from campus_agent.base.text import text_clean
 from chat_app.conversations.history import history_build
 from chat_app.models import Message, Run, Wait
+from chat_app.runs.group_limits import user_limits
 from chat_app.runs.lease import RunLease
 from chat_app.runs.quota import QUOTA_EXCEEDED, user_token_quota_check
 from chat_app.runs.recording import RowSpec
@@ -319,7 +320,7 @@ def _readmit(run: Run, lease: RunLease) -> None:
     """A run that goes on is admitted as a new turn would be (not counted in the message rate: an
     answer is not a new message): a free slot (429 42901) and the daily quota (429 42904)."""
     lease.refuse_unless_held()
-    user_token_quota_check(user_id=run.user_id)
+    user_token_quota_check(user_id=run.user_id, quota=user_limits(user_id=run.user_id).daily_token_quota)
 
 
 def wait_decide(*, run_id, call_id: str, approve: bool, lease: RunLease, authorized: bool = False,
