@@ -3,7 +3,9 @@
     GET  /.well-known/agent-card.json   the default agent's card (public): the JSON-RPC URL, bearer
                                         auth, streaming, one skill per enabled agent open to all
     POST /a2a/                          JSON-RPC: SendMessage, SendStreamingMessage, GetTask,
-                                        CancelTask, SubscribeToTask (Bearer: API key or JWT)
+                                        CancelTask, SubscribeToTask, GetExtendedAgentCard (the
+                                        card with a skill per agent the caller's groups may use)
+                                        (Bearer: API key or JWT)
 
 A task is a run (task id = run id) and a context is a conversation (context id = conversation
 id). Nothing is kept in the SDK's task store: `CampusRequestHandler` answers every method from
@@ -63,7 +65,6 @@ from a2a.types import (
 from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH, PROTOCOL_VERSION_1_0
 from a2a.utils.errors import (
     ContentTypeNotSupportedError,
-    ExtendedAgentCardNotConfiguredError,
     InvalidParamsError,
     PushNotificationNotSupportedError,
     TaskNotCancelableError,
@@ -78,7 +79,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from agents_app.access import EVERYONE, agents_for
+from agents_app.access import EVERYONE, Audience, agents_for, audience_of
 from agents_app.runtime.events import WAITING_FRAME_TYPES
 from campus_agent.base import errors
 from campus_agent.base.asyncdb import db_call
@@ -311,11 +312,9 @@ def _waiting_read(*, run_id) -> list[dict]:
     return waiting_frames(run=run) if run is not None else []
 
 
-def _card_data() -> tuple[str, list[dict]]:
-    # The card is public: its skills are the agents open to everyone (agents_app.access). An agent
-    # limited to groups is named by no card; its members reach it by its slug (metadata.agent).
-    agents = agents_for(audience=EVERYONE)
-    catalogs = agent_catalogs(agents=agents, audience=EVERYONE)
+def _card_data(audience: Audience) -> tuple[str, list[dict]]:
+    agents = agents_for(audience=audience)
+    catalogs = agent_catalogs(agents=agents, audience=audience)
     skills = []
     for agent in agents:
         catalog = catalogs.get(agent.slug, {})
@@ -329,17 +328,18 @@ def _card_data() -> tuple[str, list[dict]]:
     return default_name, skills
 
 
-def agent_card_build(*, origin: str) -> AgentCard:
-    """The card of the default agent, with one skill per enabled agent open to everyone (sync:
-    reads the catalog)."""
-    name, skills = _card_data()
+def agent_card_build(*, origin: str, audience: Audience = EVERYONE) -> AgentCard:
+    """The card of the default agent, with one skill per enabled agent `audience` may use (sync:
+    reads the catalog). The public card is everyone's: an agent limited to groups is on no public
+    card (agents_app.access); the extended card, asked with the caller's credential, lists theirs."""
+    name, skills = _card_data(audience)
     card = AgentCard(
         name=name,
         description=CARD_DESCRIPTION,
         version=CARD_VERSION,
         supported_interfaces=[AgentInterface(url=f"{origin}{A2A_PATH}", protocol_binding="JSONRPC",
                                              protocol_version=PROTOCOL_VERSION_1_0)],
-        capabilities=AgentCapabilities(streaming=True, push_notifications=False),
+        capabilities=AgentCapabilities(streaming=True, push_notifications=False, extended_agent_card=True),
         default_input_modes=["text/plain"],
         default_output_modes=["text/plain"],
         skills=[AgentSkill(**skill) for skill in skills],
@@ -539,7 +539,10 @@ class CampusRequestHandler(RequestHandler):
         raise PushNotificationNotSupportedError()
 
     async def on_get_extended_agent_card(self, params, context: ServerCallContext):
-        raise ExtendedAgentCardNotConfiguredError()
+        """The card as the caller sees it: a skill for each agent their groups may use."""
+        user = _caller(context).user
+        return await db_call(lambda: agent_card_build(origin=context.state["campus_origin"],
+                                                      audience=audience_of(user=user)))
 
 
 # --- HTTP: auth, the body cap, the card ------------------------------------------------------------
@@ -562,6 +565,7 @@ class _ContextBuilder(DefaultServerCallContextBuilder):
         context = super().build(request)
         context.state["caller"] = request.scope["campus_caller"]
         context.state["campus_request_id"] = request.scope["campus_request_id"]
+        context.state["campus_origin"] = _origin(request)
         return context
 
     def build_user(self, request: Request) -> User:

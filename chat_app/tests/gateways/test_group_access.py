@@ -8,7 +8,7 @@ import httpx
 import mcp_types as types
 import openai
 import pytest
-from a2a.types import TaskState
+from a2a.types import GetExtendedAgentCardRequest, TaskState
 from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
@@ -17,7 +17,7 @@ from mcp.shared.exceptions import MCPError
 from agents_app.access import agents_for, audience_of, tools_for
 from chat_app.accounts.api_keys import api_key_create
 from chat_app.models import Conversation
-from chat_app.tests.gateways.test_a2a_server import _question, _send
+from chat_app.tests.gateways.test_a2a_server import _call, _question, _send
 from chat_app.tests.gateways.test_mcp_server import mcp_session
 from testkit.web.sse import chat
 
@@ -230,6 +230,16 @@ def test_a2a_a_graduate_reaches_the_graduate_agent_by_its_slug(live_asgi, llm_se
     (event,) = _send(live_asgi, _bearer(graduate_key), _question("开题什么时候", metadata={"agent": "thesis"}))
     assert event.task.status.state == TaskState.TASK_STATE_COMPLETED
     assert llm_settings.last_request.messages[0]["content"] == "你是论文助手。"
+
+
+def test_a2a_the_extended_card_lists_the_callers_own_skills(live_asgi, thesis, student_key, graduate_key):
+    public = httpx.get(f"{live_asgi}/.well-known/agent-card.json", timeout=10).json()
+    assert public["capabilities"]["extendedAgentCard"] is True
+    skills = {}
+    for who, key in (("student", student_key), ("graduate", graduate_key)):
+        card = _call(live_asgi, _bearer(key), "get_extended_agent_card", GetExtendedAgentCardRequest())
+        skills[who] = [(skill.id, "研究生院助手" in skill.description) for skill in card.skills]
+    assert skills == {"student": [("xiaozhi", False)], "graduate": [("xiaozhi", True), ("thesis", False)]}
 
 
 def test_the_lists_read_one_query_for_the_groups_beyond_the_kept_catalog(thesis, user, django_assert_num_queries):
