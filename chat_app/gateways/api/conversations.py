@@ -79,7 +79,7 @@ class MessagePages(Pages):
     max_page_size = 500
 
 
-@extend_schema(tags=["agents"], summary="可用的智能体（默认的排在最前）")
+@extend_schema(tags=["agents"], summary="你可用的智能体（只列你所在的用户组能用的；默认的排在最前）")
 class AgentListView(ApiView, generics.ListAPIView):
     serializer_class = AgentSerializer
     pagination_class = None
