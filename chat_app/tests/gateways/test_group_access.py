@@ -19,7 +19,8 @@ from chat_app.accounts.api_keys import api_key_create
 from chat_app.models import Conversation
 from chat_app.tests.gateways.test_a2a_server import _call, _question, _send
 from chat_app.tests.gateways.test_mcp_server import mcp_session
-from testkit.web.sse import chat
+from subagents_app.models import SubAgent
+from testkit.web.sse import chat, parse_blocks, read_rest, read_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -130,6 +131,29 @@ def test_a_conversation_whose_agent_was_since_limited_goes_on_with_the_default(l
          headers=_bearer(student_key))
     assert llm_settings.last_request.messages[0]["content"] == "你是校园小智，回答学生关于校园生活的问题。"
     assert Conversation.objects.get(id=first.frames[0]["conversation_id"]).agent.slug == "xiaozhi"
+
+
+def test_a_graduates_run_resumed_after_approval_keeps_the_graduate_only_tool(live_asgi, llm_settings, thesis,
+                                                                           graduate_key, subagent_server):
+    """The resumed turn lists its tools again: with the graduate's groups (read when the run is
+    claimed), not with no groups, or the approved call would be no tool of the turn."""
+    SubAgent.objects.filter(name="grad-office").update(approval_policy="ask")
+    headers = _bearer(graduate_key)
+    llm_settings.reply_tool_calls(("call_grad_office", {"message": "答辩时间"}), text="需要你确认。")
+    llm_settings.reply_text("答辩在六月。")
+    with httpx.Client(base_url=live_asgi, timeout=15) as client:
+        with client.stream("POST", "/api/v1/chat", json={"message": GRAD_QUESTION}, headers=headers) as response:
+            blocks, raw = read_until(response, lambda f: f["type"] == "approval_required")
+            run_id, asked = blocks[0][1]["run_id"], blocks[-1][1]
+            decided = httpx.post(f"{live_asgi}/api/v1/runs/{run_id}/approvals", headers=headers, timeout=10,
+                                 json={"call_id": asked["call_id"], "decision": "approve"})
+            assert decided.status_code == 200
+            rest = read_rest(response)
+    later, _ = parse_blocks(raw[raw.rfind("\n\n") + 2:] + rest)
+    [result] = [frame for _, frame in later if frame["type"] == "tool_result"]
+    assert result["ok"] is True and later[-1][1]["full_text"] == "需要你确认。答辩在六月。"
+    assert llm_settings.last_request.tool_names == ["call_canteen", "call_grad_office"]
+    assert len(subagent_server.requests) == 1
 
 
 # --- the page ---------------------------------------------------------------------------------------
