@@ -12,6 +12,7 @@ from django.urls import path, reverse
 from django.utils.decorators import method_decorator
 from django.views.decorators.debug import sensitive_post_parameters
 
+from agents_app.access import STAFF_VIEW
 from agents_app.mcp.oauth import grant_revoke
 from agents_app.models import Agent, AgentFallback, McpOAuthGrant, McpService, Provider
 from campus_agent.base.admin_extensions import ExtensibleAdmin
@@ -155,7 +156,7 @@ class AgentAdmin(ExtensibleAdmin, ToolsButtonMixin, CatalogHistoryAdmin):
     list_filter = ("enabled", "is_default")
     search_fields = ("name", "slug", "system_prompt")
     prepopulated_fields = {"slug": ("name",)}
-    filter_horizontal = ("mcp_services", "sub_agents")
+    filter_horizontal = ("mcp_services", "sub_agents", "allowed_groups")
     readonly_fields = ("offered_tools", "created_at", "updated_at")
     actions = ("offered_tools_list",)
     inlines = (AgentFallbackInline,)
@@ -167,6 +168,7 @@ class AgentAdmin(ExtensibleAdmin, ToolsButtonMixin, CatalogHistoryAdmin):
         ("模型", {"fields": ("system_prompt", "provider", "model", "thinking", "temperature", "max_tool_rounds",
                            "accepts_images")}),
         ("工具", {"fields": ("mcp_services", "sub_agents", "offered_tools")}),
+        ("谁能用", {"fields": ("allowed_groups",)}),
         ("时间", {"fields": ("created_at", "updated_at"), "classes": ("collapse",)}),
     )
 
@@ -193,8 +195,8 @@ class AgentAdmin(ExtensibleAdmin, ToolsButtonMixin, CatalogHistoryAdmin):
         be reached are reported with their reason instead of silently missing."""
         from agents_app.runtime.tools import tools_for_agent
 
-        problems: list[str] = []
-        tools = async_to_sync(tools_for_agent)(agent, pooled=False, problems=problems)
+        problems: list[str] = []  # every tool, whatever group each is limited to: staff's view
+        tools = async_to_sync(tools_for_agent)(agent, audience=STAFF_VIEW, pooled=False, problems=problems)
         if tools:
             listed = "；".join(f"{t.name}（{_preview(t.description)}{ASKS_FIRST if t.approval == 'ask' else ''}）"
                               for t in tools)
@@ -251,6 +253,7 @@ class McpServiceAdmin(ExtensibleAdmin, ToolsButtonMixin, CatalogHistoryAdmin):
     list_filter = ("protocol", "enabled", "trusted", "approval_default")
     search_fields = ("name", "display_name")
     readonly_fields = ("created_at", "updated_at")
+    filter_horizontal = ("allowed_groups",)
     actions = ("list_tools",)
 
     class Media:

@@ -31,22 +31,21 @@ TRIGGER_VENDORS = frozenset({"sqlite", "postgresql"})
 
 
 def catalog_tables() -> list[str]:
-    """The tables whose rows a turn's catalog is read from (the agents' M2M tables included)."""
+    """The tables whose rows a turn's catalog is read from (the M2M tables included: the groups
+    each item is limited to as well)."""
     models = [Agent, Agent.mcp_services.through, Agent.sub_agents.through, AgentFallback, Provider, McpService,
-              SubAgent]
+              SubAgent, Agent.allowed_groups.through, McpService.allowed_groups.through,
+              SubAgent.allowed_groups.through]
     return [model._meta.db_table for model in models]
 
 
 @dataclass(frozen=True)
 class CatalogSnapshot:
     token: str | None  # None: read for one turn and not kept
+    agents: tuple[Agent, ...]  # agent_list's order: the default first
     by_id: dict[int, Agent]
     by_slug: dict[str, Agent]
-    default: Agent | None  # the default agent, else the first enabled one (agent_list's order)
-
-    def agent_of(self, *, agent_id: int | None) -> Agent | None:
-        """A conversation's agent when it is still enabled, else the default."""
-        return self.by_id.get(agent_id, self.default) if agent_id is not None else self.default
+    # Which of them a user may use, and which is their default, is agents_app.access's to say.
 
 
 _kept: CatalogSnapshot | None = None
@@ -93,9 +92,9 @@ def _catalog_read(*, token: str | None) -> CatalogSnapshot:
     agents = list(agent_list().select_related("provider").prefetch_related(*catalog_prefetches()))
     return CatalogSnapshot(
         token=token,
+        agents=tuple(agents),
         by_id={agent.pk: agent for agent in agents},
         by_slug={agent.slug: agent for agent in agents},
-        default=agents[0] if agents else None,
     )
 
 

@@ -3,6 +3,7 @@ import re
 from urllib.parse import urlsplit
 
 from django.conf import settings
+from django.contrib.auth.models import Group
 from django.core.exceptions import SynchronousOnlyOperation, ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
@@ -13,7 +14,7 @@ from campus_agent.base.approval import POLICY_HELP, ApprovalPolicy
 from campus_agent.base.crypto import secret_decrypt, secret_encrypt
 from campus_agent.base.models import TimeStampedModel
 from campus_agent.base.text import label_clean
-from subagents_app.models import SubAgent
+from subagents_app.models import ALLOWED_GROUPS_HELP, SubAgent
 
 
 class McpService(TimeStampedModel):
@@ -103,7 +104,10 @@ class McpService(TimeStampedModel):
     # Every save keeps the old values (campus_agent.base.history: diff and rollback in admin). The
     # config's headers and env may be credentials: the live row holds them in clear already, so
     # the historical row may too, but the diff page never shows their values.
-    history = HistoricalRecords()
+    allowed_groups = models.ManyToManyField(
+        Group, blank=True, related_name="+", verbose_name="可用的用户组", help_text=ALLOWED_GROUPS_HELP
+    )
+    history = HistoricalRecords(m2m_fields=["allowed_groups"])
 
     class Meta:
         verbose_name = "MCP 服务"
@@ -319,8 +323,11 @@ class Agent(TimeStampedModel):
     sub_agents = models.ManyToManyField(
         SubAgent, blank=True, related_name="agents", verbose_name="子 Agent", help_text="该智能体可调用的子 Agent。"
     )
+    allowed_groups = models.ManyToManyField(
+        Group, blank=True, related_name="+", verbose_name="可用的用户组", help_text=ALLOWED_GROUPS_HELP
+    )
     # The tool links are tracked too, so a rollback restores the prompt with the tools it was written for.
-    history = HistoricalRecords(m2m_fields=["mcp_services", "sub_agents"])
+    history = HistoricalRecords(m2m_fields=["mcp_services", "sub_agents", "allowed_groups"])
 
     class Meta:
         verbose_name = "智能体"

@@ -7,17 +7,9 @@ from subagents_app.models import SubAgent
 
 
 def agent_list() -> QuerySet[Agent]:
-    """The enabled agents, the default first (the page's selector, GET /api/v1/agents)."""
+    """The enabled agents, the default first (the worker's catalog, agents_app.catalog_cache; which of
+    them a user may use is agents_app.access's to say)."""
     return Agent.objects.filter(enabled=True).order_by("-is_default", "name")
-
-
-def agent_get_enabled(*, slug: str) -> Agent | None:
-    return Agent.objects.filter(slug=slug, enabled=True).first()
-
-
-def agent_get_default() -> Agent | None:
-    """The default agent; without one, the first enabled agent (the page lists them in this order)."""
-    return agent_list().first()
 
 
 def agent_default_exists() -> bool:
@@ -29,12 +21,12 @@ def _enabled_tools_prefetches() -> tuple[Prefetch, Prefetch]:
     return (
         Prefetch(
             "mcp_services",
-            queryset=McpService.objects.filter(enabled=True).order_by("name"),
+            queryset=McpService.objects.filter(enabled=True).order_by("name").prefetch_related("allowed_groups"),
             to_attr="enabled_mcp_services",
         ),
         Prefetch(
             "sub_agents",
-            queryset=SubAgent.objects.filter(enabled=True).order_by("name"),
+            queryset=SubAgent.objects.filter(enabled=True).order_by("name").prefetch_related("allowed_groups"),
             to_attr="enabled_sub_agents",
         ),
     )
@@ -43,10 +35,13 @@ def _enabled_tools_prefetches() -> tuple[Prefetch, Prefetch]:
 def catalog_prefetches() -> tuple[Prefetch, ...]:
     """What a turn reads of its agent beside the row: its enabled MCP services and sub-agents
     (`enabled_mcp_services`, `enabled_sub_agents`, so the turn's tool list needs no query of its
-    own) and its fallback providers in order (`fallback_links`, for runtime.providers.provider_chain).
-    The provider itself is joined (`select_related`) or prefetched beside them."""
+    own), the groups each of these and the agent is limited to (`allowed_groups`, read by
+    agents_app.access) and its fallback providers in order (`fallback_links`, for
+    runtime.providers.provider_chain). The provider itself is joined (`select_related`) or
+    prefetched beside them."""
     return (
         *_enabled_tools_prefetches(),
+        "allowed_groups",
         Prefetch("fallbacks", queryset=AgentFallback.objects.select_related("provider").order_by("position", "id"),
                  to_attr="fallback_links"),
     )

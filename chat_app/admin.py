@@ -13,6 +13,7 @@ from chat_app.models import (
     CampusIdentity,
     Conversation,
     Feedback,
+    GroupLimits,
     GroupMapping,
     Message,
     Wait,
@@ -262,3 +263,13 @@ class WaitAdmin(RecordAdminMixin, admin.ModelAdmin):
     def conversation_link(self, obj: Wait) -> str:
         url = reverse("admin:chat_app_conversation_change", args=[obj.run.conversation_id])
         return format_html('<a href="{}">{}</a>', url, obj.run.conversation)
+
+
+@admin.register(GroupLimits)
+class GroupLimitsAdmin(admin.ModelAdmin):
+    """A group's quota and rate (chat_app/runs/group_limits.py); a group without a row follows the
+    global settings."""
+
+    list_display = ("group", "daily_token_quota", "chat_rate_per_minute")
+    search_fields = ("group__name",)
+    autocomplete_fields = ("group",)

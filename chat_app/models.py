@@ -1,6 +1,8 @@
 import uuid
 
 from django.conf import settings
+from django.contrib.auth.models import Group
+from django.core.validators import MinValueValidator
 from django.db import models
 from django.db.models import Q
 from django.db.models.signals import post_delete
@@ -399,6 +401,31 @@ class Preference(models.Model):
 
     def __str__(self) -> str:
         return self.get_language_display()
+
+
+class GroupLimits(models.Model):
+    """A group's own daily token quota and message rate (chat_app/runs/group_limits.py): a user's
+    limit is the most generous of their groups', a group without a value counting as the global
+    setting (docs/design.md#campus-identity-and-audit)."""
+
+    group = models.OneToOneField(Group, on_delete=models.CASCADE, primary_key=True, related_name="chat_limits",
+                                 verbose_name="用户组")
+    daily_token_quota = models.PositiveIntegerField(
+        "每日 token 额度", null=True, blank=True,
+        help_text="该组成员每天最多用多少 token（提问 + 回答）；0 = 不限；留空 = 跟随全局设置 "
+                  "USER_DAILY_TOKEN_QUOTA。一个人在几个组里时，取对他最宽松的那个。",
+    )
+    chat_rate_per_minute = models.PositiveIntegerField(
+        "每分钟提问数", null=True, blank=True, validators=[MinValueValidator(1)],
+        help_text="该组成员每分钟最多发几个新问题；留空 = 跟随全局设置 CHAT_RATE_PER_MINUTE。"
+                  "一个人在几个组里时，取最多的那个。",
+    )
+
+    class Meta:
+        verbose_name = verbose_name_plural = "用户组额度"
+
+    def __str__(self) -> str:
+        return self.group.name
 
 
 def _upload_path(upload: "Upload", filename: str) -> str:

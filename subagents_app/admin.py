@@ -94,12 +94,14 @@ class SubAgentAdmin(ExtensibleAdmin, CatalogHistoryAdmin):
     list_filter = ("enabled", "protocol", "domain", "approval_policy")
     search_fields = ("name", "display_name", "description", "base_url", "domain")
     readonly_fields = ("created_at", "updated_at")
+    filter_horizontal = ("allowed_groups",)
     actions = ["health_check", "show_agent_card"]
     fieldsets = (
         (None, {"fields": ("name", "display_name", "description", "enabled")}),
         ("页面", {"fields": ("example_questions",)}),
         ("连接", {"fields": ("protocol", "base_url", "domain", "timeout_sec")}),
         ("审批", {"fields": ("approval_policy",)}),
+        ("谁能用", {"fields": ("allowed_groups",)}),
         ("时间", {"fields": ("created_at", "updated_at"), "classes": ("collapse",)}),
     )
 

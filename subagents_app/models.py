@@ -1,5 +1,6 @@
 import re
 
+from django.contrib.auth.models import Group
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator, URLValidator
 from django.db import models
@@ -11,6 +12,12 @@ from campus_agent.base.text import label_clean, text_head
 
 NAME_PATTERN = r"^[a-z][a-z0-9-]{1,62}$"
 TIMEOUT_MIN, TIMEOUT_MAX = 1, 300
+# Who sees what (docs/design.md#campus-identity-and-audit): agents, MCP services and sub-agents alike.
+ALLOWED_GROUPS_HELP = (
+    "留空：所有用户都能用。选了用户组：只有这些组的成员能看到和使用它——页面、API、/v1/models、"
+    "MCP、A2A 都不向其他人列出，模型在其他人的对话里也拿不到它的工具；其他人直接点名请求它时，"
+    "得到的回答与它不存在时相同。超级用户不受限制。"
+)
 
 
 class ServiceUrlValidator(URLValidator):
@@ -107,7 +114,11 @@ class SubAgent(TimeStampedModel):
         blank=True,
         help_text="每行一个问题，如“二食堂中午吃什么？”。新对话的欢迎页把它们显示为按钮，学生点一下就能提问。",
     )
-    history = HistoricalRecords()  # old values for the admin's diff and rollback (campus_agent.base.history)
+    allowed_groups = models.ManyToManyField(
+        Group, blank=True, related_name="+", verbose_name="可用的用户组", help_text=ALLOWED_GROUPS_HELP
+    )
+    # Old values for the admin's diff and rollback (campus_agent.base.history), the groups included.
+    history = HistoricalRecords(m2m_fields=["allowed_groups"])
 
     class Meta:
         verbose_name = "子 Agent"

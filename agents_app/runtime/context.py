@@ -1,5 +1,7 @@
 from dataclasses import dataclass
 
+from agents_app.access import EVERYONE, Audience
+
 
 @dataclass(frozen=True, slots=True)
 class RunContext:
@@ -8,6 +10,8 @@ class RunContext:
     request_id: str
     conversation_id: str
     user_id: int | None = None
+    # Whose groups decide the turn's tools (agents_app.access): by default only what is open to all.
+    audience: Audience = EVERYONE
     campus_token: str | None = None
     hint_domain: str | None = None
     language: str | None = None  # what the student reads (settings.LANGUAGES); the model answers in it

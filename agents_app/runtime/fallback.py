@@ -277,9 +277,9 @@ def fallback_notes(*, question: Question, history: list[dict]) -> str:
     return notes
 
 
-async def _tools_of(agent: Agent) -> list[Tool]:
-    try:
-        return list(await tools_for_agent(agent))
+async def _tools_of(agent: Agent, ctx: RunContext) -> list[Tool]:
+    try:  # the student's tools only: keyword routing never routes to what their groups may not use
+        return list(await tools_for_agent(agent, audience=ctx.audience))
     except Exception as exc:  # noqa: BLE001 - an unreadable catalog must not crash the fallback
         logger.warning("fallback routing: tools unavailable: {}: {}", type(exc).__name__, exc)
         return []
@@ -319,7 +319,7 @@ async def fallback_turn(*, agent: Agent, history: list[dict], ctx: RunContext, r
     deadline = turn_deadline(ctx)
     asked = question_of(history=history)
     question = asked.text
-    tools = await _tools_of(agent)
+    tools = await _tools_of(agent, ctx)
     callable_tools = [tool for tool in tools if tool_fallback_args(tool=tool, question=question) is not None]
     match = tool_match(question=question, tools=callable_tools)
     logger.warning(

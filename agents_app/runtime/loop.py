@@ -415,7 +415,7 @@ async def _steps(turn: _Turn, step: NextStep) -> AsyncIterator[Event | Paused]:
 async def _turn_start(*, agent: Agent, history: list[dict], ctx: RunContext) -> _Turn:
     started = time.perf_counter()
     deadline = turn_deadline(ctx)
-    tools = await tools_for_agent(agent, user_id=ctx.user_id)
+    tools = await tools_for_agent(agent, audience=ctx.audience, user_id=ctx.user_id)
     prompt = _system_prompt(agent, ctx, _tool_domains(tools))
     messages = [{"role": "system", "content": prompt}] if prompt else []
     return _Turn(

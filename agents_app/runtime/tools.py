@@ -1,6 +1,6 @@
 """The tools an agent is offered this turn, read from the catalog now (no restart needed).
 
-    tools = await tools_for_agent(agent)          # list[Tool] (tool.py), names unique
+    tools = await tools_for_agent(agent, audience=ctx.audience)   # list[Tool] (tool.py), names unique
 
 The interface is tool.py, the naming rules tool_names.py, the two kinds of tool mcp_tool.py and
 subagent_tool.py. The keyword fallback (fallback.py) offers the same list.
@@ -12,6 +12,7 @@ import asyncio
 from asgiref.sync import sync_to_async
 from loguru import logger
 
+from agents_app.access import Audience, tools_for
 from agents_app.mcp.oauth import oauth_required
 from agents_app.mcp.pool import McpUnavailable
 from agents_app.mcp.tools import mcp_circuit_key, mcp_service_tool_infos
@@ -20,16 +21,18 @@ from agents_app.runtime.mcp_tool import CONNECT_TOOL, McpConnectTool, McpTool
 from agents_app.runtime.subagent_tool import SubAgentTool
 from agents_app.runtime.tool import Tool
 from agents_app.runtime.tool_names import mcp_tool_name, subagent_tool_name, tool_name_unique
-from agents_app.selectors import agent_catalog, agent_catalog_loaded
+from agents_app.selectors import agent_catalog_loaded
 from campus_agent.base.approval import ApprovalPolicy
 from campus_agent.base.circuit import acircuit_open_sources
 from subagents_app.client import subagent_circuit_key
 
 
-async def tools_for_agent(agent: Agent, *, pooled: bool = True, problems: list[str] | None = None,
+async def tools_for_agent(agent: Agent, *, audience: Audience, pooled: bool = True, problems: list[str] | None = None,
                           user_id: int | None = None) -> list[Tool]:
-    """The agent's enabled MCP services' tools, then its enabled sub-agents, each named per
-    docs/design.md#the-tool-loop and unique within the turn (a later collision gets `_2`, `_3` …).
+    """The agent's enabled MCP services' tools, then its enabled sub-agents — those `audience` may
+    use (agents_app.access: a service or sub-agent limited to other groups is never offered to the
+    model) — each named per docs/design.md#the-tool-loop and unique within the turn (a later
+    collision gets `_2`, `_3` …).
 
     MCP tool lists come from a per-process cache that a save in admin drops; a service that
     cannot be reached is left out of this turn (and logged), the others still work. With
@@ -40,9 +43,9 @@ async def tools_for_agent(agent: Agent, *, pooled: bool = True, problems: list[s
     session lists a per-student service's tools when no list is cached (agents_app/mcp/oauth.py).
     """
     if agent_catalog_loaded(agent=agent):  # read by the caller in this turn's admission
-        services, sub_agents = agent_catalog(agent=agent)
+        services, sub_agents = tools_for(agent=agent, audience=audience)
     else:
-        services, sub_agents = await sync_to_async(agent_catalog)(agent=agent)
+        services, sub_agents = await sync_to_async(tools_for)(agent=agent, audience=audience)
     listed = await asyncio.gather(
         *(mcp_service_tool_infos(service=s, pooled=pooled, user_id=user_id) for s in services), return_exceptions=True
     )

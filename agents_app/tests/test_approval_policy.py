@@ -5,6 +5,7 @@ import pytest
 from asgiref.sync import async_to_sync
 from django.core.exceptions import ValidationError
 
+from agents_app.access import EVERYONE
 from agents_app.models import McpService
 from agents_app.runtime.fallback import tool_fallback_args
 from agents_app.runtime.tools import tools_for_agent
@@ -51,7 +52,7 @@ def test_never_tools_are_left_out_and_policies_reach_the_tools(agent_factory, mc
         sub_agents=[sub_agent_factory(name="canteen", approval_policy="ask"),
                     sub_agent_factory(name="notice", approval_policy="never")],
     )
-    tools = {tool.name: tool for tool in async_to_sync(tools_for_agent)(agent, pooled=False)}
+    tools = {tool.name: tool for tool in async_to_sync(tools_for_agent)(agent, audience=EVERYONE, pooled=False)}
     assert "http-tools__add" not in tools and "call_notice" not in tools
     assert tools["call_canteen"].approval == "ask"
     assert tools["http-tools__register_course"].approval == "ask"  # trusted: its destructiveHint

@@ -4,9 +4,11 @@ next turn read it again."""
 import threading
 
 import pytest
+from django.contrib.auth.models import Group
 from django.core.management import call_command
 from django.db import connection, connections
 
+from agents_app.access import EVERYONE, agent_of_conversation, tools_for
 from agents_app.catalog_cache import catalog_snapshot, catalog_tables, catalog_triggers_install
 from agents_app.models import Agent, AgentFallback, CatalogStamp, McpService, Provider
 from subagents_app.models import SubAgent
@@ -67,12 +69,20 @@ def _add_fallback(agent, provider_factory, **_):
 def _disable_agent(agent, agent_factory, **_):
     agent_factory(slug="jiaowu", name="教务", is_default=False)
     Agent.objects.filter(pk=agent.pk).update(enabled=False)
-    return lambda snap: "xiaozhi" not in snap.by_slug and snap.default.slug == "jiaowu" \
-        and snap.agent_of(agent_id=agent.pk).slug == "jiaowu"
+    return lambda snap: "xiaozhi" not in snap.by_slug and [a.slug for a in snap.agents] == ["jiaowu"] \
+        and agent_of_conversation(audience=EVERYONE, agent_id=agent.pk, catalog=snap).slug == "jiaowu"
+
+
+def _limit_sub_agent_to_a_group(agent, sub_agent, **_):
+    # Who sees what (agents_app.access) is read from the kept catalog: a group given in admin
+    # applies to the next turn on every worker as any other change does.
+    sub_agent.allowed_groups.add(Group.objects.create(name="研究生"))
+    return lambda snap: tools_for(agent=_canteen(snap), audience=EVERYONE) == ([], [])
 
 
 @pytest.mark.parametrize("change", [_rename_agent, _disable_sub_agent_by_update, _add_mcp_service, _remove_sub_agent,
-                                    _provider_by_sql, _add_fallback, _disable_agent])
+                                    _provider_by_sql, _add_fallback, _disable_agent,
+                                    _limit_sub_agent_to_a_group])
 def test_every_write_to_the_catalog_applies_to_the_next_turn(change, agent, sub_agent, agent_factory,
                                                               provider_factory):
     before = catalog_snapshot()

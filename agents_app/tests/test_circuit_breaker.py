@@ -7,6 +7,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from loguru import logger
 
+from agents_app.access import EVERYONE
 from agents_app.mcp.tools import CIRCUIT_OPEN_TEXT as MCP_OPEN_TEXT
 from agents_app.mcp.tools import mcp_circuit_key, mcp_service_tool_infos
 from agents_app.runtime.context import RunContext
@@ -96,11 +97,11 @@ async def test_a_refusal_is_fast_where_the_source_costs_its_whole_timeout(sub_ag
 
 async def test_the_tool_is_still_offered_but_says_it_is_unavailable(down_agent, agent_factory):
     agent = await sync_to_async(agent_factory)(sub_agents=[down_agent])
-    [offered] = await tools_for_agent(agent)
+    [offered] = await tools_for_agent(agent, audience=EVERYONE)
     assert not offered.description.startswith(CIRCUIT_OPEN_DESCRIPTION)
     for _ in range(3):
         await _call(SubAgentTool(sub_agent=down_agent))
-    [offered] = await tools_for_agent(agent)
+    [offered] = await tools_for_agent(agent, audience=EVERYONE)
     assert offered.name == "call_canteen"
     assert offered.description == CIRCUIT_OPEN_DESCRIPTION + down_agent.description
 

@@ -11,6 +11,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.conf import settings as django_settings
 
+from agents_app.access import EVERYONE
 from agents_app.mcp import pool as pool_module
 from agents_app.mcp.tools import CALL_TIMEOUT_TEXT, IS_ERROR_TEXT
 from agents_app.models import McpService
@@ -131,13 +132,13 @@ async def test_each_call_is_bounded_by_the_service_timeout(mcp_service_http, mak
 async def test_tool_list_is_cached_until_the_service_is_saved(mcp_service_http, mcp_http_server, make_agent,
                                                               llm_settings):
     agent = await make_agent(mcp_service_http)
-    assert "http-tools__add" in [t.name for t in await tools_for_agent(agent)]
+    assert "http-tools__add" in [t.name for t in await tools_for_agent(agent, audience=EVERYONE)]
     mcp_http_server.stop()
     # Served from the cache: the (now stopped) server is not asked again.
-    assert "http-tools__add" in [t.name for t in await tools_for_agent(agent)]
+    assert "http-tools__add" in [t.name for t in await tools_for_agent(agent, audience=EVERYONE)]
     service = await McpService.objects.aget(pk=mcp_service_http.pk)
     await sync_to_async(service.save)()  # what admin does; the signal drops the cached list
-    assert [t.name for t in await tools_for_agent(agent)] == []  # unreachable now: left out
+    assert [t.name for t in await tools_for_agent(agent, audience=EVERYONE)] == []  # unreachable now: left out
 
 
 async def test_names_stay_unique_when_two_services_normalise_alike(mcp_sse_server, mcp_http_server, make_agent,
@@ -147,7 +148,7 @@ async def test_names_stay_unique_when_two_services_normalise_alike(mcp_sse_serve
         name="campus_tools", protocol="streamable-http", config={"url": mcp_http_server.url}
     )
     agent = await make_agent(first, second)
-    names = [t.name for t in await tools_for_agent(agent)]
+    names = [t.name for t in await tools_for_agent(agent, audience=EVERYONE)]
     assert len(names) == len(set(names)) == 44  # 22 tools each
     assert {"campus_tools__add", "campus_tools__add_2"} <= set(names)
     results = await turn(agent, llm_settings, ("campus_tools__add", {"a": 1, "b": 1}),
@@ -182,10 +183,10 @@ async def test_a_hanging_service_costs_one_timeout_then_is_skipped_at_once(make_
         agent = await make_agent(hanging)
         problems: list[str] = []
         started = time.perf_counter()
-        assert await tools_for_agent(agent, problems=problems) == []
+        assert await tools_for_agent(agent, audience=EVERYONE, problems=problems) == []
         first = time.perf_counter() - started
         started = time.perf_counter()
-        assert await tools_for_agent(agent, problems=problems) == []
+        assert await tools_for_agent(agent, audience=EVERYONE, problems=problems) == []
         second = time.perf_counter() - started
     assert 0.9 < first < 1 + 1 and second < 0.2
     assert "连接超时" in problems[0] and "秒后重试连接" in problems[1]

@@ -1,9 +1,11 @@
 """The campus agent as an A2A agent (docs/design.md#other-clients): a2a-sdk's server side, A2A 1.0, JSON-RPC binding.
 
     GET  /.well-known/agent-card.json   the default agent's card (public): the JSON-RPC URL, bearer
-                                        auth, streaming, one skill per enabled agent
+                                        auth, streaming, one skill per enabled agent open to all
     POST /a2a/                          JSON-RPC: SendMessage, SendStreamingMessage, GetTask,
-                                        CancelTask, SubscribeToTask (Bearer: API key or JWT)
+                                        CancelTask, SubscribeToTask, GetExtendedAgentCard (the
+                                        card with a skill per agent the caller's groups may use)
+                                        (Bearer: API key or JWT)
 
 A task is a run (task id = run id) and a context is a conversation (context id = conversation
 id). Nothing is kept in the SDK's task store: `CampusRequestHandler` answers every method from
@@ -63,7 +65,6 @@ from a2a.types import (
 from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH, PROTOCOL_VERSION_1_0
 from a2a.utils.errors import (
     ContentTypeNotSupportedError,
-    ExtendedAgentCardNotConfiguredError,
     InvalidParamsError,
     PushNotificationNotSupportedError,
     TaskNotCancelableError,
@@ -78,8 +79,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from agents_app.access import EVERYONE, Audience, agents_for, audience_of
 from agents_app.runtime.events import WAITING_FRAME_TYPES
-from agents_app.selectors import agent_list
 from campus_agent.base import errors
 from campus_agent.base.asyncdb import db_call
 from campus_agent.base.errors import CAMPUS_TOKEN_EXPIRED
@@ -88,7 +89,7 @@ from campus_agent.base.request_id import HEADER as REQUEST_ID_HEADER
 from campus_agent.base.request_id import request_id_from_header, request_id_set
 from chat_app.accounts.authentication import Caller
 from chat_app.gateways.answer_text import AnswerText
-from chat_app.gateways.catalog import agent_catalogs, tool_labels
+from chat_app.gateways.catalog import agent_catalogs, turn_tool_labels
 from chat_app.gateways.inbound import InboundTurn, bearer_caller, frames_decoded, inbound_turn_start
 from chat_app.models import Message as Row
 from chat_app.models import Run
@@ -147,7 +148,7 @@ class TaskFold:
     context_id: str
     question: str = ""
     question_id: str = ""
-    labels: dict = field(default_factory=dict)  # tool_labels()
+    labels: dict = field(default_factory=dict)  # turn_tool_labels()
     text: str = ""
     streamed: bool = False  # some answer text went out as an artifact update
     # The answer with a paragraph break around each tool call, as on the page (answer_text.py).
@@ -279,7 +280,8 @@ def task_read(*, user, task_id: str) -> TaskRecord | None:
     run = run_get(user=user, run_id=task_id)
     if run is None:
         return None
-    fold = TaskFold(task_id=str(run.id), context_id=str(run.conversation_id), labels=tool_labels())
+    fold = TaskFold(task_id=str(run.id), context_id=str(run.conversation_id),
+                    labels=turn_tool_labels())
     question = (Row.objects.filter(conversation_id=run.conversation_id, request_id=run.request_id,
                                    role=Row.Role.USER, created_at__lte=run.started_at)
                 .order_by("-created_at", "-seq").first())
@@ -310,9 +312,9 @@ def _waiting_read(*, run_id) -> list[dict]:
     return waiting_frames(run=run) if run is not None else []
 
 
-def _card_data() -> tuple[str, list[dict]]:
-    agents = agent_list()
-    catalogs = agent_catalogs(agents=agents)
+def _card_data(audience: Audience) -> tuple[str, list[dict]]:
+    agents = agents_for(audience=audience)
+    catalogs = agent_catalogs(agents=agents, audience=audience)
     skills = []
     for agent in agents:
         catalog = catalogs.get(agent.slug, {})
@@ -326,16 +328,18 @@ def _card_data() -> tuple[str, list[dict]]:
     return default_name, skills
 
 
-def agent_card_build(*, origin: str) -> AgentCard:
-    """The card of the default agent, with one skill per enabled agent (sync: reads the catalog)."""
-    name, skills = _card_data()
+def agent_card_build(*, origin: str, audience: Audience = EVERYONE) -> AgentCard:
+    """The card of the default agent, with one skill per enabled agent `audience` may use (sync:
+    reads the catalog). The public card is everyone's: an agent limited to groups is on no public
+    card (agents_app.access); the extended card, asked with the caller's credential, lists theirs."""
+    name, skills = _card_data(audience)
     card = AgentCard(
         name=name,
         description=CARD_DESCRIPTION,
         version=CARD_VERSION,
         supported_interfaces=[AgentInterface(url=f"{origin}{A2A_PATH}", protocol_binding="JSONRPC",
                                              protocol_version=PROTOCOL_VERSION_1_0)],
-        capabilities=AgentCapabilities(streaming=True, push_notifications=False),
+        capabilities=AgentCapabilities(streaming=True, push_notifications=False, extended_agent_card=True),
         default_input_modes=["text/plain"],
         default_output_modes=["text/plain"],
         skills=[AgentSkill(**skill) for skill in skills],
@@ -424,7 +428,7 @@ class CampusRequestHandler(RequestHandler):
                 raise InvalidParamsError(refused.message) from None
             logger.info("A2A turn refused status={} code={}", refused.status, refused.code)
             return _Started(turn=None, fold=None, refused=_rejected(refused, context_id=message.context_id))
-        labels = await db_call(tool_labels)
+        labels = await db_call(turn_tool_labels)
         fold = TaskFold(task_id=turn.run_id, context_id=turn.conversation_id, question=chat.message,
                         question_id=message.message_id, labels=labels)
         return _Started(turn=turn, fold=fold)
@@ -535,7 +539,10 @@ class CampusRequestHandler(RequestHandler):
         raise PushNotificationNotSupportedError()
 
     async def on_get_extended_agent_card(self, params, context: ServerCallContext):
-        raise ExtendedAgentCardNotConfiguredError()
+        """The card as the caller sees it: a skill for each agent their groups may use."""
+        user = _caller(context).user
+        return await db_call(lambda: agent_card_build(origin=context.state["campus_origin"],
+                                                      audience=audience_of(user=user)))
 
 
 # --- HTTP: auth, the body cap, the card ------------------------------------------------------------
@@ -558,6 +565,7 @@ class _ContextBuilder(DefaultServerCallContextBuilder):
         context = super().build(request)
         context.state["caller"] = request.scope["campus_caller"]
         context.state["campus_request_id"] = request.scope["campus_request_id"]
+        context.state["campus_origin"] = _origin(request)
         return context
 
     def build_user(self, request: Request) -> User:

@@ -40,15 +40,15 @@ from mcp.server.lowlevel.server import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.exceptions import MCPError
 
+from agents_app.access import agents_for, audience_of
 from agents_app.runtime.events import WAITING_FRAME_TYPES
-from agents_app.selectors import agent_list
 from campus_agent.base import errors
 from campus_agent.base.asyncdb import db_call
 from campus_agent.base.redaction import clip_text
 from campus_agent.base.request_id import request_id_from_header, request_id_set
 from chat_app.accounts.authentication import Caller
 from chat_app.gateways.answer_text import AnswerText
-from chat_app.gateways.catalog import agent_catalogs, tool_labels
+from chat_app.gateways.catalog import agent_catalogs, turn_tool_labels
 from chat_app.gateways.inbound import InboundTurn, bearer_caller, inbound_turn_start
 from chat_app.runs.chat_input import MESSAGE_MAX, chat_input_parse
 from chat_app.runs.state import run_get
@@ -158,12 +158,14 @@ def _description(catalog: dict, *, summary: str = "") -> str:
     return "".join(parts)
 
 
-def agent_tools_read() -> list[AgentTool]:
-    """The tools for the enabled agents, in the page's order. Two slugs that differ only by `-`
-    and `_` would make one name: the first keeps it, the other is left out (and logged)."""
-    agents = agent_list()
+def agent_tools_read(*, user) -> list[AgentTool]:
+    """The tools for the enabled agents `user`'s groups may use (agents_app.access), in the page's
+    order. Two slugs that differ only by `-` and `_` would make one name: the first keeps it, the
+    other is left out (and logged)."""
+    audience = audience_of(user=user)
+    agents = agents_for(audience=audience)
     prompts = {agent.slug: agent.system_prompt for agent in agents}
-    catalogs = agent_catalogs(agents=agents)
+    catalogs = agent_catalogs(agents=agents, audience=audience)
     tools: dict[str, AgentTool] = {}
     for slug, catalog in catalogs.items():
         name = tool_name(slug=slug)
@@ -175,9 +177,10 @@ def agent_tools_read() -> list[AgentTool]:
     return list(tools.values())
 
 
-def _call_context(name: str) -> tuple[AgentTool | None, dict]:
-    tool = next((t for t in agent_tools_read() if t.name == name), None)
-    return tool, (tool_labels() if tool is not None else {})
+def _call_context(name: str, user) -> tuple[AgentTool | None, dict]:
+    # A tool of an agent the caller may not use is unknown, as one that does not exist.
+    tool = next((t for t in agent_tools_read(user=user) if t.name == name), None)
+    return tool, (turn_tool_labels() if tool is not None else {})
 
 
 def _tool_label(labels: dict, frame: dict) -> str:
@@ -312,7 +315,7 @@ async def _turn_follow(turn: InboundTurn, progress: _Progress, labels: dict) -> 
 async def _call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
     mcp_request = _request_of(ctx)
     request_id_set(mcp_request.request_id)
-    tool, labels = await db_call(_call_context, params.name)
+    tool, labels = await db_call(_call_context, params.name, mcp_request.caller.user)
     if tool is None:
         raise MCPError(code=types.INVALID_PARAMS, message=MSG_TOOL_UNKNOWN.format(name=params.name[:128]))
     try:
@@ -341,8 +344,8 @@ async def _call_tool(ctx, params: types.CallToolRequestParams) -> types.CallTool
 
 
 async def _list_tools(ctx, params) -> types.ListToolsResult:
-    _request_of(ctx)
-    tools = await db_call(agent_tools_read)
+    mcp_request = _request_of(ctx)
+    tools = await db_call(agent_tools_read, user=mcp_request.caller.user)
     return types.ListToolsResult(tools=[
         types.Tool(
             name=tool.name, title=tool.title, description=tool.description,

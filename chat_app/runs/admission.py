@@ -16,7 +16,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
-from agents_app.catalog_cache import CatalogSnapshot, catalog_snapshot
+from agents_app.access import Audience, agent_for, agent_of_conversation, audience_of, tools_for
 from agents_app.models import Agent
 from campus_agent.base import errors
 from campus_agent.base.asyncdb import db_call
@@ -28,6 +28,7 @@ from chat_app.conversations.selectors import conversation_for_turn
 from chat_app.conversations.uploads import upload_payload
 from chat_app.models import DEFAULT_TITLE, Conversation, Message, Run, Upload
 from chat_app.runs.chat_input import ChatInput
+from chat_app.runs.group_limits import caller_standing
 from chat_app.runs.lease import RunLease
 from chat_app.runs.quota import user_token_quota_check
 from chat_app.runs.state import run_active_get, run_create
@@ -53,34 +54,39 @@ class TurnStart:
     history: list[dict]
     user_message_id: uuid.UUID
     hint_domain: str | None
+    audience: Audience  # the caller's groups: which of the agent's tools the turn offers
 
     @property
     def conversation_id(self) -> uuid.UUID:
         return self.run.conversation_id
 
 
-def _agent_for(*, wanted: str | None, conversation: Conversation | None, catalog: CatalogSnapshot) -> Agent:
-    """The agent asked for by slug (400 unless enabled), else the conversation's while it is
-    enabled, else the default (503 when no agent is enabled)."""
+def _agent_for(*, wanted: str | None, conversation: Conversation | None, audience: Audience) -> Agent:
+    """The agent asked for by slug (400 unless enabled and the caller's groups may use it: one
+    they may not is answered as one that does not exist), else the conversation's while it is
+    enabled and theirs to use, else their default (503 when they may use no agent). A
+    conversation whose agent was since limited to other groups goes on with the default, as one
+    whose agent was disabled does (docs/design.md#campus-identity-and-audit)."""
     if wanted:
-        agent = catalog.by_slug.get(wanted)
+        agent = agent_for(audience=audience, slug=wanted)
         if agent is None:
             raise errors.invalid_body(errors.MSG_AGENT_UNKNOWN)
         return agent
-    agent = catalog.agent_of(agent_id=conversation.agent_id if conversation is not None else None)
+    agent = agent_of_conversation(audience=audience,
+                                  agent_id=conversation.agent_id if conversation is not None else None)
     if agent is None:
         raise errors.ApiError(errors.MSG_NO_AGENT, code=GENERAL, status=503)
     return agent
 
 
-def _hint_domain_check(*, agent: Agent, hint_domain: str | None) -> None:
+def _hint_domain_check(*, agent: Agent, audience: Audience, hint_domain: str | None) -> None:
     """A hint names one of the domains the agent can route to: the `domain` of one of its enabled
-    sub-agents (its catalog, just loaded). Per agent, because a hint only makes the model prefer
+    sub-agents the caller may use (its catalog, just loaded). Per agent, because a hint only makes the model prefer
     that domain's tools, and an agent without them has nothing to prefer; a free text would reach
     the model as written. Raises 400 (40001) otherwise."""
     if hint_domain is None:
         return
-    domains = sorted({sub.domain for sub in agent.enabled_sub_agents if sub.domain})
+    domains = sorted({sub.domain for sub in tools_for(agent=agent, audience=audience)[1] if sub.domain})
     if hint_domain in domains:
         return
     if not domains:
@@ -115,11 +121,12 @@ def _opening_rows(opening: tuple[tuple[str, str], ...]) -> list[Message]:
             for position, (role, text) in enumerate(((r, t) for r, t in opening if r in roles), start=1)]
 
 
-def turn_begin(*, user, chat: ChatInput, request_id: str, slot_key: str) -> TurnStart:
+def turn_begin(*, user, chat: ChatInput, request_id: str, slot_key: str, audience: Audience | None = None) -> TurnStart:
     """Resolves the conversation (404 unless the caller's) and agent (with its enabled tools
-    catalog), checks `hint_domain` against that catalog (400), stores the user message with the
-    turn's run row (run by this worker, holding the slot `slot_key`), and builds the history the
-    model will see."""
+    catalog, as far as `audience` — the caller's groups, read now when not given — may use it),
+    checks `hint_domain` against that catalog (400), stores the user message with the turn's run
+    row (run by this worker, holding the slot `slot_key`), and builds the history the model will
+    see."""
     # The parser refuses text no database can hold; cleaning again costs nothing and keeps this
     # write safe whoever calls it.
     message, hint_domain = text_clean(chat.message), text_clean(chat.hint_domain)
@@ -128,8 +135,9 @@ def turn_begin(*, user, chat: ChatInput, request_id: str, slot_key: str) -> Turn
         conversation = conversation_for_turn(user=user, conversation_id=chat.conversation_id)
         if conversation is None:
             raise errors.not_found()
-    agent = _agent_for(wanted=chat.agent, conversation=conversation, catalog=catalog_snapshot())
-    _hint_domain_check(agent=agent, hint_domain=hint_domain)
+    audience = audience if audience is not None else audience_of(user=user)
+    agent = _agent_for(wanted=chat.agent, conversation=conversation, audience=audience)
+    _hint_domain_check(agent=agent, audience=audience, hint_domain=hint_domain)
     uploads = _attachments_of(user=user, ids=chat.attachments, conversation=conversation)
     new_conversation = conversation is None
     if not new_conversation and conversation.active_run_id is not None:
@@ -156,6 +164,7 @@ def turn_begin(*, user, chat: ChatInput, request_id: str, slot_key: str) -> Turn
         history=history,
         user_message_id=user_message.id,
         hint_domain=conversation.hint_domain or None,
+        audience=audience,
     )
 
 
@@ -202,15 +211,18 @@ def _turn_store(*, user, chat: ChatInput, conversation: Conversation | None, age
     return user_message, run
 
 
-def turn_admit(*, caller: Caller, chat: ChatInput, request_id: str, slot_key: str) -> TurnStart:
-    """The daily tokens (429 42904), then `turn_begin` holding the slot `slot_key`. Sync: one
-    crossing from the run's task."""
-    user_token_quota_check(user_id=caller.user.pk)
-    return turn_begin(user=caller.user, chat=chat, request_id=request_id, slot_key=slot_key)
+def turn_admit(*, caller: Caller, chat: ChatInput, request_id: str, lease: RunLease) -> TurnStart:
+    """The caller's groups and their limits (one query: chat_app.runs.group_limits), the message
+    rate (429 42902: the lease has counted the message) and the daily tokens (429 42904), then
+    `turn_begin` holding the lease's slot. Sync: one crossing from the run's task."""
+    audience, limits = caller_standing(user=caller.user)
+    lease.refuse_unless_held(rate_per_minute=limits.chat_rate_per_minute)
+    user_token_quota_check(user_id=caller.user.pk, quota=limits.daily_token_quota)
+    return turn_begin(user=caller.user, chat=chat, request_id=request_id, slot_key=lease.key, audience=audience)
 
 
 async def turn_open(lease: RunLease, *, caller: Caller, chat: ChatInput, request_id: str) -> TurnStart:
-    """A new turn's opening, inside its run's lease: 429 without a slot or past the rate (the lease
-    has counted the message), then `turn_admit`. Raises ApiError; nothing is stored when it does."""
-    lease.refuse_unless_held()
-    return await db_call(turn_admit, caller=caller, chat=chat, request_id=request_id, slot_key=lease.key)
+    """A new turn's opening, inside its run's lease: 429 without a slot (no database), then
+    `turn_admit`. Raises ApiError; nothing is stored when it does."""
+    lease.refuse_without_slot()
+    return await db_call(turn_admit, caller=caller, chat=chat, request_id=request_id, lease=lease)

@@ -55,18 +55,21 @@ def _lease_ttl() -> int:
 class RunLease:
     """The stream slot of one run. `async with RunLease(user_id=…, new_message=True) as lease:`
     takes a slot if one is free (`lease.held`) and, for a new message, counts it in the user's
-    window (`lease.within_rate`); leaving the block gives the slot back, exactly once.
+    window (`lease.rate_count`: the messages the window holds with this one); leaving the block
+    gives the slot back, exactly once.
 
     `refuse_unless_held()` is what admission calls: 429 (42901 / 42902) when the run cannot go on.
+    The rate compared is the caller's (their groups': chat_app.runs.group_limits), known on the
+    database's side; the slot's refusal needs no database (`refuse_without_slot`).
     """
 
-    __slots__ = ("user_id", "new_message", "key", "within_rate", "_entered")
+    __slots__ = ("user_id", "new_message", "key", "rate_count", "_entered")
 
     def __init__(self, *, user_id: int, new_message: bool):
         self.user_id = user_id
         self.new_message = new_message
         self.key = ""  # the slot's cache key once taken ("": none)
-        self.within_rate = False
+        self.rate_count = 0
         self._entered = False
 
     @classmethod
@@ -84,7 +87,7 @@ class RunLease:
     async def __aenter__(self) -> "RunLease":
         if not self._entered:
             self._entered = True
-            self.key, self.within_rate = await _slots().atake(self.user_id, rate=self.new_message)
+            self.key, self.rate_count = await _slots().atake(self.user_id, rate=self.new_message)
         return self
 
     async def __aexit__(self, *exc_info) -> None:
@@ -92,11 +95,22 @@ class RunLease:
         if key:
             await _slots().arelease(key)
 
-    def refuse_unless_held(self) -> None:
-        """Raises ApiError 429 when no slot was free (42901), or past the message rate (42902)."""
+    def rate_kept(self, rate_per_minute: int | None = None) -> bool:
+        """Whether the message counted is within `rate_per_minute` (else CHAT_RATE_PER_MINUTE); a
+        lease of no new message (a resume) counts none."""
+        limit = settings.CHAT_RATE_PER_MINUTE if rate_per_minute is None else rate_per_minute
+        return not self.new_message or self.rate_count <= limit
+
+    def refuse_without_slot(self) -> None:
+        """Raises ApiError 429 (42901) when no slot was free."""
         if not self.held:
             raise errors.ApiError(errors.MSG_TOO_MANY_STREAMS, code=errors.TOO_MANY_STREAMS, status=429)
-        if self.new_message and not self.within_rate:
+
+    def refuse_unless_held(self, *, rate_per_minute: int | None = None) -> None:
+        """Raises ApiError 429 when no slot was free (42901), or past the message rate (42902):
+        `rate_per_minute`, else CHAT_RATE_PER_MINUTE."""
+        self.refuse_without_slot()
+        if not self.rate_kept(rate_per_minute):
             raise errors.ApiError(errors.MSG_RATE_LIMITED, code=errors.RATE_LIMITED, status=429,
                                   headers={"Retry-After": "60"})
 
@@ -110,10 +124,9 @@ def stream_slots_held(*, user_id: int) -> int:
     return sum(1 for i in range(settings.CHAT_MAX_CONCURRENT_STREAMS) if cache.has_key(_slot_key(user_id, i)))
 
 
-def message_rate_allow(*, user_id: int) -> bool:
-    """Counts a message in the user's open window (the cache API's way); False past
-    CHAT_RATE_PER_MINUTE."""
-    return window_count(f"chat:rate:{user_id}", RATE_WINDOW_SEC) <= settings.CHAT_RATE_PER_MINUTE
+def message_rate_count(*, user_id: int) -> int:
+    """Counts a message in the user's open window (the cache API's way): the messages it holds now."""
+    return window_count(f"chat:rate:{user_id}", RATE_WINDOW_SEC)
 
 
 # With the Redis cache, the slot and the rate window are taken in one round trip: a script runs
@@ -143,15 +156,15 @@ class _CacheSlots:
         self._in_loop = isinstance(backend, LocMemCache)
 
     @staticmethod
-    def _take(user_id: int, rate: bool) -> tuple[str, bool]:
+    def _take(user_id: int, rate: bool) -> tuple[str, int]:
         owner = uuid.uuid4().hex
         for i in range(settings.CHAT_MAX_CONCURRENT_STREAMS):
             key = _slot_key(user_id, i)
             if cache.add(key, owner, _lease_ttl()):
-                return key, (not rate or message_rate_allow(user_id=user_id))
-        return "", False
+                return key, (message_rate_count(user_id=user_id) if rate else 0)
+        return "", 0
 
-    async def atake(self, user_id: int, *, rate: bool) -> tuple[str, bool]:
+    async def atake(self, user_id: int, *, rate: bool) -> tuple[str, int]:
         if self._in_loop:
             return self._take(user_id, rate)
         from campus_agent.base.asyncdb import db_call
@@ -186,16 +199,16 @@ class _RedisSlots:
             found = self._scripts[loop] = (client, client.register_script(_TAKE_SCRIPT))
         return found
 
-    async def atake(self, user_id: int, *, rate: bool) -> tuple[str, bool]:
+    async def atake(self, user_id: int, *, rate: bool) -> tuple[str, int]:
         keys = [cache.make_and_validate_key(f"chat:rate:{user_id}")]
         prefix = cache.make_and_validate_key(_slot_key(user_id, 0))[:-1]
         args = [prefix, settings.CHAT_MAX_CONCURRENT_STREAMS, uuid.uuid4().hex, _lease_ttl(), RATE_WINDOW_SEC if rate else 0]
         _, script = self._script()
         index, count = await script(keys=keys, args=args)
         if int(index) < 0:
-            return "", False
+            return "", 0
         # Released with the prefix added (make_and_validate_key), as cache.delete would.
-        return _slot_key(user_id, int(index)), (not rate or int(count) <= settings.CHAT_RATE_PER_MINUTE)
+        return _slot_key(user_id, int(index)), int(count)
 
     async def arelease(self, key: str) -> None:
         try:

@@ -1,4 +1,5 @@
-"""Token usage per turn, and the per-user daily token quota (USER_DAILY_TOKEN_QUOTA, 0 = off).
+"""Token usage per turn, and the per-user daily token quota (USER_DAILY_TOKEN_QUOTA, 0 = off, or
+the user's groups': chat_app.runs.group_limits).
 
 When a turn's reply is stored (services/turns.py), `turn_usage_record` stamps its final row with
 the model that answered and, once the transaction has committed:
@@ -18,7 +19,6 @@ bounds by how much. Keyword-routed turns spend no tokens: they count as turns, n
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 
-from django.conf import settings
 from django.core.cache import cache
 from django.db import transaction
 from django.db.models import Sum
@@ -91,10 +91,9 @@ def user_tokens_today(*, user_id: int) -> int:
     return _counter_seed(user_id, day) if used is None else used
 
 
-def user_token_quota_check(*, user_id: int) -> None:
+def user_token_quota_check(*, user_id: int, quota: int) -> None:
     """Raises 429 (QUOTA_EXCEEDED, Retry-After: the seconds to midnight) when the user's tokens
-    of today reached USER_DAILY_TOKEN_QUOTA; nothing when the quota is 0 (off)."""
-    quota = settings.USER_DAILY_TOKEN_QUOTA
+    of today reached `quota` (theirs: chat_app.runs.group_limits); nothing when it is 0 (none)."""
     if quota <= 0:
         return
     if user_tokens_today(user_id=user_id) >= quota:
@@ -107,7 +106,8 @@ def user_token_quota_check(*, user_id: int) -> None:
 
 
 def _tokens_count(usage: TurnUsage) -> None:
-    if settings.USER_DAILY_TOKEN_QUOTA <= 0 or not usage.tokens:
+    # Counted whatever the global quota: a group may set one (chat_app.runs.group_limits).
+    if not usage.tokens:
         return
     try:
         cache.incr(_counter_key(usage.user_id, usage.day), usage.tokens)

@@ -27,7 +27,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 from loguru import logger
 
-from agents_app.catalog_cache import catalog_snapshot
+from agents_app.access import Audience, agent_of_conversation, audience_of
 from agents_app.mcp.notifications import elicitation_content_problem
 from agents_app.models import Agent
 from agents_app.runtime.events import (
@@ -44,6 +44,7 @@ from campus_agent.base.metrics import scrape_gauge
 from campus_agent.base.text import text_clean
 from chat_app.conversations.history import history_build
 from chat_app.models import Message, Run, Wait
+from chat_app.runs.group_limits import user_limits
 from chat_app.runs.lease import RunLease
 from chat_app.runs.quota import QUOTA_EXCEEDED, user_token_quota_check
 from chat_app.runs.recording import RowSpec
@@ -265,6 +266,7 @@ class Resumption:
     decided: list[Wait]
     # call id → every answer the student gave that call's questions, in order (with `resume`).
     answers: dict[str, tuple[dict, ...]]
+    audience: Audience  # the student's groups, read again: the tools their groups allow now
 
 
 @dataclass(frozen=True)
@@ -318,7 +320,7 @@ def _readmit(run: Run, lease: RunLease) -> None:
     """A run that goes on is admitted as a new turn would be (not counted in the message rate: an
     answer is not a new message): a free slot (429 42901) and the daily quota (429 42904)."""
     lease.refuse_unless_held()
-    user_token_quota_check(user_id=run.user_id)
+    user_token_quota_check(user_id=run.user_id, quota=user_limits(user_id=run.user_id).daily_token_quota)
 
 
 def wait_decide(*, run_id, call_id: str, approve: bool, lease: RunLease, authorized: bool = False,
@@ -387,9 +389,10 @@ def wait_claim(*, run_id, lease: RunLease) -> Resumption | None:
 def _claim(run: Run, lease: RunLease) -> Resumption:
     if not run_resume_claim(run_id=run.id, slot_key=lease.key):  # the caller holds the row: cannot happen
         raise RuntimeError(f"run {run.id} left WAITING while its row was held")
-    run = Run.objects.select_related("conversation").get(id=run.id)
-    agent = catalog_snapshot().agent_of(agent_id=run.conversation.agent_id)
-    if agent is None:  # every agent disabled while the run waited
+    run = Run.objects.select_related("conversation", "user").get(id=run.id)
+    audience = audience_of(user=run.user)
+    agent = agent_of_conversation(audience=audience, agent_id=run.conversation.agent_id)
+    if agent is None:  # every agent the student may use disabled while the run waited
         raise errors.ApiError(errors.MSG_NO_AGENT, code=GENERAL, status=503)
     decided = list(_current(run).order_by("created_at", "id"))
     return Resumption(
@@ -401,6 +404,7 @@ def _claim(run: Run, lease: RunLease) -> Resumption:
         # Every waiting call's, whatever it waits for now: a call that answered its server's question
         # and then needs the student's account hands the server the same answer when it runs.
         answers=_answers(run, [w.call_id for w in decided]),
+        audience=audience,
     )
 
 

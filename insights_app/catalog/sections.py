@@ -23,6 +23,7 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from django.contrib.auth.models import Group
 from django.core.exceptions import ValidationError
 from django.db import models
 
@@ -35,6 +36,7 @@ from subagents_app.models import SubAgent
 _TYPE_WORDS = {str: "字符串", int: "整数", float: "数字", bool: "true 或 false", list: "列表", dict: "映射",
                type(None): "null（跟随默认）"}
 PREVIEW = 40
+GROUP_NAME_MAX = Group._meta.get_field("name").max_length
 STDIO_WARNING = "警告：stdio MCP 服务 {name} 将在本服务器上运行 {command}（以服务器的用户身份）"
 
 
@@ -269,6 +271,34 @@ class Refs(Ref):
         return [f"{self.name}: [{', '.join(old)}] → [{', '.join(new)}]"]
 
 
+@dataclass(frozen=True)
+class GroupRefs(Refs):
+    """`allowed_groups` (who sees what, agents_app.access): the groups' names. Groups are the
+    campus's, not the catalog's (no section): a name this instance lacks is created, empty, and
+    said — the login mapping or staff fill it — so the item stays limited, never open to all."""
+
+    noun: str = "用户组"
+
+    def problems(self, value) -> list[str]:
+        if errors := super().problems(value):
+            return errors
+        too_long = [name for name in value if len(name.strip()) > GROUP_NAME_MAX or not name.strip()]
+        return [f"用户组名须是 1–{GROUP_NAME_MAX} 个字符：{_short(too_long[0])}"] if too_long else []
+
+    def current(self, row):
+        return sorted(group.name for group in row.allowed_groups.all()) if row.pk is not None else []
+
+    def wanted(self, value, ctx, *, name, label):
+        present = set(Group.objects.filter(name__in=value).values_list("name", flat=True))
+        ctx.warnings += [f"警告：{label}: 用户组“{group}”不存在，将新建（空组，请在后台或登录映射里加入成员）"
+                         for group in value if group not in present]
+        return value, []
+
+    def after_save(self, row, value, ctx):
+        row.allowed_groups.set([Group.objects.get_or_create(name=group)[0] for group in value])
+
+
+GROUPS = GroupRefs("allowed_groups")
 ARG_KEYS = ("tool", "argument", "contains")
 
 
@@ -380,6 +410,7 @@ class McpServiceSection(Section):
         Field("timeout_sec", (int,)),
         Field("approval_default"),
         Field("tool_approvals", (dict,)),
+        GROUPS,
     )
 
     def outbound(self, values):
@@ -416,6 +447,7 @@ class SubAgentSection(Section):
         Field("approval_policy"),
         Field("display_name"),
         Field("example_questions"),
+        GROUPS,
     )
 
     def outbound(self, values):
@@ -440,6 +472,7 @@ class AgentSection(Section):
         Field("is_default", (bool,)),
         Refs("mcp_services", section="mcp_services", noun="MCP 服务"),
         Refs("sub_agents", section="sub_agents", noun="子 Agent"),
+        GROUPS,
     )
 
     def exported_warnings(self, row):

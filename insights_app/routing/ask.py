@@ -16,6 +16,7 @@ import json
 import uuid
 from dataclasses import dataclass
 
+from agents_app.access import STAFF_VIEW
 from agents_app.models import Agent
 from agents_app.runtime.fallback import tool_fallback_args, tool_match
 from agents_app.runtime.llm import llm_stream
@@ -77,7 +78,7 @@ async def routing_catalog(*, agent: Agent, mode: str | None = None) -> Catalog:
         raise RoutingUnavailable(NO_MODEL_TEXT.format(agent=agent.name))
     mode = mode or (MODEL if chain else KEYWORD)
     problems: list[str] = []
-    tools = await tools_for_agent(agent, pooled=False, problems=problems)
+    tools = await tools_for_agent(agent, audience=STAFF_VIEW, pooled=False, problems=problems)
     specs = [tool_spec(tool) for tool in tools]
     link = chain[0] if chain else None
     model = link.model if mode == MODEL else ""

@@ -306,7 +306,7 @@ agents:
 """)
     assert lines == [
         "sub_agents 第 1 条（canteen）: colour: 未知字段，可用字段：name, description, base_url, domain, timeout_sec, "
-        "enabled, protocol, approval_policy, display_name, example_questions",
+        "enabled, protocol, approval_policy, display_name, example_questions, allowed_groups",
         "sub_agents 第 1 条（canteen）: timeout_sec: 类型错误，应为整数，实际是 '30'",
         "sub_agents 第 1 条（canteen）: enabled: 类型错误，应为true 或 false，实际是 'yes'",
         "agents 第 1 条（xiaozhi）: name: 缺少必填字段",
@@ -542,3 +542,24 @@ def test_every_field_staff_set_is_in_its_section_or_left_out_on_purpose():
             model_fields |= {"arg_expectations"}  # the case's children
         written = {f.name for f in section.fields}
         assert model_fields - LEFT_OUT.get(section.key, set()) == written, section.key
+
+
+def test_the_groups_an_item_is_limited_to_move_with_the_catalog(demo_catalog, tmp_path):
+    """Issue 43: `allowed_groups` by name; a group the instance lacks is created, empty, and said
+    (the item stays limited, never open to all)."""
+    from django.contrib.auth.models import Group
+
+    graduates = Group.objects.create(name="研究生")
+    Agent.objects.get(slug="xiaozhi").allowed_groups.add(graduates)
+    SubAgent.objects.get(name="canteen").allowed_groups.add(graduates)
+    data = yaml.safe_load(catalog_export().text)
+    assert data["agents"][0]["allowed_groups"] == ["研究生"]
+    assert next(s for s in data["sub_agents"] if s["name"] == "canteen")["allowed_groups"] == ["研究生"]
+    assert all(s["allowed_groups"] == [] for s in data["mcp_services"])
+
+    data["mcp_services"][0]["allowed_groups"] = ["教职工"]
+    report = catalog_import(text=yaml.safe_dump(data, allow_unicode=True))
+    assert any("用户组“教职工”不存在，将新建" in line for line in report.warnings)
+    service = McpService.objects.get(name=data["mcp_services"][0]["name"])
+    assert [g.name for g in service.allowed_groups.all()] == ["教职工"]
+    assert [line for change in report.updated for line in change.lines] == ["allowed_groups: [] → [教职工]"]

@@ -11,7 +11,7 @@ from rest_framework.exceptions import NotFound
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
 
-from agents_app.selectors import agent_list
+from agents_app.access import agents_for, audience_of
 from campus_agent.base import errors
 from campus_agent.base.errors import INVALID_BODY
 from campus_agent.base.text import text_clean
@@ -79,13 +79,13 @@ class MessagePages(Pages):
     max_page_size = 500
 
 
-@extend_schema(tags=["agents"], summary="可用的智能体（默认的排在最前）")
+@extend_schema(tags=["agents"], summary="你可用的智能体（只列你所在的用户组能用的；默认的排在最前）")
 class AgentListView(ApiView, generics.ListAPIView):
     serializer_class = AgentSerializer
     pagination_class = None
 
     def get_queryset(self):
-        return agent_list()
+        return agents_for(audience=audience_of(user=self.request.user))  # agents_app.access: who sees what
 
 
 @extend_schema(

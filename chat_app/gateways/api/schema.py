@@ -165,7 +165,7 @@ CHAT_REQUEST_SCHEMA = {
     "properties": {
         "message": {"type": "string", "minLength": 1, "maxLength": 8000, "description": "去掉首尾空白后 1–8000 字"},
         "conversation_id": {"type": "string", "format": "uuid", "nullable": True, "description": "null 表示新对话"},
-        "agent": {"type": "string", "nullable": True, "maxLength": 64, "description": "智能体标识；null 用默认智能体"},
+        "agent": {"type": "string", "nullable": True, "maxLength": 64, "description": "智能体标识（GET /api/v1/agents 列出的，你的用户组能用的）；null 用对话的智能体，否则默认的"},
         "hint_domain": {"type": "string", "nullable": True, "maxLength": 64},
     },
 }
@@ -187,7 +187,7 @@ _OPERATIONS = {
                 "200": _frames("SSE 帧序列", examples={"一次简单回答": {"value": SSE_EXAMPLE}}),
                 "400": _error(
                     "40001 请求体不是有效的 JSON 对象，或字段无效（消息为空或超过 8000 字、类型不对、conversation_id 不是 UUID、"
-                    "智能体不存在或已停用）"
+                    "智能体不存在、已停用或你所在的用户组不能用：三者回答相同）"
                 ),
                 "401": _error(_UNAUTHENTICATED),
                 "403": _error(_CSRF),

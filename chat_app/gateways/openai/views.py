@@ -23,7 +23,7 @@ from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
 from loguru import logger
 
-from agents_app.selectors import agent_get_enabled, agent_list
+from agents_app.access import agent_for, agents_for, audience_of
 from campus_agent.base import errors
 from campus_agent.base.asyncdb import db_call
 from campus_agent.base.json_body import JsonBodyRefused, json_object_read
@@ -32,7 +32,7 @@ from campus_agent.base.tasks import background
 from chat_app.accounts.authentication import Caller, bearer_token, chat_caller_cached
 from chat_app.conversations.services import conversation_for_client_history
 from chat_app.conversations.uploads import upload_store
-from chat_app.gateways.catalog import tool_labels
+from chat_app.gateways.catalog import turn_tool_labels
 from chat_app.gateways.inbound import PING, InboundTurn, bearer_caller, inbound_turn_start
 from chat_app.gateways.openai import wire
 from chat_app.runs.chat_input import ChatInput
@@ -61,36 +61,38 @@ def _model(agent) -> dict:
             "owned_by": wire.OWNED_BY}
 
 
-def _models_list() -> list[dict]:
-    return [_model(agent) for agent in agent_list()]
+def _models_list(user) -> list[dict]:
+    return [_model(agent) for agent in agents_for(audience=audience_of(user=user))]
 
 
-def _model_get(slug: str) -> dict | None:
-    agent = agent_get_enabled(slug=slug)
+def _model_get(slug: str, user) -> dict | None:
+    agent = agent_for(audience=audience_of(user=user), slug=slug)
     return _model(agent) if agent is not None else None
 
 
 @csrf_exempt  # Bearer only: no cookie is looked at (a DELETE was a CSRF failure, not a 405)
 async def models(request):
-    """`GET /v1/models`: the enabled agents (every student may use each), the default first."""
+    """`GET /v1/models`: the enabled agents the caller's groups may use (agents_app.access), the
+    default first."""
     if request.method != "GET":
         return _method_not_allowed("GET")
     try:
-        await _caller(request)
+        caller = await _caller(request)
     except errors.ApiError as exc:
         return wire.error_response(exc)
-    return JsonResponse({"object": "list", "data": await db_call(_models_list)},
+    return JsonResponse({"object": "list", "data": await db_call(_models_list, caller.user)},
                         json_dumps_params={"ensure_ascii": False})
 
 
 @csrf_exempt
 async def model_detail(request, model_id: str):
-    """`GET /v1/models/<id>`: one of them, or 404 (the SDK's `models.retrieve`)."""
+    """`GET /v1/models/<id>`: one of them, or 404 (the SDK's `models.retrieve`), as for one the
+    caller's groups may not use."""
     if request.method != "GET":
         return _method_not_allowed("GET")
     try:
-        await _caller(request)
-        found = await db_call(_model_get, model_id[:256])
+        caller = await _caller(request)
+        found = await db_call(_model_get, model_id[:256], caller.user)
         if found is None:
             raise wire.model_not_found(model_id)
     except errors.ApiError as exc:
@@ -169,7 +171,7 @@ class _Answer:
                     continue
                 if frame["type"] == "tool_call" and not self._labels_loaded:
                     self._labels_loaded = True  # the names staff gave the tools, read once per answer
-                    self.translation.labels = await db_call(tool_labels)
+                    self.translation.labels = await db_call(turn_tool_labels)
                 for piece in self.translation.feed(frame):
                     yield piece
                 if self.translation.ended:

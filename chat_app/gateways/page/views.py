@@ -25,7 +25,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_http_methods, require_POST, require_safe
 from loguru import logger
 
-from agents_app.selectors import agent_list
+from agents_app.access import agents_for, audience_of
 from chat_app.accounts import cas, oidc
 from chat_app.accounts.login_forms import LoginForm
 from chat_app.accounts.sessions import SsoUnavailable, sso_user_upsert
@@ -65,7 +65,7 @@ def _selected_agent(*, agents: list[dict], conversation: Conversation | None) ->
     slugs = [a["slug"] for a in agents]
     if conversation is not None and conversation.agent is not None and conversation.agent.slug in slugs:
         return conversation.agent.slug
-    return slugs[0] if slugs else None  # agent_list() puts the default first
+    return slugs[0] if slugs else None  # agents_for() puts the default first
 
 
 @login_required
@@ -76,8 +76,9 @@ def chat_page(request, conversation_id=None):
         conversation = conversation_get(user=request.user, conversation_id=conversation_id)
         if conversation is None:
             raise Http404("对话不存在")
-    enabled_agents = agent_list()
-    agents = [{**a, "name": agent_display_name(a["name"])} for a in enabled_agents.values("slug", "name")]
+    audience = audience_of(user=request.user)
+    enabled_agents = agents_for(audience=audience)  # only those the student's groups may use
+    agents = [{"slug": a.slug, "name": agent_display_name(a.name)} for a in enabled_agents]
     active_run = run_active_get(conversation_id=conversation.id) if conversation else None
     state = {
         "conversation_id": str(conversation.id) if conversation else None,
@@ -86,11 +87,11 @@ def chat_page(request, conversation_id=None):
         # The page re-attaches to an answer still being written (docs/design.md#runs).
         "active_run_id": str(active_run.id) if active_run else None,
         "feedback": feedback_by_answer(user=request.user, conversation=conversation) if conversation else {},
-        "tools": tool_labels(),
-        "catalogs": agent_catalogs(agents=enabled_agents),
+        "tools": tool_labels(audience=audience),
+        "catalogs": agent_catalogs(agents=enabled_agents, audience=audience),
         "message_max": MESSAGE_MAX,
         # Which agents' models see attached images (the page warns on an image for the others).
-        "reads_images": {agent.slug: agent.reads_images() for agent in enabled_agents.select_related("provider")},
+        "reads_images": {agent.slug: agent.reads_images() for agent in enabled_agents},
         "attachments_max": settings.UPLOAD_MAX_PER_MESSAGE,
         # Where the page sends a student whose campus token expired (40102); null: not configured.
         "campus_login_url": reverse("campus-login") if oidc.campus_login_enabled() else None,

@@ -94,7 +94,7 @@ def test_a_new_agents_tool_is_described_by_its_prompt(agent_factory):
                   system_prompt="你是新生入学助手，只回答报到、宿舍和军训的问题。\n其余问题请让学生找辅导员。")
     agent_factory(slug="long", name="长说明", is_default=False, system_prompt="Answers questions. " + "很长" * 200)
     agent_factory(slug="empty", name="空提示词", is_default=False, system_prompt="")
-    tools = {tool.slug: tool.description for tool in agent_tools_read()}
+    tools = {tool.slug: tool.description for tool in agent_tools_read(user=None)}
     assert tools["freshman"].startswith("向校园小智的「新生助手」提问。它是新生入学助手，只回答报到、宿舍和军训的问题。")
     assert "辅导员" not in tools["freshman"] and GENERIC_ABOUT not in tools["freshman"]
     assert tools["long"].startswith("向校园小智的「长说明」提问。Answers questions.")
@@ -106,7 +106,7 @@ def test_a_new_agents_tool_is_described_by_its_prompt(agent_factory):
 def test_two_slugs_that_make_one_tool_name_keep_the_first_agent(agent_factory):
     agent_factory(slug="course-helper", name="选课助手")
     agent_factory(slug="course_helper", name="另一个", is_default=False)
-    assert [(t.name, t.title) for t in agent_tools_read()] == [("ask_course_helper", "选课助手")]
+    assert [(t.name, t.title) for t in agent_tools_read(user=None)] == [("ask_course_helper", "选课助手")]
 
 
 async def test_an_agent_enabled_or_disabled_in_admin_shows_on_the_next_list(live_asgi, user_token, canteen_agent):

@@ -6,6 +6,7 @@ from chat_app.accounts.authentication import Caller
 from chat_app.models import Message
 from chat_app.runs.admission import turn_admit
 from chat_app.runs.chat_input import ChatInput
+from chat_app.runs.lease import RunLease
 from chat_app.runs.recording import RowSpec
 from chat_app.runs.state import run_finish
 
@@ -17,8 +18,9 @@ CATALOG_TABLES = ("agents_app_agent", "agents_app_mcpservice", "subagents_app_su
 def _admit(user, *, conversation_id=None, message="你好"):
     """A turn's admission once its lease holds a slot (taken in the event loop, with no query)."""
     chat = ChatInput(message=message, conversation_id=conversation_id, agent=None, hint_domain=None)
+    lease = RunLease.adopted(key=f"chat:streams:{user.pk}:0")  # held, counting no message
     return turn_admit(caller=Caller(user=user, auth_session=None), chat=chat, request_id="0123456789abcdef",
-                      slot_key=f"chat:streams:{user.pk}:0")
+                      lease=lease)
 
 
 @pytest.fixture
@@ -32,8 +34,9 @@ def _statements(captured) -> list[str]:
 
 
 def test_a_new_conversation_costs_the_stamp_and_its_three_rows(warm, user, django_assert_num_queries):
-    # The stamp; then, in one transaction (a savepoint inside the test's): conversation, message, run.
-    with django_assert_num_queries(6) as captured:
+    # The stamp, the user's groups with their limits (chat_app.runs.group_limits); then, in one transaction
+    # (a savepoint inside the test's): conversation, message, run.
+    with django_assert_num_queries(7) as captured:
         start = _admit(user)
     assert not any(table in query["sql"] for query in captured for table in CATALOG_TABLES), _statements(captured)
     assert start.agent.slug == "xiaozhi" and [s.name for s in start.agent.enabled_sub_agents] == ["canteen"]
@@ -41,10 +44,10 @@ def test_a_new_conversation_costs_the_stamp_and_its_three_rows(warm, user, djang
 
 
 def test_a_next_question_adds_the_conversation_and_its_history(warm, user, django_assert_num_queries):
-    # The conversation (with its run that has not ended, if any) and the stamp; the transaction
-    # (conversation saved, message, run); the history read back.
+    # The conversation (with its run that has not ended, if any), the stamp and the user's groups
+    # with their limits; the transaction (conversation saved, message, run); the history read back.
     run_finish(run=warm.run, rows=[RowSpec(role="assistant", content="答", meta={}, is_final=True)], interrupted=False)
-    with django_assert_num_queries(8) as captured:
+    with django_assert_num_queries(9) as captured:
         start = _admit(user, conversation_id=warm.conversation_id, message="再问")
     assert not any(table in query["sql"] for query in captured for table in CATALOG_TABLES[1:]), _statements(captured)
     assert [m["content"] for m in start.history] == ["第一问", "答", "再问"]

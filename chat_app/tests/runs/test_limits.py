@@ -143,9 +143,9 @@ def test_the_rate_window_does_not_reset_on_a_clock_boundary(settings, monkeypatc
     while time.time() % 1 < 0.8:  # just before a boundary of time() // window
         time.sleep(0.02)
     opened = time.monotonic()
-    assert limits.message_rate_allow(user_id=11)
+    assert limits.message_rate_count(user_id=11) == 1
     time.sleep(0.3)  # the clock's bucket has changed, the window has not ended
-    assert not limits.message_rate_allow(user_id=11)
-    assert limits.message_rate_allow(user_id=12)  # per user
+    assert limits.message_rate_count(user_id=11) == 2
+    assert limits.message_rate_count(user_id=12) == 1  # per user
     time.sleep(max(0.0, 1.05 - (time.monotonic() - opened)))
-    assert limits.message_rate_allow(user_id=11)  # the window ended: a fresh one
+    assert limits.message_rate_count(user_id=11) == 1  # the window ended: a fresh one
