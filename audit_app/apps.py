@@ -1,0 +1,14 @@
+from django.apps import AppConfig
+
+
+class AuditAppConfig(AppConfig):
+    """The audit log (docs/design.md#campus-identity-and-audit) and the three staff roles.
+
+    Other apps write to it through audit_app.chain.audit_record; sign-in and sign-out reach it
+    through django.contrib.auth's signals (audit_app.receivers). It imports no other app."""
+
+    name = "audit_app"
+    verbose_name = "审计"
+
+    def ready(self) -> None:
+        from audit_app import receivers  # noqa: F401 - sign-in, refused sign-in and sign-out rows
