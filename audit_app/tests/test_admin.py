@@ -14,9 +14,10 @@ LIST = reverse("admin:audit_app_auditevent_changelist")
 
 @pytest.fixture
 def rows(db):
-    audit_record(event=Event.SIGN_IN, actor_username="alice", target="page")
-    audit_record(event=Event.SIGN_IN, outcome=Outcome.REFUSED, actor_username='=HYPERLINK("x")', target="page")
-    return list(AuditEvent.objects.order_by("id"))
+    return [
+        audit_record(event=Event.SIGN_IN, actor_username="alice", target="page"),
+        audit_record(event=Event.SIGN_IN, outcome=Outcome.REFUSED, actor_username='=HYPERLINK("x")', target="page"),
+    ]
 
 
 @pytest.mark.django_db
@@ -47,10 +48,12 @@ def test_the_list_filters_by_actor_event_outcome_and_date(staff_client, rows):
 
     assert shown({"actor_username": "alice"}) == [rows[0].id]
     assert shown({"outcome": "refused"}) == [rows[1].id]
-    assert sorted(shown({"event": "sign_in"})) == [rows[0].id, rows[1].id]
+    assert {rows[0].id, rows[1].id} <= set(shown({"event": "sign_in"}))
     assert shown({"event": "rollback"}) == []
     day = rows[0].time
-    assert len(shown({"time__year": day.year, "time__month": day.month, "time__day": day.day})) >= 2
+    assert {rows[0].id, rows[1].id} <= set(
+        shown({"time__year": day.year, "time__month": day.month, "time__day": day.day})
+    )
 
 
 @pytest.mark.django_db

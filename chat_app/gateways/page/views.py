@@ -24,6 +24,7 @@ from django.views.decorators.http import require_GET, require_POST, require_safe
 from loguru import logger
 
 from agents_app.selectors import agent_list
+from audit_app.chain import Event, Outcome, audit_record
 from chat_app.accounts import oidc
 from chat_app.accounts.login_forms import LoginForm
 from chat_app.accounts.sessions import SsoUnavailable, sso_user_upsert
@@ -130,6 +131,12 @@ def _safe_next(request, candidate: str | None) -> str:
     return reverse("chat")
 
 
+def _campus_login_refused(request, message: str, status: int, *, reason: str, username: str = ""):
+    audit_record(event=Event.SIGN_IN, outcome=Outcome.REFUSED, request=request, actor_username=username,
+                 target="oidc", details={"via": "oidc", "reason": reason})
+    return _campus_login_error(request, message, status)
+
+
 def _campus_login_error(request, message: str, status: int):
     context = _login_context(request, campus_error=message, next=reverse("chat"), form=LoginForm(request))
     return render(request, "registration/login.html", context, status=status)
@@ -160,16 +167,17 @@ def campus_callback(request):
         raise Http404("未配置校园账号登录")
     if "error" in request.GET or "code" not in request.GET:  # the student declined, or the provider refused
         request.session.pop(oidc.FLOW_KEY, None)
-        return _campus_login_error(request, MSG_CAMPUS_LOGIN_FAILED, 400)
+        return _campus_login_refused(request, MSG_CAMPUS_LOGIN_FAILED, 400, reason="provider_refused")
     try:
         done = oidc.login_finish(session=request.session, state=request.GET.get("state", ""), code=request.GET["code"])
         user = sso_user_upsert(profile=done.profile)
     except oidc.CampusLoginFailed as exc:
-        return _campus_login_error(request, exc.message or MSG_CAMPUS_LOGIN_FAILED, 400)
+        return _campus_login_refused(request, exc.message or MSG_CAMPUS_LOGIN_FAILED, 400, reason="login_failed")
     except SsoUnavailable:
-        return _campus_login_error(request, MSG_CAMPUS_LOGIN_FAILED, 400)
+        return _campus_login_refused(request, MSG_CAMPUS_LOGIN_FAILED, 400, reason="unavailable")
     if not user.is_active:
-        return _campus_login_error(request, MSG_CAMPUS_ACCOUNT_DISABLED, 403)
+        return _campus_login_refused(request, MSG_CAMPUS_ACCOUNT_DISABLED, 403, reason="inactive",
+                                     username=user.get_username())
     login(request, user, backend="django.contrib.auth.backends.ModelBackend")
     oidc.tokens_store(session=request.session, tokens=done.tokens)  # after login(): it cycles the session
     logger.info("page login via campus OIDC user={}", user.pk)
