@@ -11,4 +11,7 @@ class AuditAppConfig(AppConfig):
     verbose_name = "审计"
 
     def ready(self) -> None:
-        from audit_app import receivers  # noqa: F401 - sign-in, refused sign-in and sign-out rows
+        from audit_app import (  # noqa: F401 - their receivers
+            receivers,  # the audit rows of sign-in, sign-out and staff changes
+            roles,  # only a superuser gives a staff role
+        )
