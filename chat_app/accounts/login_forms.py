@@ -28,7 +28,8 @@ class ThrottledLoginMixin:
             attempt = login_attempt_admit(ip=client_ip(self.request), username=username)
         except LoginThrottled as refused:
             self.throttled = refused
-            self._refused(username, "throttled")
+            if refused.first:
+                self._refused(username, "throttled")
             raise ValidationError(refused.message, code="throttled") from None
         try:
             return super().clean()

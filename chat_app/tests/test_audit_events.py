@@ -42,10 +42,13 @@ def test_page_sign_in_accepted_and_refused_and_sign_out(client, user, password):
 
 
 @pytest.mark.django_db
-def test_a_throttled_sign_in_is_refused_on_the_record(client, user, password, settings):
+def test_a_throttled_sign_in_is_refused_on_the_record_once_per_address_and_window(client, user, password, settings):
     settings.LOGIN_MAX_FAILURES_PER_USERNAME = 1
     client.post("/login/", {"username": user.username, "password": "wrong"})
-    client.post("/login/", {"username": user.username, "password": password})
+    for _ in range(5):  # a bot keeps trying the locked account
+        client.post("/login/", {"username": user.username, "password": password})
+    client.post("/api/v1/auth/token", {"username": user.username, "password": password},
+                content_type="application/json")
 
     assert [row[4] for row in _rows()] == ["credentials", "throttled"]
 

@@ -55,7 +55,8 @@ def _attempt_admit(request, *, via: str, username: str | None = None) -> login_t
     try:
         return login_throttle.login_attempt_admit(ip=login_throttle.client_ip(request), username=username)
     except login_throttle.LoginThrottled as refused:
-        _sign_in_refused(request, via=f"{str(via)}_api", reason="throttled", username=username or "")
+        if refused.first:  # one row per address and window, however hard a bot keeps trying
+            _sign_in_refused(request, via=f"{str(via)}_api", reason="throttled", username=username or "")
         raise errors.ApiError(
             refused.message, code=errors.LOGIN_THROTTLED, status=429, headers={"Retry-After": str(refused.retry_after)}
         ) from None
