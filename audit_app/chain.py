@@ -23,6 +23,7 @@ from django.utils import timezone
 
 from audit_app.models import GENESIS_HASH, AuditChainHead, AuditEvent
 from campus_agent.base.request_id import NO_REQUEST_ID, request_id_get
+from campus_agent.base.text import label_clean
 
 Event = AuditEvent.Event
 Outcome = AuditEvent.Outcome
@@ -86,8 +87,9 @@ def audit_record(
     details: dict | None = None,
 ) -> AuditEvent:
     """Appends one row. `actor` defaults to the request's signed-in user; `actor_username` names
-    someone without a user (a refused sign-in's typed name, a command's operator). A superuser's
-    row says so (details.superuser): bootstrap use is audited too."""
+    someone without a user (a refused sign-in's typed name, a command's operator): cleaned like
+    any label others read, so a typed bidi override or line break cannot mislead the auditor.
+    A superuser's row says so (details.superuser): bootstrap use is audited too."""
     if actor is None and request is not None:
         user = getattr(request, "user", None)
         actor = user if user is not None and user.is_authenticated else None
@@ -101,10 +103,12 @@ def audit_record(
             id=head.last_id + 1,
             time=timezone.now(),
             actor=actor,
-            actor_username=(actor.get_username() if actor is not None else actor_username or "")[:USERNAME_MAX],
+            actor_username=(actor.get_username() if actor is not None else label_clean(actor_username or ""))[
+                :USERNAME_MAX
+            ],
             source=_request_source(request),
             event=event,
-            target=str(target)[:TARGET_MAX],
+            target=label_clean(str(target))[:TARGET_MAX],
             outcome=outcome,
             request_id="" if rid == NO_REQUEST_ID else rid,
             details=details,

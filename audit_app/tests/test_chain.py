@@ -47,6 +47,14 @@ def test_a_superusers_row_says_so(django_user_model):
 
 
 @pytest.mark.django_db
+def test_a_typed_name_cannot_mislead_the_auditor():
+    row = audit_record(event=Event.SIGN_IN, outcome=Outcome.REFUSED, actor_username="admin\u202e\nnimda", target="x\ny")
+
+    assert (row.actor_username, row.target) == ("admin nimda", "x y")
+    assert audit_verify() == (1, [])
+
+
+@pytest.mark.django_db
 @sqlite_only
 def test_verify_names_a_row_changed_through_the_orm():
     _record(3)
