@@ -6,12 +6,16 @@
   without login(), record their accepted sign-ins themselves (chat_app.gateways.api.auth).
 - django-simple-history's post_create_historical_record: a staff change to the catalog, with
   the version it made; a rollback when the version's reason says so.
-- the admin's LogEntry: a staff change to anything without a history (users, groups, …).
+- the admin's LogEntry: a staff change to anything without a history (users, groups, …). Its
+  bulk delete writes its LogEntries without a signal, so the deletion of a user or a group is
+  recorded from the model's own post_delete instead (during a request: not a command's).
 """
 
 from django.contrib.admin.models import ADDITION, CHANGE, DELETION, LogEntry
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 from django.contrib.auth.signals import user_logged_in, user_logged_out, user_login_failed
-from django.db.models.signals import post_save
+from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 from simple_history.models import HistoricalRecords
 from simple_history.signals import post_create_historical_record
@@ -29,6 +33,7 @@ VIA_BY_PATH = (
 ROLLBACK_PREFIX = ROLLBACK_REASON.split("{")[0]
 ACTIONS = {ADDITION: "add", CHANGE: "change", DELETION: "delete"}
 HISTORY_TYPES = {"+": "add", "~": "change", "-": "delete"}
+ACCOUNT_MODELS = (get_user_model(), Group)  # their deletions: from post_delete (above)
 
 
 def sign_in_via(request) -> str:
@@ -98,6 +103,8 @@ def _admin_changed(sender, instance: LogEntry, created: bool, **kwargs) -> None:
     model = instance.content_type.model_class() if instance.content_type_id else None
     if not created or model is None or hasattr(model, "history"):  # the catalog: its version's row above
         return
+    if instance.action_flag == DELETION and model in ACCOUNT_MODELS:
+        return
     audit_record(
         event=Event.STAFF_CHANGE,
         request=_current_request(),
@@ -109,4 +116,19 @@ def _admin_changed(sender, instance: LogEntry, created: bool, **kwargs) -> None:
             "action": ACTIONS.get(instance.action_flag, str(instance.action_flag)),
             "change": instance.get_change_message()[:500],
         },
+    )
+
+
+@receiver(post_delete, sender=get_user_model(), dispatch_uid="audit_user_deleted")
+@receiver(post_delete, sender=Group, dispatch_uid="audit_group_deleted")
+def _account_deleted(sender, instance, **kwargs) -> None:
+    request = _current_request()
+    if request is None:
+        return
+    label = sender._meta.label_lower
+    audit_record(
+        event=Event.STAFF_CHANGE,
+        request=request,
+        target=f"{label}:{instance.pk}",
+        details={"model": label, "object": str(instance)[:200], "action": "delete"},
     )

@@ -58,6 +58,21 @@ def test_a_group_added_and_changed_in_admin_is_recorded_from_the_admin_log(staff
     assert rows[1].details["object"] == "博士生"
 
 
+def test_users_deleted_together_in_admin_are_each_recorded(staff_client, staff_user, password):
+    from django.contrib.auth import get_user_model
+
+    students = [get_user_model().objects.create_user(username=f"2023{i:04d}", password=password) for i in range(3)]
+    response = staff_client.post(
+        reverse("admin:auth_user_changelist"),
+        {"action": "delete_selected", "post": "yes", "_selected_action": [s.pk for s in students]},
+    )
+    assert response.status_code == 302
+
+    rows = AuditEvent.objects.filter(event="staff_change").order_by("id")
+    assert sorted(r.target for r in rows) == sorted(f"auth.user:{s.pk}" for s in students)
+    assert {(r.actor_username, r.details["action"]) for r in rows} == {(staff_user.username, "delete")}
+
+
 def test_a_catalog_save_outside_a_request_is_not_a_staff_change(sub_agent):
     sub_agent.description = "命令行导入"
     sub_agent.save()
