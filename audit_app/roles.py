@@ -52,6 +52,21 @@ def role_codenames(role: str) -> set[tuple[str, str]]:
     return {(app, f"{action}_{model}") for (app, model), actions in ROLES[role].items() for action in actions}
 
 
+def roles_apply(*, group_model=Group, permission_model=None) -> None:
+    """Makes each role's group, holding exactly its permissions (the migration passes its
+    historical models). Raises RuntimeError when a permission does not exist."""
+    from django.contrib.auth.models import Permission
+
+    permission_model = permission_model or Permission
+    known = {(p.content_type.app_label, p.codename): p for p in permission_model.objects.select_related("content_type")}
+    for role in ROLES:
+        wanted = role_codenames(role)
+        if missing := wanted - known.keys():
+            raise RuntimeError(f"{role}: no such permission {sorted(missing)}")
+        group, _ = group_model.objects.get_or_create(name=role)
+        group.permissions.set([known[key] for key in wanted])
+
+
 # --- only a superuser gives a role ---------------------------------------------------------------
 
 User = get_user_model()

@@ -3,7 +3,7 @@ docs/staff.md). Run again, it puts each role back to exactly its list."""
 from django.contrib.auth.management import create_permissions
 from django.db import migrations
 
-from audit_app.roles import ROLES, role_codenames
+from audit_app.roles import ROLES, roles_apply
 
 
 def roles_make(apps, schema_editor):
@@ -12,17 +12,7 @@ def roles_make(apps, schema_editor):
         app_config.models_module = True
         create_permissions(app_config, apps=apps, verbosity=0)
         app_config.models_module = None
-    Group = apps.get_model("auth", "Group")
-    Permission = apps.get_model("auth", "Permission")
-    for role in ROLES:
-        wanted = role_codenames(role)
-        permissions = [p for p in Permission.objects.select_related("content_type")
-                       if (p.content_type.app_label, p.codename) in wanted]
-        missing = wanted - {(p.content_type.app_label, p.codename) for p in permissions}
-        if missing:
-            raise RuntimeError(f"{role}: no such permission {sorted(missing)}")
-        group, _ = Group.objects.get_or_create(name=role)
-        group.permissions.set(permissions)
+    roles_apply(group_model=apps.get_model("auth", "Group"), permission_model=apps.get_model("auth", "Permission"))
 
 
 def roles_remove(apps, schema_editor):
