@@ -34,8 +34,9 @@ class ActorFilter(admin.SimpleListFilter):
 class AuditEventAdmin(RecordAdminMixin, admin.ModelAdmin):
     record_deletable = False
     list_display = ("id", "time", "actor_username", "event", "target", "outcome", "source", "request_id")
+    # 时间: today, 7 days, this month, this year; any range by address (?time__gte=…&time__lt=…).
+    # No date_hierarchy: its year links are a DISTINCT over the whole table, seconds at 10 M rows.
     list_filter = (ActorFilter, "event", "outcome", ("time", admin.DateFieldListFilter))
-    date_hierarchy = "time"
     search_fields = ("=actor_username", "=request_id", "target")
     show_full_result_count = False  # no COUNT(*) over millions of rows on every page
     fields = (

@@ -2,9 +2,11 @@
 the export (CSV, JSON lines) is itself an audit row."""
 
 import json
+from datetime import timedelta
 
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 
 from audit_app.chain import Event, Outcome, audit_record, audit_verify
 from audit_app.models import AuditEvent
@@ -50,10 +52,10 @@ def test_the_list_filters_by_actor_event_outcome_and_date(staff_client, rows):
     assert shown({"outcome": "refused"}) == [rows[1].id]
     assert {rows[0].id, rows[1].id} <= set(shown({"event": "sign_in"}))
     assert shown({"event": "rollback"}) == []
-    day = rows[0].time
-    assert {rows[0].id, rows[1].id} <= set(
-        shown({"time__year": day.year, "time__month": day.month, "time__day": day.day})
-    )
+    day = timezone.localtime(rows[0].time).replace(hour=0, minute=0, second=0, microsecond=0)
+    in_range = {"time__gte": day.isoformat(), "time__lt": (day + timedelta(days=1)).isoformat()}
+    assert {rows[0].id, rows[1].id} <= set(shown(in_range))
+    assert shown({"time__gte": (day + timedelta(days=1)).isoformat()}) == []
 
 
 @pytest.mark.django_db
