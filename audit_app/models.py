@@ -60,6 +60,7 @@ class AuditEvent(models.Model):
             models.Index(fields=["actor", "time"], name="audit_actor_time"),
             models.Index(fields=["actor_username", "time"], name="audit_username_time"),
             models.Index(fields=["time"], name="audit_time"),
+            models.Index(fields=["request_id"], name="audit_request_id"),  # the admin's search
         ]
 
     def __str__(self) -> str:

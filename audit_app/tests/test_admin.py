@@ -88,3 +88,24 @@ def test_the_export_command_writes_a_file_and_is_audited(tmp_path, rows):
     export = AuditEvent.objects.order_by("-id").first()
     assert export.event == Event.AUDIT_EXPORT and export.actor_username.startswith("manage.py audit_export")
     assert export.details["filters"] == {"actor": "alice"}
+
+
+@pytest.mark.django_db
+def test_the_search_finds_an_account_or_a_request_id_exactly_and_the_count_comes_from_the_ids(staff_client, rows):
+    from campus_agent.base.request_id import NO_REQUEST_ID, request_id_set
+
+    request_id_set("0123456789abcdef")
+    try:
+        tagged = audit_record(event=Event.SIGN_OUT, actor_username="bob")
+    finally:
+        request_id_set(NO_REQUEST_ID)
+
+    def shown(query: dict):
+        return staff_client.get(LIST, query).context["cl"]
+
+    assert [r.id for r in shown({"q": "alice"}).result_list] == [rows[0].id]
+    assert [r.id for r in shown({"q": "ali"}).result_list] == []  # exactly, not a substring
+    assert [r.id for r in shown({"q": "0123456789abcdef"}).result_list] == [tagged.id]
+    everything = shown({})
+    assert everything.result_count == AuditEvent.objects.count()  # from the ids, no COUNT(*)
+    assert shown({"outcome": "refused"}).result_count == 1
