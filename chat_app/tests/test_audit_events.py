@@ -129,6 +129,18 @@ def test_an_api_key_made_and_revoked_by_its_owner_and_by_staff(client, user, sta
     _intact()
 
 
+@pytest.mark.django_db
+def test_using_an_api_key_is_not_a_sign_in(client, user):
+    client.force_login(user)
+    secret = client.post("/api/v1/api-keys", {"name": "Cherry"}, content_type="application/json").json()["key"]
+    client.logout()
+    before = AuditEvent.objects.count()
+
+    assert client.get("/api/v1/agents", HTTP_AUTHORIZATION=f"Bearer {secret}").status_code == 200
+
+    assert AuditEvent.objects.count() == before
+
+
 # --- the student's data -------------------------------------------------------------------------
 
 
