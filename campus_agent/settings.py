@@ -97,6 +97,8 @@ INSTALLED_APPS = [
     "chat_app",
     # Staff insight (routing cases, usage reports): depends on the apps above, none on it.
     "insights_app",
+    # The audit log (who signed in, changed, exported, decided): the other apps call it, it calls none.
+    "audit_app",
     "demo_app",  # the keyless demo (load_demo; served only with DEMO_ENABLED): no app depends on it
 ]
 
@@ -433,6 +435,15 @@ API_KEYS_PER_USER_MAX = env.int("API_KEYS_PER_USER_MAX", default=20)
 # Days a conversation is kept after its last exchange (manage.py purge_conversations, for cron);
 # 0: kept until its owner deletes it.
 RETENTION_DAYS = env.int("RETENTION_DAYS", default=0)
+# Days an audit row is kept (manage.py audit_purge, for cron; docs/operations.md#the-audit-log).
+# Never under six months (Cybersecurity Law art. 21): a shorter setting stops the start.
+AUDIT_RETENTION_DAYS_MIN = 180
+AUDIT_RETENTION_DAYS = env.int("AUDIT_RETENTION_DAYS", default=180)
+if AUDIT_RETENTION_DAYS < AUDIT_RETENTION_DAYS_MIN:
+    raise ImproperlyConfigured(
+        f"AUDIT_RETENTION_DAYS is {AUDIT_RETENTION_DAYS}: the audit log is kept at least "
+        f"{AUDIT_RETENTION_DAYS_MIN} days (six months, Cybersecurity Law art. 21)."
+    )
 # GET /metrics (Prometheus) answers only `Authorization: Bearer <METRICS_TOKEN>`; unset: no endpoint (404).
 METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
 # An empty PROMETHEUS_MULTIPROC_DIR means "one process" (campus_agent.base.metrics); prometheus_client

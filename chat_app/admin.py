@@ -1,11 +1,11 @@
 
 from django.contrib import admin, messages
 from django.urls import reverse
-from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
 from campus_agent.base.admin_extensions import admin_links
 from campus_agent.base.admin_records import RecordAdminMixin
+from chat_app.accounts.api_keys import api_keys_revoke_by_staff
 from chat_app.models import (
     ApiKey,
     AuthSession,
@@ -95,7 +95,7 @@ class ApiKeyAdmin(RecordAdminMixin, admin.ModelAdmin):
 
     @admin.action(description="吊销所选 API 密钥（立即生效）", permissions=["revoke"])
     def revoke(self, request, queryset) -> None:
-        count = queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
+        count = api_keys_revoke_by_staff(queryset=queryset, request=request)
         self.message_user(request, f"已吊销 {count} 把 API 密钥。", messages.SUCCESS)
 
     def has_revoke_permission(self, request) -> bool:

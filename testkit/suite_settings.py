@@ -32,6 +32,9 @@ def pytest_configure(config) -> None:
 # What migrate made and no test changes: kept by the flush on PostgreSQL, so the post_migrate
 # handlers that follow it find every row and make none again.
 FLUSH_KEEPS = ("django_content_type", "auth_permission")
+# Append-only on PostgreSQL: a trigger refuses DELETE on it (audit_app/migrations/0002_append_only.py),
+# not TRUNCATE, which fires no row trigger.
+FLUSH_TRUNCATES = ("audit_app_auditevent",)
 
 
 def _postgres_flush_by_delete() -> None:
@@ -49,7 +52,8 @@ def _postgres_flush_by_delete() -> None:
     def sql_flush(self, style, tables, *, reset_sequences=False, allow_cascade=False):
         if reset_sequences or allow_cascade or not tables:
             return truncate(self, style, tables, reset_sequences=reset_sequences, allow_cascade=allow_cascade)
-        deletes = [f"{style.SQL_KEYWORD('DELETE FROM')} {style.SQL_FIELD(self.quote_name(table))};"
+        deletes = [f"{style.SQL_KEYWORD('TRUNCATE' if table in FLUSH_TRUNCATES else 'DELETE FROM')} "
+                   f"{style.SQL_FIELD(self.quote_name(table))};"
                    for table in tables if table not in FLUSH_KEEPS]
         return [style.SQL_KEYWORD("SET CONSTRAINTS ALL DEFERRED;"), *deletes]
 

@@ -33,6 +33,7 @@ def _stacks(tmp_path: Path) -> str:
 
 # Each script: (its arguments at a tiny size, a line its figures print). A new script needs one.
 SMOKE = {
+    "audit_volume.py": (lambda tmp: ["--smoke"], r"search by actor and date range: \d+\.\d\d ms median"),
     "catalog_stamp.py": (lambda tmp: ["-n", "20"], r"now / before +\d+\.\d\d"),
     "flamegraph.py": (lambda tmp: [_stacks(tmp), str(tmp / "profile.svg"), "--title", "smoke"], None),
     "llm_request.py": (

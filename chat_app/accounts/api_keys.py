@@ -18,6 +18,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from audit_app.chain import Event, audit_record
 from campus_agent.base import errors
 from campus_agent.base.text import label_clean
 from chat_app.models import ApiKey, AuthSession
@@ -110,9 +111,16 @@ def api_key_expiry_clean(value) -> datetime | None:
     return moment
 
 
-def api_key_create(*, user, name: str, expires_at: datetime | None = None) -> tuple[ApiKey, str]:
-    """A new key for `user`: the row and the secret (shown once, never stored). Raises ApiError
-    429-free 400 when the user already holds API_KEYS_PER_USER_MAX live keys."""
+def _key_audited(*, event: str, key: ApiKey, request, actor=None) -> None:
+    audit_record(event=event, request=request, actor=actor or key.user, target=f"{key.prefix}…",
+                 details={"key_id": str(key.id), "name": key.name, "owner": key.user.get_username(),
+                          "expires_at": key.expires_at.isoformat() if key.expires_at else None})
+
+
+def api_key_create(*, user, name: str, expires_at: datetime | None = None, request=None) -> tuple[ApiKey, str]:
+    """A new key for `user`: the row and the secret (shown once, never stored), audited with
+    `request`'s address. Raises ApiError 429-free 400 when the user already holds
+    API_KEYS_PER_USER_MAX live keys."""
     limit = settings.API_KEYS_PER_USER_MAX
     with transaction.atomic():
         live = ApiKey.objects.select_for_update().filter(user=user, revoked_at__isnull=True)
@@ -121,19 +129,34 @@ def api_key_create(*, user, name: str, expires_at: datetime | None = None) -> tu
         secret = KEY_PREFIX + secrets.token_urlsafe(_SECRET_BYTES)
         key = ApiKey.objects.create(user=user, name=name, prefix=secret[:PREFIX_SHOWN], key_hash=key_digest(secret),
                                     expires_at=expires_at)
+        _key_audited(event=Event.API_KEY_CREATED, key=key, request=request)
     return key, secret
 
 
-def api_key_revoke(*, user, key_id) -> ApiKey | None:
+def api_key_revoke(*, user, key_id, request=None) -> ApiKey | None:
     """Revokes one of `user`'s keys (at once, on every worker); None when it is not theirs.
-    Revoking a revoked key changes nothing."""
+    Revoking a revoked key changes nothing (and records nothing)."""
     key = ApiKey.objects.filter(id=key_id, user=user).first()
     if key is None:
         return None
     if key.revoked_at is None:
-        ApiKey.objects.filter(id=key.id, revoked_at__isnull=True).update(revoked_at=timezone.now())
+        with transaction.atomic():
+            if ApiKey.objects.filter(id=key.id, revoked_at__isnull=True).update(revoked_at=timezone.now()):
+                _key_audited(event=Event.API_KEY_REVOKED, key=key, request=request)
         key.refresh_from_db()
     return key
+
+
+def api_keys_revoke_by_staff(*, queryset, request) -> int:
+    """Revokes the live keys of `queryset` (the admin's action), one audit row each, by the staff
+    member of `request`."""
+    now = timezone.now()
+    with transaction.atomic():
+        keys = list(queryset.filter(revoked_at__isnull=True).select_related("user").select_for_update(of=("self",)))
+        ApiKey.objects.filter(id__in=[key.id for key in keys]).update(revoked_at=now)
+        for key in keys:
+            _key_audited(event=Event.API_KEY_REVOKED, key=key, request=request, actor=request.user)
+    return len(keys)
 
 
 def api_keys_of(user):

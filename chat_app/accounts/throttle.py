@@ -43,9 +43,13 @@ KEY_PREFIX = "login:failures"
 
 
 class LoginThrottled(Exception):
-    def __init__(self, retry_after: int):
+    """`first`: the address's first refusal of this window, the one worth an audit row (a bot
+    hammering a locked address writes one row a window, not one per try)."""
+
+    def __init__(self, retry_after: int, *, first: bool = True):
         super().__init__(f"retry after {retry_after} s")
         self.retry_after = retry_after
+        self.first = first
 
     @property
     def message(self) -> str:
@@ -126,7 +130,8 @@ def login_attempt_admit(*, ip: str, username: str | None = None) -> LoginAttempt
             over.append(key)
     if over:
         login_attempt_void(attempt=attempt)
-        raise LoginThrottled(_retry_after(over, window))
+        first = cache.add(f"{attempt.ip_key}:refused", 1, timeout=window)
+        raise LoginThrottled(_retry_after(over, window), first=first)
     return attempt
 
 

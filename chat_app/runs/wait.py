@@ -37,6 +37,7 @@ from agents_app.runtime.events import (
     ToolResult,
     WaitingCall,
 )
+from audit_app.chain import Event, Outcome, audit_record
 from campus_agent.base import errors
 from campus_agent.base.asyncdb import db_call
 from campus_agent.base.errors import GENERAL
@@ -323,6 +324,17 @@ def _readmit(run: Run, lease: RunLease) -> None:
     user_token_quota_check(user_id=run.user_id, quota=user_limits(user_id=run.user_id).daily_token_quota)
 
 
+def _decision_audited(run: Run, row: Wait, *, authorized: bool) -> None:
+    """The decision's audit row, in its transaction (docs/design.md#campus-identity-and-audit)."""
+    audit_record(
+        event=Event.APPROVAL_DECISION,
+        outcome=Outcome.REFUSED if row.status == Status.EXPIRED else Outcome.OK,
+        actor=run.user,
+        target=f"run:{run.id} call:{row.call_id}"[:255],
+        details={"decision": row.status, "tool": row.tool, "kind": row.kind, "authorized": authorized},
+    )
+
+
 def wait_decide(*, run_id, call_id: str, approve: bool, lease: RunLease, authorized: bool = False,
                 answer: dict | None = None) -> Decision:
     """Records one answer to a call of the run's current pause, in one transaction that first
@@ -337,7 +349,7 @@ def wait_decide(*, run_id, call_id: str, approve: bool, lease: RunLease, authori
         # answer after any other on the same run.
         if not Run.objects.filter(id=run_id, status=Run.Status.WAITING).update(heartbeat_at=now):
             raise WaitRefused("not_waiting")
-        run = Run.objects.get(id=run_id)
+        run = Run.objects.select_related("user").get(id=run_id)
         row = _current(run).filter(call_id=call_id).first()
         if row is None:
             raise WaitRefused("no_call")
@@ -347,12 +359,14 @@ def wait_decide(*, run_id, call_id: str, approve: bool, lease: RunLease, authori
         if row.expires_at <= now:  # too late: it counts as expired now, whoever saw it first
             row.status, row.decided_at = Status.EXPIRED, now
             row.save(update_fields=["status", "decided_at"])
+            _decision_audited(run, row, authorized=authorized)
             return Decision(wait=row, late=True)
         last = not _current(run).filter(status=Status.PENDING).exclude(id=row.id).exists()
         if last:
             _readmit(run, lease)
         row.status, row.decided_at, row.answer = Status.APPROVED if approved else Status.REJECTED, now, stored
         row.save(update_fields=["status", "decided_at", "answer"])
+        _decision_audited(run, row, authorized=authorized)
         resumption = _claim(run, lease) if last else None
     logger.info("wait run={} call={} tool={} kind={} {}", run_id, call_id, row.tool, row.kind, row.status)
     return Decision(wait=row, resumption=resumption)

@@ -57,7 +57,7 @@ class ApiKeyListView(LoginOnlyView):
         body = request.data if isinstance(request.data, dict) else {}
         name = api_key_name_clean(body.get("name"))
         expires_at = api_key_expiry_clean(body.get("expires_at"))
-        key, secret = api_key_create(user=request.user, name=name, expires_at=expires_at)
+        key, secret = api_key_create(user=request.user, name=name, expires_at=expires_at, request=request)
         data = ApiKeySerializer(key).data
         return Response({**data, "key": secret}, status=status.HTTP_201_CREATED)
 
@@ -66,6 +66,6 @@ class ApiKeyListView(LoginOnlyView):
 class ApiKeyDetailView(LoginOnlyView):
     @extend_schema(summary="吊销 API 密钥（所有 worker 立即生效）", responses={204: None, 404: ErrorSerializer})
     def delete(self, request, key_id):
-        if api_key_revoke(user=request.user, key_id=key_id) is None:
+        if api_key_revoke(user=request.user, key_id=key_id, request=request) is None:
             raise errors.ApiError(MSG_KEY_NOT_FOUND, code=errors.NOT_FOUND, status=404)
         return Response(status=status.HTTP_204_NO_CONTENT)

@@ -1,10 +1,12 @@
 """`/api/v1/auth/…`: password login, campus SSO login, logout (docs/design.md#cross-cutting-rules)."""
 from django.contrib.auth import authenticate
+from django.db import transaction
 from django.utils.translation import gettext_lazy as _
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import permissions
 from rest_framework.response import Response
 
+from audit_app.chain import Event, Outcome, audit_record
 from campus_agent.base import errors
 from campus_agent.base.errors import DOWNSTREAM
 from chat_app.accounts import sessions as auth_services
@@ -33,11 +35,28 @@ def _token_body(issued: auth_services.IssuedToken) -> dict:
     }
 
 
-def _attempt_admit(request, *, username: str | None = None) -> login_throttle.LoginAttempt:
+def _sign_in_refused(request, *, via: str, reason: str, username: str = "") -> None:
+    audit_record(event=Event.SIGN_IN, outcome=Outcome.REFUSED, request=request, actor_username=username,
+                 target=via, details={"via": via, "reason": reason})
+
+
+def _signed_in(request, *, user, via: str, roles: list[str], campus_token: str = "") -> auth_services.IssuedToken:
+    """The JWT's session and its audit row, in one transaction."""
+    via = str(via)
+    with transaction.atomic():
+        issued = auth_services.auth_session_create(user=user, via=via, roles=roles, campus_token=campus_token)
+        audit_record(event=Event.SIGN_IN, request=request, actor=user, target=f"{via}_api",
+                     details={"via": f"{via}_api"})
+    return issued
+
+
+def _attempt_admit(request, *, via: str, username: str | None = None) -> login_throttle.LoginAttempt:
     """Raises the 429 of a client or username past its failed-login limit (docs/api.md)."""
     try:
         return login_throttle.login_attempt_admit(ip=login_throttle.client_ip(request), username=username)
     except login_throttle.LoginThrottled as refused:
+        if refused.first:  # one row per address and window, however hard a bot keeps trying
+            _sign_in_refused(request, via=f"{str(via)}_api", reason="throttled", username=username or "")
         raise errors.ApiError(
             refused.message, code=errors.LOGIN_THROTTLED, status=429, headers={"Retry-After": str(refused.retry_after)}
         ) from None
@@ -61,14 +80,13 @@ class TokenView(_TokenIssuingView):
     def post(self, request):
         body = TokenRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        attempt = _attempt_admit(request, username=body.validated_data["username"])
+        attempt = _attempt_admit(request, via=AuthSession.Via.PASSWORD, username=body.validated_data["username"])
+        # A refusal is audited by authenticate()'s user_login_failed signal (audit_app.receivers).
         user = authenticate(request._request, **body.validated_data)
         if user is None:  # counted as a failure: the attempt stays in its counters
             raise errors.ApiError(errors.MSG_BAD_CREDENTIALS, code=errors.INVALID_CREDENTIALS, status=401)
         login_throttle.login_attempt_succeeded(attempt=attempt)
-        issued = auth_services.auth_session_create(
-            user=user, via=AuthSession.Via.PASSWORD, roles=auth_services.user_roles(user=user)
-        )
+        issued = _signed_in(request, user=user, via=AuthSession.Via.PASSWORD, roles=auth_services.user_roles(user=user))
         return Response(_token_body(issued))
 
 
@@ -91,13 +109,14 @@ class SsoView(_TokenIssuingView):
         body = SsoRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         campus_token = body.validated_data["campus_token"].strip()
-        attempt = _attempt_admit(request)  # a campus token names no user: counted per address only
+        attempt = _attempt_admit(request, via=AuthSession.Via.SSO)  # a campus token names no user: per address only
         try:
             profile = auth_services.campus_profile_fetch(campus_token=campus_token)
         except auth_services.SsoNotConfigured:
             login_throttle.login_attempt_void(attempt=attempt)
             raise errors.ApiError(errors.MSG_SSO_NOT_CONFIGURED, code=DOWNSTREAM, status=503) from None
         except auth_services.SsoRejected:  # a failure: the attempt stays counted
+            _sign_in_refused(request, via="sso_api", reason="campus_token")
             raise errors.token_invalid() from None
         except auth_services.SsoUnavailable:
             login_throttle.login_attempt_void(attempt=attempt)
@@ -105,10 +124,10 @@ class SsoView(_TokenIssuingView):
         login_throttle.login_attempt_succeeded(attempt=attempt)
         user = auth_services.sso_user_upsert(profile=profile)
         if not user.is_active:
+            _sign_in_refused(request, via="sso_api", reason="inactive", username=user.get_username())
             raise errors.token_invalid()
-        issued = auth_services.auth_session_create(
-            user=user, via=AuthSession.Via.SSO, roles=profile["roles"], campus_token=campus_token
-        )
+        issued = _signed_in(request, user=user, via=AuthSession.Via.SSO, roles=profile["roles"],
+                            campus_token=campus_token)
         return Response(_token_body(issued))
 
 
@@ -124,5 +143,7 @@ class LogoutView(ApiView):
     def post(self, request):
         if not isinstance(request.auth, AuthSession):  # an API key: revoked on its own, not logged out
             raise errors.invalid_body(MSG_LOGOUT_KEY)
-        auth_services.auth_session_revoke(session=request.auth)
+        with transaction.atomic():
+            auth_services.auth_session_revoke(session=request.auth)
+            audit_record(event=Event.SIGN_OUT, request=request, actor=request.user, target="api")
         return Response(status=204)

@@ -5,6 +5,7 @@ must not be able to carry a student's history away, wipe it, or cut their accoun
 import json
 
 from asgiref.sync import async_to_sync
+from django.db import transaction
 from django.http import HttpResponse
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
@@ -12,6 +13,7 @@ from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.response import Response
 
+from audit_app.chain import Event, audit_record
 from campus_agent.base import errors
 from chat_app.conversations.privacy import (
     connected_account_remove,
@@ -29,7 +31,10 @@ class MyDataExportView(LoginOnlyView):
     @extend_schema(summary="下载我的全部数据（JSON）",
                    responses={200: OpenApiResponse(description="JSON 文件（附件）"), 401: ErrorSerializer})
     def get(self, request):
-        body = json.dumps(user_data_export(user=request.user), ensure_ascii=False, indent=1)
+        data = user_data_export(user=request.user)
+        audit_record(event=Event.DATA_EXPORT, request=request, target="me",
+                     details={"conversations": len(data.get("conversations", []))})
+        body = json.dumps(data, ensure_ascii=False, indent=1)
         response = HttpResponse(body, content_type="application/json; charset=utf-8")
         name = f"campus-agent-{timezone.localdate():%Y%m%d}.json"
         response["Content-Disposition"] = f'attachment; filename="{name}"'
@@ -43,7 +48,11 @@ class MyConversationsView(LoginOnlyView):
                    responses={200: OpenApiResponse(description='{"deleted": <个数>}'), 401: ErrorSerializer})
     def delete(self, request):
         async_to_sync(runs_end_before_delete)(user_id=request.user.pk)
-        return Response({"deleted": user_conversations_delete(user=request.user)})
+        with transaction.atomic():
+            deleted = user_conversations_delete(user=request.user)
+            audit_record(event=Event.DATA_DELETION, request=request, target="conversations",
+                         details={"conversations": deleted})
+        return Response({"deleted": deleted})
 
 
 @extend_schema(tags=["me"])
@@ -62,4 +71,6 @@ class MyAccountView(LoginOnlyView):
     def delete(self, request, grant_id: int):
         if not connected_account_remove(user=request.user, grant_id=grant_id):
             raise errors.ApiError(_("没有这个连接的账号。"), code=errors.NOT_FOUND, status=404)
+        audit_record(event=Event.DATA_DELETION, request=request, target=f"connected_account:{grant_id}",
+                     details={"connected_account": grant_id})
         return Response(status=status.HTTP_204_NO_CONTENT)

@@ -26,6 +26,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from loguru import logger
 
 from agents_app.access import agents_for, audience_of
+from audit_app.chain import Event, Outcome, audit_record
 from chat_app.accounts import cas, oidc
 from chat_app.accounts.login_forms import LoginForm
 from chat_app.accounts.sessions import SsoUnavailable, sso_user_upsert
@@ -137,6 +138,14 @@ def _safe_next(request, candidate: str | None) -> str:
     return reverse("chat")
 
 
+def _campus_login_refused(request, message: str, status: int, *, reason: str, username: str = "", via: str = "oidc"):
+    """A campus login (OIDC or CAS) refused: audited (docs/staff.md#the-audit-log), then the login
+    page says why."""
+    audit_record(event=Event.SIGN_IN, outcome=Outcome.REFUSED, request=request, actor_username=username,
+                 target=via, details={"via": via, "reason": reason})
+    return _campus_login_error(request, message, status)
+
+
 def _campus_login_error(request, message: str, status: int):
     context = _login_context(request, campus_error=message, next=reverse("chat"), form=LoginForm(request))
     return render(request, "registration/login.html", context, status=status)
@@ -167,16 +176,17 @@ def campus_callback(request):
         raise Http404("未配置校园账号登录")
     if "error" in request.GET or "code" not in request.GET:  # the student declined, or the provider refused
         request.session.pop(oidc.FLOW_KEY, None)
-        return _campus_login_error(request, MSG_CAMPUS_LOGIN_FAILED, 400)
+        return _campus_login_refused(request, MSG_CAMPUS_LOGIN_FAILED, 400, reason="provider_refused")
     try:
         done = oidc.login_finish(session=request.session, state=request.GET.get("state", ""), code=request.GET["code"])
         user = sso_user_upsert(profile=done.profile)
     except oidc.CampusLoginFailed as exc:
-        return _campus_login_error(request, exc.message or MSG_CAMPUS_LOGIN_FAILED, 400)
+        return _campus_login_refused(request, exc.message or MSG_CAMPUS_LOGIN_FAILED, 400, reason="login_failed")
     except SsoUnavailable:
-        return _campus_login_error(request, MSG_CAMPUS_LOGIN_FAILED, 400)
+        return _campus_login_refused(request, MSG_CAMPUS_LOGIN_FAILED, 400, reason="unavailable")
     if not user.is_active:
-        return _campus_login_error(request, MSG_CAMPUS_ACCOUNT_DISABLED, 403)
+        return _campus_login_refused(request, MSG_CAMPUS_ACCOUNT_DISABLED, 403, reason="inactive",
+                                     username=user.get_username())
     login(request, user, backend=MODEL_BACKEND)
     oidc.tokens_store(session=request.session, tokens=done.tokens)  # after login(): it cycles the session
     logger.info("page login via campus OIDC user={}", user.pk)
@@ -208,11 +218,13 @@ def cas_login(request):
         profile, next_url = cas.ticket_validate(request=request, ticket=ticket)
         user = sso_user_upsert(profile=profile, source=CampusIdentity.Source.CAS)
     except cas.CasLoginFailed as exc:
-        return _campus_login_error(request, exc.message or MSG_CAMPUS_LOGIN_FAILED, 400)
+        return _campus_login_refused(request, exc.message or MSG_CAMPUS_LOGIN_FAILED, 400, reason="login_failed",
+                                     via="cas")
     except SsoUnavailable:
-        return _campus_login_error(request, MSG_CAMPUS_LOGIN_FAILED, 400)
+        return _campus_login_refused(request, MSG_CAMPUS_LOGIN_FAILED, 400, reason="unavailable", via="cas")
     if not user.is_active:
-        return _campus_login_error(request, MSG_CAMPUS_ACCOUNT_DISABLED, 403)
+        return _campus_login_refused(request, MSG_CAMPUS_ACCOUNT_DISABLED, 403, reason="inactive",
+                                     username=user.get_username(), via="cas")
     login(request, user, backend=MODEL_BACKEND)
     cas.session_ticket_record(session=request.session, ticket=ticket)  # after login(): it cycles the session
     logger.info("page login via CAS user={}", user.pk)
