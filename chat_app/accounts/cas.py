@@ -21,11 +21,13 @@ from xml.etree.ElementTree import ParseError
 import requests
 from cas import SingleLogoutMixin
 from django.conf import settings
+from django.contrib.auth import SESSION_KEY, get_user_model
 from django.utils.translation import gettext_lazy as _
 from django_cas_ng.models import SessionTicket
 from django_cas_ng.utils import get_cas_client, get_service_url
 from loguru import logger
 
+from audit_app.chain import Event, audit_record
 from chat_app.accounts.campus_groups import campus_attributes_kept
 from chat_app.accounts.oidc import campus_sub_usable
 
@@ -132,9 +134,10 @@ def session_ticket_forget(*, session) -> None:
         SessionTicket.objects.filter(session_key=session.session_key).delete()
 
 
-def single_logout(*, logout_request: str) -> int:
+def single_logout(*, logout_request: str, request=None) -> int:
     """The CAS server's logoutRequest (a SAML document naming the ticket of a sign-on that ended
-    there): the sessions that ticket opened end. Returns how many."""
+    there): the sessions that ticket opened end, each a sign-out in the audit log (`request`: the
+    CAS server's, for its address). Returns how many."""
     if len(logout_request) > LOGOUT_REQUEST_MAX:
         return 0
     indexes = SingleLogoutMixin.get_saml_slos(logout_request.encode()) or []
@@ -142,9 +145,14 @@ def single_logout(*, logout_request: str) -> int:
     store = import_module(settings.SESSION_ENGINE).SessionStore
     ended = 0
     for row in SessionTicket.objects.filter(ticket__in=tickets):
-        store(session_key=row.session_key).delete()
+        session = store(session_key=row.session_key)
+        user = get_user_model().objects.filter(pk=session.get(SESSION_KEY)).first()
+        session.delete()
         row.delete()
         ended += 1
+        if user is not None:
+            audit_record(event=Event.SIGN_OUT, request=request, actor=user, target="cas",
+                         details={"via": "cas_single_logout"})
     logger.info("CAS single logout: {} session(s) ended", ended)
     return ended
 

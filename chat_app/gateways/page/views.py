@@ -206,7 +206,7 @@ def cas_login(request):
         logout_request = request.POST.get("logoutRequest", "")
         if not logout_request:
             return HttpResponseBadRequest("logoutRequest missing")
-        cas.single_logout(logout_request=logout_request)
+        cas.single_logout(logout_request=logout_request, request=request)
         return HttpResponse("ok\n", content_type="text/plain")
     ticket = request.GET.get("ticket")
     if ticket is None:

@@ -13,6 +13,7 @@ import httpx
 import pytest
 from django.contrib.auth import get_user_model
 
+from audit_app.models import AuditEvent
 from chat_app.gateways.page.views import MSG_CAMPUS_LOGIN_FAILED
 from chat_app.models import CampusIdentity
 from testkit.cas.server import ACCOUNT, PASSWORD, CasServer
@@ -162,6 +163,8 @@ def test_single_logout_from_the_cas_server_ends_the_session(site, cas_settings, 
     # The student signs out at the CAS server (another tab): it POSTs its logoutRequest to us.
     assert cas_settings.sign_out(site).status_code == 200
     assert site.get("/").status_code == 302  # back to the login page
+    signed_out = AuditEvent.objects.get(event=AuditEvent.Event.SIGN_OUT)  # audited as any sign-out
+    assert (signed_out.target, signed_out.details["via"]) == ("cas", "cas_single_logout")
 
 
 def test_a_forged_logout_request_ends_nothing(site, cas_settings, live_asgi):
