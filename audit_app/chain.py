@@ -39,21 +39,21 @@ def _time_text(moment: datetime) -> str:
     return moment.astimezone(UTC).isoformat(timespec="microseconds")
 
 
+# What a row's hash covers (its own hash aside): its fields and the previous row's hash.
+HASHED_FIELDS = ("id", "time", "actor_id", "actor_username", "source", "event", "target", "outcome", "request_id",
+                 "details", "prev_hash")
+
+
+def row_values(row: AuditEvent) -> dict:
+    """The row's hashed fields as they are hashed and exported (the time as canonical text)."""
+    values = {name: getattr(row, name) for name in HASHED_FIELDS}
+    values["time"] = _time_text(row.time)
+    return values
+
+
 def event_hash(row: AuditEvent) -> str:
     """SHA-256 of the row's fields (its own hash aside) and prev_hash, as canonical JSON."""
-    body = {
-        "id": row.id,
-        "time": _time_text(row.time),
-        "actor_id": row.actor_id,
-        "actor_username": row.actor_username,
-        "source": row.source,
-        "event": row.event,
-        "target": row.target,
-        "outcome": row.outcome,
-        "request_id": row.request_id,
-        "details": row.details,
-        "prev_hash": row.prev_hash,
-    }
+    body = row_values(row)
     text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(text.encode()).hexdigest()
 

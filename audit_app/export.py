@@ -9,44 +9,18 @@ import io
 import json
 from collections.abc import Iterator
 
-from audit_app.chain import Event, _time_text, audit_record
+from audit_app.chain import HASHED_FIELDS, Event, audit_record, row_values
 from audit_app.models import AuditEvent
 
 FORMATS = ("csv", "jsonl")
-FIELDS = [
-    "id",
-    "time",
-    "actor_id",
-    "actor_username",
-    "source",
-    "event",
-    "target",
-    "outcome",
-    "request_id",
-    "details",
-    "prev_hash",
-    "hash",
-]
+FIELDS = [*HASHED_FIELDS, "hash"]
 CONTENT_TYPES = {"csv": "text/csv; charset=utf-8", "jsonl": "application/x-ndjson; charset=utf-8"}
 # A cell a spreadsheet would run as a formula (a refused sign-in's typed name may be "=HYPERLINK(…)").
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
 def _values(row: AuditEvent) -> dict:
-    return {
-        "id": row.id,
-        "time": _time_text(row.time),
-        "actor_id": row.actor_id,
-        "actor_username": row.actor_username,
-        "source": row.source,
-        "event": row.event,
-        "target": row.target,
-        "outcome": row.outcome,
-        "request_id": row.request_id,
-        "details": row.details,
-        "prev_hash": row.prev_hash,
-        "hash": row.hash,
-    }
+    return {**row_values(row), "hash": row.hash}
 
 
 def _csv_cell(value) -> str:
