@@ -1,15 +1,18 @@
 """A question with a `block` word of the lists never reaches the model nor a tool: it is stored
 marked, answered with a fixed message in the student's language and a `moderation` frame, and
 later turns do not send it to the model; a `mask` word is masked in what is stored and sent
-(chat_app/runs/moderation.py, docs/design.md#content-safety-and-labels). Through REST and `/v1`,
-against the scripted model server."""
+(chat_app/runs/moderation.py, docs/design.md#content-safety-and-labels). Through every gateway (REST,
+`/v1`, MCP, A2A, each with its official client), against the scripted model server."""
 
 import openai
 import pytest
+from a2a.helpers import get_artifact_text
 
 from chat_app.accounts.api_keys import api_key_create
 from chat_app.models import Conversation, Message
 from chat_app.runs.moderation import MSG_QUESTION_BLOCKED
+from chat_app.tests.gateways.test_a2a_server import _question, _send
+from chat_app.tests.gateways.test_mcp_server import mcp_session
 from safety_app.models import ListWord, WordList
 from testkit.web.sse import chat
 
@@ -100,3 +103,19 @@ def test_v1_clients_get_the_fixed_answer_and_the_model_no_request(live_asgi, llm
     assert earlier.choices[0].message.content == BLOCKED_ZH
     assert llm_settings.requests == []
     assert str(MSG_QUESTION_BLOCKED) == BLOCKED_ZH
+
+
+async def test_mcp_clients_get_the_fixed_answer_and_the_model_no_request(
+    live_asgi, llm_settings, agent, user_token, word_lists
+):
+    async with mcp_session(live_asgi, user_token) as session:
+        result = await session.call_tool("ask_xiaozhi", {"message": "法 轮", "conversation_id": None})
+    assert result.is_error is False and [c.text for c in result.content] == [BLOCKED_ZH]
+    assert llm_settings.requests == []
+
+
+def test_a2a_clients_get_the_fixed_answer_and_the_model_no_request(live_asgi, llm_settings, agent, user, word_lists):
+    key = api_key_create(user=user, name="A2A 客户端")[1]
+    (event,) = _send(live_asgi, {"Authorization": f"Bearer {key}"}, _question("ＦＯＯ法轮"))
+    assert [get_artifact_text(a) for a in event.task.artifacts] == [BLOCKED_ZH]
+    assert llm_settings.requests == []
