@@ -43,6 +43,11 @@ def _folded(char: str) -> str:
     )
 
 
+def word_key(word: str) -> str:
+    """A listed word as matched (empty: only separators, it can match nothing)."""
+    return "".join(map(_folded, word))
+
+
 def normalised(text: str) -> tuple[str, list[int]]:
     """The text as matched, and for each of its characters the index of the original one."""
     chars: list[str] = []
@@ -61,7 +66,7 @@ class Matcher:
         # words: raw word → its entry; a word listed as block and mask blocks (the caller orders them).
         self._automaton = ahocorasick.Automaton()
         for word, entry in words.items():
-            key = "".join(map(_folded, word))
+            key = word_key(word)
             if key:
                 self._automaton.add_word(key, (len(key), entry))
         self.size = len(self._automaton)

@@ -1,6 +1,11 @@
 """The moderation word lists (docs/design.md#content-safety-and-labels, docs/staff.md)."""
 
+from django.core.exceptions import ValidationError
 from django.db import models
+
+from safety_app.matcher import word_key
+
+MSG_WORD_SEPARATORS_ONLY = "去掉空格和标点后这个词什么也不剩，无法匹配。"
 
 # Where a list applies: the student's question, the model's answer, its reasoning.
 STAGES = ("question", "answer", "reasoning")
@@ -51,6 +56,10 @@ class ListWord(models.Model):
 
     def __str__(self) -> str:
         return self.word
+
+    def clean(self) -> None:
+        if not word_key(self.word):
+            raise ValidationError({"word": MSG_WORD_SEPARATORS_ONLY})
 
 
 class WordListStamp(models.Model):

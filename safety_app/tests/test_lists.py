@@ -10,7 +10,7 @@ from django.db import connection
 from django.urls import reverse
 
 from safety_app.lists_cache import stage_matcher, word_list_triggers_install
-from safety_app.models import ListWord, WordList
+from safety_app.models import MSG_WORD_SEPARATORS_ONLY, ListWord, WordList
 
 pytestmark = pytest.mark.django_db
 
@@ -69,9 +69,12 @@ def test_an_import_with_a_bad_option_is_refused(tmp_path, action, stages):
     assert not WordList.objects.exists()
 
 
-def test_a_word_longer_than_the_column_is_refused_before_anything_is_written(tmp_path):
-    path = _words_file(tmp_path, ["好词", "长" * 101])
-    with pytest.raises(CommandError, match="longer than 100"):
+@pytest.mark.parametrize(
+    ("bad", "message"), [("长" * 101, "longer than 100"), ("- ，。", "only spaces or punctuation")]
+)
+def test_a_word_that_cannot_be_listed_is_refused_before_anything_is_written(tmp_path, bad, message):
+    path = _words_file(tmp_path, ["好词", bad])
+    with pytest.raises(CommandError, match=message):
         call_command("moderation_import", str(path), "--list", "x", "--category", "c", "--action", "block")
     assert not WordList.objects.exists()
 
@@ -126,6 +129,13 @@ def test_the_triggers_survive_being_installed_again():
     word_list_triggers_install()
     _add_word(word_list)
     assert len(stage_matcher("question").hits("代考")) == 1
+
+
+def test_admin_refuses_a_word_of_separators_only(admin_client):
+    word_list = _list()
+    page = admin_client.post(reverse("admin:safety_app_listword_add"), {"word_list": word_list.pk, "word": " ，. "})
+    assert page.status_code == 200 and MSG_WORD_SEPARATORS_ONLY in page.content.decode()
+    assert list(ListWord.objects.values_list("word", flat=True)) == ["法轮"]
 
 
 def test_staff_edit_the_lists_in_admin(admin_client):

@@ -7,6 +7,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
+from safety_app.matcher import word_key
 from safety_app.models import STAGES, ListWord, WordList
 
 WORD_MAX = ListWord._meta.get_field("word").max_length
@@ -34,6 +35,10 @@ class Command(BaseCommand):
         words = list(dict.fromkeys(line.strip() for line in lines if line.strip()))
         if too_long := [word for word in words if len(word) > WORD_MAX]:
             raise CommandError(f"{len(too_long)} words longer than {WORD_MAX} characters, e.g. {too_long[0][:20]}…")
+        if empty := [word for word in words if not word_key(word)]:
+            raise CommandError(
+                f"{len(empty)} words are only spaces or punctuation, e.g. {empty[0]!r}: they match nothing"
+            )
         started = time.perf_counter()
         with transaction.atomic():
             word_list, _ = WordList.objects.update_or_create(
