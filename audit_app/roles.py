@@ -33,7 +33,7 @@ ROLES: dict[str, dict[tuple[str, str], tuple[str, ...]]] = {
         ("insights_app", "routingargexpectation"): ALL,
         ("insights_app", "routingcheck"): ("view",),
     },
-    SECURITY_ADMIN: {  # accounts and credentials (and, with issue 43's §10, the safety lists)
+    SECURITY_ADMIN: {  # accounts and credentials, and the moderation word lists
         ("auth", "user"): ALL,
         ("auth", "group"): ALL,
         ("chat_app", "apikey"): ("view", "change"),  # change: the revoke action
@@ -42,6 +42,8 @@ ROLES: dict[str, dict[tuple[str, str], tuple[str, ...]]] = {
         ("chat_app", "groupmapping"): ALL,  # campus attributes → groups
         ("chat_app", "campusgroupgrant"): ("view",),  # the memberships the mapping gave (read-only)
         ("chat_app", "grouplimits"): ALL,  # a group's quota and rate
+        ("safety_app", "wordlist"): ALL,
+        ("safety_app", "listword"): ALL,
     },
     AUDITOR: {
         ("audit_app", "auditevent"): ("view", "export"),

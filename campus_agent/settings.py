@@ -92,6 +92,7 @@ INSTALLED_APPS = [
     "simple_history",  # the catalog's history: old values, diff and rollback in admin
     "django_cas_ng",  # CAS login: its ticket ↔ session table serves single logout (chat_app/accounts/cas.py)
     "campus_agent",
+    "safety_app",  # the moderation word lists: chat_app checks questions with them
     "subagents_app",
     "agents_app",
     "chat_app",

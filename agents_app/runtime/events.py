@@ -335,6 +335,32 @@ class Error:
         return {"type": "error", "code": self.code, "message": self.message}
 
 
+@dataclass(frozen=True, slots=True)
+class Moderation:
+    """A moderation word list matched (docs/design.md#content-safety-and-labels): what was done
+    and the list's category, never the word."""
+
+    stage: str  # "question" | "answer" | "reasoning"
+    action: str  # "block" | "mask"
+    category: str
+
+    FRAME_SCHEMA: ClassVar[dict] = frame_schema(
+        "moderation", "内容安全词表命中：block 问题未发给模型（随后是固定回答和 done），mask 命中的词已打码；"
+        "category 是词表的类别，不含词本身",
+        required={
+            "stage": {"type": "string", "enum": ["question", "answer", "reasoning"]},
+            "action": {"type": "string", "enum": ["block", "mask"]},
+            "category": _STRING,
+        },
+    )
+
+    def __post_init__(self) -> None:
+        _clean_fields(self, "category")
+
+    def frame(self) -> dict:
+        return {"type": "moderation", "stage": self.stage, "action": self.action, "category": self.category}
+
+
 # Why a model ended its answer before it was complete, in its own `finish_reason` (OpenAI's two
 # words; Zhipu GLM says `sensitive` for its filter): the reply is stored and shown as cut, and
 # `/v1` passes the reason on (docs/design.md#the-tool-loop).
@@ -399,5 +425,5 @@ class Done:
 
 
 Event = (Chunk | Reasoning | ToolCall | ToolChunk | ToolResult | ApprovalRequired | AuthorizationRequired
-         | ElicitationRequired | Error | Done)
+         | ElicitationRequired | Moderation | Error | Done)
 EVENT_TYPES: tuple[type, ...] = get_args(Event)

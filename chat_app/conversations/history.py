@@ -77,6 +77,10 @@ def history_build(*, conversation: Conversation, limit: int, images: bool = Fals
         ]
     )
     rows.reverse()
+    # A question the word lists blocked never reaches the model, nor does the fixed answer it got
+    # (the turn's rows share its request id: docs/design.md#content-safety-and-labels).
+    blocked = {row.request_id for row in rows if row.role == Message.Role.USER and row.meta.get("blocked") and row.request_id}
+    rows = [row for row in rows if row.request_id not in blocked]
     while rows and rows[0].role == Message.Role.TOOL:
         rows.pop(0)
     messages = [(row, _openai_message(row)) for row in rows]

@@ -30,6 +30,7 @@ from chat_app.models import DEFAULT_TITLE, Conversation, Message, Run, Upload
 from chat_app.runs.chat_input import ChatInput
 from chat_app.runs.group_limits import caller_standing
 from chat_app.runs.lease import RunLease
+from chat_app.runs.moderation import QuestionCheck, question_check
 from chat_app.runs.quota import user_token_quota_check
 from chat_app.runs.state import run_active_get, run_create
 
@@ -55,6 +56,7 @@ class TurnStart:
     user_message_id: uuid.UUID
     hint_domain: str | None
     audience: Audience  # the caller's groups: which of the agent's tools the turn offers
+    moderation: QuestionCheck  # blocked: the turn answers with a fixed message, the model is not called
 
     @property
     def conversation_id(self) -> uuid.UUID:
@@ -121,6 +123,18 @@ def _opening_rows(opening: tuple[tuple[str, str], ...]) -> list[Message]:
             for position, (role, text) in enumerate(((r, t) for r, t in opening if r in roles), start=1)]
 
 
+def _question_moderated(message: str, opening: list[Message]) -> tuple[str, QuestionCheck]:
+    """The question and the client's earlier questions checked against the word lists
+    (chat_app.runs.moderation): masked in place; the question returned as it is to be stored."""
+    asked = [row for row in opening if row.role == Message.Role.USER]
+    check = question_check(message, *(row.content for row in asked))
+    if check.blocked is None:
+        message = check.texts[0]
+        for row, text in zip(asked, check.texts[1:], strict=True):
+            row.content = text
+    return message, check
+
+
 def turn_begin(*, user, chat: ChatInput, request_id: str, slot_key: str, audience: Audience | None = None) -> TurnStart:
     """Resolves the conversation (404 unless the caller's) and agent (with its enabled tools
     catalog, as far as `audience` — the caller's groups, read now when not given — may use it),
@@ -143,10 +157,12 @@ def turn_begin(*, user, chat: ChatInput, request_id: str, slot_key: str, audienc
     if not new_conversation and conversation.active_run_id is not None:
         raise _conversation_busy()
     opening = _opening_rows(chat.opening) if new_conversation else []
+    message, moderation = _question_moderated(message, opening)
     try:
         user_message, run = _turn_store(user=user, chat=chat, conversation=conversation, agent=agent,
                                         message=message, hint_domain=hint_domain, uploads=uploads,
-                                        opening=opening, request_id=request_id, slot_key=slot_key)
+                                        opening=opening, request_id=request_id, slot_key=slot_key,
+                                        blocked=moderation.blocked)
     except IntegrityError:
         # Two questions at once (two workers): the database keeps one run per conversation
         # active (Run's constraint); the later one stored nothing.
@@ -154,7 +170,9 @@ def turn_begin(*, user, chat: ChatInput, request_id: str, slot_key: str, audienc
             raise _conversation_busy() from None
         raise
     conversation = run.conversation
-    if new_conversation and not uploads and not opening:  # nothing before the question: no need to read it back
+    if moderation.blocked is not None:  # the model is not called: it needs no history
+        history = []
+    elif new_conversation and not uploads and not opening:  # nothing before the question: no need to read it back
         history = [{"role": "user", "content": user_message.content}]
     else:
         history = history_build(conversation=conversation, limit=settings.MAX_HISTORY, images=agent.reads_images())
@@ -165,6 +183,7 @@ def turn_begin(*, user, chat: ChatInput, request_id: str, slot_key: str, audienc
         user_message_id=user_message.id,
         hint_domain=conversation.hint_domain or None,
         audience=audience,
+        moderation=moderation,
     )
 
 
@@ -174,16 +193,18 @@ def _conversation_busy() -> errors.ApiError:
 
 def _turn_store(*, user, chat: ChatInput, conversation: Conversation | None, agent: Agent, message: str,
                 hint_domain: str | None, uploads: list[Upload], opening: list[Message], request_id: str,
-                slot_key: str) -> tuple[Message, Run]:
+                slot_key: str, blocked: str | None) -> tuple[Message, Run]:
     """The turn's first writes, in one transaction: the conversation (new, or its agent and hint),
-    the opening rows, the question, its attachments claimed, the run's row."""
+    the opening rows, the question, its attachments claimed, the run's row. A question `blocked`
+    by the word lists is marked with the list's category (never the word), and gives a new
+    conversation no title of its words."""
     new_conversation = conversation is None
     with transaction.atomic():
         if new_conversation:
             conversation = Conversation.objects.create(
                 user=user,
                 agent=agent,
-                title=conversation_title(first_message=opening[0].content if opening else message),
+                title=DEFAULT_TITLE if blocked else conversation_title(first_message=opening[0].content if opening else message),
                 hint_domain=hint_domain or "",
             )
             for row in opening:
@@ -195,6 +216,8 @@ def _turn_store(*, user, chat: ChatInput, conversation: Conversation | None, age
                 conversation.hint_domain = hint_domain
             conversation.save(update_fields=["agent", "hint_domain", "updated_at"])
         meta = {"attachments": [upload_payload(u) for u in uploads]} if uploads else {}
+        if blocked is not None:
+            meta["blocked"] = {"category": blocked}
         user_message = Message.objects.create(  # after the opening's rows, however coarse the clock
             conversation=conversation, role=Message.Role.USER, content=message, request_id=request_id, meta=meta,
             seq=len(opening) + 1 if opening else 0,

@@ -59,6 +59,7 @@ from chat_app.runs.admission import TurnStart, turn_open
 from chat_app.runs.bus import run_bus
 from chat_app.runs.chat_input import ChatInput
 from chat_app.runs.lease import RunLease
+from chat_app.runs.moderation import blocked_answer, notices_first
 from chat_app.runs.recording import TOOL_CUT_MESSAGE, TurnRecorder
 from chat_app.runs.state import (
     local_runs,
@@ -502,7 +503,12 @@ def _turn_plan(start: TurnStart, *, caller: Caller, chat: ChatInput, request_id:
         hint_domain=start.hint_domain,
         language=chat.language,
     )
-    return RunPlan(run=start.run, agent=start.agent, history=start.history, ctx=ctx)
+    notices = start.moderation.notices()
+    if start.moderation.blocked is not None:
+        events = blocked_answer(notices)
+    else:
+        events = notices_first(notices, turn_stream) if notices else turn_stream
+    return RunPlan(run=start.run, agent=start.agent, history=start.history, ctx=ctx, events=events)
 
 
 def run_start(*, caller: Caller, chat: ChatInput, request_id: str) -> RunTask:

@@ -112,7 +112,7 @@ def test_openapi_schema_documents_the_stream_and_its_frames(live_asgi, db):
     stream = paths["/api/v1/chat"]["post"]["responses"]["200"]["content"]["text/event-stream"]["schema"]
     titles = {frame["title"] for frame in stream["oneOf"]}
     assert titles == {"session", "chunk", "reasoning", "tool_call", "tool_chunk", "tool_result", "approval_required",
-                      "authorization_required", "elicitation_required", "error", "done"}
+                      "authorization_required", "elicitation_required", "moderation", "error", "done"}
     approvals = paths["/api/v1/runs/{run_id}/approvals"]["post"]
     assert set(approvals["responses"]) >= {"200", "400", "404", "409"}
     assert "jwtAuth" in schema.json()["components"]["securitySchemes"]

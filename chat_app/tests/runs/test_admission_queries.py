@@ -34,9 +34,10 @@ def _statements(captured) -> list[str]:
 
 
 def test_a_new_conversation_costs_the_stamp_and_its_three_rows(warm, user, django_assert_num_queries):
-    # The stamp, the user's groups with their limits (chat_app.runs.group_limits); then, in one transaction
-    # (a savepoint inside the test's): conversation, message, run.
-    with django_assert_num_queries(7) as captured:
+    # The stamp, the user's groups with their limits (chat_app.runs.group_limits), the word lists'
+    # stamp (safety_app.lists_cache); then, in one transaction (a savepoint inside the test's):
+    # conversation, message, run.
+    with django_assert_num_queries(8) as captured:
         start = _admit(user)
     assert not any(table in query["sql"] for query in captured for table in CATALOG_TABLES), _statements(captured)
     assert start.agent.slug == "xiaozhi" and [s.name for s in start.agent.enabled_sub_agents] == ["canteen"]
@@ -45,9 +46,10 @@ def test_a_new_conversation_costs_the_stamp_and_its_three_rows(warm, user, djang
 
 def test_a_next_question_adds_the_conversation_and_its_history(warm, user, django_assert_num_queries):
     # The conversation (with its run that has not ended, if any), the stamp and the user's groups
-    # with their limits; the transaction (conversation saved, message, run); the history read back.
+    # with their limits, the word lists' stamp; the transaction (conversation saved, message, run);
+    # the history read back.
     run_finish(run=warm.run, rows=[RowSpec(role="assistant", content="答", meta={}, is_final=True)], interrupted=False)
-    with django_assert_num_queries(9) as captured:
+    with django_assert_num_queries(10) as captured:
         start = _admit(user, conversation_id=warm.conversation_id, message="再问")
     assert not any(table in query["sql"] for query in captured for table in CATALOG_TABLES[1:]), _statements(captured)
     assert [m["content"] for m in start.history] == ["第一问", "答", "再问"]

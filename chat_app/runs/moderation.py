@@ -1,0 +1,71 @@
+"""The question checked against the moderation word lists before anything of the turn is stored
+(docs/design.md#content-safety-and-labels). Admission runs it for every gateway (REST, page,
+`/v1`, MCP, A2A): a `block` word means the question is stored marked and answered with a fixed
+message, and neither the model nor a tool is called; a `mask` word is masked in what is stored
+and sent to the model."""
+
+from collections.abc import AsyncIterator
+from contextlib import aclosing
+from dataclasses import dataclass
+
+from django.utils.translation import gettext_lazy as _
+
+from agents_app.runtime.events import Chunk, Done, Event, Moderation
+from safety_app.lists_cache import stage_matcher
+from safety_app.matcher import first_block, masked
+
+STAGE = "question"
+MSG_QUESTION_BLOCKED = _("这个问题含有不适合讨论的内容，我无法回答。请换个问题。")
+
+
+@dataclass(frozen=True)
+class QuestionCheck:
+    texts: tuple[str, ...]  # the texts as stored and sent: masked where a mask word was
+    blocked: str | None  # the category of the first `block` word
+    masked: tuple[str, ...]  # the categories of the masked words, each once
+
+    def notices(self) -> tuple[Moderation, ...]:
+        if self.blocked is not None:
+            return (Moderation(stage=STAGE, action="block", category=self.blocked),)
+        return tuple(Moderation(stage=STAGE, action="mask", category=category) for category in self.masked)
+
+
+def question_check(*texts: str) -> QuestionCheck:
+    """The student's texts (the question, and the earlier questions a client sends with it)
+    checked in one pass each. Sync: reads the lists' stamp."""
+    matcher = stage_matcher(STAGE)
+    checked, masked_categories = [], {}
+    for text in texts:
+        hits = matcher.hits(text)
+        if block := first_block(hits):
+            return QuestionCheck(texts=texts, blocked=block.category, masked=())
+        checked.append(masked(text, hits))
+        masked_categories.update(dict.fromkeys(hit.category for hit in hits))
+    return QuestionCheck(texts=tuple(checked), blocked=None, masked=tuple(masked_categories))
+
+
+def blocked_answer(notices: tuple[Moderation, ...]):
+    """The events of a blocked question's turn, in place of the runtime's: the notice, the fixed
+    message in the run's language (activated by the run), the end."""
+
+    async def events(**_) -> AsyncIterator[Event]:
+        text = str(MSG_QUESTION_BLOCKED)
+        for notice in notices:
+            yield notice
+        yield Chunk(text)
+        yield Done(full_text=text)
+
+    return events
+
+
+def notices_first(notices: tuple[Moderation, ...], events):
+    """The runtime's events, after the notices of the words masked in the question."""
+
+    async def wrapped(**kwargs) -> AsyncIterator[Event]:
+        for notice in notices:
+            yield notice
+        async with aclosing(events(**kwargs)) as inner:  # closed with the run, as the runtime's own would be
+            async for event in inner:
+                yield event
+
+    return wrapped

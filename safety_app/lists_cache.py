@@ -1,0 +1,113 @@
+"""The word lists' automata, kept by each worker while the database says they are current.
+
+The same idea as the agents' catalog (agents_app/catalog_cache.py): a check reads one row, the
+`WordListStamp`, and uses this worker's automata when its token is the one they were built with;
+otherwise it reads the lists again and rebuilds them, once. Database triggers change the token on
+every write to the lists' tables, by any process and by any means (admin, `moderation_import`,
+SQL), so a change applies to the next turn on every worker without a restart. The triggers are
+(re)installed after every `migrate` (safety_app.apps). A database other than SQLite and
+PostgreSQL has no triggers here: it rebuilds at every check.
+"""
+
+import threading
+import uuid
+from dataclasses import dataclass
+
+from django.db import connection, connections
+
+from safety_app.matcher import Entry, Matcher
+from safety_app.models import STAGES, ListWord, WordList, WordListStamp
+
+STAMP_ID = 1
+TRIGGER_VENDORS = frozenset({"sqlite", "postgresql"})
+
+
+@dataclass(frozen=True)
+class Matchers:
+    token: str | None
+    by_stage: dict[str, Matcher]
+
+
+_kept: Matchers | None = None
+_reload = threading.Lock()
+
+
+def stage_matcher(stage: str) -> Matcher:
+    """The matcher of a stage ("question", "answer", "reasoning") as the lists are now (sync)."""
+    global _kept
+    if connection.vendor not in TRIGGER_VENDORS:
+        return _build(token=None).by_stage[stage]
+    token = _stamp_token()
+    kept = _kept
+    if kept is None or kept.token != token:
+        with _reload:  # a burst right after a change builds once
+            if _kept is None or _kept.token != token:
+                _kept = _build(token=token)  # read after the token: never older than it
+            kept = _kept
+    return kept.by_stage[stage]
+
+
+def _stamp_token() -> str:
+    meta, quote = WordListStamp._meta, connection.ops.quote_name
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {quote('token')} FROM {quote(meta.db_table)} WHERE {quote(meta.pk.column)} = %s", [STAMP_ID]
+        )
+        row = cursor.fetchone()
+    if row is None:  # a new or flushed database: a fresh token, never one seen before
+        return WordListStamp.objects.get_or_create(pk=STAMP_ID, defaults={"token": uuid.uuid4().hex})[0].token
+    return row[0]
+
+
+def _build(*, token: str | None) -> Matchers:
+    lists = {row.pk: row for row in WordList.objects.filter(enabled=True)}
+    words: dict[str, dict[str, Entry]] = {stage: {} for stage in STAGES}
+    rows = ListWord.objects.filter(word_list__in=list(lists)).values_list("word_list_id", "word").iterator(2000)
+    for list_id, word in rows:
+        word_list = lists[list_id]
+        entry = Entry(category=word_list.category, action=word_list.action)
+        for stage in word_list.stages():
+            known = words[stage].get(word)
+            if known is None or known.action != "block":  # a word both blocked and masked blocks
+                words[stage][word] = entry
+    return Matchers(token=token, by_stage={stage: Matcher(words[stage]) for stage in STAGES})
+
+
+# --- the triggers -----------------------------------------------------------------------------
+_SQLITE_TRIGGER = (
+    'CREATE TRIGGER IF NOT EXISTS "{name}" AFTER {event} ON "{table}" '
+    'BEGIN UPDATE "{stamp}" SET token = lower(hex(randomblob(16))); END'
+)
+_POSTGRES_FUNCTION = (
+    "CREATE OR REPLACE FUNCTION word_list_stamp_touch() RETURNS trigger LANGUAGE plpgsql AS $$ "
+    "BEGIN UPDATE \"{stamp}\" SET token = replace(gen_random_uuid()::text, '-', ''); RETURN NULL; END $$"
+)
+_POSTGRES_TRIGGER = (
+    'CREATE OR REPLACE TRIGGER "{name}" AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON "{table}" '
+    "FOR EACH STATEMENT EXECUTE FUNCTION word_list_stamp_touch()"
+)
+
+
+def word_list_triggers_install(*, using: str = "default") -> None:
+    """Creates the triggers that change the stamp's token, where they are missing (idempotent)."""
+    db = connections[using]
+    if db.vendor not in TRIGGER_VENDORS:
+        return
+    stamp = WordListStamp._meta.db_table
+    present = set(db.introspection.table_names())
+    tables = [model._meta.db_table for model in (WordList, ListWord) if model._meta.db_table in present]
+    if stamp not in present or not tables:
+        return
+    with db.cursor() as cursor:
+        if db.vendor == "sqlite":
+            for table in tables:
+                for event in ("INSERT", "UPDATE", "DELETE"):
+                    cursor.execute(
+                        _SQLITE_TRIGGER.format(
+                            name=f"{table}_stamp_{event.lower()}", event=event, table=table, stamp=stamp
+                        )
+                    )
+        else:
+            cursor.execute(_POSTGRES_FUNCTION.format(stamp=stamp))
+            for table in tables:
+                cursor.execute(_POSTGRES_TRIGGER.format(name=f"{table}_stamp", table=table))
