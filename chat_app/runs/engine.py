@@ -520,7 +520,7 @@ def run_start(*, caller: Caller, chat: ChatInput, request_id: str) -> RunTask:
         logger.info(
             "chat turn start user={} conversation={} run={} agent={} history={} message={!r}",
             caller.user.pk, start.conversation_id, start.run.id, start.agent.slug, len(start.history),
-            clip_text(chat.message),
+            clip_text(start.moderation.logged_question),
         )
         return _turn_plan(start, caller=caller, chat=chat, request_id=request_id), start.run
 

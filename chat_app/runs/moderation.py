@@ -24,6 +24,12 @@ class QuestionCheck:
     blocked: str | None  # the category of the first `block` word
     masked: tuple[str, ...]  # the categories of the masked words, each once
 
+    @property
+    def logged_question(self) -> str:
+        """The question as the log may keep it: masked as stored, or only the category of a
+        blocked one (a listed word never reaches the log)."""
+        return f"<blocked: {self.blocked}>" if self.blocked is not None else self.texts[0]
+
     def notices(self) -> tuple[Moderation, ...]:
         if self.blocked is not None:
             return (Moderation(stage=STAGE, action="block", category=self.blocked),)

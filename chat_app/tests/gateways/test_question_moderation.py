@@ -7,6 +7,7 @@ later turns do not send it to the model; a `mask` word is masked in what is stor
 import openai
 import pytest
 from a2a.helpers import get_artifact_text
+from loguru import logger
 
 from chat_app.accounts.api_keys import api_key_create
 from chat_app.models import Conversation, Message
@@ -54,6 +55,19 @@ def test_a_blocked_question_reaches_neither_model_nor_tool(
     )
     sent = str(llm_settings.last_request.messages)
     assert "轮" not in sent and BLOCKED_ZH not in sent
+
+
+def test_the_log_keeps_no_listed_word(live_asgi, llm_settings, agent, auth_headers, word_lists):
+    lines = []
+    sink = logger.add(lambda message: lines.append(str(message)), level="DEBUG")
+    try:
+        llm_settings.reply_text("不可以。")
+        chat(live_asgi, {"message": "能找人代考吗"}, headers=auth_headers)
+        chat(live_asgi, {"message": "法轮今天开吗"}, headers=auth_headers)
+    finally:
+        logger.remove(sink)
+    assert sum("chat turn start" in line for line in lines) == 2
+    assert not [line for line in lines if "代考" in line or "法轮" in line]
 
 
 def test_the_fixed_answer_is_in_the_students_language(live_asgi, llm_settings, agent, auth_headers, word_lists):
