@@ -13,17 +13,17 @@ the query plan of one, and audit_verify's pace over the whole chain. `--smoke`: 
 """
 
 import argparse
-import os
 import random
 import statistics
 import sys
-import tempfile
 import time
 from datetime import timedelta
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from bench._django_setup import django_migrated  # noqa: E402
 
 BATCH = 20_000  # rows per transaction of audit_bulk_append
 ACTORS = 20_000  # students and staff the rows are spread over
@@ -37,20 +37,10 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true", help="a tiny run (2,000 rows): the script still works")
     args = parser.parse_args()
     rows_wanted = 2_000 if args.smoke else args.n
-    tmp = tempfile.TemporaryDirectory(prefix="bench-audit-")
-    os.environ["DATABASE_URL"] = args.database_url or f"sqlite:///{tmp.name}/bench.sqlite3"
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "campus_agent.settings")
-    os.environ.setdefault("LOG_LEVEL", "WARNING")
-    os.environ["LOG_DIR"] = f"{tmp.name}/logs"
-
-    import django
-
-    django.setup()
-    from django.core.management import call_command
+    tmp = django_migrated(database_url=args.database_url, prefix="bench-audit-")  # noqa: F841 (kept for the run)
     from django.db import connection
     from django.utils import timezone
 
-    call_command("migrate", verbosity=0)
     from audit_app.chain import Event, Outcome, audit_bulk_append, audit_record, audit_verify
     from audit_app.models import AuditEvent
 

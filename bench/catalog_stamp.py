@@ -8,15 +8,15 @@ as it is. Both ways are timed in turns (6 rounds of `-n` reads, alternating whic
 this process; the medians of the CPU per read are printed side by side with their ratio.
 """
 import argparse
-import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from bench._django_setup import django_migrated  # noqa: E402
 
 
 def main() -> None:
@@ -24,18 +24,7 @@ def main() -> None:
     parser.add_argument("-n", type=int, default=3000, help="reads per round and way")
     parser.add_argument("--database-url", default="", help="default: a temporary SQLite file")
     args = parser.parse_args()
-    tmp = tempfile.TemporaryDirectory(prefix="bench-stamp-")
-    os.environ["DATABASE_URL"] = args.database_url or f"sqlite:///{tmp.name}/bench.sqlite3"
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "campus_agent.settings")
-    os.environ.setdefault("LOG_LEVEL", "WARNING")
-    os.environ["LOG_DIR"] = f"{tmp.name}/logs"
-
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
+    tmp = django_migrated(database_url=args.database_url, prefix="bench-stamp-")  # noqa: F841 (kept for the run)
     from agents_app import catalog_cache
     from agents_app.models import CatalogStamp
 
@@ -54,7 +43,9 @@ def main() -> None:
                 ways[name]()
             cpu_us[name].append((time.process_time() - started) / args.n * 1e6)
     before, now = (statistics.median(cpu_us[name]) for name in ways)
-    vendor = django.db.connection.vendor
+    from django.db import connection
+
+    vendor = connection.vendor
     print(f"catalog stamp read, {vendor}, µs of CPU per read (median of 6 rounds of {args.n}):")
     for name in ways:
         print(f"  {name:<14} {statistics.median(cpu_us[name]):7.1f}   rounds: "
