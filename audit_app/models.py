@@ -20,6 +20,7 @@ class AuditEvent(models.Model):
         APPROVAL_DECISION = "approval_decision", "审批决定"
         AUDIT_EXPORT = "audit_export", "导出审计日志"
         AUDIT_PURGE = "audit_purge", "清理过期审计日志"
+        MODERATION_HIT = "moderation_hit", "内容安全命中"
 
     class Outcome(models.TextChoices):
         OK = "ok", "成功"

@@ -11,6 +11,9 @@ streams one gateway worker holds.
         --database-url postgres://postgres@127.0.0.1:5432/campus_bench --gc-log
         # the same from two source trees (e.g. `git archive` of the commit before a change), on a
         # throw-away PostgreSQL database, with the worker's garbage collections timed
+    .venv/bin/python bench/stream_overhead.py --moderation off,100000 --hold 0 --saturate 20
+        # issue 44: no word list beside a list of 100,000 words (question and streamed answer
+        # checked): server CPU per turn side by side
     .venv/bin/python bench/stream_overhead.py --burst 1000 --backends embedded,redis
         # issue 24: 1,000 streams opened in the same instant against a slow model, the direct
         # floor beside one worker and two (Redis): first chunk p50/p99/max, how many were open
@@ -272,6 +275,12 @@ Agent.objects.get_or_create(slug="bench", defaults={"name": "bench", "is_default
 for i in range(int(os.environ.get("BENCH_USERS", "1"))):
     user, _ = get_user_model().objects.get_or_create(username="bench" if i == 0 else f"bench-{i}")
     print(auth_session_create(user=user, via="password", roles=["student"]).access_token)
+if int(os.environ.get("BENCH_MODERATION_WORDS") or 0):  # --moderation: a mask list read by every stage
+    from bench.moderation import word_list
+    from safety_app.models import ListWord, WordList
+    listed = WordList.objects.create(name="bench", category="bench", action="mask")
+    ListWord.objects.bulk_create([ListWord(word_list=listed, word=w)
+                                  for w in word_list(int(os.environ["BENCH_MODERATION_WORDS"]))], batch_size=5000)
 """
 
 
@@ -538,10 +547,10 @@ def compare_bursts(args) -> None:
     """--burst N: the direct floor, then each gateway variant (--trees, --servers, --backends), all
     against the same slow model set-up, in one run."""
     rows = {}
-    for label, root, backend, server_args in _variants(args):
+    for label, root, backend, server_args, words in _variants(args):
         stack = Stack(pace=args.burst_pace, chunks=args.burst_chunks, database_url=args.database_url, root=root,
                       redis_url=args.redis_url if backend.startswith("redis") else "", workers=_workers(backend),
-                      server_args=server_args, users=args.burst_users,
+                      server_args=server_args, users=args.burst_users, extra_env=_moderation_env(words),
                       profile=args.profile.replace("{label}", (label or "gateway").replace(":", "-"))).start()
         try:
             asyncio.run(gateway_stream_warm(stack))
@@ -642,8 +651,15 @@ async def saturate(stack: Stack, *, seconds: float, clients: int) -> dict:
                       "clients": (time.process_time() - me_before) / elapsed}}
 
 
-def _variants(args) -> list[tuple[str, Path, str, tuple[str, ...]]]:
-    """(label, source tree, backend, uvicorn options) per gateway set-up to compare. Backends:
+def _moderation_env(words: int) -> dict:
+    return {"BENCH_MODERATION_WORDS": str(words)} if words else {}
+
+
+def _variants(args) -> list[tuple[str, Path, str, tuple[str, ...], int]]:
+    """(label, source tree, backend, uvicorn options, moderation words) per gateway set-up to
+    compare. `--moderation off,100000` runs each with no word list and with a mask list of that
+    many words read by every stage (issue 44: what checking the question and the streamed answer
+    costs). Backends:
     `embedded` (one worker), `redis` (Redis, two workers), `redis1` (Redis, one worker). `--trees
     before=/tmp/base,after=.` runs each backend from each tree, so a change and the code before
     it are measured in the same run; `--servers 'h11=--loop asyncio --http h11,fast=--loop uvloop
@@ -652,8 +668,11 @@ def _variants(args) -> list[tuple[str, Path, str, tuple[str, ...]]]:
              (item.partition("=") for item in args.trees.split(","))] if args.trees else [("", ROOT)]
     servers = [(name, tuple(options.split())) for name, _, options in
                (item.partition("=") for item in args.servers.split(","))] if args.servers else [("", ())]
-    return [(":".join(part for part in (tree, server, backend) if part), root, backend, options)
-            for backend in args.backends.split(",") for tree, root in trees for server, options in servers]
+    moderation = [(f"words{value}" if value != "off" else "nowords", 0 if value == "off" else int(value))
+                  for value in args.moderation.split(",")] if args.moderation else [("", 0)]
+    return [(":".join(part for part in (tree, server, listed, backend) if part), root, backend, options, words)
+            for backend in args.backends.split(",") for tree, root in trees for server, options in servers
+            for listed, words in moderation]
 
 
 def _gc_collections(stack: Stack, path: str) -> list:
@@ -674,12 +693,12 @@ def compare_backends(args) -> None:
     """The same measurement against each run backend (and source tree), in one run (this machine
     is noisy: compare the figures of one run, not across runs)."""
     rows = {}
-    for label, root, backend, server_args in _variants(args):
+    for label, root, backend, server_args, words in _variants(args):
         gc_log = f"{tempfile.mkdtemp(prefix='bench-gc-')}/gc.json" if args.gc_log else ""
         stack = Stack(pace=args.pace, chunks=args.chunks, redis_url=args.redis_url if backend.startswith("redis") else "",
                       workers=_workers(backend), database_url=args.database_url, root=root,
                       profile=args.profile.replace("{label}", label.replace(":", "-")), server_args=server_args,
-                      extra_env={"BENCH_GC_LOG": gc_log} if gc_log else None).start()
+                      extra_env={**({"BENCH_GC_LOG": gc_log} if gc_log else {}), **_moderation_env(words)}).start()
         try:
             if gc_log:
                 _gc_collections(stack, gc_log)  # those of the start-up: not counted
@@ -731,6 +750,13 @@ def compare_backends(args) -> None:
                 ratio = rows[label]["saturation"]["turns_per_sec"] / rows[one]["saturation"]["turns_per_sec"]
                 print(f"  {label} / {one}: {ratio:.2f}× (goal ≥ 1.3× on this 2-core machine, where the clients "
                       f"and the model share the cores)")
+        for label in rows:  # --moderation: the word lists' cost per turn against none
+            parts = label.split(":")
+            listed = next((p for p in parts if p.startswith("words")), None)
+            bare = ":".join("nowords" if p == listed else p for p in parts)
+            if listed and bare in rows:
+                cpu = rows[label]["saturation"]["cpu_ms_per_turn"] / rows[bare]["saturation"]["cpu_ms_per_turn"]
+                print(f"  CPU per turn {label} / {bare}: {cpu:.3f}× (goal ≤ 1.05×)")
 
 
 def main() -> None:
@@ -773,6 +799,9 @@ def main() -> None:
     parser.add_argument("--burst-users", type=int, default=1,
                         help="with --burst: this many students, each with a JWT, the streams taking them in turn "
                              "(1: one student opens them all, as in docs/benchmarks.md's earlier tables)")
+    parser.add_argument("--moderation", default="",
+                        help="compare word lists side by side: 'off,100000' (no list; a mask list of 100,000 words "
+                             "checking the question and the streamed answer); with --saturate, CPU per turn")
     parser.add_argument("--serve-llm", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.gateway_log:
@@ -784,7 +813,7 @@ def main() -> None:
         args.backends = args.backends or "embedded"
         compare_bursts(args)
         return
-    if (args.trees or args.servers) and not args.backends:
+    if (args.trees or args.servers or args.moderation) and not args.backends:
         args.backends = "embedded"  # trees and servers are compared side by side, through --backends
     if args.backends:
         compare_backends(args)

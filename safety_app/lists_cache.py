@@ -34,9 +34,14 @@ _reload = threading.Lock()
 
 def stage_matcher(stage: str) -> Matcher:
     """The matcher of a stage ("question", "answer", "reasoning") as the lists are now (sync)."""
+    return matchers_current().by_stage[stage]
+
+
+def matchers_current() -> Matchers:
+    """Every stage's matcher as the lists are now (sync: one read of the stamp)."""
     global _kept
     if connection.vendor not in TRIGGER_VENDORS:
-        return _build(token=None).by_stage[stage]
+        return _build(token=None)
     token = _stamp_token()
     kept = _kept
     if kept is None or kept.token != token:
@@ -44,7 +49,7 @@ def stage_matcher(stage: str) -> Matcher:
             if _kept is None or _kept.token != token:
                 _kept = _build(token=token)  # read after the token: never older than it
             kept = _kept
-    return kept.by_stage[stage]
+    return kept
 
 
 def _stamp_token() -> str:
@@ -70,7 +75,16 @@ def _build(*, token: str | None) -> Matchers:
             known = words[stage].get(word)
             if known is None or known.action != "block":  # a word both blocked and masked blocks
                 words[stage][word] = entry
-    return Matchers(token=token, by_stage={stage: Matcher(words[stage]) for stage in STAGES})
+    # Stages read by the same lists share one automaton: building one of 100,000 words takes
+    # about 2 s of CPU (bench/moderation.py), and lists usually apply to every stage.
+    built: dict[tuple[int, ...], Matcher] = {}
+    by_stage = {}
+    for stage in STAGES:
+        readers = tuple(sorted(pk for pk, row in lists.items() if stage in row.stages()))
+        if readers not in built:
+            built[readers] = Matcher(words[stage])
+        by_stage[stage] = built[readers]
+    return Matchers(token=token, by_stage=by_stage)
 
 
 # --- the triggers -----------------------------------------------------------------------------

@@ -65,10 +65,14 @@ class Matcher:
     def __init__(self, words: dict[str, Entry]):
         # words: raw word → its entry; a word listed as block and mask blocks (the caller orders them).
         self._automaton = ahocorasick.Automaton()
+        # The longest word as matched: a text arriving in pieces holds back what could still
+        # become the start of a word (safety_app.screen).
+        self.longest = 0
         for word, entry in words.items():
             key = word_key(word)
             if key:
                 self._automaton.add_word(key, (len(key), entry))
+                self.longest = max(self.longest, len(key))
         self.size = len(self._automaton)
         if self.size:
             self._automaton.make_automaton()
@@ -76,7 +80,12 @@ class Matcher:
     def hits(self, text: str) -> list[Hit]:
         if not self.size or not text:
             return []
-        flat, origin = normalised(text)
+        return self.hits_normalised(*normalised(text))
+
+    def hits_normalised(self, flat: str, origin: list[int]) -> list[Hit]:
+        """The hits of a text already normalised (`normalised(text)`), in its original positions."""
+        if not self.size or not flat:
+            return []
         return [
             Hit(start=origin[end - length + 1], end=origin[end] + 1, category=entry.category, action=entry.action)
             for end, (length, entry) in self._automaton.iter(flat)

@@ -343,10 +343,14 @@ class Moderation:
     stage: str  # "question" | "answer" | "reasoning"
     action: str  # "block" | "mask"
     category: str
+    # Not in the frame: the text a `block` stopped, for the audit only (never shown, stored as a
+    # reply or sent back to the model).
+    held: str = ""
 
     FRAME_SCHEMA: ClassVar[dict] = frame_schema(
-        "moderation", "内容安全词表命中：block 问题未发给模型（随后是固定回答和 done），mask 命中的词已打码；"
-        "category 是词表的类别，不含词本身",
+        "moderation", "内容安全命中：stage 为 question 时 block 表示问题未发给模型（随后是固定回答和 done）；"
+        "answer / reasoning 的 block 表示回答在此停止（随后是结束提示和 interrupted 的 done；工具文本的 block "
+        "只略去该工具的内容，回答继续）；mask 表示命中的词已打码。category 是词表的类别，不含词本身",
         required={
             "stage": {"type": "string", "enum": ["question", "answer", "reasoning"]},
             "action": {"type": "string", "enum": ["block", "mask"]},

@@ -31,6 +31,7 @@ from agents_app.runtime.budget import BudgetSpent, turn_deadline
 from agents_app.runtime.context import RunContext
 from agents_app.runtime.events import Chunk, Done, Error, Event, ToolCall, ToolChunk, ToolResult
 from agents_app.runtime.loop import NOT_CONFIGURED_REASON, TURN_TIMEOUT_TEXT
+from agents_app.runtime.screening import TurnScreens, turn_screens
 from agents_app.runtime.tool import Tool
 from agents_app.runtime.tool_runs import ToolRequest, tool_calls_run
 from agents_app.runtime.tools import tools_for_agent
@@ -285,15 +286,17 @@ async def _tools_of(agent: Agent, ctx: RunContext) -> list[Tool]:
         return []
 
 
-async def _relay(*, tool: Tool, args: dict, ctx: RunContext, call_id: str, deadline: float):
+async def _relay(*, tool: Tool, args: dict, ctx: RunContext, call_id: str, deadline: float, screens: TurnScreens):
     """Runs the tool as the tool loop would (tool_runs.py), yielding its ToolChunk / ToolResult
-    (/ 40102 Error) events; when the turn budget runs out first, a failed result says so."""
+    (/ 40102 Error) events as the word lists let them be shown (screening.py); when the turn
+    budget runs out first, a failed result says so."""
     request = ToolRequest(call_id=call_id, tool=tool.name, args=args)
     runs = tool_calls_run(calls=[request], tools_by_name={tool.name: tool}, ctx=ctx, deadline=deadline)
     try:
         async with aclosing(runs):  # closing the turn closes the run: the tool is cancelled
             async for event in runs:
-                yield event
+                for shown in screens.tool_event(event):
+                    yield shown
     except BudgetSpent:
         yield ToolResult(call_id=call_id, tool=tool.name, ok=False, content=TURN_TIMEOUT_TEXT, error=TURN_TIMEOUT_TEXT)
 
@@ -346,7 +349,8 @@ async def fallback_turn(*, agent: Agent, history: list[dict], ctx: RunContext, r
     result: ToolResult | None = None
     streamed: list[str] = []
     told_error = False
-    async for event in _relay(tool=tool, args=args, ctx=ctx, call_id=call_id, deadline=deadline):
+    screens = await turn_screens()
+    async for event in _relay(tool=tool, args=args, ctx=ctx, call_id=call_id, deadline=deadline, screens=screens):
         if isinstance(event, ToolChunk):
             # Without a model the tool's own text is the answer: streamed as answer text while it
             # comes (issue 20 #13), not held in the tool's collapsed chip until the end.

@@ -32,6 +32,7 @@ from agents_app.runtime.events import (
     ElicitationRequired,
     Error,
     Event,
+    Moderation,
     Paused,
     Reasoning,
     ToolCall,
@@ -48,6 +49,9 @@ from agents_app.runtime.reasoning import (
     delta_reasoning,
     think_stripped,
 )
+from agents_app.runtime.screening import ANSWER as STAGE_ANSWER
+from agents_app.runtime.screening import ANSWER_BLOCKED_TEXT, ScreenBlocked, TurnScreens, turn_screens
+from agents_app.runtime.screening import REASONING as STAGE_REASONING
 from agents_app.runtime.tool import Tool, tool_spec
 from agents_app.runtime.tool_runs import ToolRequest, tool_calls_run
 from agents_app.runtime.tools import tools_for_agent
@@ -55,6 +59,7 @@ from agents_app.runtime.tracing import model_round_traced
 from campus_agent.base.approval import ApprovalPolicy
 from campus_agent.base.errors import DOWNSTREAM
 from campus_agent.base.request_id import request_id_set
+from campus_agent.base.text import text_clean
 
 NOT_CONFIGURED_REASON = "LLM_BASE_URL is not set"
 MODEL_INTERRUPTED_TEXT = _("AI 模型回答中断，请稍后重试。")
@@ -262,7 +267,15 @@ class Interrupted:
     reason: str | None = None
 
 
-NextStep = AskModel | RunTools | RunDecided | AwaitApproval | FinalAnswer | Interrupted
+@dataclass(frozen=True, slots=True)
+class Blocked:
+    """A `block` word of the moderation lists in the model's answer or reasoning: the reply ends
+    with a notice (screening.py); `notice` is the `moderation` event, with the text it stopped."""
+
+    notice: Moderation
+
+
+NextStep = AskModel | RunTools | RunDecided | AwaitApproval | FinalAnswer | Interrupted | Blocked
 _RUNNING_STEPS = AskModel | RunTools | RunDecided
 
 
@@ -302,6 +315,7 @@ class _Turn:
     reply_bytes: int = 0  # UTF-8 bytes of the model's text this turn (LLM_MAX_REPLY_BYTES)
     wire_bytes: int = 0  # what the model sent this turn, on the wire (WIRE_BYTES_PER_REPLY_BYTE × that)
     answered_by: tuple[str, str] | None = None  # (provider, model) of the last round that answered
+    screens: TurnScreens = field(default_factory=lambda: TurnScreens(None))  # the word lists (screening.py)
 
     def state(self) -> dict:
         """What a paused turn needs to go on (stored on the run as JSON)."""
@@ -409,6 +423,15 @@ async def _steps(turn: _Turn, step: NextStep) -> AsyncIterator[Event | Paused]:
         yield step.error
         yield turn.done(interrupted=True, reason=step.reason)
         return
+    if isinstance(step, Blocked):
+        # The reply ends with a notice in place of what the lists stopped; marked cut, as a
+        # provider's own filter would have it (docs/safety.md#the-answer-while-it-streams).
+        yield step.notice
+        notice = Chunk(content=("\n\n" if "".join(turn.text_parts).strip() else "") + str(ANSWER_BLOCKED_TEXT))
+        turn.text_parts.append(notice.content)
+        yield notice
+        yield turn.done(interrupted=True, reason=CUT_CONTENT_FILTER)
+        return
     yield turn.done(interrupted=False)
 
 
@@ -416,6 +439,7 @@ async def _turn_start(*, agent: Agent, history: list[dict], ctx: RunContext) -> 
     started = time.perf_counter()
     deadline = turn_deadline(ctx)
     tools = await tools_for_agent(agent, audience=ctx.audience, user_id=ctx.user_id)
+    screens = await turn_screens()
     prompt = _system_prompt(agent, ctx, _tool_domains(tools))
     messages = [{"role": "system", "content": prompt}] if prompt else []
     return _Turn(
@@ -427,6 +451,7 @@ async def _turn_start(*, agent: Agent, history: list[dict], ctx: RunContext) -> 
         messages=messages + history_for_model(history),
         max_tool_rounds=agent.max_tool_rounds or settings.MAX_TOOL_ROUNDS,
         started=started,
+        screens=screens,
     )
 
 
@@ -483,14 +508,17 @@ async def _model_round(turn: _Turn) -> AsyncIterator[Event | NextStep]:
                 if not isinstance(delta, dict):
                     continue
                 if reasoning := delta_reasoning(delta):
-                    yield _reasoning_read(turn, reasoning, max_text, round_reasoning)
+                    for event in _reasoning_read(turn, reasoning, max_text, round_reasoning):
+                        yield event
                 content = delta.get("content")
                 if content and isinstance(content, str):
                     for kind, piece in think.feed(content):
-                        yield _answer_read(turn, kind, piece, max_text, round_text, round_reasoning)
+                        for event in _answer_read(turn, kind, piece, max_text, round_text, round_reasoning):
+                            yield event
                 refusal = delta.get("refusal")  # the model declined (OpenAI): its words are the answer
                 if refusal and isinstance(refusal, str):
-                    yield _answer_read(turn, CONTENT, refusal, max_text, round_text, round_reasoning)
+                    for event in _answer_read(turn, CONTENT, refusal, max_text, round_text, round_reasoning):
+                        yield event
                 fragments = delta.get("tool_calls")
                 if isinstance(fragments, list) and fragments:
                     if not offered:  # past the last tool round: no tool is run
@@ -499,13 +527,24 @@ async def _model_round(turn: _Turn) -> AsyncIterator[Event | NextStep]:
                     for fragment in fragments:
                         calls.add(fragment)
         for kind, piece in think.end():  # an unclosed <think> block: the rest was reasoning
-            yield _answer_read(turn, kind, piece, max_text, round_text, round_reasoning)
+            for event in _answer_read(turn, kind, piece, max_text, round_text, round_reasoning):
+                yield event
+        for event in _held_release(turn, round_text, round_reasoning):
+            yield event
+    except ScreenBlocked as blocked:  # the stream is closed below: the model stops
+        yield Blocked(blocked.notice)
+        return
     except ReplyTooLong as exc:
         logger.warning("model reply cut round={} reason={!r}", turn.tool_rounds + 1, str(exc))
+        for event in _held_release(turn, round_text, round_reasoning):
+            yield event
         yield Interrupted(Error(DOWNSTREAM, REPLY_TOO_LONG_TEXT))
         return
     except (BudgetSpent, openai.APIError, httpx.HTTPError) as exc:
-        yield _model_failed(turn, exc)
+        failed = _model_failed(turn, exc)  # raises LlmUnavailable when keyword routing may stand in
+        for event in _held_release(turn, round_text, round_reasoning):
+            yield event
+        yield failed
         return
     finally:
         usage.add_to(turn.usage)
@@ -516,6 +555,13 @@ async def _model_round(turn: _Turn) -> AsyncIterator[Event | NextStep]:
         yield cut  # a cut round's calls are not run: their arguments may be cut too
         return
     finished = calls.finish() if offered else []
+    try:
+        for call in finished:  # the arguments are the model's words too (screening.py)
+            for event in turn.screens.call_args(call):
+                yield event
+    except ScreenBlocked as blocked:
+        yield Blocked(blocked.notice)
+        return
     if finished:
         yield RunTools(calls=finished, text="".join(round_text), reasoning="".join(round_reasoning))
     elif not "".join(round_text).strip():
@@ -549,25 +595,40 @@ def _text_counted(turn: _Turn, text: str, max_text: int) -> None:
     turn.yielded = True
 
 
-def _reasoning_read(turn: _Turn, text: str, max_text: int, round_reasoning: list[str]) -> Reasoning:
+def _reasoning_read(turn: _Turn, text: str, max_text: int, round_reasoning: list[str]) -> list[Event]:
     """A piece of the model's reasoning: shown apart, never part of the turn's text; kept with the
-    round's in case it calls tools (its reasoning goes back with the calls)."""
+    round's in case it calls tools (its reasoning goes back with the calls). Returns what the
+    word lists let be shown now (screening.py; raises ScreenBlocked)."""
     _text_counted(turn, text, max_text)
-    event = Reasoning(content=text)  # the event makes the text valid
-    round_reasoning.append(event.content)
-    return event
+    return _shown_kept(turn, turn.screens.text(STAGE_REASONING, text_clean(text)), None, round_reasoning)
 
 
 def _answer_read(turn: _Turn, kind: str, text: str, max_text: int, round_text: list[str],
-                 round_reasoning: list[str]) -> Chunk | Reasoning:
+                 round_reasoning: list[str]) -> list[Event]:
     """A piece of the model's `content`, which ThinkSplitter found to be answer or reasoning."""
     if kind == REASONING:
         return _reasoning_read(turn, text, max_text, round_reasoning)
     _text_counted(turn, text, max_text)
-    chunk = Chunk(content=text)
-    round_text.append(chunk.content)
-    turn.text_parts.append(chunk.content)
-    return chunk
+    return _shown_kept(turn, turn.screens.text(STAGE_ANSWER, text_clean(text)), round_text, None)
+
+
+def _held_release(turn: _Turn, round_text: list[str], round_reasoning: list[str]) -> list[Event]:
+    """The round's stream ended: what the word lists still held of its answer and reasoning."""
+    return [*_shown_kept(turn, turn.screens.text_end(STAGE_REASONING), None, round_reasoning),
+            *_shown_kept(turn, turn.screens.text_end(STAGE_ANSWER), round_text, None)]
+
+
+def _shown_kept(turn: _Turn, events: list[Event], round_text: list[str] | None,
+                round_reasoning: list[str] | None) -> list[Event]:
+    """Keeps the text of the events about to be shown as the round's: exactly what the student
+    sees is what is stored and sent back to the model."""
+    for event in events:
+        if isinstance(event, Chunk):
+            round_text.append(event.content)
+            turn.text_parts.append(event.content)
+        elif isinstance(event, Reasoning):
+            round_reasoning.append(event.content)
+    return events
 
 
 def _model_failed(turn: _Turn, exc: Exception) -> Interrupted:
@@ -719,9 +780,10 @@ async def _run_calls(turn: _Turn, requests: list[ToolRequest], results: dict[str
     try:
         async with aclosing(runs):  # closing the turn closes the runs: their tools are cancelled
             async for event in runs:
-                if isinstance(event, ToolResult):
-                    results[event.call_id] = event
-                yield event
+                for shown in turn.screens.tool_event(event):  # the word lists (screening.py)
+                    if isinstance(shown, ToolResult):
+                        results[shown.call_id] = shown
+                    yield shown
     except BudgetSpent:
         yield Interrupted(Error(DOWNSTREAM, TURN_TIMEOUT_TEXT))
 

@@ -42,7 +42,7 @@ from loguru import logger
 
 from agents_app.models import Agent
 from agents_app.runtime.context import RunContext
-from agents_app.runtime.events import Chunk, Done, Error, Event, Paused, Reasoning, ToolCall, ToolResult
+from agents_app.runtime.events import Chunk, Done, Error, Event, Moderation, Paused, Reasoning, ToolCall, ToolResult
 from agents_app.runtime.loop import DecidedCall
 from agents_app.runtime.tracing import run_span
 from agents_app.runtime.turn import turn_resume_stream, turn_stream
@@ -59,7 +59,7 @@ from chat_app.runs.admission import TurnStart, turn_open
 from chat_app.runs.bus import run_bus
 from chat_app.runs.chat_input import ChatInput
 from chat_app.runs.lease import RunLease
-from chat_app.runs.moderation import blocked_answer, notices_first
+from chat_app.runs.moderation import blocked_answer, moderation_audit, notices_first
 from chat_app.runs.recording import TOOL_CUT_MESSAGE, TurnRecorder
 from chat_app.runs.state import (
     local_runs,
@@ -268,6 +268,8 @@ class RunTask:
                         recorder.add(event)
                         if isinstance(event, ToolResult):
                             await self._rounds_store()
+                        elif isinstance(event, Moderation):  # each hit is an audit row (docs/safety.md)
+                            await self._moderation_audit(event)
                         if not isinstance(event, Done):  # held back until the reply is stored
                             self._publish(event)
         except TimeoutError:
@@ -300,6 +302,12 @@ class RunTask:
             recorder.tool_call_count, recorder.interrupted, len(recorder.reply_text),
             (time.perf_counter() - started) * 1000,
         )
+
+    async def _moderation_audit(self, notice: Moderation) -> None:
+        try:
+            await db_call(moderation_audit, run=self.run, notice=notice)
+        except Exception:  # the reply goes on; the hit is still in the reply's meta and the log
+            logger.exception("the moderation hit could not be audited")
 
     def _fail(self, error: Error) -> None:
         self.recorder.add(error)

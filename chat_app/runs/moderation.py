@@ -11,10 +11,14 @@ from dataclasses import dataclass
 from django.utils.translation import gettext_lazy as _
 
 from agents_app.runtime.events import Chunk, Done, Event, Moderation
+from audit_app.chain import Event as AuditEvent
+from audit_app.chain import Outcome, audit_record
 from safety_app.lists_cache import stage_matcher
 from safety_app.matcher import first_block, masked
 
 STAGE = "question"
+# What an audit row keeps of the text a `block` stopped (the answer's held text, a tool's result).
+AUDIT_HELD_MAX_CHARS = 2000
 MSG_QUESTION_BLOCKED = _("这个问题含有不适合讨论的内容，我无法回答。请换个问题。")
 
 
@@ -75,3 +79,16 @@ def notices_first(notices: tuple[Moderation, ...], events):
                 yield event
 
     return wrapped
+
+
+def moderation_audit(*, run, notice: Moderation) -> None:
+    """One audit row per moderation hit of a run (docs/design.md#campus-identity-and-audit): the
+    stage, action and category; for a `block` of the answer, its reasoning or a tool's text, the
+    text it stopped (clipped), which nothing else keeps. A blocked question is kept as stored."""
+    details = {"stage": notice.stage, "action": notice.action, "category": notice.category,
+               "conversation": str(run.conversation_id), "run": str(run.id)}
+    if notice.held:
+        details["held"] = notice.held[:AUDIT_HELD_MAX_CHARS]
+    audit_record(event=AuditEvent.MODERATION_HIT, actor=run.user,
+                 outcome=Outcome.REFUSED if notice.action == "block" else Outcome.OK,
+                 target=f"message:{run.message_id}", details=details)

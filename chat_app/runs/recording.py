@@ -17,7 +17,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from agents_app.runtime.events import Chunk, Done, Error, Event, Reasoning, ToolCall, ToolChunk, ToolResult
+from agents_app.runtime.events import Chunk, Done, Error, Event, Moderation, Reasoning, ToolCall, ToolChunk, ToolResult
 from campus_agent.base.text import text_clean
 from chat_app.models import Conversation, Message
 from chat_app.runs.quota import turn_usage_record
@@ -69,6 +69,7 @@ class TurnRecorder:
         self._reasoning: list[str] = []  # reasoning not yet part of a round: the final reply's
         self.done: Done | None = None
         self.errors: list[Error] = []
+        self.moderation: dict[tuple[str, str, str], None] = {}  # (stage, action, category) hit, each once
         self.interrupted = False
         self._saw_text = False
         self._taken = 0  # rounds already handed out by finished_rounds_take (stored while running)
@@ -112,6 +113,8 @@ class TurnRecorder:
             self.interrupted = self.interrupted or event.interrupted
         elif isinstance(event, Error):
             self.errors.append(event)
+        elif isinstance(event, Moderation):
+            self.moderation[(event.stage, event.action, event.category)] = None
         elif isinstance(event, ToolChunk):
             # Kept only for a call that gets no result (stopped, cut): its row keeps what the
             # student saw streamed; a finished call's result is its row.
@@ -233,6 +236,9 @@ class TurnRecorder:
             final_meta["errors"] = [{"code": e.code, "message": e.message} for e in self.errors]
         if self._reasoning:
             final_meta["reasoning"] = "".join(self._reasoning)
+        if self.moderation:  # what the word lists did to the turn: the list's category, never the word
+            final_meta["moderation"] = [{"stage": stage, "action": action, "category": category}
+                                        for stage, action, category in self.moderation]
         chart = self.done.chart if self.done is not None else None
         specs.append(RowSpec(role="assistant", content=self.reply_text, meta=final_meta, chart=chart, is_final=True))
         return specs

@@ -9,7 +9,7 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 from django.urls import reverse
 
-from safety_app.lists_cache import stage_matcher, word_list_triggers_install
+from safety_app.lists_cache import matchers_current, stage_matcher, word_list_triggers_install
 from safety_app.models import MSG_WORD_SEPARATORS_ONLY, ListWord, WordList
 
 pytestmark = pytest.mark.django_db
@@ -145,3 +145,13 @@ def test_staff_edit_the_lists_in_admin(admin_client):
     assert page.status_code == 200 and "检查思考过程" in page.content.decode()
     listing = admin_client.get(reverse("admin:safety_app_listword_changelist"), {"q": "法轮"})
     assert listing.status_code == 200 and "法轮" in listing.content.decode()
+
+
+def test_stages_read_by_the_same_lists_share_one_automaton():
+    both = WordList.objects.create(name="全部", category="涉政", action="block")
+    ListWord.objects.create(word_list=both, word="法轮")
+    matchers = matchers_current()
+    assert matchers.by_stage["question"] is matchers.by_stage["answer"] is matchers.by_stage["reasoning"]
+    WordList.objects.create(name="只查回答", category="广告", action="mask", question=False, reasoning=False)
+    matchers = matchers_current()
+    assert matchers.by_stage["question"] is matchers.by_stage["reasoning"] is not matchers.by_stage["answer"]

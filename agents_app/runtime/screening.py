@@ -1,0 +1,163 @@
+"""The moderation word lists applied to what a turn shows while it streams
+(docs/design.md#content-safety-and-labels, docs/safety.md#the-answer-while-it-streams).
+
+One `TurnScreens` per turn, built from the lists as they are at its start: a screen for the
+model's answer, one for its reasoning, and one per tool call for the tool's own live text (a
+sub-agent's `tool_chunk`), each holding back what could still become a listed word
+(safety_app.screen). What they release is what the student is shown, what is stored and what
+the model is sent back, so a masked word is masked in all three.
+
+- A `block` word in the answer or the reasoning raises `ScreenBlocked`: the tool loop stops the
+  model and ends the reply with a notice; the text held is kept for the audit only.
+- A `block` word in a tool's text withholds the rest of that text; the call's result becomes a
+  failure whose content (for the model and the stored row) and error (for the student) say only
+  that it was left out. The turn goes on: the model answers without it.
+- `mask` words are masked; each (stage, category) is told once per turn in a `moderation` frame.
+"""
+
+import json
+from dataclasses import dataclass, field, replace
+
+from django.utils.translation import gettext_lazy as _
+from loguru import logger
+
+from agents_app.runtime.events import Chunk, Event, Moderation, Reasoning, ToolChunk, ToolResult
+from campus_agent.base.asyncdb import db_call
+from safety_app.lists_cache import Matchers, matchers_current
+from safety_app.matcher import Hit, first_block, masked
+from safety_app.screen import Screened, StreamScreen
+
+ANSWER, REASONING = "answer", "reasoning"
+# The end of a reply the lists stopped: said in the student's language (the run activates it).
+ANSWER_BLOCKED_TEXT = _("（回答中出现了不适合展示的内容，已停止生成。请换个问法。）")
+# What a tool's result becomes when its text had a `block` word: the model reads the first, the
+# student the second; neither holds the tool's words.
+TOOL_TEXT_BLOCKED_FOR_MODEL = "工具返回的内容含有不适合展示的内容，已被内容安全策略略去。请不要复述，基于其他信息回答学生。"
+TOOL_TEXT_BLOCKED_TEXT = _("工具返回的内容含有不适合展示的内容，已略去。")
+
+
+class ScreenBlocked(Exception):
+    """A `block` word in the model's answer or reasoning: the reply stops here."""
+
+    def __init__(self, notice: Moderation):
+        super().__init__(notice.category)
+        self.notice = notice
+
+
+@dataclass
+class TurnScreens:
+    matchers: Matchers | None
+    _stages: dict[str, StreamScreen] = field(default_factory=dict)
+    _tools: dict[str, StreamScreen] = field(default_factory=dict)
+    _told: set[tuple[str, str]] = field(default_factory=set)  # (stage, category) of masks told
+
+    @property
+    def active(self) -> bool:
+        return self.matchers is not None and any(m.size for m in self.matchers.by_stage.values())
+
+    def text(self, stage: str, piece: str, *, fallback: bool = False) -> list[Event]:
+        """A piece of the model's answer or reasoning: the events to show now (maybe none)."""
+        if not self.active:
+            return [_text_event(stage, piece, fallback)]
+        return self._shown(stage, self._stage(stage).feed(piece), fallback=fallback)
+
+    def text_end(self, stage: str, *, fallback: bool = False) -> list[Event]:
+        """The end of the stage's text in this round (the model's stream ended): what was held."""
+        screen = self._stages.pop(stage, None)
+        if screen is None:
+            return []
+        return self._shown(stage, screen.end(), fallback=fallback)
+
+    def tool_event(self, event: Event) -> list[Event]:
+        """A tool's `ToolChunk` or `ToolResult` as the student may see it (other events as they are)."""
+        if not self.active or not isinstance(event, ToolChunk | ToolResult):
+            return [event]
+        if isinstance(event, ToolChunk):
+            screen = self._tools.setdefault(event.call_id, StreamScreen(self.matchers.by_stage[ANSWER]))
+            return self._tool_shown(event, screen.feed(event.content))
+        screen = self._tools.pop(event.call_id, None)
+        events = self._tool_shown(event, screen.end()) if screen is not None else []
+        return [*events, *self._result_screened(event, streamed=screen.blocked if screen is not None else None)]
+
+    def call_args(self, call) -> list[Event]:
+        """A tool call the model asked for (model_calls.ModelCall, finished): its arguments are the
+        model's words too, shown in `tool_call` and sent to the tool. A `block` word raises
+        ScreenBlocked; `mask` words are masked in each string of the arguments."""
+        if not self.active or not call.arguments:
+            return []
+        matcher = self.matchers.by_stage[ANSWER]
+        hits = matcher.hits(call.arguments)
+        if block := first_block(hits):
+            logger.warning("moderation: tool call arguments blocked category={}", block.category)
+            raise ScreenBlocked(Moderation(stage=ANSWER, action="block", category=block.category,
+                                           held=call.arguments))
+        if not hits:
+            return []
+        call.args = _strings_masked(call.args, matcher)
+        call.arguments = json.dumps(call.args, ensure_ascii=False)
+        return self._masks_told(ANSWER, Screened(shown="", masked=tuple(h for h in hits if h.action == "mask")))
+
+    def _stage(self, stage: str) -> StreamScreen:
+        screen = self._stages.get(stage)
+        if screen is None:
+            screen = self._stages[stage] = StreamScreen(self.matchers.by_stage[stage])
+        return screen
+
+    def _shown(self, stage: str, screened: Screened, *, fallback: bool) -> list[Event]:
+        if screened.blocked is not None:
+            logger.warning("moderation: {} blocked category={}", stage, screened.blocked.category)
+            held = self._stages[stage].held if stage in self._stages else ""
+            raise ScreenBlocked(Moderation(stage=stage, action="block", category=screened.blocked.category,
+                                           held=held))
+        events = self._masks_told(stage, screened)
+        if screened.shown:
+            events.append(_text_event(stage, screened.shown, fallback))
+        return events
+
+    def _tool_shown(self, event: ToolChunk | ToolResult, screened: Screened) -> list[Event]:
+        events: list[Event] = self._masks_told(ANSWER, screened)
+        if screened.shown:
+            events.append(ToolChunk(call_id=event.call_id, tool=event.tool, content=screened.shown))
+        return events
+
+    def _result_screened(self, result: ToolResult, *, streamed: Hit | None) -> list[Event]:
+        """The result as stored, sent to the model and shown after a reload: masked, or, with a
+        `block` word in it or in the tool's live text (`streamed`), replaced."""
+        hits = self.matchers.by_stage[ANSWER].hits(result.content)
+        block = streamed or first_block(hits)
+        if block is not None:
+            logger.warning("moderation: tool {} text blocked category={}", result.tool, block.category)
+            notice = Moderation(stage=ANSWER, action="block", category=block.category, held=result.content)
+            return [notice, replace(result, ok=False, content=TOOL_TEXT_BLOCKED_FOR_MODEL,
+                                    error=str(TOOL_TEXT_BLOCKED_TEXT))]
+        events: list[Event] = self._masks_told(ANSWER, Screened(shown="", masked=tuple(hits)))
+        if hits:
+            result = replace(result, content=masked(result.content, hits))
+        return [*events, result]
+
+    def _masks_told(self, stage: str, screened: Screened) -> list[Event]:
+        events: list[Event] = []
+        for hit in screened.masked:
+            if (stage, hit.category) not in self._told:
+                self._told.add((stage, hit.category))
+                events.append(Moderation(stage=stage, action="mask", category=hit.category))
+        return events
+
+
+def _strings_masked(value, matcher):
+    if isinstance(value, str):
+        return masked(value, matcher.hits(value))
+    if isinstance(value, dict):
+        return {key: _strings_masked(item, matcher) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_strings_masked(item, matcher) for item in value]
+    return value
+
+
+def _text_event(stage: str, text: str, fallback: bool) -> Event:
+    return Reasoning(content=text) if stage == REASONING else Chunk(content=text, fallback=fallback)
+
+
+async def turn_screens() -> TurnScreens:
+    """The screens of a turn starting now (one read of the lists' stamp)."""
+    return TurnScreens(await db_call(matchers_current))
