@@ -35,7 +35,10 @@ def _message_entry(message: Message, answered_by: dict) -> dict:
     # (its own history, `from_client`) is not ours to label.
     meta = message.meta if isinstance(message.meta, dict) else {}
     if message.role == Message.Role.ASSISTANT and not meta.get("from_client"):
-        provider, model = answered_by.get(message.request_id, ("", "")) if message.request_id else ("", "")
+        if meta.get("provider"):  # the reply itself
+            provider, model = str(meta["provider"]), str(meta.get("model") or "")
+        else:  # a tool round's text: its turn's reply says who answered
+            provider, model = answered_by.get(message.request_id, ("", "")) if message.request_id else ("", "")
         entry["label"] = str(LABEL_TEXT)
         entry[AIGC_KEY] = aigc_label(produce_id=str(message.id), provider=provider, model=model)
     return entry
