@@ -436,6 +436,9 @@ API_KEYS_PER_USER_MAX = env.int("API_KEYS_PER_USER_MAX", default=20)
 # Days a conversation is kept after its last exchange (manage.py purge_conversations, for cron);
 # 0: kept until its owner deletes it.
 RETENTION_DAYS = env.int("RETENTION_DAYS", default=0)
+# The service provider's name or code in the implicit label of every AI answer (GB 45438-2025's
+# `ContentProducer`: the data export, /v1, MCP and A2A answers; safety_app/labels.py, docs/safety.md).
+AIGC_CONTENT_PRODUCER = env.str("AIGC_CONTENT_PRODUCER", default="campus-agent")
 # Days an audit row is kept (manage.py audit_purge, for cron; docs/operations.md#the-audit-log).
 # Never under six months (Cybersecurity Law art. 21): a shorter setting stops the start.
 AUDIT_RETENTION_DAYS_MIN = 180

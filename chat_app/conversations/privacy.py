@@ -4,7 +4,8 @@ their conversations deleted at their word, and conversations past the retention 
 
 The export holds what the student wrote and was answered (conversations, messages with their
 tool rows and reasoning, ratings), their API keys and login sessions as metadata — never a
-secret: no password hash, no campus token, no key, no JWT."""
+secret: no password hash, no campus token, no key, no JWT. Each AI message carries its labels
+(safety_app.labels): the visible text and the implicit `aigc` object."""
 from __future__ import annotations
 
 from datetime import timedelta
@@ -16,6 +17,7 @@ from loguru import logger
 from agents_app.mcp.oauth import grant_revoke
 from agents_app.models import McpOAuthGrant
 from chat_app.models import ApiKey, AuthSession, Conversation, Feedback, Message, Run, Upload
+from safety_app.labels import AIGC_KEY, LABEL_TEXT, aigc_label
 
 EXPORT_FORMAT = "campus-agent-export/1"
 
@@ -24,23 +26,48 @@ def _when(value) -> str | None:
     return value.isoformat() if value is not None else None
 
 
+def _message_entry(message: Message, answered_by: dict) -> dict:
+    entry = {"id": str(message.id), "role": message.role, "content": message.content, "meta": message.meta,
+             "chart": message.chart, "created_at": _when(message.created_at), "superseded": message.superseded,
+             "tokens": {"prompt": message.prompt_tokens, "completion": message.completion_tokens,
+                        "cached": message.cached_tokens}}
+    # An assistant row is the model's (a round's text or the reply); one a client brought along
+    # (its own history, `from_client`) is not ours to label.
+    meta = message.meta if isinstance(message.meta, dict) else {}
+    if message.role == Message.Role.ASSISTANT and not meta.get("from_client"):
+        if meta.get("provider"):  # the reply itself
+            provider, model = str(meta["provider"]), str(meta.get("model") or "")
+        else:  # a tool round's text: its turn's reply says who answered
+            provider, model = answered_by.get(message.request_id, ("", "")) if message.request_id else ("", "")
+        entry["label"] = str(LABEL_TEXT)
+        entry[AIGC_KEY] = aigc_label(produce_id=str(message.id), provider=provider, model=model)
+    return entry
+
+
+def _answered_by(messages) -> dict[str, tuple[str, str]]:
+    """request id → (provider, model) of its turn, from the final reply's meta (recording.py):
+    a round's row before it was answered by the same model."""
+    found = {}
+    for message in messages:
+        meta = message.meta if isinstance(message.meta, dict) else {}
+        if message.role == Message.Role.ASSISTANT and message.request_id and meta.get("provider"):
+            found[message.request_id] = (str(meta["provider"]), str(meta.get("model") or ""))
+    return found
+
+
 def user_data_export(*, user) -> dict:
     """Everything the project keeps about `user`, as JSON-ready data (the page's 「下载我的数据」)."""
     conversations = []
     for conversation in Conversation.objects.filter(user=user).select_related("agent").order_by("created_at"):
-        messages = Message.objects.filter(conversation=conversation).order_by("created_at", "seq")
+        messages = list(Message.objects.filter(conversation=conversation).order_by("created_at", "seq"))
+        answered_by = _answered_by(messages)
         conversations.append({
             "id": str(conversation.id),
             "title": conversation.title,
             "agent": conversation.agent.slug if conversation.agent else None,
             "created_at": _when(conversation.created_at),
             "updated_at": _when(conversation.updated_at),
-            "messages": [
-                {"id": str(m.id), "role": m.role, "content": m.content, "meta": m.meta, "chart": m.chart,
-                 "created_at": _when(m.created_at), "superseded": m.superseded,
-                 "tokens": {"prompt": m.prompt_tokens, "completion": m.completion_tokens, "cached": m.cached_tokens}}
-                for m in messages
-            ],
+            "messages": [_message_entry(m, answered_by) for m in messages],
         })
     return {
         "format": EXPORT_FORMAT,

@@ -21,6 +21,9 @@ How a run's frames (docs/design.md#the-chat-stream) become A2A events (`TaskFold
     error 40102        the task ends auth-required (log in again on the page)
     done               completed | failed (interrupted by a failure) | canceled (stopped)
 
+The answer artifact's `metadata` (and the final status update's) carries the answer's implicit
+label `{"aigc": …}` (safety_app.labels); who answered is in it once the run is done.
+
 Decisions (docs/clients.md, "A2A clients"): admission refusals that are not the client's
 mistake (429 limits and quota, no agent) are a `rejected` task carrying the Chinese message (it
 is not stored: nothing ran); a context or task that is not the caller's is "not found"; a
@@ -98,6 +101,7 @@ from chat_app.runs.chat_input import chat_input_parse
 from chat_app.runs.engine import StopOutcome
 from chat_app.runs.state import run_get
 from chat_app.runs.wait import waiting_frames
+from safety_app.labels import AIGC_KEY, aigc_label
 
 A2A_PATH = "/a2a/"
 CARD_PATH = AGENT_CARD_WELL_KNOWN_PATH
@@ -158,6 +162,9 @@ class TaskFold:
     errors: list[tuple[int, str]] = field(default_factory=list)
     waiting: list[dict] = field(default_factory=list)  # approval_required payloads
     progress: str = ""  # the last status line while it works
+    message_id: str = ""  # the run's answer message: the ProduceID of its implicit label
+    provider: str = ""  # who answered (the `done` frame's, or the stored reply's meta)
+    model: str = ""
 
     def take(self, frame: dict) -> list:
         kind = frame.get("type")
@@ -192,6 +199,7 @@ class TaskFold:
             self.text = self.answer.text or full
             self.ended = True
             self.interrupted = bool(frame.get("interrupted"))
+            self.provider, self.model = frame.get("provider") or "", frame.get("model") or ""
             events.append(self.status_update())
             return events
         return []  # session, reasoning (apart from the answer), tool_chunk
@@ -234,11 +242,16 @@ class TaskFold:
         status.timestamp.GetCurrentTime()
         return status
 
+    def label(self) -> dict:
+        """The answer's implicit label (safety_app.labels), as A2A metadata: `{"aigc": …}`."""
+        return {AIGC_KEY: aigc_label(produce_id=self.message_id, provider=self.provider, model=self.model)}
+
     def task(self) -> Task:
         task = Task(id=self.task_id, context_id=self.context_id, status=self.status())
         if self.text:
-            task.artifacts.append(Artifact(artifact_id=ANSWER_ARTIFACT_ID, name=ANSWER_ARTIFACT_NAME,
-                                           parts=[Part(text=self.text)]))
+            artifact = Artifact(artifact_id=ANSWER_ARTIFACT_ID, name=ANSWER_ARTIFACT_NAME, parts=[Part(text=self.text)])
+            artifact.metadata.update(self.label())
+            task.artifacts.append(artifact)
         if self.question:
             task.history.append(Message(role=Role.ROLE_USER, message_id=self.question_id or uuid.uuid4().hex,
                                         task_id=self.task_id, context_id=self.context_id,
@@ -246,13 +259,17 @@ class TaskFold:
         return task
 
     def status_update(self) -> TaskStatusUpdateEvent:
-        return TaskStatusUpdateEvent(task_id=self.task_id, context_id=self.context_id, status=self.status())
+        event = TaskStatusUpdateEvent(task_id=self.task_id, context_id=self.context_id, status=self.status())
+        if self.ended and self.text:
+            # The streamed answer's label complete (who answered is known only at its end).
+            event.metadata.update(self.label())
+        return event
 
     def _artifact_update(self, text: str, *, append: bool, last: bool = False) -> TaskArtifactUpdateEvent:
-        return TaskArtifactUpdateEvent(
-            task_id=self.task_id, context_id=self.context_id, append=append, last_chunk=last,
-            artifact=Artifact(artifact_id=ANSWER_ARTIFACT_ID, name=ANSWER_ARTIFACT_NAME, parts=[Part(text=text)]),
-        )
+        artifact = Artifact(artifact_id=ANSWER_ARTIFACT_ID, name=ANSWER_ARTIFACT_NAME, parts=[Part(text=text)])
+        artifact.metadata.update(self.label())
+        return TaskArtifactUpdateEvent(task_id=self.task_id, context_id=self.context_id, append=append,
+                                       last_chunk=last, artifact=artifact)
 
 
 def tool_label(tool: str, labels: dict) -> str:
@@ -281,7 +298,7 @@ def task_read(*, user, task_id: str) -> TaskRecord | None:
     if run is None:
         return None
     fold = TaskFold(task_id=str(run.id), context_id=str(run.conversation_id),
-                    labels=turn_tool_labels())
+                    labels=turn_tool_labels(), message_id=str(run.message_id))
     question = (Row.objects.filter(conversation_id=run.conversation_id, request_id=run.request_id,
                                    role=Row.Role.USER, created_at__lte=run.started_at)
                 .order_by("-created_at", "-seq").first())
@@ -299,6 +316,7 @@ def task_read(*, user, task_id: str) -> TaskRecord | None:
     if not run.active:
         fold.ended = True
         meta = final.meta if final is not None else {}
+        fold.provider, fold.model = meta.get("provider") or "", meta.get("model") or ""
         fold.interrupted = run.status == Run.Status.INTERRUPTED or bool(meta.get("interrupted"))
         fold.errors = [(e.get("code"), e.get("message") or "") for e in meta.get("errors", []) if isinstance(e, dict)]
     elif run.status == Run.Status.WAITING:
@@ -430,7 +448,7 @@ class CampusRequestHandler(RequestHandler):
             return _Started(turn=None, fold=None, refused=_rejected(refused, context_id=message.context_id))
         labels = await db_call(turn_tool_labels)
         fold = TaskFold(task_id=turn.run_id, context_id=turn.conversation_id, question=chat.message,
-                        question_id=message.message_id, labels=labels)
+                        question_id=message.message_id, labels=labels, message_id=turn.message_id)
         return _Started(turn=turn, fold=fold)
 
     async def _follow(self, turn: InboundTurn, fold: TaskFold) -> AsyncIterator:
@@ -483,7 +501,8 @@ class CampusRequestHandler(RequestHandler):
         if not batch.known or not batch.frames:
             return record.fold
         fold = TaskFold(task_id=record.fold.task_id, context_id=record.fold.context_id,
-                        question=record.fold.question, question_id=record.fold.question_id, labels=record.fold.labels)
+                        question=record.fold.question, question_id=record.fold.question_id, labels=record.fold.labels,
+                        message_id=record.fold.message_id)
         for frame in frames_decoded(batch.frames):
             fold.take(frame)
         return fold
@@ -517,7 +536,8 @@ class CampusRequestHandler(RequestHandler):
         if not record.run.active:
             raise UnsupportedOperationError(str(MSG_ENDED_USE_GET))
         fold = TaskFold(task_id=record.fold.task_id, context_id=record.fold.context_id,
-                        question=record.fold.question, question_id=record.fold.question_id, labels=record.fold.labels)
+                        question=record.fold.question, question_id=record.fold.question_id, labels=record.fold.labels,
+                        message_id=record.fold.message_id)
         yield fold.task()
         # Its frames from the first: the artifact is rebuilt from its start, then followed live.
         async for event in self._follow(InboundTurn(run=record.run), fold):

@@ -3,7 +3,8 @@ students work in (VS Code, Cursor, Claude Desktop). docs/clients.md, "MCP client
 side of it.
 
 - One tool per enabled agent, `ask_<slug>` (`-` → `_`), input `{"message", "conversation_id"}`;
-  the answer as text plus `structuredContent` `{"answer", "conversation_id", "run_id"}`. A call is
+  the answer as text plus `structuredContent` `{"answer", "conversation_id", "run_id"}` and its
+  implicit label in `_meta` `{"aigc": …}` (safety_app.labels). A call is
   one turn run through chat_app.gateways.inbound: the same admission (limits, quota), stored rows and runs
   as the page's.
 - Bearer auth (a personal API key or a JWT), checked here before the SDK sees the request; 401
@@ -52,6 +53,7 @@ from chat_app.gateways.catalog import agent_catalogs, turn_tool_labels
 from chat_app.gateways.inbound import InboundTurn, bearer_caller, inbound_turn_start
 from chat_app.runs.chat_input import MESSAGE_MAX, chat_input_parse
 from chat_app.runs.state import run_get
+from safety_app.labels import AIGC_KEY, aigc_label
 
 MCP_PATH = "/mcp"
 METADATA_PATH = "/.well-known/oauth-protected-resource" + MCP_PATH
@@ -263,6 +265,8 @@ class _Outcome:
     answer: str = ""
     errors: list[str] = field(default_factory=list)  # the `error` frames' messages (for the student)
     interrupted: bool = False
+    provider: str = ""  # who answered (the `done` frame's): the answer's implicit label names them
+    model: str = ""
 
     @property
     def failed(self) -> bool:
@@ -307,6 +311,7 @@ async def _turn_follow(turn: InboundTurn, progress: _Progress, labels: dict) -> 
             answer.rest(frame["full_text"])
             outcome.answer = answer.text or frame["full_text"]
             outcome.interrupted = bool(frame.get("interrupted"))
+            outcome.provider, outcome.model = frame.get("provider") or "", frame.get("model") or ""
             return outcome
     outcome.answer = answer.text
     return outcome
@@ -340,7 +345,10 @@ async def _call_tool(ctx, params: types.CallToolRequestParams) -> types.CallTool
     content = [types.TextContent(text=outcome.answer)] if outcome.answer else []
     template = MSG_ASK_FAILED if outcome.failed else MSG_ASK_NOTICE
     content += [types.TextContent(text=template.format(message=message)) for message in outcome.notices]
-    return types.CallToolResult(content=content, structured_content=structured, is_error=outcome.failed)
+    # The answer's implicit label (safety_app.labels) in the result's `_meta`, when there is an answer.
+    meta = ({AIGC_KEY: aigc_label(produce_id=turn.message_id, provider=outcome.provider, model=outcome.model)}
+            if outcome.answer else None)
+    return types.CallToolResult(content=content, structured_content=structured, is_error=outcome.failed, meta=meta)
 
 
 async def _list_tools(ctx, params) -> types.ListToolsResult:

@@ -599,7 +599,7 @@ pane.addEventListener("click", (event) => {
       exchange.show(exchange.versions.indexOf(version) + 1);
       break;
     case "copy":
-      copyWithFeedback(button, version.turn.markdownText());
+      copyWithFeedback(button, version.turn.copyText());
       break;
     case "regenerate":
       regenerate(exchange);

@@ -32,6 +32,8 @@ function turnFill(turn, rows, onError) {
     const meta = row.meta || {};
     if (row.role === "assistant") {
       answerId = row.id;
+      // An answer a client brought along (its own history, docs/clients.md) is not ours to label.
+      if (meta.from_client === true) turn.labelled = false;
       // A thinking model's reasoning came before the row's text and calls, as it streamed.
       if (typeof meta.reasoning === "string") turn.reasoning(meta.reasoning);
       if (row.content) {

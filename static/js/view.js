@@ -8,6 +8,10 @@ import { markdownFragment } from "./markdown.js";
 import { LOCALE, t } from "./i18n.js";
 
 export const INTERRUPTED_MARK = t("（已中断）");
+// The visible label of an AI answer (《人工智能生成合成内容标识办法》, GB 45438-2025; docs/safety.md):
+// under the answer from its first word, and at the end of what its copy button copies.
+export const AI_LABEL = t("内容由 AI 生成");
+export const AI_LABEL_COPIED = t("（内容由 AI 生成）");
 const TOOL_STATE_TEXT = {
   running: t("运行中…"), waiting: t("等待确认"), authorizing: t("等待连接账号"), asking: t("等待回答"), done: t("完成"), failed: t("失败"),
   cut: t("已中断"),
@@ -93,6 +97,21 @@ export class AssistantTurn {
     this.hasText = false;
     this.hasError = false;
     this.finished = false;
+    this.label = null; // the 「内容由 AI 生成」 line, once the answer has something of the model's
+    this.labelled = true; // false for an answer a client brought along (not ours to label)
+  }
+
+  // Where the answer's next piece goes: above the thinking dots, and above the label.
+  get tail() {
+    return this.dots || this.label || null;
+  }
+
+  // Shows the label, or moves it back under everything the answer shows (a chart, 已中断),
+  // above the action bar.
+  labelShow() {
+    if (!this.labelled) return;
+    this.label ||= el("p", "ai-label", AI_LABEL);
+    this.body.insertBefore(this.label, this.actions || null);
   }
 
   thinking(on) {
@@ -100,7 +119,7 @@ export class AssistantTurn {
       this.dots = el("div", "thinking");
       this.dots.setAttribute("aria-label", t("正在思考"));
       this.dots.append(el("span"), el("span"), el("span"));
-      this.body.append(this.dots);
+      this.body.insertBefore(this.dots, this.label || null);
     } else if (!on && this.dots) {
       this.dots.remove();
       this.dots = null;
@@ -137,8 +156,9 @@ export class AssistantTurn {
       summary.append(el("span", "reasoning-title", REASONING_TITLE), el("span", "reasoning-state", REASONING_LIVE));
       const text = el("div", "reasoning-text");
       details.append(summary, text);
-      this.body.insertBefore(details, this.dots || null);
+      this.body.insertBefore(details, this.tail);
       this.thought = { details, text };
+      if (!this.label) this.labelShow();
       this.segment = null; // answer text after the block goes below it
     }
     this.thought.text.append(String(delta)); // a text node: shown as written
@@ -159,16 +179,24 @@ export class AssistantTurn {
     if (!this.segment) {
       this.segment = { node: el("div", "md segment"), text: "" };
       this.segments.push(this.segment);
-      this.body.insertBefore(this.segment.node, this.dots || null);
+      this.body.insertBefore(this.segment.node, this.tail);
     }
+    if (!this.label) this.labelShow();
     this.segment.text += delta;
     this.hasText = true;
     this.schedule(this.segment);
   }
 
-  // What "copy" puts on the clipboard: the answer's own markdown, segment after segment.
+  // The answer's own markdown, segment after segment.
   markdownText() {
     return this.segments.map((s) => s.text.trim()).filter(Boolean).join("\n\n");
+  }
+
+  // What "copy" puts on the clipboard: the markdown, and the label after a blank line (the rules
+  // want it in what is copied too).
+  copyText() {
+    const text = this.markdownText();
+    return text && this.labelled ? `${text}\n\n${AI_LABEL_COPIED}` : text;
   }
 
   toolCall({ call_id: callId, tool }) {
@@ -182,7 +210,7 @@ export class AssistantTurn {
     summary.append(el("span", "tool-icon"), el("span", "tool-name", toolLabel(tool)), el("span", "tool-state"));
     const output = el("div", "md tool-output");
     details.append(summary, output);
-    this.body.insertBefore(details, this.dots || null);
+    this.body.insertBefore(details, this.tail);
     const entry = { details, node: output, text: "" };
     this.tools.set(callId, entry);
     this.toolState(entry, "running");
@@ -490,6 +518,7 @@ export class AssistantTurn {
     this.flush();
     this.chart(chart);
     if (interrupted) this.markInterrupted();
+    if (this.label || chart) this.labelShow(); // under the chart and the 已中断 mark too
     this.toolEchoesMark();
     this.article.classList.add("done");
   }

@@ -29,7 +29,10 @@ from chat_app.runs.engine import runs_end_before_delete
 @extend_schema(tags=["me"])
 class MyDataExportView(LoginOnlyView):
     @extend_schema(summary="下载我的全部数据（JSON）",
-                   responses={200: OpenApiResponse(description="JSON 文件（附件）"), 401: ErrorSerializer})
+                   responses={200: OpenApiResponse(
+                       description="JSON 文件（附件）；每条 AI 回答带显式标识 label（「内容由 AI 生成」）和隐式标识 aigc"
+                                   "（GB 45438-2025：Label、ContentProducer、ProduceID 等，外加 provider、model）"),
+                       401: ErrorSerializer})
     def get(self, request):
         data = user_data_export(user=request.user)
         audit_record(event=Event.DATA_EXPORT, request=request, target="me",

@@ -36,6 +36,7 @@ from chat_app.gateways.catalog import turn_tool_labels
 from chat_app.gateways.inbound import PING, InboundTurn, bearer_caller, inbound_turn_start
 from chat_app.gateways.openai import wire
 from chat_app.runs.chat_input import ChatInput
+from safety_app.labels import aigc_label
 
 
 async def _stop(turn: InboundTurn, why: str) -> None:
@@ -154,6 +155,11 @@ class _Answer:
         self.translation = wire.Translation(page_url=request.build_absolute_uri(page))
         self._labels_loaded = False
 
+    def label(self) -> dict:
+        """The answer's implicit label: its stored message, and who answered once `done` said."""
+        return aigc_label(produce_id=self.turn.message_id, provider=self.translation.provider,
+                          model=self.translation.model)
+
     def abandon(self) -> None:
         """Nobody will read the rest: the run is stopped (in the background; from any thread)."""
         if self.complete or self._abandoned:
@@ -202,7 +208,7 @@ async def _stream(answer: _Answer, *, include_usage: bool):
             async for piece in pieces:
                 yield PING_FRAME if piece is None else encoder.piece(*piece)
         answer.complete = True
-        yield encoder.finish(answer.translation.finish_reason)
+        yield encoder.finish(answer.translation.finish_reason, aigc=answer.label())
         if include_usage:
             yield encoder.usage(answer.translation.usage)
         yield wire.DONE_FRAME
@@ -222,7 +228,7 @@ async def _complete(answer: _Answer) -> JsonResponse:
     body = wire.completion_body(
         completion_id=answer.completion_id, created=answer.created, model=answer.model, content="".join(content),
         reasoning="".join(reasoning), finish_reason=answer.translation.finish_reason,
-        usage=answer.translation.usage, conversation_id=answer.turn.conversation_id,
+        usage=answer.translation.usage, conversation_id=answer.turn.conversation_id, aigc=answer.label(),
     )
     return JsonResponse(body, json_dumps_params={"ensure_ascii": False})
 

@@ -26,6 +26,7 @@ from chat_app.conversations.uploads import IMAGE_TYPES, MSG_TOO_LARGE, size_text
 from chat_app.gateways.answer_text import AnswerText
 from chat_app.runs.chat_input import AGENT_SLUG_MAX, MESSAGE_MAX
 from chat_app.runs.quota import QUOTA_EXCEEDED
+from safety_app.labels import AIGC_KEY
 
 OWNED_BY = "campus-agent"
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
@@ -330,6 +331,9 @@ class Translation:
     finish_reason: str = "stop"
     usage: dict | None = None
     ended: bool = False
+    # Who answered (the `done` frame's): the answer's implicit label names them.
+    provider: str = ""
+    model: str = ""
     # The content: a tool call or a notice ends a paragraph, the text after it starts a new one.
     answer: AnswerText = field(default_factory=AnswerText)
     _line_open: bool = False  # the reasoning_content so far ends inside a line
@@ -392,6 +396,7 @@ class Translation:
             self.ended = True
             self.usage = frame.get("usage") or None
             self.finish_reason = finish_reason_of(frame)
+            self.provider, self.model = frame.get("provider") or "", frame.get("model") or ""
         return []  # session, ping, and frames this API has no use for
 
 
@@ -432,8 +437,10 @@ class ChunkEncoder:
         name = "content" if kind == "content" else "reasoning_content"
         return f'{self._head}{{"{name}":{_dumps(text)}}},"finish_reason":null}}]}}\n\n'
 
-    def finish(self, reason: str) -> str:
-        return f'{self._head}{{}},"finish_reason":"{reason}"}}]}}\n\n'
+    def finish(self, reason: str, *, aigc: dict) -> str:
+        """The last chunk of the choice, with the answer's implicit label beside `choices` (an
+        extra field: the SDK keeps it, `chunk.model_extra["aigc"]`)."""
+        return f'{self._head}{{}},"finish_reason":"{reason}"}}],"{AIGC_KEY}":{_dumps(aigc)}}}\n\n'
 
     def usage(self, usage: dict | None) -> str:
         return f"{self._usage_head}{_dumps(usage_of(usage))}}}\n\n"
@@ -443,7 +450,7 @@ DONE_FRAME = "data: [DONE]\n\n"
 
 
 def completion_body(*, completion_id: str, created: int, model: str, content: str, reasoning: str,
-                    finish_reason: str, usage: dict | None, conversation_id: str) -> dict:
+                    finish_reason: str, usage: dict | None, conversation_id: str, aigc: dict) -> dict:
     """One `chat.completion` (non-stream)."""
     message = {"role": "assistant", "content": content}
     if reasoning:
@@ -456,4 +463,5 @@ def completion_body(*, completion_id: str, created: int, model: str, content: st
         "choices": [{"index": 0, "message": message, "finish_reason": finish_reason, "logprobs": None}],
         "usage": usage_of(usage),
         "conversation_id": conversation_id,  # an extra field: the SDK keeps it (model_extra)
+        AIGC_KEY: aigc,  # the answer's implicit label (safety_app.labels), likewise
     }

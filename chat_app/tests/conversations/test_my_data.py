@@ -2,6 +2,7 @@
 secret in it, all their conversations deleted at their word, and conversations past the retention
 period purged by `manage.py purge_conversations`."""
 import json
+import uuid
 from datetime import timedelta
 from io import StringIO
 
@@ -11,9 +12,11 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from agents_app.models import McpOAuthGrant, McpService
+from agents_app.runtime.events import Chunk, Done, ToolCall, ToolResult
 from campus_agent.base.crypto import secret_encrypt
 from chat_app.accounts.api_keys import api_key_create
 from chat_app.models import AuthSession, Conversation, Feedback, Message, Run
+from chat_app.runs.recording import TurnRecorder, turn_store
 
 pytestmark = [pytest.mark.django_db, pytest.mark.embedded]
 
@@ -57,6 +60,44 @@ def test_the_export_holds_everything_of_the_user_and_no_secret(user, token_for, 
     assert [(a["service"], a["scope"]) for a in data["connected_accounts"]] == [("图书馆", "loans")]
     for secret in ("campus-secret-token", key, jwt, user.password, "别人的", "lib-access-token-1"):
         assert secret not in raw
+
+
+def test_each_ai_message_of_the_export_carries_its_labels(user, token_for, settings):
+    """GB 45438-2025 (docs/safety.md, "Labels"): every assistant row of a turn as the run stores it
+    (a tool round's text and the reply) carries the visible label and `aigc` naming it, the
+    producer and who answered; the question, the tool row and a message a client brought along
+    carry none."""
+    settings.AIGC_CONTENT_PRODUCER = "示例大学"
+    conversation = Conversation.objects.create(user=user, title="食堂")
+    Message.objects.create(conversation=conversation, role="user", content="之前的问题", seq=1,
+                           meta={"from_client": True})
+    Message.objects.create(conversation=conversation, role="assistant", content="客户端自己的回答", seq=2,
+                           meta={"from_client": True})
+    Message.objects.create(conversation=conversation, role="user", content="今天吃什么", seq=3, request_id="req-1")
+    recorder = TurnRecorder()
+    for event in (Chunk("我查一下。"), ToolCall(call_id="c1", tool="call_canteen", args="{}"),
+                  ToolResult(call_id="c1", tool="call_canteen", ok=True, content="红烧肉"), Chunk("今天有红烧肉。"),
+                  Done(full_text="我查一下。今天有红烧肉。", provider="学校的模型", model="qwen-plus")):
+        recorder.add(event)
+    reply_id = uuid.uuid4()
+    turn_store(conversation_id=conversation.id, final_message_id=reply_id, rows=recorder.rows(),
+               agent_name="校园小智", request_id="req-1")
+
+    data = _client(token_for(user)).get("/api/v1/me/export").json()
+    messages = data["conversations"][0]["messages"]
+    labelled = [(m["content"], m.get("label"), m.get("aigc")) for m in messages]
+    round_row = next(m for m in messages if m["content"] == "我查一下。")
+
+    def aigc(produce_id) -> dict:
+        return {"Label": "1", "ContentProducer": "示例大学", "ProduceID": produce_id, "ReservedCode1": "",
+                "ContentPropagator": "", "PropagateID": "", "ReservedCode2": "", "provider": "学校的模型",
+                "model": "qwen-plus"}
+
+    assert labelled == [
+        ("之前的问题", None, None), ("客户端自己的回答", None, None), ("今天吃什么", None, None),
+        ("我查一下。", "内容由 AI 生成", aigc(round_row["id"])), ("红烧肉", None, None),
+        ("今天有红烧肉。", "内容由 AI 生成", aigc(str(reply_id))),
+    ]
 
 
 def test_a_key_can_neither_export_nor_delete(user, history):

@@ -21,6 +21,7 @@ from a2a.types import (
 )
 from a2a.utils.constants import TransportProtocol
 from a2a.utils.errors import ContentTypeNotSupportedError, TaskNotFoundError
+from google.protobuf.json_format import MessageToDict
 
 from agents_app.models import Agent
 from campus_agent.base.errors import MSG_RATE_LIMITED
@@ -178,6 +179,30 @@ def test_streaming_sends_status_while_the_sub_agent_runs_then_artifact_chunks_th
                      if e.HasField("artifact_update"))
     assert before == "我查一下。"
     assert subagent_server.requests  # the sub-agent really ran
+
+
+def test_the_answer_artifact_carries_its_implicit_label(live_asgi, llm_settings, agent, key_headers, settings):
+    """GB 45438-2025 (docs/safety.md, "Labels"): the answer artifact's metadata holds `aigc` (sent,
+    streamed, read back), and the streamed answer's last status update holds it complete."""
+    settings.AIGC_CONTENT_PRODUCER = "示例大学"
+    llm_settings.reply_text("今天中午有红烧肉。")
+    (event,) = _send(live_asgi, key_headers, _question("今天中午吃啥"))
+    run = Run.objects.get(id=event.task.id)
+    expected = {"Label": "1", "ContentProducer": "示例大学", "ProduceID": str(run.message_id),
+                "ReservedCode1": "", "ContentPropagator": "", "PropagateID": "", "ReservedCode2": "",
+                "provider": "default", "model": "fake-model"}
+    assert MessageToDict(event.task.artifacts[0].metadata) == {"aigc": expected}
+    assert MessageToDict(_get(live_asgi, key_headers, event.task.id).artifacts[0].metadata) == {"aigc": expected}
+
+    llm_settings.reply_text("晚上有面条。")
+    events = _send(live_asgi, key_headers, _question("晚上呢"), streaming=True)
+    streamed = Run.objects.get(id=events[0].task.id)
+    chunks = [e.artifact_update for e in events if e.HasField("artifact_update")]
+    assert chunks and all(MessageToDict(c.artifact.metadata)["aigc"]["ProduceID"] == str(streamed.message_id)
+                          for c in chunks)
+    last = events[-1].status_update
+    assert last.status.state == TaskState.TASK_STATE_COMPLETED
+    assert MessageToDict(last.metadata) == {"aigc": {**expected, "ProduceID": str(streamed.message_id)}}
 
 
 def test_a_blocking_send_keeps_the_paragraph_around_a_tool_call(live_asgi, llm_settings, agent, key_headers,

@@ -138,6 +138,21 @@ async def test_a_call_answers_with_text_and_structured_content(
     ]
 
 
+async def test_an_answer_carries_its_implicit_label_in_meta(live_asgi, llm_settings, canteen_agent, user_token, settings):
+    """GB 45438-2025 (docs/safety.md, "Labels"): the result's `_meta` holds `aigc`, naming the
+    stored answer, the producer and who answered."""
+    settings.AIGC_CONTENT_PRODUCER = "示例大学"
+    llm_settings.reply_text("今天中午有红烧肉。")
+    async with mcp_session(live_asgi, user_token) as session:
+        result = await session.call_tool("ask_xiaozhi", {"message": "今天中午吃啥"})
+    run = await sync_to_async(Run.objects.get)(id=result.structured_content["run_id"])
+    assert result.meta == {"aigc": {
+        "Label": "1", "ContentProducer": "示例大学", "ProduceID": str(run.message_id),
+        "ReservedCode1": "", "ContentPropagator": "", "PropagateID": "", "ReservedCode2": "",
+        "provider": "default", "model": "fake-model",
+    }}
+
+
 async def test_a_second_call_with_the_conversation_id_continues_it(live_asgi, llm_settings, canteen_agent, user_token):
     llm_settings.reply_text("红烧肉。")
     llm_settings.reply_text("八块钱。")

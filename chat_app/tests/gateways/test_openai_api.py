@@ -4,6 +4,7 @@ import base64
 import json
 import threading
 import time
+import uuid
 
 import httpx
 import openai
@@ -594,3 +595,27 @@ def test_two_workers_serve_the_api_and_a_key_revoked_on_a_is_refused_by_b_at_onc
             on_b.models.list()
         with pytest.raises(openai.AuthenticationError):
             on_b.chat.completions.create(**_ask("还在吗"))
+
+
+def test_an_answer_carries_its_implicit_label_streamed_or_not(client, llm_settings, agent, settings):
+    """GB 45438-2025 (docs/safety.md, "Labels"): the completion, and the stream's last chunk of the
+    choice, carry `aigc` beside `choices`; the SDK keeps it in `model_extra`."""
+    settings.AIGC_CONTENT_PRODUCER = "示例大学校园小智"
+    llm_settings.reply_text("一食堂今天有红烧肉。")
+    completion = client.chat.completions.create(**_ask("今天中午吃啥"))
+    run = Run.objects.get(id=uuid.UUID(completion.id.removeprefix("chatcmpl-")))
+    assert completion.model_extra["aigc"] == {
+        "Label": "1", "ContentProducer": "示例大学校园小智", "ProduceID": str(run.message_id),
+        "ReservedCode1": "", "ContentPropagator": "", "PropagateID": "", "ReservedCode2": "",
+        "provider": "default", "model": "fake-model",
+    }
+    assert Message.objects.get(id=run.message_id).content == "一食堂今天有红烧肉。"  # the id names the stored answer
+
+    llm_settings.reply_text("二食堂有面条。")
+    chunks = list(client.chat.completions.create(**_ask("晚上呢"), stream=True, stream_options={"include_usage": True}))
+    labelled = [c for c in chunks if "aigc" in (c.model_extra or {})]
+    assert labelled == [chunks[-2]] and chunks[-2].choices[0].finish_reason == "stop"
+    streamed = Run.objects.get(id=uuid.UUID(chunks[0].id.removeprefix("chatcmpl-")))
+    label = labelled[0].model_extra["aigc"]
+    assert label["ProduceID"] == str(streamed.message_id) and label["Label"] == "1"
+    assert (label["provider"], label["model"]) == ("default", "fake-model")

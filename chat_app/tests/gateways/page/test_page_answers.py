@@ -42,7 +42,8 @@ def test_copy_puts_the_markdown_source_on_the_clipboard(chat, llm_settings, view
 
     page.click(f"{LAST_ANSWER} [data-action=copy]")
     page.wait_for_function(f"() => document.querySelector('{LAST_ANSWER} [data-action=copy]').textContent === '已复制'")
-    assert page.evaluate("navigator.clipboard.readText()") == FIRST + "\n\n```python\nprint('你好')\n```"
+    # The answer's markdown, and its label after a blank line (docs/safety.md, "Labels").
+    assert page.evaluate("navigator.clipboard.readText()") == FIRST + "\n\n```python\nprint('你好')\n```\n\n（内容由 AI 生成）"
     # The code block has its own copy button, and is highlighted.
     assert page.is_visible(f"{LAST_ANSWER} .code-block .hljs-built_in, {LAST_ANSWER} .code-block .hljs-string")
     page.click(f"{LAST_ANSWER} .code-copy")
@@ -232,6 +233,8 @@ def test_a_chat_an_app_brought_along_is_marked_as_the_apps(chat, llm_settings, u
     marks = page.eval_on_selector_all(".exchange", """(nodes) => nodes.map((n) => ({
         question: n.querySelector('.msg-user .msg-text').textContent,
         mark: n.querySelector('.msg-user .msg-flag')?.textContent ?? null,
-        rates: n.querySelectorAll('[data-action=rate]').length}))""")
-    assert marks == [{"question": "我叫张三", "mark": "（来自你所用客户端的聊天记录）", "rates": 0},
-                     {"question": "我叫什么？", "mark": None, "rates": 2}]
+        rates: n.querySelectorAll('[data-action=rate]').length,
+        labels: n.querySelectorAll('.ai-label').length}))""")
+    # The app's own answer is not ours to label 「内容由 AI 生成」 (docs/safety.md, "Labels").
+    assert marks == [{"question": "我叫张三", "mark": "（来自你所用客户端的聊天记录）", "rates": 0, "labels": 0},
+                     {"question": "我叫什么？", "mark": None, "rates": 2, "labels": 1}]

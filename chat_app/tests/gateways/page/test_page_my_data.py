@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from chat_app.models import Conversation
+from chat_app.models import Conversation, Message
 from testkit.web.page_helpers import VIEWPORT_IDS, VIEWPORTS, no_sideways_scroll, sidebar_open, sized
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -12,7 +12,10 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 @pytest.fixture
 def chat(browser_page, user, password, agent, llm_settings):
-    Conversation.objects.create(user=user, title="食堂的对话")
+    conversation = Conversation.objects.create(user=user, title="食堂的对话")
+    Message.objects.create(conversation=conversation, role="user", content="吃什么", seq=1)
+    Message.objects.create(conversation=conversation, role="assistant", content="红烧肉", seq=2,
+                           meta={"provider": "default", "model": "qwen-plus"})
     browser_page.sign_in(user)
     return browser_page
 
@@ -31,6 +34,11 @@ def test_download_and_delete_everything(chat, user, viewport):
     data = json.loads(page.evaluate("async () => (await fetch('/api/v1/me/export')).text()"))
     assert data["user"]["username"] == user.username
     assert [c["title"] for c in data["conversations"]] == ["食堂的对话"]
+    # Each AI answer in it is labelled, as the dialog says (docs/safety.md, "Labels").
+    answer = data["conversations"][0]["messages"][1]
+    assert answer["label"] == "内容由 AI 生成" and answer["aigc"]["ProduceID"] == answer["id"]
+    assert (answer["aigc"]["provider"], answer["aigc"]["model"]) == ("default", "qwen-plus")
+    assert "内容由 AI 生成" in page.text_content("#my-data-labels") and page.is_visible("#my-data-labels")
     page.once("dialog", lambda dialog: dialog.accept())
     page.click("#my-data-delete")
     page.wait_for_function("() => document.getElementById('my-data-status').textContent === '已删除 1 个对话。'")
