@@ -206,3 +206,22 @@ def test_a_tool_calls_arguments_are_the_models_words_too(
     result = chat(live_asgi, {"message": "查一下"}, headers=auth_headers)
     (call,) = result.of("tool_call")
     assert json.loads(call["args"]) == {"message": "**"} and subagent_server.last_request.message == "**"
+
+
+def test_a_list_of_100000_words_checks_the_question_and_the_streamed_answer(live_asgi, llm_settings, agent,
+                                                                             auth_headers):
+    from bench.moderation import word_list
+
+    words = word_list(100_000)
+    listed = WordList.objects.create(name="采购词库", category="违规", action="block")
+    ListWord.objects.bulk_create([ListWord(word_list=listed, word=w) for w in words], batch_size=5000)
+    hidden = words[77_777]
+    pieces = [hidden[:1], *hidden[1:]]  # one character a chunk
+
+    llm_settings.queue(Reply(text="好的，" + "".join(pieces) + "。", chunk_size=1))
+    answer = chat(live_asgi, {"message": "你好"}, headers=auth_headers, timeout=30)
+    assert _never_shown(_shown(answer), hidden)
+    assert answer.of("moderation")[0]["category"] == "违规"
+
+    question = chat(live_asgi, {"message": f"请问 {' '.join(hidden)} 是什么"}, headers=auth_headers)
+    assert question.of("moderation")[0]["stage"] == "question" and len(llm_settings.requests) == 1
