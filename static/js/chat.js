@@ -578,7 +578,7 @@ function feedbackFormShow(exchange, version, rating) {
 }
 
 // The report dialog (report.js); a reported answer's button only says the report's status.
-function report(exchange, version, button) {
+function report(exchange, version) {
   if (!version?.messageId) return;
   if (version.report) {
     status(t("你已举报过这个回答：%s", version.report.status_label || ""));
@@ -586,7 +586,6 @@ function report(exchange, version, button) {
   }
   reportOpen({
     messageId: version.messageId,
-    opener: button,
     onFiled: (filed) => {
       version.report = filed;
       exchange.reportMarked(version);
@@ -633,7 +632,7 @@ pane.addEventListener("click", (event) => {
       rate(exchange, version, button.dataset.rating);
       break;
     case "report":
-      report(exchange, version, button);
+      report(exchange, version);
       break;
     default:
       break;

@@ -10,7 +10,7 @@ const $ = (id) => document.getElementById(id);
 export const REPORT_DONE = t("已收到举报，我们会尽快处理");
 const PICK_REASON = t("请选择举报原因。");
 
-let pending = null; // {messageId, onFiled, opener} of the dialog open now
+let pending = null; // {messageId, onFiled} of the dialog open now
 
 async function submit(event) {
   event.preventDefault();
@@ -49,13 +49,12 @@ function reset() {
   $("report-submit").disabled = false;
 }
 
-// Opens the dialog for the answer `messageId`; `onFiled(report)` once it is filed. Focus goes
-// back to `opener` (the answer's report button) when the dialog closes.
-export function reportOpen({ messageId, opener, onFiled }) {
+// Opens the dialog for the answer `messageId`; `onFiled(report)` once it is filed.
+export function reportOpen({ messageId, onFiled }) {
   const dialog = $("report-dialog");
   if (!dialog || !messageId) return;
   reset();
-  pending = { messageId, opener, onFiled };
+  pending = { messageId, onFiled };
   dialog.showModal();
   dialog.querySelector("input[name=reason]")?.focus();
 }
@@ -69,9 +68,6 @@ export function reportDialog() {
   dialog.addEventListener("keydown", (event) => {
     if (event.key === "Escape") event.stopPropagation(); // the dialog only, not the answer streaming behind it
   });
-  dialog.addEventListener("close", () => {
-    const opener = pending?.opener;
-    pending = null;
-    opener?.focus();
-  });
+  // Closing a modal <dialog> puts focus back where it was (the answer's report button).
+  dialog.addEventListener("close", () => { pending = null; });
 }
