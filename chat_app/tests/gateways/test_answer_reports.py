@@ -143,3 +143,14 @@ def test_the_page_session_reports_with_its_csrf_token(live_asgi, user, password)
         filed = browser.post(_url(answer.id), json={"reason": "other"},
                              headers={"X-CSRFToken": browser.cookies["csrftoken"], "Referer": f"{live_asgi}/"})
         assert filed.status_code == 201
+
+
+def test_a_personal_api_key_reports_as_its_user(live_asgi, user):
+    from chat_app.accounts.api_keys import api_key_create
+
+    answer = _turn(user, "问题", "回答")[-1]
+    _, key = api_key_create(user=user, name="Cherry Studio")
+    with httpx.Client(base_url=live_asgi, headers={"Authorization": f"Bearer {key}"}, timeout=10) as app:
+        filed = app.post(_url(answer.id), json={"reason": "harmful"})
+
+    assert filed.status_code == 201 and AnswerReport.objects.get().reporter_id == user.id
