@@ -63,6 +63,9 @@ export function reportDialog() {
   const dialog = $("report-dialog");
   if (!dialog) return;
   $("report-form").addEventListener("submit", submit);
+  $("report-form").addEventListener("change", (event) => {
+    if (event.target.name === "reason") $("report-status").textContent = ""; // the ask for a reason is answered
+  });
   $("report-close").addEventListener("click", () => dialog.close());
   $("report-cancel").addEventListener("click", () => dialog.close());
   dialog.addEventListener("keydown", (event) => {

@@ -41,7 +41,9 @@ def test_a_report_is_sent_confirmed_and_shown_after_a_reload(chat, llm_settings,
     page.wait_for_function("() => document.getElementById('report-status').textContent === '请选择举报原因。'")
     assert not AnswerReport.objects.exists()
     page.get_by_label("虚假或错误信息").check()
+    assert page.text_content("#report-status") == ""  # the ask for a reason goes once one is picked
     page.fill("#report-detail", "今天是 15 元")
+    chat.screenshot(f"report-dialog-{viewport['width']}")
     page.click("#report-submit")
 
     page.wait_for_selector(f"{LAST_ANSWER} .report-thanks")
@@ -49,6 +51,7 @@ def test_a_report_is_sent_confirmed_and_shown_after_a_reload(chat, llm_settings,
     assert not page.is_visible("#report-dialog")
     assert page.get_attribute(BUTTON, "aria-label") == "已举报（待处理）"
     assert page.text_content(f"{BUTTON} .report-state") == "已举报"
+    chat.screenshot(f"report-filed-{viewport['width']}")
     report = AnswerReport.objects.get()
     assert (report.message_id, report.reason, report.detail) == (answer.id, "false", "今天是 15 元")
     assert report.answer == answer.content and report.question == "一食堂吃什么"
