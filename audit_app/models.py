@@ -21,6 +21,8 @@ class AuditEvent(models.Model):
         AUDIT_EXPORT = "audit_export", "导出审计日志"
         AUDIT_PURGE = "audit_purge", "清理过期审计日志"
         MODERATION_HIT = "moderation_hit", "内容安全命中"
+        REPORT_FILED = "report_filed", "举报回答"
+        REPORT_HANDLED = "report_handled", "处理举报"
 
     class Outcome(models.TextChoices):
         OK = "ok", "成功"

@@ -33,7 +33,7 @@ ROLES: dict[str, dict[tuple[str, str], tuple[str, ...]]] = {
         ("insights_app", "routingargexpectation"): ALL,
         ("insights_app", "routingcheck"): ("view",),
     },
-    SECURITY_ADMIN: {  # accounts and credentials, and the moderation word lists
+    SECURITY_ADMIN: {  # accounts and credentials, the moderation word lists and the reports of answers
         ("auth", "user"): ALL,
         ("auth", "group"): ALL,
         ("chat_app", "apikey"): ("view", "change"),  # change: the revoke action
@@ -44,6 +44,7 @@ ROLES: dict[str, dict[tuple[str, str], tuple[str, ...]]] = {
         ("chat_app", "grouplimits"): ALL,  # a group's quota and rate
         ("safety_app", "wordlist"): ALL,
         ("safety_app", "listword"): ALL,
+        ("safety_app", "answerreport"): ("view", "change"),  # change: the status and the outcome
     },
     AUDITOR: {
         ("audit_app", "auditevent"): ("view", "export"),

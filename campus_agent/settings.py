@@ -348,6 +348,8 @@ TURN_BUDGET_SEC = env.float("TURN_BUDGET_SEC", default=180.0)
 SSE_PING_SEC = env.float("SSE_PING_SEC", default=15.0)
 CHAT_MAX_CONCURRENT_STREAMS = env.int("CHAT_MAX_CONCURRENT_STREAMS", default=3)
 CHAT_RATE_PER_MINUTE = env.int("CHAT_RATE_PER_MINUTE", default=20)
+# New reports of answers a student may file an hour (docs/safety.md#reports-举报); 429 past it.
+REPORTS_PER_HOUR = env.int("REPORTS_PER_HOUR", default=20)
 KEYWORD_FALLBACK_ENABLED = env.bool("KEYWORD_FALLBACK_ENABLED", default=True)
 # The OpenAI-compatible API (docs/clients.md): a client sends its whole history with each question,
 # so its body may be larger than the 64 KB of the other endpoints; and no more messages than this.

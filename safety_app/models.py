@@ -1,7 +1,10 @@
-"""The moderation word lists (docs/design.md#content-safety-and-labels, docs/staff.md)."""
+"""The moderation word lists (docs/design.md#content-safety-and-labels, docs/staff.md) and the
+students' reports of answers (举报, docs/safety.md#reports-举报)."""
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
+from django.utils.translation import gettext_lazy as _
 
 from safety_app.matcher import word_key
 
@@ -73,3 +76,75 @@ class WordListStamp(models.Model):
 
     def __str__(self) -> str:
         return self.token
+
+
+# What a report keeps of the reported turn, and of the student's own words.
+REPORT_SNAPSHOT_MAX = 20_000
+REPORT_DETAIL_MAX = 500
+
+
+class AnswerReport(models.Model):
+    """A student's complaint about one AI answer (the complaint channel of 《生成式人工智能服务管理暂行办法》
+    art. 15). The answer and its question are copied when the report is filed: the report stays
+    readable when the conversation is deleted, so `message_id` and `conversation_id` are plain ids,
+    not keys. One report per student and answer (safety_app.reports.report_file)."""
+
+    # The labels are shown to the student too (the page's dialog and the report's status): translated.
+    class Reason(models.TextChoices):
+        ILLEGAL = "illegal", _("违法违规")
+        SEXUAL = "sexual", _("色情低俗")
+        FALSE = "false", _("虚假或错误信息")
+        DISCRIMINATION = "discrimination", _("歧视偏见")
+        HARMFUL = "harmful", _("危险或有害内容")
+        PRIVACY = "privacy", _("侵犯隐私或他人权益")
+        OTHER = "other", _("其他")
+
+    class Status(models.TextChoices):
+        PENDING = "pending", _("待处理")
+        HANDLING = "handling", _("处理中")
+        RESOLVED = "resolved", _("已处理")
+        REJECTED = "rejected", _("已驳回")
+
+    reporter = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        related_name="answer_reports",
+        verbose_name="举报人",
+    )
+    message_id = models.UUIDField("回答消息 ID", db_index=True, help_text="被举报的回答（AI 消息）的 ID。")
+    conversation_id = models.UUIDField("对话 ID", help_text="回答所在的对话；对话删除后举报仍保留。")
+    agent_name = models.CharField("智能体", max_length=100, blank=True, default="", help_text="给出回答的智能体。")
+    question = models.TextField("提问（快照）", blank=True, default="", help_text="举报时这个回答之前的学生提问，原样保存。")
+    answer = models.TextField("回答（快照）", blank=True, default="", help_text="举报时这个回答的全文，原样保存。")
+    reason = models.CharField("举报原因", max_length=20, choices=Reason.choices)
+    detail = models.TextField("补充说明", blank=True, default="", max_length=REPORT_DETAIL_MAX, help_text="学生写的说明（可选）。")
+    status = models.CharField(
+        "处理状态",
+        max_length=10,
+        choices=Status.choices,
+        default=Status.PENDING,
+        db_index=True,
+        help_text="学生在页面上看得到这个状态。改变状态时自动记下处理人和处理时间。",
+    )
+    outcome = models.TextField(
+        "处理结果", blank=True, default="", help_text="处理了什么、为什么（如“已把该词加入敏感词表”“回答无误，驳回”）。"
+    )
+    handled_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        verbose_name="处理人",
+    )
+    created_at = models.DateTimeField("举报时间", auto_now_add=True, db_index=True)
+    handled_at = models.DateTimeField("处理时间", null=True, blank=True)
+
+    class Meta:
+        verbose_name = verbose_name_plural = "举报"
+        ordering = ["-created_at"]
+        constraints = [models.UniqueConstraint(fields=["reporter", "message_id"], name="answer_report_one_per_user")]
+
+    def __str__(self) -> str:
+        return f"{self.get_reason_display()} · {self.message_id}"

@@ -3,7 +3,8 @@ their conversations deleted at their word, and conversations past the retention 
 (`manage.py purge_conversations`, for cron).
 
 The export holds what the student wrote and was answered (conversations, messages with their
-tool rows and reasoning, ratings), their API keys and login sessions as metadata — never a
+tool rows and reasoning, ratings, reports of answers with what they reported and its status — not
+staff's notes), their API keys and login sessions as metadata — never a
 secret: no password hash, no campus token, no key, no JWT. Each AI message carries its labels
 (safety_app.labels): the visible text and the implicit `aigc` object."""
 from __future__ import annotations
@@ -18,6 +19,7 @@ from agents_app.mcp.oauth import grant_revoke
 from agents_app.models import McpOAuthGrant
 from chat_app.models import ApiKey, AuthSession, Conversation, Feedback, Message, Run, Upload
 from safety_app.labels import AIGC_KEY, LABEL_TEXT, aigc_label
+from safety_app.models import AnswerReport
 
 EXPORT_FORMAT = "campus-agent-export/1"
 
@@ -78,6 +80,12 @@ def user_data_export(*, user) -> dict:
         "feedback": [
             {"message_id": str(f.message_id), "rating": f.rating, "comment": f.comment, "updated_at": _when(f.updated_at)}
             for f in Feedback.objects.filter(user=user).order_by("created_at")
+        ],
+        "reports": [
+            {"message_id": str(r.message_id), "conversation_id": str(r.conversation_id), "reason": r.reason,
+             "detail": r.detail, "question": r.question, "answer": r.answer, "status": r.status,
+             "created_at": _when(r.created_at), "handled_at": _when(r.handled_at)}
+            for r in AnswerReport.objects.filter(reporter=user).order_by("created_at")
         ],
         # What each attachment was (its bytes are the student's to fetch: GET /api/v1/uploads/<id>).
         "uploads": [

@@ -85,6 +85,34 @@ def answer_get(*, user, message_id) -> Message | None:
     return Message.objects.filter(id=message_id, role=Message.Role.ASSISTANT, conversation__user=user).first()
 
 
+def message_get(*, user, message_id) -> Message | None:
+    """A row of any role of one of the user's conversations, or None (another user's looks missing)."""
+    return Message.objects.filter(id=message_id, conversation__user=user).first()
+
+
+TURN_ROWS_MAX = 500  # rows read back from an answer to find its question
+
+
+def answer_turn(*, answer: Message) -> tuple[str, str]:
+    """(question, answer text) of the turn `answer` ends: the user row before it, and every
+    assistant row's text from there to `answer` (the text said before tool calls too), as the
+    student read it. The question is "" when none is found within TURN_ROWS_MAX rows."""
+    earlier = (
+        Message.objects.filter(conversation_id=answer.conversation_id)
+        .filter(Q(created_at__lt=answer.created_at) | Q(created_at=answer.created_at, seq__lte=answer.seq))
+        .order_by("-created_at", "-seq")
+        .values_list("id", "role", "content")[:TURN_ROWS_MAX]
+    )
+    question, texts = "", []
+    for message_id, role, content in earlier:
+        if role == Message.Role.USER:
+            question = content
+            break
+        if role == Message.Role.ASSISTANT and (content or message_id == answer.id):
+            texts.append(content)
+    return question, "\n\n".join(reversed(texts))
+
+
 def feedback_get(*, user, message: Message) -> Feedback | None:
     return Feedback.objects.filter(user=user, message=message).first()
 

@@ -108,6 +108,11 @@ export function feedbackPut({ messageId, rating, comment = "" }) {
   return jsonRequest("PUT", `/api/v1/messages/${encodeURIComponent(messageId)}/feedback`, { rating, comment });
 }
 
+// Reports an answer (docs/safety.md#reports-举报): 201 a new report, 200 the one filed before.
+export function reportPost({ messageId, reason, detail = "" }) {
+  return jsonRequest("POST", `/api/v1/messages/${encodeURIComponent(messageId)}/report`, { reason, detail });
+}
+
 export function feedbackDelete({ messageId }) {
   return jsonRequest("DELETE", `/api/v1/messages/${encodeURIComponent(messageId)}/feedback`);
 }

@@ -26,6 +26,7 @@ import { Composer } from "./composer.js";
 import { Exchange, exchangeFor } from "./exchange.js";
 import { historyRender } from "./history.js";
 import { myDataPanel } from "./my_data.js";
+import { REPORT_DONE, reportDialog, reportOpen } from "./report.js";
 import {
   APPROVAL_APPROVE,
   APPROVAL_FAILED,
@@ -576,6 +577,26 @@ function feedbackFormShow(exchange, version, rating) {
   });
 }
 
+// The report dialog (report.js); a reported answer's button only says the report's status.
+function report(exchange, version) {
+  if (!version?.messageId) return;
+  if (version.report) {
+    status(t("你已举报过这个回答：%s", version.report.status_label || ""));
+    return;
+  }
+  reportOpen({
+    messageId: version.messageId,
+    onFiled: (filed) => {
+      version.report = filed;
+      exchange.reportMarked(version);
+      version.turn.body.querySelector(".report-thanks")?.remove();
+      const thanks = el("p", "report-thanks", REPORT_DONE);
+      thanks.setAttribute("role", "status");
+      version.turn.actions.after(thanks);
+    },
+  });
+}
+
 pane.addEventListener("click", (event) => {
   const example = event.target.closest(".example-question");
   if (example && !current) {
@@ -609,6 +630,9 @@ pane.addEventListener("click", (event) => {
       break;
     case "rate":
       rate(exchange, version, button.dataset.rating);
+      break;
+    case "report":
+      report(exchange, version);
       break;
     default:
       break;
@@ -695,8 +719,11 @@ welcomeShow();
 
 apiKeysPanel();
 myDataPanel();
+reportDialog();
 
-const exchanges = historyRender(pane, state.messages, { feedback: state.feedback, onError: errorShow });
+const exchanges = historyRender(pane, state.messages, {
+  feedback: state.feedback, reports: state.reports, onError: errorShow,
+});
 pane.scrollTop = pane.scrollHeight;
 if (state.active_run_id) attach(state.active_run_id, exchanges[exchanges.length - 1]);
 else if (!input.disabled) input.focus();

@@ -3,7 +3,8 @@
 // on the server (`superseded` rows, docs/api.md "Regenerate and edit").
 //
 // A version: {turn: AssistantTurn, question, messageId (the answer's final row, for feedback),
-// stored (the question reached the database), superseded, feedback: {rating, comment} | null}.
+// stored (the question reached the database), superseded, feedback: {rating, comment} | null,
+// report: {status, status_label} | null (the student reported it: docs/safety.md#reports-举报)}.
 import { AssistantTurn, el, userBubble } from "./view.js";
 import { t } from "./i18n.js";
 
@@ -55,7 +56,7 @@ export class Exchange {
   }
 
   addVersion(version) {
-    this.versions.push({ messageId: null, stored: false, superseded: false, feedback: null, ...version });
+    this.versions.push({ messageId: null, stored: false, superseded: false, feedback: null, report: null, ...version });
     this.show(this.versions.length - 1);
     return this.current;
   }
@@ -76,7 +77,7 @@ export class Exchange {
     this.versions.forEach((v) => this.pagerRender(v));
   }
 
-  // The action bar under a finished answer: versions, copy, regenerate, thumbs up / down. An
+  // The action bar under a finished answer: versions, copy, regenerate, thumbs up / down, report. An
   // answer that failed just now offers 重试 instead (chat.js retryOffer), which regenerates it too:
   // one button for one action.
   actionsRender(version, { regenerate = true } = {}) {
@@ -95,10 +96,27 @@ export class Exchange {
         button.setAttribute("aria-pressed", String(version.feedback?.rating === rating));
         bar.append(button);
       }
+      const report = iconButton("report", "", t("举报这个回答"), "report-btn");
+      report.setAttribute("aria-haspopup", "dialog");
+      report.append(el("span", "flag"), el("span", "report-state"));
+      bar.append(report);
     }
     turn.body.append(bar);
     turn.actions = bar;
+    this.reportMarked(version);
     this.pagerRender(version);
+  }
+
+  // The report button of a reported answer says so, with the report's status.
+  reportMarked(version) {
+    const button = version.turn.actions?.querySelector("[data-action=report]");
+    if (!button || !version.report) return;
+    const label = t("已举报（%s）", version.report.status_label || "");
+    button.classList.add("reported");
+    button.removeAttribute("aria-haspopup");
+    button.setAttribute("aria-label", label);
+    button.title = label;
+    button.querySelector(".report-state").textContent = t("已举报");
   }
 
   pagerRender(version) {

@@ -63,7 +63,7 @@ function turnFill(turn, rows, onError) {
 
 // Returns the exchanges built, oldest first. `onError(turn, {code, message}, text)` shows a
 // stored error (the controller adds what goes with it, e.g. the campus login button).
-export function historyRender(container, messages, { feedback = {}, onError } = {}) {
+export function historyRender(container, messages, { feedback = {}, reports = {}, onError } = {}) {
   const show = onError || ((turn, _err, text) => turn.error(text));
   const exchanges = [];
   let earlier = []; // superseded turns waiting for the turn that replaced them
@@ -86,6 +86,7 @@ export function historyRender(container, messages, { feedback = {}, onError } = 
         stored: true,
         superseded: Boolean(t.question.superseded),
         feedback: answerId ? feedback[answerId] || null : null,
+        report: answerId ? reports[answerId] || null : null,
       });
       exchange.actionsRender(version);
     }

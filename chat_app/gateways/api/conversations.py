@@ -43,6 +43,7 @@ from chat_app.gateways.api.serializers import (
     SupersedeResponseSerializer,
 )
 from chat_app.runs.engine import runs_end_before_delete
+from safety_app.reports import report_status_of
 
 TURN_BUSY = 40901
 NO_TURN = 40902
@@ -179,7 +180,11 @@ class MessageListView(_OwnConversationMixin, ApiView, generics.ListAPIView):
     pagination_class = MessagePages
 
     def get_queryset(self):
-        return message_list(conversation=self.get_conversation())
+        # Each with the status of the caller's report of it (null: not reported), so a page or
+        # an app shows an answer as reported after a reload.
+        return message_list(conversation=self.get_conversation()).annotate(
+            report_status=report_status_of(user=self.request.user)
+        )
 
 
 @extend_schema_view(

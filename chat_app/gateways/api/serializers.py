@@ -7,6 +7,7 @@ from rest_framework import serializers
 from agents_app.models import Agent
 from campus_agent.base.text import label_clean
 from chat_app.models import FEEDBACK_COMMENT_MAX, Conversation, Feedback, Message
+from safety_app.models import REPORT_DETAIL_MAX, AnswerReport
 
 TITLE_MAX = 64
 SEARCH_QUERY_MAX = 100
@@ -41,10 +42,18 @@ class ConversationSerializer(serializers.ModelSerializer):
 
 
 class MessageSerializer(serializers.ModelSerializer):
+    report_status = serializers.ChoiceField(
+        choices=AnswerReport.Status.choices,
+        read_only=True,
+        allow_null=True,
+        help_text="你对这条回答的举报的处理状态（pending / handling / resolved / rejected）；null：没有举报。",
+    )
+
     class Meta:
         model = Message
         fields = [
-            "id", "role", "content", "meta", "chart", "agent_name", "request_id", "created_at", "seq", "superseded"
+            "id", "role", "content", "meta", "chart", "agent_name", "request_id", "created_at", "seq", "superseded",
+            "report_status",
         ]
 
 
@@ -93,6 +102,37 @@ class FeedbackSerializer(serializers.ModelSerializer):
         model = Feedback
         fields = ["message", "rating", "comment", "updated_at"]
         read_only_fields = ["message", "updated_at"]
+
+
+MSG_REPORT_REASON = format_lazy(
+    _("reason 只能是：{reasons}。"), reasons=", ".join(AnswerReport.Reason.values)
+)
+MSG_REPORT_DETAIL_TOO_LONG = format_lazy(_("说明不能超过 {limit} 个字符。"), limit=REPORT_DETAIL_MAX)
+
+
+class ReportRequestSerializer(serializers.Serializer):
+    reason = serializers.ChoiceField(
+        choices=AnswerReport.Reason.choices,
+        error_messages={"invalid_choice": MSG_REPORT_REASON},
+        help_text="举报原因：" + " / ".join(AnswerReport.Reason.values) + "（含义见 docs/api.md）",
+    )
+    detail = LabelField(
+        multiline=True,
+        required=False,
+        allow_blank=True,
+        default="",
+        max_length=REPORT_DETAIL_MAX,
+        error_messages={"max_length": MSG_REPORT_DETAIL_TOO_LONG},
+        help_text=f"可选的补充说明，最多 {REPORT_DETAIL_MAX} 个字符。",
+    )
+
+
+class ReportSerializer(serializers.ModelSerializer):
+    status_label = serializers.CharField(source="get_status_display", read_only=True, help_text="处理状态（你的语言）")
+
+    class Meta:
+        model = AnswerReport
+        fields = ["id", "message_id", "reason", "status", "status_label", "created_at"]
 
 
 class SupersedeResponseSerializer(serializers.Serializer):

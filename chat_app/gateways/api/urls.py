@@ -2,7 +2,7 @@
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from chat_app.gateways.api import api_keys, auth, me, uploads
+from chat_app.gateways.api import api_keys, auth, me, reports, uploads
 from chat_app.gateways.api import conversations as rest
 from chat_app.gateways.api.runs import run_approvals, run_events, run_stop_view
 from chat_app.gateways.api.stream import chat_stream
@@ -36,6 +36,7 @@ urlpatterns = [
         name="conversation-last-turn-supersede",
     ),
     path("messages/<uuid:message_id>/feedback", rest.AnswerFeedbackView.as_view(), name="answer-feedback"),
+    path("messages/<uuid:message_id>/report", reports.AnswerReportView.as_view(), name="answer-report"),
     path("schema", SpectacularAPIView.as_view(), name="schema"),
     # The split view serves Swagger UI's init script at docs?script= instead of inline: the CSP
     # allows no inline script.

@@ -40,6 +40,8 @@ from chat_app.gateways.catalog import agent_catalogs, agent_display_name, tool_l
 from chat_app.models import CampusIdentity, Conversation, Message, Preference, Run
 from chat_app.runs.chat_input import MESSAGE_MAX
 from chat_app.runs.state import run_active_get
+from safety_app.models import REPORT_DETAIL_MAX, AnswerReport
+from safety_app.reports import reports_by_answer
 
 SIDEBAR_LIMIT = 100  # the sidebar is a recent list, not an archive
 HISTORY_LIMIT = 500  # rows shown for one conversation; older ones stay in the database
@@ -88,6 +90,11 @@ def chat_page(request, conversation_id=None):
         # The page re-attaches to an answer still being written (docs/design.md#runs).
         "active_run_id": str(active_run.id) if active_run else None,
         "feedback": feedback_by_answer(user=request.user, conversation=conversation) if conversation else {},
+        # The student's reports of answers here (answer id → status), and the reasons the report
+        # dialog offers, in the student's language (docs/safety.md#reports-举报).
+        "reports": reports_by_answer(user=request.user, conversation_id=conversation.id) if conversation else {},
+        "report_reasons": [[value, str(label)] for value, label in AnswerReport.Reason.choices],
+        "report_detail_max": REPORT_DETAIL_MAX,
         "tools": tool_labels(audience=audience),
         "catalogs": agent_catalogs(agents=enabled_agents, audience=audience),
         "message_max": MESSAGE_MAX,

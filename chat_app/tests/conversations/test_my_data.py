@@ -17,6 +17,7 @@ from campus_agent.base.crypto import secret_encrypt
 from chat_app.accounts.api_keys import api_key_create
 from chat_app.models import AuthSession, Conversation, Feedback, Message, Run
 from chat_app.runs.recording import TurnRecorder, turn_store
+from safety_app.models import AnswerReport
 
 pytestmark = [pytest.mark.django_db, pytest.mark.embedded]
 
@@ -34,6 +35,8 @@ def history(user, other_user):
     answer = Message.objects.create(conversation=mine, role="assistant", content="红烧肉", seq=2,
                                     meta={"reasoning": "想一想"})
     Feedback.objects.create(user=user, message=answer, rating="up", comment="好")
+    AnswerReport.objects.create(reporter=user, message_id=answer.id, conversation_id=mine.id, question="今天吃什么",
+                                answer="红烧肉", reason="false", detail="没有红烧肉", outcome="staff-note-only")
     theirs = Conversation.objects.create(user=other_user, title="别人的")
     Message.objects.create(conversation=theirs, role="user", content="别人的问题", seq=1)
     return mine, theirs
@@ -58,7 +61,9 @@ def test_the_export_holds_everything_of_the_user_and_no_secret(user, token_for, 
     assert data["feedback"][0]["comment"] == "好" and data["api_keys"][0]["name"] == "app"
     assert data["login_sessions"][0]["via"] == AuthSession.Via.SSO
     assert [(a["service"], a["scope"]) for a in data["connected_accounts"]] == [("图书馆", "loans")]
-    for secret in ("campus-secret-token", key, jwt, user.password, "别人的", "lib-access-token-1"):
+    (report,) = data["reports"]
+    assert (report["reason"], report["detail"], report["answer"], report["status"]) == ("false", "没有红烧肉", "红烧肉", "pending")
+    for secret in ("campus-secret-token", key, jwt, user.password, "别人的", "lib-access-token-1", "staff-note-only"):
         assert secret not in raw
 
 

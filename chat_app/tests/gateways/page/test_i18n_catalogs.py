@@ -46,7 +46,7 @@ def test_every_template_string_has_its_english():
 
 def _python_sources():
     base = Path(settings.BASE_DIR)
-    for app in ("campus_agent", "agents_app", "chat_app", "subagents_app", "insights_app"):
+    for app in ("campus_agent", "agents_app", "chat_app", "subagents_app", "insights_app", "safety_app"):
         for source in (base / app).rglob("*.py"):
             if "tests" not in source.parts and "migrations" not in source.parts:
                 yield source
