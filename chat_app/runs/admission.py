@@ -30,9 +30,10 @@ from chat_app.models import DEFAULT_TITLE, Conversation, Message, Run, Upload
 from chat_app.runs.chat_input import ChatInput
 from chat_app.runs.group_limits import caller_standing
 from chat_app.runs.lease import RunLease
-from chat_app.runs.moderation import QuestionCheck, question_check
+from chat_app.runs.moderation import QuestionCheck, question_check, question_model_verdict
 from chat_app.runs.quota import user_token_quota_check
 from chat_app.runs.state import run_active_get, run_create
+from safety_app.model_check import Verdict
 
 TITLE_MAX = 24
 CONVERSATION_BUSY = 40905
@@ -123,11 +124,12 @@ def _opening_rows(opening: tuple[tuple[str, str], ...]) -> list[Message]:
             for position, (role, text) in enumerate(((r, t) for r, t in opening if r in roles), start=1)]
 
 
-def _question_moderated(message: str, opening: list[Message]) -> tuple[str, QuestionCheck]:
-    """The question and the client's earlier questions checked against the word lists
-    (chat_app.runs.moderation): masked in place; the question returned as it is to be stored."""
+def _question_moderated(message: str, opening: list[Message], model: Verdict | None) -> tuple[str, QuestionCheck]:
+    """The question and the client's earlier questions checked against the word lists, with the
+    moderation model's verdict (chat_app.runs.moderation): masked in place; the question returned
+    as it is to be stored."""
     asked = [row for row in opening if row.role == Message.Role.USER]
-    check = question_check(message, *(row.content for row in asked))
+    check = question_check(message, *(row.content for row in asked), model=model)
     if check.blocked is None:
         message = check.texts[0]
         for row, text in zip(asked, check.texts[1:], strict=True):
@@ -135,12 +137,14 @@ def _question_moderated(message: str, opening: list[Message]) -> tuple[str, Ques
     return message, check
 
 
-def turn_begin(*, user, chat: ChatInput, request_id: str, slot_key: str, audience: Audience | None = None) -> TurnStart:
+def turn_begin(*, user, chat: ChatInput, request_id: str, slot_key: str, audience: Audience | None = None,
+               model: Verdict | None = None) -> TurnStart:
     """Resolves the conversation (404 unless the caller's) and agent (with its enabled tools
     catalog, as far as `audience` — the caller's groups, read now when not given — may use it),
-    checks `hint_domain` against that catalog (400), stores the user message with the turn's run
-    row (run by this worker, holding the slot `slot_key`), and builds the history the model will
-    see."""
+    checks `hint_domain` against that catalog (400), checks the question (the word lists, and
+    `model`, the moderation model's verdict when one was asked), stores the user message with the
+    turn's run row (run by this worker, holding the slot `slot_key`), and builds the history the
+    model will see."""
     # The parser refuses text no database can hold; cleaning again costs nothing and keeps this
     # write safe whoever calls it.
     message, hint_domain = text_clean(chat.message), text_clean(chat.hint_domain)
@@ -157,7 +161,7 @@ def turn_begin(*, user, chat: ChatInput, request_id: str, slot_key: str, audienc
     if not new_conversation and conversation.active_run_id is not None:
         raise _conversation_busy()
     opening = _opening_rows(chat.opening) if new_conversation else []
-    message, moderation = _question_moderated(message, opening)
+    message, moderation = _question_moderated(message, opening, model)
     try:
         user_message, run = _turn_store(user=user, chat=chat, conversation=conversation, agent=agent,
                                         message=message, hint_domain=hint_domain, uploads=uploads,
@@ -234,18 +238,31 @@ def _turn_store(*, user, chat: ChatInput, conversation: Conversation | None, age
     return user_message, run
 
 
-def turn_admit(*, caller: Caller, chat: ChatInput, request_id: str, lease: RunLease) -> TurnStart:
+def turn_admit(*, caller: Caller, chat: ChatInput, request_id: str, lease: RunLease,
+               model: Verdict | None = None) -> TurnStart:
     """The caller's groups and their limits (one query: chat_app.runs.group_limits), the message
     rate (429 42902: the lease has counted the message) and the daily tokens (429 42904), then
-    `turn_begin` holding the lease's slot. Sync: one crossing from the run's task."""
+    `turn_begin` holding the lease's slot, with the moderation model's verdict `model`. Sync: one
+    crossing from the run's task."""
     audience, limits = caller_standing(user=caller.user)
     lease.refuse_unless_held(rate_per_minute=limits.chat_rate_per_minute)
     user_token_quota_check(user_id=caller.user.pk, quota=limits.daily_token_quota)
-    return turn_begin(user=caller.user, chat=chat, request_id=request_id, slot_key=lease.key, audience=audience)
+    return turn_begin(user=caller.user, chat=chat, request_id=request_id, slot_key=lease.key, audience=audience,
+                      model=model)
 
 
 async def turn_open(lease: RunLease, *, caller: Caller, chat: ChatInput, request_id: str) -> TurnStart:
-    """A new turn's opening, inside its run's lease: 429 without a slot (no database), then
-    `turn_admit`. Raises ApiError; nothing is stored when it does."""
+    """A new turn's opening, inside its run's lease: 429 without a slot (no database), the
+    moderation model's verdict on the question when one checks questions (a network call, at most
+    its timeout: safety_app.model_check), then `turn_admit`. Raises ApiError; nothing is stored
+    when it does."""
     lease.refuse_without_slot()
-    return await db_call(turn_admit, caller=caller, chat=chat, request_id=request_id, lease=lease)
+    model = await question_model_verdict(*_questions_asked(chat))
+    return await db_call(turn_admit, caller=caller, chat=chat, request_id=request_id, lease=lease, model=model)
+
+
+def _questions_asked(chat: ChatInput) -> list[str]:
+    """What the moderation model checks: the question, and the client's earlier questions of a
+    new conversation (ChatInput.opening, as `turn_begin` stores them), as cleaned for storing."""
+    earlier = [text for role, text in chat.opening if role == Message.Role.USER] if chat.conversation_id is None else []
+    return [text_clean(chat.message), *(text_clean(text) for text in earlier)]

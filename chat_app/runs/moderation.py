@@ -1,8 +1,8 @@
-"""The question checked against the moderation word lists before anything of the turn is stored
-(docs/design.md#content-safety-and-labels). Admission runs it for every gateway (REST, page,
-`/v1`, MCP, A2A): a `block` word means the question is stored marked and answered with a fixed
-message, and neither the model nor a tool is called; a `mask` word is masked in what is stored
-and sent to the model."""
+"""The question checked against the moderation word lists, and the moderation model when one
+checks questions, before anything of the turn is stored (docs/design.md#content-safety-and-labels).
+Admission runs it for every gateway (REST, page, `/v1`, MCP, A2A): a `block` word, or the model's
+flag, means the question is stored marked and answered with a fixed message, and neither the
+model nor a tool is called; a `mask` word is masked in what is stored and sent to the model."""
 
 from collections.abc import AsyncIterator
 from contextlib import aclosing
@@ -13,6 +13,7 @@ from django.utils.translation import gettext_lazy as _
 from agents_app.runtime.events import Chunk, Done, Event, Moderation
 from safety_app.lists_cache import stage_matcher
 from safety_app.matcher import first_block, masked
+from safety_app.model_check import Verdict, model_verdict
 
 STAGE = "question"
 MSG_QUESTION_BLOCKED = _("这个问题含有不适合讨论的内容，我无法回答。请换个问题。")
@@ -36,9 +37,18 @@ class QuestionCheck:
         return tuple(Moderation(stage=STAGE, action="mask", category=category) for category in self.masked)
 
 
-def question_check(*texts: str) -> QuestionCheck:
+async def question_model_verdict(*texts: str) -> Verdict | None:
+    """The moderation model's verdict on the student's texts (the question, and the earlier
+    questions a client sends with it), asked once for all of them, earliest first; None when no
+    model checks questions. Before admission: the call is the network's, not the database's."""
+    return await model_verdict(STAGE, "\n\n".join(reversed([text for text in texts if text])))
+
+
+def question_check(*texts: str, model: Verdict | None = None) -> QuestionCheck:
     """The student's texts (the question, and the earlier questions a client sends with it)
-    checked in one pass each. Sync: reads the lists' stamp."""
+    checked in one pass each, with the moderation model's verdict on them if one was asked
+    (`question_model_verdict`): a word list's block first (its category is the more precise),
+    then the model's flag. Sync: reads the lists' stamp."""
     matcher = stage_matcher(STAGE)
     checked, masked_categories = [], {}
     for text in texts:
@@ -47,6 +57,8 @@ def question_check(*texts: str) -> QuestionCheck:
             return QuestionCheck(texts=texts, blocked=block.category, masked=())
         checked.append(masked(text, hits))
         masked_categories.update(dict.fromkeys(hit.category for hit in hits))
+    if model is not None and model.flagged:
+        return QuestionCheck(texts=texts, blocked=model.category, masked=())
     return QuestionCheck(texts=tuple(checked), blocked=None, masked=tuple(masked_categories))
 
 
