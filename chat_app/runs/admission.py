@@ -6,7 +6,10 @@ once the caller is known) → 429 (a stream slot, the message rate: the run's le
 chat_app.runs.lease; the daily tokens) → 404/400 (the conversation, the agent, the hint, the
 attachments) → 409 (the conversation's run has not ended) → the question stored. The caller and the body are the gateway's (accounts,
 chat_input); the rest is `turn_open`, which the run's task runs inside its lease
-(chat_app.runs.engine), crossing into the database once for the quota and the writes.
+(chat_app.runs.engine), crossing into the database once for the quota and the writes. Before
+that crossing, once a stream slot is held, the moderation model is asked about the question when
+staff enabled one for questions (safety_app.model_check: its row read, then a network call of at
+most its timeout, holding no database thread); its verdict is merged with the word lists' there.
 """
 import uuid
 from dataclasses import dataclass
