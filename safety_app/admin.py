@@ -1,9 +1,11 @@
+from asgiref.sync import async_to_sync
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.db.models import Count
 from django.utils.decorators import method_decorator
 from django.views.decorators.debug import sensitive_post_parameters
 
+from safety_app.model_check import model_config, model_probe
 from safety_app.models import ListWord, ModerationModel, WordList
 
 API_KEY_SET_TEXT = "已设置"
@@ -15,6 +17,10 @@ API_KEY_BOTH_ERROR = "不能同时填写新密钥并清除密钥。"
 # Where the checked texts (students' questions) go is a superuser right, as a model provider's
 # address is: another staff member could send them, and the stored key, elsewhere.
 MODERATION_SUPERUSER_ONLY_FIELDS = ("base_url",)
+PROBE_TEXT = "你好"
+PROBE_PASS_TEXT = "“{name}”可用：“{text}”判定为通过（{seconds:.2f} 秒）。"
+PROBE_FLAGGED_TEXT = "“{name}”把“{text}”判定为违规（{category}），请检查模型和提示词。"
+PROBE_FAILED_TEXT = "“{name}”检查失败：{reason}。这时学生的问题会被{then}。"
 
 
 @admin.register(WordList)
@@ -107,6 +113,7 @@ class ModerationModelAdmin(admin.ModelAdmin):
                     "api_key_status", "enabled", "updated_at")
     list_filter = ("kind", "enabled", "fail_mode")
     search_fields = ("name", "model", "base_url")
+    actions = ("model_test",)
     readonly_fields = ("created_at", "updated_at")
     fieldsets = (
         (None, {"fields": ("name", "kind", "enabled")}),
@@ -147,3 +154,18 @@ class ModerationModelAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request) -> bool:
         return request.user.is_superuser and super().has_add_permission(request)  # a new one needs an address
+
+    @admin.action(description=f"测试（发送“{PROBE_TEXT}”）", permissions=["change"])
+    def model_test(self, request, queryset) -> None:
+        """Asks each model about a harmless text, as a question would: its verdict, or why it failed."""
+        for row in queryset.order_by("name"):
+            probe = async_to_sync(model_probe)(model_config(row), text=PROBE_TEXT)
+            verdict = probe.verdict
+            if verdict.outcome == "pass":
+                messages.success(request, PROBE_PASS_TEXT.format(name=row.name, text=PROBE_TEXT, seconds=probe.seconds))
+            elif verdict.outcome == "flagged":
+                messages.warning(request, PROBE_FLAGGED_TEXT.format(name=row.name, text=PROBE_TEXT,
+                                                                     category=verdict.category))
+            else:
+                then = "拦截" if verdict.flagged else "放行"
+                messages.error(request, PROBE_FAILED_TEXT.format(name=row.name, reason=probe.reason, then=then))

@@ -73,8 +73,10 @@ def moderation_model_for(stage: str) -> ModelConfig | None:
     if stage not in STAGES:
         raise ValueError(f"unknown stage {stage!r}")
     row = ModerationModel.objects.filter(enabled=True, **{stage: True}).first()
-    if row is None:
-        return None
+    return model_config(row) if row is not None else None
+
+
+def model_config(row: ModerationModel) -> ModelConfig:
     base = row.base_url.strip().rstrip("/")
     base = base if base.lower().endswith("/v1") else f"{base}/v1"
     path = "/moderations" if row.kind == ModerationModel.Kind.MODERATIONS else "/chat/completions"
@@ -98,21 +100,56 @@ async def model_verdict(stage: str, text: str) -> Verdict | None:
 
 async def config_verdict(config: ModelConfig, *, stage: str, text: str) -> Verdict:
     """See model_verdict(); for a caller that has read the model once (the segments of an answer)."""
+    verdict, failure, seconds = await _checked(config, text)
+    if failure is not None:
+        # The exception's class only: a message may quote what the model answered.
+        logger.warning("moderation model {} failed on the {}: {}", config.name, stage, type(failure).__name__)
+    metrics.moderation_model_counted(stage=stage, outcome=verdict.outcome, seconds=seconds)
+    logger.info("moderation model {} {}: {} ({:.3f}s){}", config.name, stage, verdict.outcome, seconds,
+                " → blocked" if verdict.flagged else "")
+    return verdict
+
+
+@dataclass(frozen=True)
+class Probe:
+    verdict: Verdict
+    reason: str | None  # why it failed, for staff
+    seconds: float
+
+
+async def model_probe(config: ModelConfig, *, text: str) -> Probe:
+    """The model's verdict on a harmless text, and why it failed, for admin's 测试 (neither
+    counted nor taken for a student's check)."""
+    verdict, failure, seconds = await _checked(config, text)
+    return Probe(verdict=verdict, reason=failure_reason(failure, config) if failure else None, seconds=seconds)
+
+
+def failure_reason(failure: Exception, config: ModelConfig) -> str:
+    if isinstance(failure, TimeoutError):
+        return f"{config.timeout:g} 秒内没有答完"
+    if isinstance(failure, httpx.ConnectError):
+        return "无法连接"
+    if isinstance(failure, httpx.HTTPError):
+        return f"连接出错（{type(failure).__name__}）"
+    if isinstance(failure, ModelAnswerInvalid):
+        return str(failure)
+    if isinstance(failure, ValueError):
+        return "回答不是 JSON"
+    return type(failure).__name__
+
+
+async def _checked(config: ModelConfig, text: str) -> tuple[Verdict, Exception | None, float]:
     started = time.monotonic()
+    failure = None
     try:
         async with asyncio.timeout(config.timeout):  # the whole call: connect, send, every read
             answer = await _ask(config, text)
         verdict = _verdict_of(config, answer)
     except Exception as exc:  # noqa: BLE001 — whatever the model does, the turn goes on (not CancelledError)
-        # The exception's class only: a message may quote what the model answered.
-        logger.warning("moderation model {} failed on the {}: {}", config.name, stage, type(exc).__name__)
+        failure = exc
         verdict = Verdict(flagged=config.fail_closed, category=MODEL_CATEGORY if config.fail_closed else None,
                           outcome="failed")
-    seconds = time.monotonic() - started
-    metrics.moderation_model_counted(stage=stage, outcome=verdict.outcome, seconds=seconds)
-    logger.info("moderation model {} {}: {} ({:.3f}s){}", config.name, stage, verdict.outcome, seconds,
-                " → blocked" if verdict.flagged else "")
-    return verdict
+    return verdict, failure, time.monotonic() - started
 
 
 # --- the request ----------------------------------------------------------------------------------
@@ -155,7 +192,7 @@ async def _ask(config: ModelConfig, text: str):
         async for piece in response.aiter_raw():
             received += piece
             if len(received) > ANSWER_MAX_BYTES:
-                raise ModelAnswerInvalid("answer too large")
+                raise ModelAnswerInvalid(f"回答超过 {ANSWER_MAX_BYTES // 1024} KB")
     return json.loads(bytes(received))
 
 
@@ -177,16 +214,16 @@ def moderations_answer_read(answer) -> tuple[bool, str | None]:
     ModelAnswerInvalid when it is not of that shape."""
     results = answer.get("results") if isinstance(answer, dict) else None
     if not isinstance(results, list) or not results:
-        raise ModelAnswerInvalid("no results")
+        raise ModelAnswerInvalid("回答里没有 results")
     flagged, category = False, None
     for result in results:
         if not isinstance(result, dict) or not isinstance(result.get("flagged"), bool):
-            raise ModelAnswerInvalid("a result without a boolean `flagged`")
+            raise ModelAnswerInvalid("results 里有一项没有布尔值 flagged")
         categories = result.get("categories", {})
         if categories is None:
             categories = {}
         if not isinstance(categories, dict):
-            raise ModelAnswerInvalid("`categories` is not an object")
+            raise ModelAnswerInvalid("categories 不是对象")
         if result["flagged"]:
             flagged = True
             if category is None:
@@ -199,9 +236,9 @@ def guard_chat_answer_text(answer) -> str:
     try:
         content = answer["choices"][0]["message"]["content"]
     except (KeyError, IndexError, TypeError) as exc:
-        raise ModelAnswerInvalid("not a chat completion") from exc
+        raise ModelAnswerInvalid("回答不是对话补全（choices[0].message.content）") from exc
     if not isinstance(content, str):
-        raise ModelAnswerInvalid("the completion has no text")
+        raise ModelAnswerInvalid("回答没有文本")
     return content
 
 
@@ -212,7 +249,7 @@ def guard_text_read(text: str, *, controversial_flagged: bool) -> tuple[bool, st
     text = _THINK.sub("", text)
     found = _SAFETY_LINE.search(text)
     if found is None:
-        raise ModelAnswerInvalid("no Safety line")
+        raise ModelAnswerInvalid("回答里没有“Safety: …”一行")
     level = found.group(1).lower()
     flagged = level == "unsafe" or (level == "controversial" and controversial_flagged)
     if not flagged:

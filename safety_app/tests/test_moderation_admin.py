@@ -119,3 +119,31 @@ def test_where_the_texts_go_is_a_superuser_right(client, password):
     row.refresh_from_db()
     assert (row.base_url, row.fail_mode, row.api_key_plain()) == ("http://127.0.0.1:9/v1", "closed", KEY)
     assert client.get(reverse(ADD)).status_code == 403
+
+
+def test_the_test_action_reports_the_verdict_or_why_it_failed(staff_client, moderation_server):
+    from django.contrib.messages import get_messages
+    from prometheus_client import REGISTRY
+
+    row = ModerationModel(name="审核", base_url=moderation_server.url, model="guard-test", timeout_sec=1,
+                          fail_mode="closed")
+    row.api_key_store(KEY)
+    row.save()
+    counted = REGISTRY.get_sample_value("campus_agent_moderation_model_seconds_count", {"stage": "question"})
+    listing = reverse("admin:safety_app_moderationmodel_changelist")
+    moderation_server.pass_().flag("violence").fail(502).garbage()
+
+    for _ in range(4):  # the messages wait for the page that shows them: all four
+        response = staff_client.post(listing, {"action": "model_test", "_selected_action": [row.pk]})
+        assert response.status_code == 302
+    reports = [(m.level_tag, m.message) for m in get_messages(response.wsgi_request)]
+
+    assert [level for level, _ in reports] == ["success", "warning", "error", "error"]
+    assert reports[0][1].startswith("“审核”可用：“你好”判定为通过（")
+    assert reports[1][1] == "“审核”把“你好”判定为违规（violence），请检查模型和提示词。"
+    assert reports[2][1] == "“审核”检查失败：HTTP 502。这时学生的问题会被拦截。"
+    assert reports[3][1] == "“审核”检查失败：回答不是 JSON。这时学生的问题会被拦截。"
+    assert [r.body for r in moderation_server.requests] == [{"model": "guard-test", "input": "你好"}] * 4
+    assert moderation_server.last_request.headers["authorization"] == f"Bearer {KEY}"
+    # A test is not a student's question: not counted.
+    assert REGISTRY.get_sample_value("campus_agent_moderation_model_seconds_count", {"stage": "question"}) == counted
