@@ -91,18 +91,38 @@ def test_a_hanging_model_fails_by_its_mode(
         assert Message.objects.get(role=Message.Role.USER).meta["blocked"] == {"category": MODEL_CATEGORY}
 
 
-def test_a_disabled_model_is_not_asked_from_the_next_turn(
+def test_a_change_of_the_model_applies_to_the_next_turn(
     live_asgi, llm_settings, agent, auth_headers, moderation_model_factory, moderation_server
 ):
-    row = moderation_model_factory()
+    llm_settings.reply_text("答案一。").reply_text("答案三。")
+    assert chat(live_asgi, {"message": QUESTION}, headers=auth_headers).text == "答案一。"  # none yet
+
+    row = moderation_model_factory()  # this worker kept "no model" with the lists: the change is seen
     moderation_server.flag()
     assert chat(live_asgi, {"message": QUESTION}, headers=auth_headers).text == BLOCKED_ZH
 
     row.enabled = False
     row.save()
-    llm_settings.reply_text("答案。")
-    assert chat(live_asgi, {"message": QUESTION}, headers=auth_headers).text == "答案。"
+    assert chat(live_asgi, {"message": QUESTION}, headers=auth_headers).text == "答案三。"
     assert len(moderation_server.requests) == 1
+
+
+def test_a_refused_or_listed_question_costs_no_call(
+    live_asgi, llm_settings, agent, auth_headers, moderation_model_factory, moderation_server
+):
+    """The model is asked last: a question admission refuses (404, 409, 429 …) or a word list
+    blocks never reaches it."""
+    politics = WordList.objects.create(name="涉政", category="涉政", action="block")
+    ListWord.objects.create(word_list=politics, word="法轮")
+    moderation_model_factory()
+
+    missing = chat(live_asgi, {"message": QUESTION, "conversation_id": "00000000-0000-4000-8000-000000000000"},
+                   headers=auth_headers)
+    listed = chat(live_asgi, {"message": "法轮" + QUESTION}, headers=auth_headers)
+
+    assert missing.status == 404
+    assert listed.of("moderation") == [{"type": "moderation", "stage": "question", "action": "block", "category": "涉政"}]
+    assert moderation_server.requests == [] and llm_settings.requests == []
 
 
 def test_v1_clients_are_blocked_and_the_earlier_questions_are_checked_too(
