@@ -38,17 +38,18 @@ _reload = threading.Lock()
 
 def stage_matcher(stage: str) -> Matcher:
     """The matcher of a stage ("question", "answer", "reasoning") as the lists are now (sync)."""
-    return _current().by_stage[stage]
+    return matchers_current().by_stage[stage]
 
 
 def stage_checks(stage: str) -> tuple[Matcher, ModelConfig | None]:
     """The matcher of a stage and the moderation model that checks it (None: none does), as they
-    are now (sync: the one query of the stamp)."""
-    kept = _current()
+    are now (sync: one read of the stamp)."""
+    kept = matchers_current()
     return kept.by_stage[stage], kept.models[stage]
 
 
-def _current() -> Matchers:
+def matchers_current() -> Matchers:
+    """Every stage's matcher, and moderation model, as they are now (sync: one read of the stamp)."""
     global _kept
     if connection.vendor not in TRIGGER_VENDORS:
         return _build(token=None)
