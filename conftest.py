@@ -12,6 +12,7 @@ pytest_plugins = [
     "testkit.fixtures.base",
     "testkit.fixtures.subagents",
     "testkit.fixtures.agents",
+    "testkit.fixtures.safety",
     "testkit.fixtures.browser",
     "testkit.fixtures.workers",
 ]

@@ -33,7 +33,7 @@ ROLES: dict[str, dict[tuple[str, str], tuple[str, ...]]] = {
         ("insights_app", "routingargexpectation"): ALL,
         ("insights_app", "routingcheck"): ("view",),
     },
-    SECURITY_ADMIN: {  # accounts and credentials, the moderation word lists and the reports of answers
+    SECURITY_ADMIN: {  # accounts and credentials, the moderation word lists and model, the reports of answers
         ("auth", "user"): ALL,
         ("auth", "group"): ALL,
         ("chat_app", "apikey"): ("view", "change"),  # change: the revoke action
@@ -45,6 +45,8 @@ ROLES: dict[str, dict[tuple[str, str], tuple[str, ...]]] = {
         ("safety_app", "wordlist"): ALL,
         ("safety_app", "listword"): ALL,
         ("safety_app", "answerreport"): ("view", "change"),  # change: the status and the outcome
+        # Not add: a new moderation model needs an address, a superuser's field (safety_app.admin).
+        ("safety_app", "moderationmodel"): ("view", "change", "delete"),
     },
     AUDITOR: {
         ("audit_app", "auditevent"): ("view", "export"),

@@ -1,10 +1,12 @@
-"""The word lists' automata, kept by each worker while the database says they are current.
+"""The word lists' automata, and the moderation model of each stage, kept by each worker while
+the database says they are current.
 
 The same idea as the agents' catalog (agents_app/catalog_cache.py): a check reads one row, the
 `WordListStamp`, and uses this worker's automata when its token is the one they were built with;
 otherwise it reads the lists again and rebuilds them, once. Database triggers change the token on
 every write to the lists' tables, by any process and by any means (admin, `moderation_import`,
-SQL), so a change applies to the next turn on every worker without a restart. The triggers are
+SQL) — and to the moderation model's (safety_app.model_check) —, so a change applies to the next
+turn on every worker without a restart. The triggers are
 (re)installed after every `migrate` (safety_app.apps). A database other than SQLite and
 PostgreSQL has no triggers here: it rebuilds at every check.
 """
@@ -16,7 +18,8 @@ from dataclasses import dataclass
 from django.db import connection, connections
 
 from safety_app.matcher import Entry, Matcher
-from safety_app.models import STAGES, ListWord, WordList, WordListStamp
+from safety_app.model_check import ModelConfig, model_config
+from safety_app.models import STAGES, ListWord, ModerationModel, WordList, WordListStamp
 
 STAMP_ID = 1
 TRIGGER_VENDORS = frozenset({"sqlite", "postgresql"})
@@ -26,6 +29,7 @@ TRIGGER_VENDORS = frozenset({"sqlite", "postgresql"})
 class Matchers:
     token: str | None
     by_stage: dict[str, Matcher]
+    models: dict[str, ModelConfig | None]  # the enabled moderation model that checks each stage
 
 
 _kept: Matchers | None = None
@@ -37,8 +41,15 @@ def stage_matcher(stage: str) -> Matcher:
     return matchers_current().by_stage[stage]
 
 
+def stage_checks(stage: str) -> tuple[Matcher, ModelConfig | None]:
+    """The matcher of a stage and the moderation model that checks it (None: none does), as they
+    are now (sync: one read of the stamp)."""
+    kept = matchers_current()
+    return kept.by_stage[stage], kept.models[stage]
+
+
 def matchers_current() -> Matchers:
-    """Every stage's matcher as the lists are now (sync: one read of the stamp)."""
+    """Every stage's matcher, and moderation model, as they are now (sync: one read of the stamp)."""
     global _kept
     if connection.vendor not in TRIGGER_VENDORS:
         return _build(token=None)
@@ -84,7 +95,9 @@ def _build(*, token: str | None) -> Matchers:
         if readers not in built:
             built[readers] = Matcher(words[stage])
         by_stage[stage] = built[readers]
-    return Matchers(token=token, by_stage=by_stage)
+    model = ModerationModel.objects.filter(enabled=True).first()  # at most one (its constraint)
+    models = {stage: model_config(model) if model is not None and getattr(model, stage) else None for stage in STAGES}
+    return Matchers(token=token, by_stage=by_stage, models=models)
 
 
 # --- the triggers -----------------------------------------------------------------------------
@@ -109,7 +122,7 @@ def word_list_triggers_install(*, using: str = "default") -> None:
         return
     stamp = WordListStamp._meta.db_table
     present = set(db.introspection.table_names())
-    tables = [model._meta.db_table for model in (WordList, ListWord) if model._meta.db_table in present]
+    tables = [model._meta.db_table for model in (WordList, ListWord, ModerationModel) if model._meta.db_table in present]
     if stamp not in present or not tables:
         return
     with db.cursor() as cursor:

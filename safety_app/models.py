@@ -1,11 +1,17 @@
-"""The moderation word lists (docs/design.md#content-safety-and-labels, docs/staff.md) and the
-students' reports of answers (举报, docs/safety.md#reports-举报)."""
+"""The moderation word lists and the moderation model (docs/design.md#content-safety-and-labels,
+docs/safety.md), and the students' reports of answers (举报, docs/safety.md#reports-举报)."""
+
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
+from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
+from campus_agent.base.crypto import secret_decrypt, secret_encrypt
+from campus_agent.base.models import TimeStampedModel
 from safety_app.matcher import word_key
 
 MSG_WORD_SEPARATORS_ONLY = "去掉空格和标点后这个词什么也不剩，无法匹配。"
@@ -148,3 +154,111 @@ class AnswerReport(models.Model):
 
     def __str__(self) -> str:
         return f"{self.get_reason_display()} · {self.message_id}"
+
+
+MODERATION_URL_ERROR = "请填写 http:// 或 https:// 开头的地址，如 http://10.0.0.5:8001/v1。"
+PROMPT_PLACEHOLDER = "{text}"
+PROMPT_PLACEHOLDER_ERROR = "提示词里要有 {text}：被检查的文字放在那里。"
+ONE_ENABLED_ERROR = "同时只能启用一个审核模型，请先停用正在用的那个。"
+TIMEOUT_MAX_SEC = 30
+
+
+def moderation_url_validate(value: str) -> None:
+    """An http(s) URL with a host and nothing a URL cannot hold (spaces, control characters)."""
+    parts = urlsplit(value or "")
+    if (parts.scheme.lower() not in ("http", "https") or not parts.hostname
+            or any(ch.isspace() or ord(ch) < 32 or ord(ch) == 127 for ch in value)):
+        raise ValidationError(MODERATION_URL_ERROR)
+
+
+class ModerationModel(TimeStampedModel):
+    """A moderation model asked about a text besides the word lists (safety_app.model_check):
+    an OpenAI-compatible `/v1/moderations` endpoint, or a guard chat model (Qwen3Guard-Gen …)
+    behind `/v1/chat/completions`. At most one is enabled. The API key is kept encrypted
+    (campus_agent.base.crypto), as a model provider's is."""
+
+    class Kind(models.TextChoices):
+        MODERATIONS = "moderations", "审核接口（/v1/moderations）"
+        GUARD_CHAT = "guard_chat", "安全对话模型（/v1/chat/completions，如 Qwen3Guard）"
+
+    class FailMode(models.TextChoices):
+        OPEN = "open", "放行"
+        CLOSED = "closed", "拦截"
+
+    name = models.CharField("名称", max_length=64, unique=True)
+    kind = models.CharField(
+        "类型", max_length=16, choices=Kind.choices, default=Kind.MODERATIONS,
+        help_text="审核接口：POST {地址}/moderations，按返回的 flagged 判断；安全对话模型：POST {地址}/chat/completions，"
+        "按回答里的“Safety: Safe / Unsafe / Controversial”判断。",
+    )
+    base_url = models.CharField(
+        "接口地址", max_length=500, validators=[moderation_url_validate],
+        help_text="OpenAI 兼容接口的地址，如 http://10.0.0.5:8001/v1；末尾没有 /v1 时自动补上。被检查的文字发往这里。",
+    )
+    model = models.CharField("模型", max_length=100, help_text="请求里的 model，如 omni-moderation-latest、Qwen/Qwen3Guard-Gen-4B。")
+    api_key_encrypted = models.TextField("API 密钥（加密）", blank=True, default="", editable=False)
+    prompt = models.TextField(
+        "提示词", default=PROMPT_PLACEHOLDER,
+        help_text="只用于安全对话模型：作为用户消息发送，{text} 换成被检查的文字。Qwen3Guard-Gen、Llama Guard 的审核说明"
+        "在它们自己的对话模板里，保持默认的 {text} 即可；用普通对话模型审核时，写清审核要求，并要求它按"
+        "“Safety: Safe|Unsafe|Controversial”和“Categories: 类别”两行回答。",
+    )
+    question = models.BooleanField("检查提问", default=True, help_text="学生发出的问题：模型判定违规时，问题不发给对话模型，以固定提示回答。")
+    answer = models.BooleanField("检查回答", default=False, help_text="模型给出的回答，分段检查。")
+    reasoning = models.BooleanField("检查思考过程", default=False, help_text="模型展示的思考过程，分段检查。")
+    timeout_sec = models.PositiveSmallIntegerField(
+        "超时（秒）", default=5, validators=[MinValueValidator(1), MaxValueValidator(TIMEOUT_MAX_SEC)],
+        help_text=f"一次审核最长等待的秒数（1–{TIMEOUT_MAX_SEC}），从发出请求到读完回答；超时按“失败时”处理。"
+        "每个问题都先等审核结果，再调用对话模型。",
+    )
+    fail_mode = models.CharField(
+        "失败时", max_length=8, choices=FailMode.choices, default=FailMode.OPEN,
+        help_text="审核模型超时、出错或回答无法解析时：放行（只按敏感词表检查）或拦截（当作违规）。",
+    )
+    controversial_flagged = models.BooleanField(
+        "争议内容视为违规", default=False,
+        help_text="只用于安全对话模型：回答“Safety: Controversial”时是否拦截（不勾选则放行）。",
+    )
+    enabled = models.BooleanField("启用", default=True)
+
+    class Meta:
+        verbose_name = verbose_name_plural = "审核模型"
+        ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["enabled"], condition=Q(enabled=True), name="moderation_model_one_enabled",
+                violation_error_message=ONE_ENABLED_ERROR,
+            ),
+            models.CheckConstraint(
+                condition=Q(timeout_sec__gte=1, timeout_sec__lte=TIMEOUT_MAX_SEC), name="moderation_model_timeout_range"
+            ),
+            models.CheckConstraint(condition=Q(kind__in=["moderations", "guard_chat"]), name="moderation_model_kind_valid"),
+            models.CheckConstraint(condition=Q(fail_mode__in=["open", "closed"]), name="moderation_model_fail_mode_valid"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        if self.kind == self.Kind.GUARD_CHAT and PROMPT_PLACEHOLDER not in (self.prompt or ""):
+            raise ValidationError({"prompt": PROMPT_PLACEHOLDER_ERROR})
+
+    def stages(self) -> tuple[str, ...]:
+        return tuple(stage for stage in STAGES if getattr(self, stage))
+
+    @property
+    def api_key_set(self) -> bool:
+        return bool(self.api_key_encrypted)
+
+    def api_key_store(self, key: str | None) -> None:
+        """Keeps `key` encrypted (None or "" removes it); saved with the row."""
+        self.api_key_encrypted = secret_encrypt(key) if key else ""
+
+    def api_key_plain(self) -> str:
+        """The key to send ("" when there is none or it cannot be decrypted)."""
+        return secret_decrypt(self.api_key_encrypted) or ""
+
+    @property
+    def api_key_unreadable(self) -> bool:
+        """A key is stored but cannot be decrypted (PROVIDER_KEY_SECRET or SECRET_KEY changed)."""
+        return bool(self.api_key_encrypted) and secret_decrypt(self.api_key_encrypted) is None

@@ -66,7 +66,7 @@ def test_the_security_admin_sees_accounts_and_cannot_open_an_agent_or_the_audit_
     client = member(SECURITY_ADMIN)
 
     assert _apps_shown(client) == {"auth": {"User", "Group"}, "chat_app": {"ApiKey", "AuthSession", "CampusIdentity", "CampusGroupGrant", "GroupLimits", "GroupMapping"},
-                                    "safety_app": {"WordList", "ListWord", "AnswerReport"}}
+                                    "safety_app": {"WordList", "ListWord", "AnswerReport", "ModerationModel"}}
     assert client.get(reverse("admin:agents_app_agent_change", args=[agent.pk])).status_code == 403
     assert client.get(AUDIT_LIST).status_code == 403
 

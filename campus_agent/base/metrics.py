@@ -1,7 +1,8 @@
 """Prometheus metrics (docs/design.md#cross-cutting-rules): what the project counts, and the `/metrics` text.
 
 Counted where things happen — a run's end (chat_app.runs.engine), a tool call's end
-(agents_app.runtime.tool_runs), a model round (agents_app.runtime.tracing) — with
+(agents_app.runtime.tool_runs), a model round (agents_app.runtime.tracing), a moderation model's
+verdict (safety_app.model_check) — with
 `prometheus_client`, the maintained client. Several workers on one host report one sum: with
 `PROMETHEUS_MULTIPROC_DIR` set (before the process starts; an empty directory, emptied when
 the service starts, as prometheus_client's multiprocess mode asks) each worker writes its
@@ -39,6 +40,14 @@ TOOL_CALL_SECONDS = Histogram(
     "campus_agent_tool_call_seconds", "One tool call, from its start to its result, by tool and kind", ["tool", "kind"],
     buckets=(0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60),
 )
+MODERATION_MODEL_OUTCOMES = ("pass", "flagged", "failed")
+MODERATION_MODEL_VERDICTS = Counter(
+    "campus_agent_moderation_model_verdicts", "The moderation model's verdicts, by stage and outcome", ["stage", "outcome"]
+)
+MODERATION_MODEL_SECONDS = Histogram(
+    "campus_agent_moderation_model_seconds", "One moderation model call, from asking to its verdict, by stage", ["stage"],
+    buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 30),
+)
 LLM_REQUEST = Histogram(
     "campus_agent_llm_request_seconds", "One streamed model request, from asking to its last chunk",
     buckets=(0.25, 0.5, 1, 2, 3, 5, 8, 13, 20, 30, 60, 120),
@@ -72,6 +81,11 @@ def tool_call_counted(*, tool: str, kind: str, outcome: str, seconds: float | No
     TOOL_CALLS.labels(tool=tool, kind=kind, outcome=outcome).inc()
     if seconds is not None:
         TOOL_CALL_SECONDS.labels(tool=tool, kind=kind).observe(seconds)
+
+
+def moderation_model_counted(*, stage: str, outcome: str, seconds: float) -> None:
+    MODERATION_MODEL_VERDICTS.labels(stage=stage, outcome=outcome).inc()
+    MODERATION_MODEL_SECONDS.labels(stage=stage).observe(seconds)
 
 
 def metrics_text() -> bytes:

@@ -6,7 +6,10 @@ once the caller is known) → 429 (a stream slot, the message rate: the run's le
 chat_app.runs.lease; the daily tokens) → 404/400 (the conversation, the agent, the hint, the
 attachments) → 409 (the conversation's run has not ended) → the question stored. The caller and the body are the gateway's (accounts,
 chat_input); the rest is `turn_open`, which the run's task runs inside its lease
-(chat_app.runs.engine), crossing into the database once for the quota and the writes.
+(chat_app.runs.engine), crossing into the database once for the quota and the writes. When staff
+enabled a moderation model for questions, it is asked once everything else has admitted the turn
+and the word lists have not blocked the question — between two crossings, a network call of at
+most its timeout that holds no database thread — and the question is stored with its verdict.
 """
 import uuid
 from dataclasses import dataclass
@@ -30,7 +33,7 @@ from chat_app.models import DEFAULT_TITLE, Conversation, Message, Run, Upload
 from chat_app.runs.chat_input import ChatInput
 from chat_app.runs.group_limits import caller_standing
 from chat_app.runs.lease import RunLease
-from chat_app.runs.moderation import QuestionCheck, question_check
+from chat_app.runs.moderation import QuestionCheck, question_check, question_model_checked
 from chat_app.runs.quota import user_token_quota_check
 from chat_app.runs.state import run_active_get, run_create
 
@@ -123,24 +126,30 @@ def _opening_rows(opening: tuple[tuple[str, str], ...]) -> list[Message]:
             for position, (role, text) in enumerate(((r, t) for r, t in opening if r in roles), start=1)]
 
 
-def _question_moderated(message: str, opening: list[Message]) -> tuple[str, QuestionCheck]:
-    """The question and the client's earlier questions checked against the word lists
-    (chat_app.runs.moderation): masked in place; the question returned as it is to be stored."""
-    asked = [row for row in opening if row.role == Message.Role.USER]
-    check = question_check(message, *(row.content for row in asked))
-    if check.blocked is None:
-        message = check.texts[0]
-        for row, text in zip(asked, check.texts[1:], strict=True):
-            row.content = text
-    return message, check
+@dataclass
+class TurnDraft:
+    """A turn admitted up to storing its question: what `turn_draft` resolved, with the question's
+    check (the word lists'; `check.model`: the moderation model still to ask)."""
+
+    user: object
+    chat: ChatInput
+    request_id: str
+    slot_key: str
+    audience: Audience
+    agent: Agent
+    conversation: Conversation | None  # None: a new one
+    message: str  # cleaned, as the student wrote it
+    hint_domain: str | None
+    uploads: list[Upload]
+    opening: list[Message]
+    check: QuestionCheck
 
 
-def turn_begin(*, user, chat: ChatInput, request_id: str, slot_key: str, audience: Audience | None = None) -> TurnStart:
+def turn_draft(*, user, chat: ChatInput, request_id: str, slot_key: str, audience: Audience | None = None) -> TurnDraft:
     """Resolves the conversation (404 unless the caller's) and agent (with its enabled tools
     catalog, as far as `audience` — the caller's groups, read now when not given — may use it),
-    checks `hint_domain` against that catalog (400), stores the user message with the turn's run
-    row (run by this worker, holding the slot `slot_key`), and builds the history the model will
-    see."""
+    checks `hint_domain` against that catalog (400), the attachments (404/400), that the
+    conversation's run has ended (409), and the question against the word lists. Writes nothing."""
     # The parser refuses text no database can hold; cleaning again costs nothing and keeps this
     # write safe whoever calls it.
     message, hint_domain = text_clean(chat.message), text_clean(chat.hint_domain)
@@ -153,15 +162,32 @@ def turn_begin(*, user, chat: ChatInput, request_id: str, slot_key: str, audienc
     agent = _agent_for(wanted=chat.agent, conversation=conversation, audience=audience)
     _hint_domain_check(agent=agent, audience=audience, hint_domain=hint_domain)
     uploads = _attachments_of(user=user, ids=chat.attachments, conversation=conversation)
-    new_conversation = conversation is None
-    if not new_conversation and conversation.active_run_id is not None:
+    if conversation is not None and conversation.active_run_id is not None:
         raise _conversation_busy()
-    opening = _opening_rows(chat.opening) if new_conversation else []
-    message, moderation = _question_moderated(message, opening)
+    opening = _opening_rows(chat.opening) if conversation is None else []
+    check = question_check(message, *(row.content for row in opening if row.role == Message.Role.USER))
+    return TurnDraft(user=user, chat=chat, request_id=request_id, slot_key=slot_key, audience=audience, agent=agent,
+                     conversation=conversation, message=message, hint_domain=hint_domain, uploads=uploads,
+                     opening=opening, check=check)
+
+
+def turn_store(draft: TurnDraft, *, check: QuestionCheck | None = None) -> TurnStart:
+    """Stores the user message with the turn's run row (run by this worker, holding the slot
+    `draft.slot_key`) — masked where a `mask` word was, marked where the question is blocked —
+    and builds the history the model will see. `check`: the draft's once its moderation model was
+    asked (chat_app.runs.moderation.question_model_checked)."""
+    moderation = check if check is not None else draft.check
+    conversation, agent, uploads, opening = draft.conversation, draft.agent, draft.uploads, draft.opening
+    new_conversation = conversation is None
+    message = draft.message
+    if moderation.blocked is None:  # the texts as stored and sent: masked
+        message = moderation.texts[0]
+        for row, text in zip([r for r in opening if r.role == Message.Role.USER], moderation.texts[1:], strict=True):
+            row.content = text
     try:
-        user_message, run = _turn_store(user=user, chat=chat, conversation=conversation, agent=agent,
-                                        message=message, hint_domain=hint_domain, uploads=uploads,
-                                        opening=opening, request_id=request_id, slot_key=slot_key,
+        user_message, run = _turn_store(user=draft.user, chat=draft.chat, conversation=conversation, agent=agent,
+                                        message=message, hint_domain=draft.hint_domain, uploads=uploads,
+                                        opening=opening, request_id=draft.request_id, slot_key=draft.slot_key,
                                         blocked=moderation.blocked)
     except IntegrityError:
         # Two questions at once (two workers): the database keeps one run per conversation
@@ -182,9 +208,15 @@ def turn_begin(*, user, chat: ChatInput, request_id: str, slot_key: str, audienc
         history=history,
         user_message_id=user_message.id,
         hint_domain=conversation.hint_domain or None,
-        audience=audience,
+        audience=draft.audience,
         moderation=moderation,
     )
+
+
+def turn_begin(*, user, chat: ChatInput, request_id: str, slot_key: str, audience: Audience | None = None) -> TurnStart:
+    """`turn_draft` then `turn_store`, the moderation model aside (the run's opening asks it:
+    `turn_open`)."""
+    return turn_store(turn_draft(user=user, chat=chat, request_id=request_id, slot_key=slot_key, audience=audience))
 
 
 def _conversation_busy() -> errors.ApiError:
@@ -234,18 +266,28 @@ def _turn_store(*, user, chat: ChatInput, conversation: Conversation | None, age
     return user_message, run
 
 
-def turn_admit(*, caller: Caller, chat: ChatInput, request_id: str, lease: RunLease) -> TurnStart:
+def turn_admit(*, caller: Caller, chat: ChatInput, request_id: str, lease: RunLease) -> TurnStart | TurnDraft:
     """The caller's groups and their limits (one query: chat_app.runs.group_limits), the message
     rate (429 42902: the lease has counted the message) and the daily tokens (429 42904), then
-    `turn_begin` holding the lease's slot. Sync: one crossing from the run's task."""
+    `turn_draft` holding the lease's slot, and `turn_store` unless a moderation model is still to
+    be asked about the question (then the draft is returned). Sync: one crossing from the run's
+    task."""
     audience, limits = caller_standing(user=caller.user)
     lease.refuse_unless_held(rate_per_minute=limits.chat_rate_per_minute)
     user_token_quota_check(user_id=caller.user.pk, quota=limits.daily_token_quota)
-    return turn_begin(user=caller.user, chat=chat, request_id=request_id, slot_key=lease.key, audience=audience)
+    draft = turn_draft(user=caller.user, chat=chat, request_id=request_id, slot_key=lease.key, audience=audience)
+    return draft if draft.check.model is not None else turn_store(draft)
 
 
 async def turn_open(lease: RunLease, *, caller: Caller, chat: ChatInput, request_id: str) -> TurnStart:
     """A new turn's opening, inside its run's lease: 429 without a slot (no database), then
-    `turn_admit`. Raises ApiError; nothing is stored when it does."""
+    `turn_admit`; when a moderation model checks questions (and the lists did not block this
+    one), it is asked between two crossings — a network call of at most its timeout, holding no
+    database thread — and the question stored with its verdict. Raises ApiError; nothing is
+    stored when it does."""
     lease.refuse_without_slot()
-    return await db_call(turn_admit, caller=caller, chat=chat, request_id=request_id, lease=lease)
+    admitted = await db_call(turn_admit, caller=caller, chat=chat, request_id=request_id, lease=lease)
+    if isinstance(admitted, TurnStart):
+        return admitted
+    check = await question_model_checked(admitted.check)
+    return await db_call(turn_store, admitted, check=check)

@@ -1,20 +1,21 @@
-"""The question checked against the moderation word lists before anything of the turn is stored
-(docs/design.md#content-safety-and-labels). Admission runs it for every gateway (REST, page,
-`/v1`, MCP, A2A): a `block` word means the question is stored marked and answered with a fixed
-message, and neither the model nor a tool is called; a `mask` word is masked in what is stored
-and sent to the model."""
+"""The question checked against the moderation word lists, and the moderation model when one
+checks questions, before anything of the turn is stored (docs/design.md#content-safety-and-labels).
+Admission runs it for every gateway (REST, page, `/v1`, MCP, A2A): a `block` word, or the model's
+flag, means the question is stored marked and answered with a fixed message, and neither the
+model nor a tool is called; a `mask` word is masked in what is stored and sent to the model."""
 
 from collections.abc import AsyncIterator
 from contextlib import aclosing
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from django.utils.translation import gettext_lazy as _
 
 from agents_app.runtime.events import Chunk, Done, Event, Moderation
 from audit_app.chain import Event as AuditEvent
 from audit_app.chain import Outcome, audit_record
-from safety_app.lists_cache import stage_matcher
+from safety_app.lists_cache import stage_checks
 from safety_app.matcher import first_block, masked
+from safety_app.model_check import ModelConfig, config_verdict
 
 STAGE = "question"
 # What an audit row keeps of the text a `block` stopped (the answer's held text, a tool's result).
@@ -27,6 +28,8 @@ class QuestionCheck:
     texts: tuple[str, ...]  # the texts as stored and sent: masked where a mask word was
     blocked: str | None  # the category of the first `block` word
     masked: tuple[str, ...]  # the categories of the masked words, each once
+    asked: tuple[str, ...] = ()  # the texts as the student wrote them
+    model: ModelConfig | None = None  # the moderation model still to ask (`question_model_checked`)
 
     @property
     def logged_question(self) -> str:
@@ -42,16 +45,33 @@ class QuestionCheck:
 
 def question_check(*texts: str) -> QuestionCheck:
     """The student's texts (the question, and the earlier questions a client sends with it)
-    checked in one pass each. Sync: reads the lists' stamp."""
-    matcher = stage_matcher(STAGE)
+    checked against the word lists in one pass each; when no list blocks them, `model` is the
+    moderation model that checks questions, still to ask (`question_model_checked`). Sync: reads
+    the lists' stamp (safety_app.lists_cache keeps the model with the lists)."""
+    matcher, model = stage_checks(STAGE)
     checked, masked_categories = [], {}
     for text in texts:
         hits = matcher.hits(text)
         if block := first_block(hits):
-            return QuestionCheck(texts=texts, blocked=block.category, masked=())
+            return QuestionCheck(texts=texts, blocked=block.category, masked=(), asked=texts)
         checked.append(masked(text, hits))
         masked_categories.update(dict.fromkeys(hit.category for hit in hits))
-    return QuestionCheck(texts=tuple(checked), blocked=None, masked=tuple(masked_categories))
+    return QuestionCheck(texts=tuple(checked), blocked=None, masked=tuple(masked_categories), asked=texts,
+                         model=model if any(texts) else None)
+
+
+async def question_model_checked(check: QuestionCheck) -> QuestionCheck:
+    """`check` once its moderation model has been asked about the texts as the student wrote them
+    (one call for all of them, earliest first: safety_app.model_check): blocked with the model's
+    category when flagged (or when it failed and fails closed), else as the lists left it. A
+    network call, made outside the database's threads."""
+    if check.model is None:
+        return check
+    text = "\n\n".join(reversed([text for text in check.asked if text]))
+    verdict = await config_verdict(check.model, stage=STAGE, text=text)
+    if verdict.flagged:
+        return QuestionCheck(texts=check.asked, blocked=verdict.category, masked=(), asked=check.asked)
+    return replace(check, model=None)
 
 
 def blocked_answer(notices: tuple[Moderation, ...]):
