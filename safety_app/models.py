@@ -35,8 +35,10 @@ class WordList(models.Model):
         help_text="拦截：问题不发给模型，回答以固定提示结束；打码：把词换成 *。",
     )
     question = models.BooleanField("检查提问", default=True, help_text="学生发出的问题。")
-    answer = models.BooleanField("检查回答", default=True, help_text="模型给出的回答。")
-    reasoning = models.BooleanField("检查思考过程", default=True, help_text="模型展示的思考过程。")
+    answer = models.BooleanField(
+        "检查回答", default=True, help_text="模型给出的回答、它调用工具时写的参数，以及工具返回给学生看的文字；边生成边检查。"
+    )
+    reasoning = models.BooleanField("检查思考过程", default=True, help_text="模型展示的思考过程；边生成边检查。")
     enabled = models.BooleanField("启用", default=True)
     updated_at = models.DateTimeField("更新时间", auto_now=True)
 
@@ -204,8 +206,12 @@ class ModerationModel(TimeStampedModel):
         "“Safety: Safe|Unsafe|Controversial”和“Categories: 类别”两行回答。",
     )
     question = models.BooleanField("检查提问", default=True, help_text="学生发出的问题：模型判定违规时，问题不发给对话模型，以固定提示回答。")
-    answer = models.BooleanField("检查回答", default=False, help_text="模型给出的回答，分段检查。")
-    reasoning = models.BooleanField("检查思考过程", default=False, help_text="模型展示的思考过程，分段检查。")
+    answer = models.BooleanField(
+        "检查回答", default=False, help_text="模型给出的回答，逐句分段检查：每段经审核模型通过后才显示，学生会多等每段一次调用的时间。"
+    )
+    reasoning = models.BooleanField(
+        "检查思考过程", default=False, help_text="模型展示的思考过程，同样逐段检查后才显示。"
+    )
     timeout_sec = models.PositiveSmallIntegerField(
         "超时（秒）", default=5, validators=[MinValueValidator(1), MaxValueValidator(TIMEOUT_MAX_SEC)],
         help_text=f"一次审核最长等待的秒数（1–{TIMEOUT_MAX_SEC}），从发出请求到读完回答；超时按“失败时”处理。"

@@ -508,16 +508,16 @@ async def _model_round(turn: _Turn) -> AsyncIterator[Event | NextStep]:
                 if not isinstance(delta, dict):
                     continue
                 if reasoning := delta_reasoning(delta):
-                    for event in _reasoning_read(turn, reasoning, max_text, round_reasoning):
+                    for event in await _piece_shown(turn, REASONING, reasoning, max_text, round_text, round_reasoning):
                         yield event
                 content = delta.get("content")
                 if content and isinstance(content, str):
                     for kind, piece in think.feed(content):
-                        for event in _answer_read(turn, kind, piece, max_text, round_text, round_reasoning):
+                        for event in await _piece_shown(turn, kind, piece, max_text, round_text, round_reasoning):
                             yield event
                 refusal = delta.get("refusal")  # the model declined (OpenAI): its words are the answer
                 if refusal and isinstance(refusal, str):
-                    for event in _answer_read(turn, CONTENT, refusal, max_text, round_text, round_reasoning):
+                    for event in await _piece_shown(turn, CONTENT, refusal, max_text, round_text, round_reasoning):
                         yield event
                 fragments = delta.get("tool_calls")
                 if isinstance(fragments, list) and fragments:
@@ -527,24 +527,22 @@ async def _model_round(turn: _Turn) -> AsyncIterator[Event | NextStep]:
                     for fragment in fragments:
                         calls.add(fragment)
         for kind, piece in think.end():  # an unclosed <think> block: the rest was reasoning
-            for event in _answer_read(turn, kind, piece, max_text, round_text, round_reasoning):
+            for event in await _piece_shown(turn, kind, piece, max_text, round_text, round_reasoning):
                 yield event
-        for event in _held_release(turn, round_text, round_reasoning):
+        for event in await _held_release(turn, round_text, round_reasoning):
             yield event
     except ScreenBlocked as blocked:  # the stream is closed below: the model stops
         yield Blocked(blocked.notice)
         return
     except ReplyTooLong as exc:
         logger.warning("model reply cut round={} reason={!r}", turn.tool_rounds + 1, str(exc))
-        for event in _held_release(turn, round_text, round_reasoning):
-            yield event
-        yield Interrupted(Error(DOWNSTREAM, REPLY_TOO_LONG_TEXT))
+        for item in await _held_then(turn, round_text, round_reasoning, Interrupted(Error(DOWNSTREAM, REPLY_TOO_LONG_TEXT))):
+            yield item
         return
     except (BudgetSpent, openai.APIError, httpx.HTTPError) as exc:
         failed = _model_failed(turn, exc)  # raises LlmUnavailable when keyword routing may stand in
-        for event in _held_release(turn, round_text, round_reasoning):
-            yield event
-        yield failed
+        for item in await _held_then(turn, round_text, round_reasoning, failed):
+            yield item
         return
     finally:
         usage.add_to(turn.usage)
@@ -595,31 +593,43 @@ def _text_counted(turn: _Turn, text: str, max_text: int) -> None:
     turn.yielded = True
 
 
-def _reasoning_read(turn: _Turn, text: str, max_text: int, round_reasoning: list[str]) -> list[Event]:
-    """A piece of the model's reasoning: shown apart, never part of the turn's text; kept with the
-    round's in case it calls tools (its reasoning goes back with the calls). Returns what the
-    word lists let be shown now (screening.py; raises ScreenBlocked)."""
+async def _piece_shown(turn: _Turn, kind: str, text: str, max_text: int, round_text: list[str],
+                       round_reasoning: list[str]) -> list[Event]:
+    """A piece of the model's reasoning or answer (`kind`, as ThinkSplitter or the delta's field
+    says): counted, then what the word lists and the moderation model let be shown now
+    (screening.py; raises ScreenBlocked). Reasoning is shown apart, never part of the turn's text;
+    it is kept with the round's in case it calls tools (it goes back with the calls)."""
     _text_counted(turn, text, max_text)
-    return _shown_kept(turn, turn.screens.text(STAGE_REASONING, text_clean(text)), None, round_reasoning)
+    stage = STAGE_REASONING if kind == REASONING else STAGE_ANSWER
+    events = turn.screens.text(stage, text_clean(text))
+    if turn.screens.gated(stage):
+        events = await turn.screens.gate(stage, events)
+    return _shown_kept(turn, events, round_text, round_reasoning)
 
 
-def _answer_read(turn: _Turn, kind: str, text: str, max_text: int, round_text: list[str],
-                 round_reasoning: list[str]) -> list[Event]:
-    """A piece of the model's `content`, which ThinkSplitter found to be answer or reasoning."""
-    if kind == REASONING:
-        return _reasoning_read(turn, text, max_text, round_reasoning)
-    _text_counted(turn, text, max_text)
-    return _shown_kept(turn, turn.screens.text(STAGE_ANSWER, text_clean(text)), round_text, None)
+async def _held_release(turn: _Turn, round_text: list[str], round_reasoning: list[str]) -> list[Event]:
+    """The round's stream ended: what the word lists and the moderation model still held of its
+    reasoning and answer."""
+    shown: list[Event] = []
+    for stage in (STAGE_REASONING, STAGE_ANSWER):
+        events = turn.screens.text_end(stage)
+        if turn.screens.gated(stage):
+            events = await turn.screens.gate(stage, events, final=True)
+        shown.extend(_shown_kept(turn, events, round_text, round_reasoning))
+    return shown
 
 
-def _held_release(turn: _Turn, round_text: list[str], round_reasoning: list[str]) -> list[Event]:
-    """The round's stream ended: what the word lists still held of its answer and reasoning."""
-    return [*_shown_kept(turn, turn.screens.text_end(STAGE_REASONING), None, round_reasoning),
-            *_shown_kept(turn, turn.screens.text_end(STAGE_ANSWER), round_text, None)]
+async def _held_then(turn: _Turn, round_text: list[str], round_reasoning: list[str],
+                     step: NextStep) -> list[Event | NextStep]:
+    """A failed round: what was held before it (shown, as the rest of the round was), then `step`;
+    or Blocked when the moderation model flags what was held."""
+    try:
+        return [*await _held_release(turn, round_text, round_reasoning), step]
+    except ScreenBlocked as blocked:
+        return [Blocked(blocked.notice)]
 
 
-def _shown_kept(turn: _Turn, events: list[Event], round_text: list[str] | None,
-                round_reasoning: list[str] | None) -> list[Event]:
+def _shown_kept(turn: _Turn, events: list[Event], round_text: list[str], round_reasoning: list[str]) -> list[Event]:
     """Keeps the text of the events about to be shown as the round's: exactly what the student
     sees is what is stored and sent back to the model."""
     for event in events:

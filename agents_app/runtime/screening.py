@@ -13,9 +13,13 @@ the model is sent back, so a masked word is masked in all three.
   failure whose content (for the model and the stored row) and error (for the student) say only
   that it was left out. The turn goes on: the model answers without it.
 - `mask` words are masked; each (stage, category) is told once per turn in a `moderation` frame.
+- A moderation model that checks the answer or the reasoning (safety_app.model_check) holds what
+  the lists released once more, a segment at a time (`gate`), and releases a segment only once
+  the model passed it; a flagged one blocks as a `block` word does.
 """
 
 import json
+import re
 from dataclasses import dataclass, field, replace
 
 from django.utils.translation import gettext_lazy as _
@@ -25,9 +29,16 @@ from agents_app.runtime.events import Chunk, Event, Moderation, Reasoning, ToolC
 from campus_agent.base.asyncdb import db_call
 from safety_app.lists_cache import Matchers, matchers_current
 from safety_app.matcher import Hit, first_block, masked
+from safety_app.model_check import MODEL_CATEGORY, config_verdict
 from safety_app.screen import Screened, StreamScreen
 
 ANSWER, REASONING = "answer", "reasoning"
+# The moderation model reads the answer in segments: a sentence or more, once this much is held …
+SEGMENT_MIN_CHARS = 20
+SENTENCE_END = re.compile(r"[。！？!?；;\n]+")
+# … and never more than this without asking; with the end of the segment before, for its sense.
+SEGMENT_MAX_CHARS = 300
+SEGMENT_CONTEXT_CHARS = 100
 # The end of a reply the lists stopped: said in the student's language (the run activates it).
 ANSWER_BLOCKED_TEXT = _("（回答中出现了不适合展示的内容，已停止生成。请换个问法。）")
 # What a tool's result becomes when its text had a `block` word: the model reads the first, the
@@ -50,6 +61,7 @@ class TurnScreens:
     _stages: dict[str, StreamScreen] = field(default_factory=dict)
     _tools: dict[str, StreamScreen] = field(default_factory=dict)
     _told: set[tuple[str, str]] = field(default_factory=set)  # (stage, category) of masks told
+    _gates: dict[str, "_Segments"] = field(default_factory=dict)  # the moderation model's, by stage
 
     @property
     def active(self) -> bool:
@@ -78,6 +90,36 @@ class TurnScreens:
         screen = self._tools.pop(event.call_id, None)
         events = self._tool_shown(event, screen.end()) if screen is not None else []
         return [*events, *self._result_screened(event, streamed=screen.blocked if screen is not None else None)]
+
+    def gated(self, stage: str) -> bool:
+        """Whether a moderation model checks the stage's text too (safety_app.model_check)."""
+        return self.matchers is not None and self.matchers.models.get(stage) is not None
+
+    async def gate(self, stage: str, events: list[Event], *, final: bool = False) -> list[Event]:
+        """The text the word lists released, held again until a segment of it is complete (a
+        sentence, or SEGMENT_MAX_CHARS) and the moderation model has passed it; the end of the
+        round (`final`) checks the rest. A flagged segment raises ScreenBlocked, as a block word
+        does; a failing model lets it through or blocks it as the model's fail mode says."""
+        gate = self._gates.setdefault(stage, _Segments())
+        passed: list[Event] = []
+        for event in events:
+            if isinstance(event, Chunk | Reasoning):
+                gate.pending += event.content
+            else:
+                passed.append(event)  # a mask notice: it says nothing of the words
+        segment = gate.take(final=final)
+        if segment:
+            config = self.matchers.models[stage]
+            verdict = await config_verdict(config, stage=stage, text=gate.context + segment)
+            if verdict.flagged:
+                logger.warning("moderation model: {} blocked category={}", stage, verdict.category)
+                raise ScreenBlocked(Moderation(stage=stage, action="block", category=verdict.category or MODEL_CATEGORY,
+                                               held=gate.pending_all(segment)))
+            gate.context = segment[-SEGMENT_CONTEXT_CHARS:]
+            passed.append(_text_event(stage, segment, False))
+        if final:
+            self._gates.pop(stage, None)
+        return passed
 
     def call_args(self, call) -> list[Event]:
         """A tool call the model asked for (model_calls.ModelCall, finished): its arguments are the
@@ -142,6 +184,29 @@ class TurnScreens:
                 self._told.add((stage, hit.category))
                 events.append(Moderation(stage=stage, action="mask", category=hit.category))
         return events
+
+
+@dataclass
+class _Segments:
+    """A stage's text the moderation model has not passed yet, cut into segments to ask it about."""
+
+    pending: str = ""
+    context: str = ""  # the end of the last segment passed: the model reads it with the next
+
+    def take(self, *, final: bool) -> str:
+        """The next segment to check (empty: not complete yet): up to the last sentence end once
+        SEGMENT_MIN_CHARS are held, or SEGMENT_MAX_CHARS whatever they are, or all at the end."""
+        if final or len(self.pending) >= SEGMENT_MAX_CHARS:
+            cut = len(self.pending) if final else SEGMENT_MAX_CHARS
+        elif len(self.pending) >= SEGMENT_MIN_CHARS and (ends := list(SENTENCE_END.finditer(self.pending))):
+            cut = ends[-1].end()
+        else:
+            return ""
+        segment, self.pending = self.pending[:cut], self.pending[cut:]
+        return segment
+
+    def pending_all(self, segment: str) -> str:
+        return segment + self.pending
 
 
 def _strings_masked(value, matcher):

@@ -225,3 +225,55 @@ def test_a_list_of_100000_words_checks_the_question_and_the_streamed_answer(live
 
     question = chat(live_asgi, {"message": f"请问 {' '.join(hidden)} 是什么"}, headers=auth_headers)
     assert question.of("moderation")[0]["stage"] == "question" and len(llm_settings.requests) == 1
+
+
+# --- the moderation model on the answer ---------------------------------------------------------
+FIRST = "一食堂今天中午供应红烧肉和番茄炒蛋，价格都不贵。"  # 24 characters: one segment
+SECOND = "二食堂的第二句话被审核模型判定为违规内容了。"
+THIRD = "第三句话不应该出现在任何地方。"
+
+
+def test_the_moderation_model_passes_the_answer_segment_by_segment_before_it_is_shown(
+    live_asgi, llm_settings, agent, auth_headers, moderation_model_factory, moderation_server
+):
+    moderation_model_factory(question=False, answer=True)
+    moderation_server.pass_().flag("violence")
+    llm_settings.reply_text(FIRST + SECOND + THIRD, chunk_size=3)
+
+    result = chat(live_asgi, {"message": "食堂吃什么"}, headers=auth_headers)
+
+    chunks = [f["content"] for f in result.of("chunk")]
+    assert chunks[0] == FIRST  # nothing of a segment is shown before the model passed it whole
+    assert SECOND[:3] not in _shown(result) and THIRD[:3] not in _shown(result)
+    assert result.of("moderation") == [{"type": "moderation", "stage": "answer", "action": "block",
+                                        "category": "violence"}]
+    assert result.frames[-1]["interrupted_reason"] == "content_filter" and result.text.endswith(NOTICE_ZH)
+    asked = [r.body["input"] for r in moderation_server.requests]
+    assert asked[0] == FIRST and asked[1].endswith(SECOND) and FIRST[-10:] in asked[1]  # with the context before
+    (row,) = AuditEvent.objects.filter(event=AuditEvent.Event.MODERATION_HIT)
+    assert SECOND in row.details["held"]
+
+
+@pytest.mark.parametrize("fail_mode", ["open", "closed"])
+def test_a_hanging_moderation_model_lets_the_answer_through_or_stops_it_by_its_mode(
+    live_asgi, llm_settings, agent, auth_headers, moderation_model_factory, moderation_server, fail_mode
+):
+    moderation_model_factory(question=False, answer=True, fail_mode=fail_mode, timeout_sec=1)
+    moderation_server.hang()
+    llm_settings.reply_text(FIRST)
+    result = chat(live_asgi, {"message": "食堂吃什么"}, headers=auth_headers)
+    if fail_mode == "open":
+        assert result.text == FIRST and not result.of("moderation")
+    else:
+        assert FIRST[:3] not in _shown(result) and result.text == NOTICE_ZH
+        assert result.of("moderation")[0]["category"] == "审核模型"
+
+
+def test_without_a_model_on_the_answer_nothing_waits_for_one(
+    live_asgi, llm_settings, agent, auth_headers, moderation_model_factory, moderation_server
+):
+    moderation_model_factory()  # the question only
+    llm_settings.reply_text(FIRST + SECOND, chunk_size=3, chunk_delay=0.05)
+    result = chat(live_asgi, {"message": "食堂吃什么"}, headers=auth_headers)
+    assert result.text == FIRST + SECOND and result.of("chunk")[0]["content"] == FIRST[:3]
+    assert [r.body["input"] for r in moderation_server.requests] == ["食堂吃什么"]
