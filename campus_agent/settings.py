@@ -93,6 +93,7 @@ INSTALLED_APPS = [
     "django_cas_ng",  # CAS login: its ticket ↔ session table serves single logout (chat_app/accounts/cas.py)
     "campus_agent",
     "safety_app",  # the moderation word lists: chat_app checks questions with them
+    "knowledge_app",  # the knowledge base: collections of documents the agent searches and cites
     "subagents_app",
     "agents_app",
     "chat_app",

@@ -6,8 +6,8 @@ design. (A dotted path in a string, as settings and `include()` name modules, is
 
 The levels, lowest first; a module imports from its own level or lower ones, never upwards:
 
-    campus_agent.base ← audit_app ← safety_app ← subagents_app ← agents_app ← chat_app ← insights_app ← demo_app
-        ← campus_agent's start-up ← test code
+    campus_agent.base ← audit_app ← safety_app ← knowledge_app ← subagents_app ← agents_app ← chat_app ← insights_app
+        ← demo_app ← campus_agent's start-up ← test code
 
 - campus_agent.base is the shared base (errors, SSE encoder, logging, tracing …): all may use
   it, it uses no app.
@@ -16,6 +16,8 @@ The levels, lowest first; a module imports from its own level or lower ones, nev
   django-simple-history's signals.
 - safety_app (the moderation word lists and their matcher) uses only the base; chat_app
   checks questions with it.
+- knowledge_app (the knowledge base: collections, documents, passages, their parsing and
+  search) uses the base (and the audit log); agents_app offers each collection as a tool.
 - insights_app (staff insight: routing checks through the runtime, the usage rollup and
   report) reads agents_app, subagents_app and chat_app, and no app imports it: chat_app tells it
   about stored turns with a signal, and it registers its admin extensions in its AppConfig.
@@ -37,7 +39,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-APPS = ("audit_app", "safety_app", "subagents_app", "agents_app", "chat_app", "insights_app", "demo_app")  # above the base, lowest first
+APPS = ("audit_app", "safety_app", "knowledge_app", "subagents_app", "agents_app", "chat_app", "insights_app", "demo_app")  # above the base, lowest first
 # Packages of test code only (the `tests` of each app are test code too); the benchmark scripts
 # sit at its level: they drive the whole stack with testkit's servers, and nothing imports them.
 TEST_CODE = ("testkit", "bench")
