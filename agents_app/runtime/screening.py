@@ -107,9 +107,8 @@ class TurnScreens:
                 gate.pending += event.content
             else:
                 passed.append(event)  # a mask notice: it says nothing of the words
-        segment = gate.take(final=final)
-        if segment:
-            config = self.matchers.models[stage]
+        config = self.matchers.models[stage]
+        while segment := gate.take(final=final):  # a long piece is several segments
             verdict = await config_verdict(config, stage=stage, text=gate.context + segment)
             if verdict.flagged:
                 logger.warning("moderation model: {} blocked category={}", stage, verdict.category)
@@ -196,8 +195,10 @@ class _Segments:
     def take(self, *, final: bool) -> str:
         """The next segment to check (empty: not complete yet): up to the last sentence end once
         SEGMENT_MIN_CHARS are held, or SEGMENT_MAX_CHARS whatever they are, or all at the end."""
-        if final or len(self.pending) >= SEGMENT_MAX_CHARS:
-            cut = len(self.pending) if final else SEGMENT_MAX_CHARS
+        if len(self.pending) >= SEGMENT_MAX_CHARS:
+            cut = SEGMENT_MAX_CHARS
+        elif final:
+            cut = len(self.pending)
         elif len(self.pending) >= SEGMENT_MIN_CHARS and (ends := list(SENTENCE_END.finditer(self.pending))):
             cut = ends[-1].end()
         else:

@@ -277,3 +277,15 @@ def test_without_a_model_on_the_answer_nothing_waits_for_one(
     result = chat(live_asgi, {"message": "食堂吃什么"}, headers=auth_headers)
     assert result.text == FIRST + SECOND and result.of("chunk")[0]["content"] == FIRST[:3]
     assert [r.body["input"] for r in moderation_server.requests] == ["食堂吃什么"]
+
+
+def test_a_long_piece_is_checked_in_segments_of_at_most_300_characters(
+    live_asgi, llm_settings, agent, auth_headers, moderation_model_factory, moderation_server
+):
+    moderation_model_factory(question=False, answer=True)
+    text = "长" * 700  # one chunk, no sentence end
+    llm_settings.reply_text(text, chunk_size=700)
+    result = chat(live_asgi, {"message": "你好"}, headers=auth_headers)
+    assert result.text == text
+    segments = [r.body["input"] for r in moderation_server.requests]
+    assert len(segments) == 3 and all(len(s) <= 300 + 100 for s in segments)
