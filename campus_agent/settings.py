@@ -278,6 +278,9 @@ SPECTACULAR_SETTINGS = {
         "chat_app.gateways.api.schema.async_views_describe",
         "drf_spectacular.hooks.postprocess_schema_enums",
     ],
+    # A report's status is named once, wherever it appears (a report, a message's report_status),
+    # apart from the other `status` enums of the API.
+    "ENUM_NAME_OVERRIDES": {"ReportStatusEnum": "safety_app.models.AnswerReport.Status"},
 }
 
 # --- LLM (the main agent) ---------------------------------------------------------------------
