@@ -69,6 +69,10 @@ BODY_RULES = (
     BodyRule(r"/v1/chat/completions", lambda: settings.OPENAI_API_BODY_MAX_BYTES, caller_first=True),
     BodyRule(r"/v1/.*", _form_cap, caller_first=True),
     BodyRule(r"/mcp/?", lambda: settings.MCP_MAX_BODY_BYTES),
+    # Staff's documents for the knowledge base, several at once (knowledge_app.admin): only from a
+    # signed-in session; whether it is staff's, the admin decides.
+    BodyRule(r"/admin/knowledge_app/knowledgedocument/upload/", lambda: settings.KNOWLEDGE_UPLOAD_MAX_BYTES,
+             caller_first=True),
     BodyRule(r".*", _form_cap),  # the page's and the admin's forms, the A2A server, the demo
 )
 _COMPILED = tuple((re.compile(rule.path, re.DOTALL), rule) for rule in BODY_RULES)

@@ -334,6 +334,12 @@ UPLOAD_USER_MAX_BYTES = env.int("UPLOAD_USER_MAX_BYTES", default=200 * 1024 * 10
 UPLOAD_RATE_PER_MINUTE = env.int("UPLOAD_RATE_PER_MINUTE", default=20)
 UPLOAD_TEXT_MAX_CHARS = env.int("UPLOAD_TEXT_MAX_CHARS", default=20000)
 UPLOAD_PDF_MAX_PAGES = env.int("UPLOAD_PDF_MAX_PAGES", default=100)
+
+# --- the knowledge base (docs/knowledge.md) ---------------------------------------------------------
+# One document's file: a handbook of a few hundred pages as a PDF is a few MB; a scan is larger.
+KNOWLEDGE_FILE_MAX_BYTES = env.int("KNOWLEDGE_FILE_MAX_BYTES", default=50 * 1024 * 1024)
+# One upload in admin, its files together (campus_agent/intake.py refuses more before reading it).
+KNOWLEDGE_UPLOAD_MAX_BYTES = env.int("KNOWLEDGE_UPLOAD_MAX_BYTES", default=100 * 1024 * 1024)
 UPLOAD_MAX_PER_MESSAGE = env.int("UPLOAD_MAX_PER_MESSAGE", default=5)
 # An image's width × height, read from its header (docs/security.md#documents-parsed-under-limits):
 # a 48 MP phone photo (8000 × 6000) passes; a few kilobytes declaring 20,000 × 20,000 do not.

@@ -10,6 +10,7 @@ from django.conf import settings
 from campus_agent.intake import body_rule
 
 UNITS = {"": 1, "k": 1024, "m": 1024 * 1024}
+KNOWLEDGE_UPLOAD = "/admin/knowledge_app/knowledgedocument/upload/"
 
 
 def _size(text: str) -> int:
@@ -21,6 +22,8 @@ def test_each_path_has_the_cap_of_its_setting():
     assert body_rule("/api/v1/uploads").cap() == settings.UPLOAD_MAX_BYTES + 64 * 1024
     assert body_rule("/v1/chat/completions").cap() == settings.OPENAI_API_BODY_MAX_BYTES
     assert body_rule("/mcp").cap() == settings.MCP_MAX_BODY_BYTES
+    assert body_rule(KNOWLEDGE_UPLOAD).cap() == settings.KNOWLEDGE_UPLOAD_MAX_BYTES
+    assert body_rule(KNOWLEDGE_UPLOAD).caller_first  # a stranger's 100 MB is refused on its head
     for path in ("/api/v1/chat", "/api/v1/auth/token", "/a2a/", "/login/", "/admin/login/", "/demo/x"):
         assert body_rule(path).cap() == settings.DATA_UPLOAD_MAX_MEMORY_SIZE, path
     assert body_rule("//api/v1/chat") is body_rule("/api/v1/chat")
@@ -40,11 +43,12 @@ def test_the_nginx_example_lets_the_app_refuse_each_body_first():
     assert "proxy_request_buffering off;" in block
     default = _size(re.search(r"^    client_max_body_size (\w+);", block, re.MULTILINE).group(1))
     locations = dict(re.findall(r"location = (\S+) \{[^}]*?client_max_body_size (\w+);", block))
-    assert set(locations) == {"/api/v1/uploads", "/v1/chat/completions", "/mcp"}
+    assert set(locations) == {"/api/v1/uploads", "/v1/chat/completions", "/mcp", KNOWLEDGE_UPLOAD}
     for path in (
         "/api/v1/uploads",
         "/v1/chat/completions",
         "/mcp",
+        KNOWLEDGE_UPLOAD,
         "/api/v1/chat",
         "/api/v1/conversations",
         "/login/",

@@ -1,0 +1,104 @@
+"""Documents taken into a collection (docs/knowledge.md#adding-documents): from admin's upload of
+several files at once or `manage.py knowledge_import`.
+
+- **The kind is read from the content**, never from the name alone: PDF and DOCX by their
+  signatures (`filetype`, as the students' uploads); Markdown, HTML and plain text must be UTF-8
+  without NUL, and then the name's extension (or an HTML document's own start) tells which.
+- **Caps**: KNOWLEDGE_FILE_MAX_BYTES per file; an empty file is refused. (Pages and the parsing's
+  CPU and memory are capped when it is read, in a child process.)
+- **The same content once per collection**: a file whose SHA-256 is already there is not added
+  again (the existing document is returned), whatever its name.
+
+A document added here waits for indexing (status `waiting`).
+"""
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import PurePath
+
+import filetype
+from django.conf import settings
+from django.core.files.base import ContentFile
+from django.db import IntegrityError, transaction
+
+from campus_agent.base.text import label_clean
+from knowledge_app.models import KnowledgeCollection, KnowledgeDocument
+
+PDF = "application/pdf"
+DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
+MARKDOWN, HTML, TEXT = "text/markdown", "text/html", "text/plain"
+TEXT_EXTENSIONS = {".md": MARKDOWN, ".markdown": MARKDOWN, ".html": HTML, ".htm": HTML, ".txt": TEXT}
+TITLE_MAX = KnowledgeDocument._meta.get_field("title").max_length
+NAME_MAX = 100
+
+MSG_EMPTY = "文件是空的。"
+MSG_TOO_LARGE = "文件不能超过 {limit} MB。"
+MSG_KIND = "只收 PDF、Word（.docx）、Markdown（.md）、HTML（.html）和纯文本（.txt，UTF-8）文件。"
+
+
+class DocumentRefused(ValueError):
+    """A file not taken, and why (in Chinese, for staff)."""
+
+
+@dataclass(frozen=True)
+class Added:
+    document: KnowledgeDocument
+    created: bool  # False: the same content was already in the collection
+
+
+def document_kind(data: bytes, name: str) -> str:
+    """The file's MIME type as read from its content (DocumentRefused when it is none we take)."""
+    sniffed = filetype.guess(data)
+    if sniffed is not None:
+        if sniffed.mime in (PDF, DOCX):
+            return sniffed.mime
+        raise DocumentRefused(MSG_KIND)
+    if b"\x00" in data:
+        raise DocumentRefused(MSG_KIND)
+    try:
+        head = data.decode("utf-8")[:2048]
+    except UnicodeDecodeError as exc:
+        raise DocumentRefused(MSG_KIND) from exc
+    extension = PurePath(name).suffix.lower()
+    if extension in TEXT_EXTENSIONS:
+        return TEXT_EXTENSIONS[extension]
+    if head.lstrip().lower().startswith(("<!doctype html", "<html")):
+        return HTML
+    raise DocumentRefused(MSG_KIND)
+
+
+def _title_of(name: str) -> str:
+    stem = label_clean(PurePath(name).stem).strip()
+    return (stem or "未命名文件")[:TITLE_MAX]
+
+
+def _stored_name(name: str, content_type: str) -> str:
+    """The name the file is stored under: its own, cleaned and short, with the extension of its kind."""
+    extension = {PDF: ".pdf", DOCX: ".docx", MARKDOWN: ".md", HTML: ".html", TEXT: ".txt"}[content_type]
+    stem = label_clean(PurePath(name).stem).replace("/", "_").replace("\\", "_").strip() or "document"
+    return stem[: NAME_MAX - len(extension)] + extension
+
+
+def document_add(*, collection: KnowledgeCollection, name: str, data: bytes, uploaded_by=None) -> Added:
+    """Takes one file into `collection` (DocumentRefused: why not)."""
+    if not data:
+        raise DocumentRefused(MSG_EMPTY)
+    if len(data) > settings.KNOWLEDGE_FILE_MAX_BYTES:
+        raise DocumentRefused(MSG_TOO_LARGE.format(limit=settings.KNOWLEDGE_FILE_MAX_BYTES // (1024 * 1024)))
+    content_type = document_kind(data, name)
+    content_hash = hashlib.sha256(data).hexdigest()
+    existing = KnowledgeDocument.objects.filter(collection=collection, content_hash=content_hash).first()
+    if existing is not None:
+        return Added(existing, created=False)
+    document = KnowledgeDocument(
+        collection=collection, title=_title_of(name), file_name=label_clean(name)[:255], content_type=content_type,
+        size=len(data), content_hash=content_hash, uploaded_by=uploaded_by,
+    )
+    document.file.save(_stored_name(name, content_type), ContentFile(data), save=False)
+    try:
+        with transaction.atomic():
+            document.save()
+    except IntegrityError:  # the same file added at the same moment by someone else
+        document.file.delete(save=False)
+        return Added(KnowledgeDocument.objects.get(collection=collection, content_hash=content_hash), created=False)
+    return Added(document, created=True)
