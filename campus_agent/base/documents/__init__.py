@@ -15,8 +15,9 @@ waits on a pipe without holding the GIL, so the worker's event loop never waits 
 fresh interpreter (not a fork of a worker, whose threads and memory a fork would copy) costs
 about 0.1 s a document: the start and pypdf's or python-docx's import.
 
-It lives in the shared base, where every app may use it: attachments (chat_app) today, and the
-knowledge base's documents (docs/design.md#the-knowledge-base), far more of them, next.
+It lives in the shared base, where every app may use it: attachments (chat_app) read a
+document's flat text (document_text), the knowledge base (knowledge_app.parsing) its structure
+(document_blocks: headings, paragraphs, table rows, pages), under the same limits.
 """
 
 import json
