@@ -12,8 +12,9 @@ headings above it and the page it is on.
   here and read line by line with anchored patterns, in time linear in their length, under the
   same character cap.
 - **Headings**: DOCX heading styles and outline levels, Markdown `#` (and `===`/`---`
-  underlines), HTML h1–h6; in a PDF and in plain text the numbered structure of Chinese
-  regulations at a line's start — 第X编 / 第X章 / 第X节 / 第X条, 一、, （一） — (NUMBERED_RANKS).
+  underlines), HTML h1–h6; and the numbered structure of Chinese regulations — 第X编 / 第X章 /
+  第X节 / 第X条, 一、, （一） (NUMBERED_RANKS) — at a line's start in a PDF and in plain text, at
+  a paragraph's start in the other formats (a Word file often numbers its articles by hand).
 - **Caps**: KNOWLEDGE_MAX_CHARS characters (past it: refused, "chars"), KNOWLEDGE_MAX_PAGES pages
   of a PDF (past it: refused, "pages"): a knowledge base that silently lost a document's end would
   answer from half of it. A document with no text at all (a scanned PDF) is refused too ("empty").
@@ -161,8 +162,10 @@ class Outline:
 # --- numbered headings (PDF, plain text) ---------------------------------------------------------
 
 NUMBER = r"[0-9０-９零〇一二三四五六七八九十百千两]+"
-# The ranks of the numbered structure of Chinese rules and handbooks, outermost first.
-NUMBERED_RANKS = {"编": 1, "章": 2, "节": 3, "条": 4, "、": 5, "（）": 6}
+# The levels of the numbered structure of Chinese rules and handbooks, outermost first: below any
+# heading a format marks itself (1–9), so that in a Word file whose chapters are styled headings
+# an unstyled 「第二十条」 paragraph nests under its chapter.
+NUMBERED_RANKS = {"编": 11, "章": 12, "节": 13, "条": 14, "、": 15, "（）": 16}
 TITLED = re.compile(rf"^第\s*({NUMBER})\s*(编|章|节)[\s:：]*(.*)$")
 ARTICLE = re.compile(rf"^(第\s*{NUMBER}\s*条)(?:[\s:：]+|$|(?=[^的规之中所款项]))(.*)$")
 ITEM = re.compile(r"^([一二三四五六七八九十]+)\s*、\s*(.+)$")
@@ -193,6 +196,19 @@ def numbered(line: str, after_break: bool) -> tuple[int, str, str] | None:
         if found and len(line) <= SHORT_TITLE and not re.search(r"[。！？；!?;，,]", found.group(2)):
             return rank, clean(line), ""
     return None
+
+
+def paragraph_add(blocks: list[Block], outline: Outline, text: str, page: int | None) -> None:
+    """A paragraph of a format with its own headings (Word, HTML, Markdown): one that opens with a
+    numbered heading (「第二十条 学生……」, 「第三章 学籍管理」) gives that heading too."""
+    found = numbered(text, True)
+    if found is None:
+        blocks.append(Block(PARAGRAPH, text, outline.path(), page))
+        return
+    rank, heading, rest = found
+    _heading(blocks, outline, rank, heading, page)
+    if rest:
+        blocks.append(Block(PARAGRAPH, rest, outline.path(), page))
 
 
 def numbered_blocks(text: str, page: int | None, outline: Outline) -> list[Block]:
@@ -270,11 +286,13 @@ def markdown_blocks(text: str) -> list[Block]:
     blocks: list[Block] = []
     lines: list[str] = []
 
-    def flush():
+    def flush(code: bool = False):
         if lines:
             text = inline_plain(lines_joined([line.strip() for line in lines]))
-            if text:
+            if text and code:
                 blocks.append(Block(PARAGRAPH, text, outline.path(), None))
+            elif text:
+                paragraph_add(blocks, outline, text, None)
             lines.clear()
 
     source = [QUOTE.sub("", line) for line in text.splitlines()]
@@ -289,7 +307,7 @@ def markdown_blocks(text: str) -> list[Block]:
                 lines.append(source[index])
                 index += 1
             index += 1
-            flush()
+            flush(code=True)
             continue
         if not line.strip():
             flush()
@@ -350,8 +368,10 @@ def structured_blocks(raw: list[RawBlock]) -> list[Block]:
             blocks.extend(numbered_blocks(piece.text, piece.page, outline))
         elif piece.kind == "heading":
             _heading(blocks, outline, piece.level, piece.text, piece.page)
+        elif piece.kind == "row":
+            blocks.append(Block(ROW, piece.text, outline.path(), piece.page))
         else:
-            blocks.append(Block(ROW if piece.kind == "row" else PARAGRAPH, piece.text, outline.path(), piece.page))
+            paragraph_add(blocks, outline, piece.text, piece.page)
     return blocks
 
 

@@ -4,8 +4,9 @@
 The algorithm, over the blocks of knowledge_app.parsing in order:
 
 1. **Sections**: a heading starts one; its path is the headings above it and itself. A section's
-   body is its paragraphs and table rows; a heading with no body gives no passage (its
-   sub-sections carry its name in their path).
+   body is its paragraphs and table rows; a heading with no body gives no passage when headings
+   below it follow (they carry its name in their path), and is its parent's text when none do
+   (「一、品德优良」 in a list of conditions is a line of text, not lost).
 2. **Pieces**: a paragraph up to PASSAGE_MAX_CHARS is one piece; a longer one is cut at Chinese
    and Western sentence ends (。！？； ! ? ;, closing quotes kept with their sentence) into
    pieces of about PASSAGE_TARGET_CHARS; a sentence longer than PASSAGE_MAX_CHARS is cut at a
@@ -146,27 +147,27 @@ def _packed(pieces: list[_Piece]) -> list[_Piece]:
 
 def passages_cut(blocks: tuple[Block, ...] | list[Block]) -> list[Passage]:
     """The passages of a document's blocks (knowledge_app.parsing.ParsedDocument.blocks), in order."""
-    out: list[Passage] = []
-    section: list[_Piece] = []
-    path: tuple[str, ...] = ()
+    sections: list[tuple[tuple[str, ...], list[_Piece]]] = []  # consecutive text under one heading path
+    empty: Block | None = None  # the heading just read, while no text has followed it
 
-    def close():
-        for passage in _packed(section):
-            out.append(Passage(len(out) + 1, passage.text, heading_joined(path), passage.page))
-        section.clear()
+    def add(path: tuple[str, ...], pieces: list[_Piece]) -> None:
+        if not sections or sections[-1][0] != path:
+            sections.append((path, []))
+        sections[-1][1].extend(pieces)
 
     for block in blocks:
         if block.kind == HEADING:
-            close()
-            path = (*block.headings, block.text)
+            if empty is not None and block.headings[: len(empty.headings) + 1] != (*empty.headings, empty.text):
+                add(empty.headings, [_Piece(empty.text, empty.page)])  # a heading nothing was under
+            empty = block
             continue
-        if block.headings != path:  # body text above the first heading, or after a heading's level closed
-            close()
-            path = block.headings
-        if block.kind == ROW:
-            for part in paragraph_cut(block.text):  # a row over the cap is cut like a paragraph
-                section.append(_Piece(part, block.page, True))
-        else:
-            section.extend(_Piece(part, block.page) for part in paragraph_cut(block.text))
-    close()
+        empty = None
+        add(block.headings, [_Piece(part, block.page, block.kind == ROW) for part in paragraph_cut(block.text)])
+    if empty is not None:
+        add(empty.headings, [_Piece(empty.text, empty.page)])
+    out: list[Passage] = []
+    for path, pieces in sections:
+        heading = heading_joined(path)
+        for passage in _packed(pieces):
+            out.append(Passage(len(out) + 1, passage.text, heading, passage.page))
     return out

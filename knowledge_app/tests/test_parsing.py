@@ -121,6 +121,23 @@ def test_a_docx_gives_its_heading_styles_outline_levels_and_tables_as_rows():
     ]
 
 
+def test_in_a_docx_an_article_numbered_by_hand_nests_under_its_styled_chapter():
+    def build(document):
+        document.add_heading("第三章 学籍管理", level=1)
+        document.add_paragraph("第二十条　学生可以申请转专业一次。")  # numbered by hand, body style
+        document.add_paragraph("申请须经学院审核。")
+        document.add_heading("第四章 奖励", level=1)
+
+    chapter = ("第三章 学籍管理",)
+    assert _pairs(document_parse(data=_docx(build))) == [
+        ("heading", "第三章 学籍管理", (), None),
+        ("heading", "第二十条", chapter, None),
+        ("paragraph", "第二十条 学生可以申请转专业一次。", (*chapter, "第二十条"), None),
+        ("paragraph", "申请须经学院审核。", (*chapter, "第二十条"), None),
+        ("heading", "第四章 奖励", (), None),  # a styled chapter closes the article
+    ]
+
+
 def test_markdown_gives_its_headings_paragraphs_lists_and_tables():
     text = """# 宿舍管理规定
 

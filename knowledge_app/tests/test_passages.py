@@ -109,3 +109,22 @@ def test_a_heading_path_over_the_fields_length_keeps_its_nearest_headings():
     assert len(joined) <= 500
     assert joined.startswith("… › ") and joined.endswith(path[-1])
     assert heading_joined(("第三章 学籍管理", "第二十条")) == "第三章 学籍管理 › 第二十条"
+
+
+def test_a_heading_with_nothing_under_it_is_text_of_its_section_not_lost():
+    article = ("第二章 奖学金", "第八条")
+    blocks = [
+        Block("heading", "第二章 奖学金", (), 3),
+        Block("heading", "第八条", ("第二章 奖学金",), 3),
+        Block("paragraph", "第八条 申请者应当具备下列条件：", article, 3),
+        Block("heading", "一、品德优良", article, 3),  # short, no punctuation: read as headings
+        Block("heading", "二、成绩优秀", article, 4),
+        Block("heading", "第九条", ("第二章 奖学金",), 4),
+        Block("paragraph", "第九条 评定每年进行一次。", ("第二章 奖学金", "第九条"), 4),
+        Block("heading", "附则", (), 5),
+    ]
+    assert [(p.text, p.heading, p.page) for p in passages_cut(blocks)] == [
+        ("第八条 申请者应当具备下列条件：\n一、品德优良\n二、成绩优秀", "第二章 奖学金 › 第八条", 3),
+        ("第九条 评定每年进行一次。", "第二章 奖学金 › 第九条", 4),
+        ("附则", "", 5),
+    ]
