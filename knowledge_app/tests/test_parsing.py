@@ -28,7 +28,7 @@ HANDBOOK_LINES = [
         "（一）学习成绩优良；",
         "（二）有特长的。",
         "第二十一条 申请转专业的学生，依照本办法",
-        "第二十条的规定办理。",
+        "第二十条第二款办理。",
         "一、申请程序",
         "学生在第二学期提出申请。",
     ],
@@ -64,7 +64,7 @@ def test_a_pdf_gives_its_pages_and_its_numbered_chapters_and_articles():
         ("paragraph", "（二）有特长的。", (*chapter3, "第二十条"), 2),
         ("heading", "第二十一条", chapter3, 2),
         # a wrapped line that starts with 第二十条 is the sentence going on, not an article
-        ("paragraph", "第二十一条 申请转专业的学生，依照本办法第二十条的规定办理。", (*chapter3, "第二十一条"), 2),
+        ("paragraph", "第二十一条 申请转专业的学生，依照本办法第二十条第二款办理。", (*chapter3, "第二十一条"), 2),
         ("heading", "一、申请程序", (*chapter3, "第二十一条"), 2),
         ("paragraph", "学生在第二学期提出申请。", (*chapter3, "第二十一条", "一、申请程序"), 2),
     ]
