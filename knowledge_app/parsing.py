@@ -3,7 +3,7 @@ its title, its pages, and its blocks in order — headings, paragraphs, table ro
 headings above it and the page it is on.
 
 - **The type is read from the content**, never from the name: a PDF or a DOCX by its signature
-  (`filetype`, as attachments do); anything else must be text (UTF-8, or GB18030 as older
+  (`filetype`, as attachments do); anything else must be text (UTF-8, UTF-16 with its BOM, or GB18030 as older
   Chinese files are, no NUL), then HTML when it opens with markup, Markdown when it has `#`
   headings or a `|---|` table, plain text otherwise.
 - **Untrusted bytes are parsed in the child** under its CPU, memory and time limits
@@ -46,7 +46,7 @@ CELL_JOIN = " | "
 # so a heading path stays short enough to show beside a citation.
 HEADING_MAX_CHARS = 80
 
-MSG_TYPE = _("只能读取 PDF、Word（.docx）、Markdown、HTML 或纯文本（UTF-8 或 GB18030 编码）文件")
+MSG_TYPE = _("只能读取 PDF、Word（.docx）、Markdown、HTML 或纯文本（UTF-8、GB18030 或 UTF-16 编码）文件")
 MSG_EMPTY = _("文件里没有可读取的文字（扫描件需先做文字识别）")
 MSG_CHARS = _("文字超过上限（{max_chars} 字）")
 
@@ -93,8 +93,15 @@ MARKDOWN_SIGNS = re.compile(r"^ {0,3}#{1,6}[ \t]+\S|^ {0,3}\|?[ \t]*:?-{3,}:?[ \
 
 
 def text_decoded(data: bytes) -> str | None:
-    """The text of bytes that are text: UTF-8 (a BOM dropped), else GB18030 (older Chinese
-    files); None for anything with a NUL or that neither decodes."""
+    """The text of bytes that are text: UTF-16 with its BOM (Windows Notepad's "Unicode"), UTF-8
+    (a BOM dropped), else GB18030 (older Chinese files); None for anything else with a NUL or
+    that neither decodes."""
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        try:
+            text = data.decode("utf-16")
+        except UnicodeDecodeError:
+            return None
+        return None if "\x00" in text else text
     if b"\x00" in data:
         return None
     for encoding in ("utf-8-sig", "gb18030"):
@@ -408,5 +415,7 @@ def document_parse(*, data: bytes, max_chars: int | None = None, max_pages: int 
         blocks = markdown_blocks(text) if kind == MARKDOWN else numbered_blocks(text, None, Outline())
     if not any(block.kind != HEADING for block in blocks):
         raise ParseFailed("empty", str(MSG_EMPTY))
+    # A PDF printed from Word is titled after the file: 「Microsoft Word - 学生手册.docx」.
+    title = re.sub(r"^Microsoft Word - |\.docx?$", "", title).strip()
     return ParsedDocument(kind=kind, title=title or _title(blocks), pages=pages, blocks=tuple(blocks))
 

@@ -48,7 +48,7 @@ def _docx(build) -> bytes:
 
 
 def test_a_pdf_gives_its_pages_and_its_numbered_chapters_and_articles():
-    document = document_parse(data=pdf_of_lines(HANDBOOK_LINES, title="学生手册（2026 版）"))
+    document = document_parse(data=pdf_of_lines(HANDBOOK_LINES, title="Microsoft Word - 学生手册（2026 版）.docx"))
     assert (document.kind, document.title, document.pages) == ("pdf", "学生手册（2026 版）", 2)
     chapter3 = ("第三章 学籍管理",)
     assert _pairs(document) == [
@@ -211,6 +211,8 @@ def test_html_gives_its_headings_paragraphs_items_and_rows_without_scripts_or_st
         (b"a | b\n---|---\n1 | 2", "markdown"),
         ("第一章 总则\n第一条 ……".encode(), "text"),
         ("<不是标签> 而是文字".encode(), "text"),
+        ("第一章 总则".encode("utf-16"), "text"),  # with its BOM, as Notepad saves "Unicode"
+        ("<html><h1>手册</h1></html>".encode("gb18030"), "html"),
         (b"\x89PNG\r\n\x1a\n" + bytes(64), None),  # an image: not a document we read
         (b"abc\x00def", None),  # binary
     ],
@@ -257,7 +259,7 @@ def test_a_document_past_the_character_cap_is_refused_not_cut(settings):
 @pytest.mark.parametrize(
     ("data", "reason", "message"),
     [
-        (b"\x89PNG\r\n\x1a\n" + bytes(64), "type", "只能读取 PDF、Word（.docx）、Markdown、HTML 或纯文本（UTF-8 或 GB18030 编码）文件"),
+        (b"\x89PNG\r\n\x1a\n" + bytes(64), "type", "只能读取 PDF、Word（.docx）、Markdown、HTML 或纯文本（UTF-8、GB18030 或 UTF-16 编码）文件"),
         (pdf_of([b"BT ET"]), "empty", "文件里没有可读取的文字（扫描件需先做文字识别）"),
         (b"%PDF-1.4\n1 0 obj garbage", "broken", "文件已损坏或格式不对"),
         (b"<html><script>x()</script></html>", "empty", "文件里没有可读取的文字（扫描件需先做文字识别）"),
