@@ -351,6 +351,10 @@ DOCUMENT_PARSE_CPU_SEC = env.int("DOCUMENT_PARSE_CPU_SEC", default=10)
 DOCUMENT_PARSE_MEMORY_MB = env.int("DOCUMENT_PARSE_MEMORY_MB", default=512)
 DOCUMENT_PARSE_TIMEOUT_SEC = env.float("DOCUMENT_PARSE_TIMEOUT_SEC", default=20.0)
 DOCUMENT_PARSE_MAX_CONCURRENT = env.int("DOCUMENT_PARSE_MAX_CONCURRENT", default=2)
+# A knowledge-base document past these is refused, not cut (knowledge_app/parsing.py,
+# docs/knowledge.md#how-documents-are-read-and-cut): a 1,000-page handbook passes.
+KNOWLEDGE_MAX_PAGES = env.int("KNOWLEDGE_MAX_PAGES", default=2000)
+KNOWLEDGE_MAX_CHARS = env.int("KNOWLEDGE_MAX_CHARS", default=5_000_000)
 # Whether the model of LLM_* (an agent with no provider of its own) reads images (image_url parts).
 LLM_ACCEPTS_IMAGES = env.bool("LLM_ACCEPTS_IMAGES", default=False)
 MAX_TOOL_ROUNDS = env.int("MAX_TOOL_ROUNDS", default=5)

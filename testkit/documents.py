@@ -47,6 +47,85 @@ def pdf_with(text: str, *, javascript: bool = False) -> bytes:
     return pdf_of([f"BT /F1 12 Tf 72 720 Td ({text}) Tj ET".encode()], javascript=javascript)
 
 
+def pdf_of_lines(pages: list[list[str]], *, title: str = "") -> bytes:
+    """A PDF whose pages show these lines, in any script (Chinese included), as a word processor
+    writes one: a Type0 font with Identity-H codes and a ToUnicode map, which is what a text
+    extractor reads (the glyphs themselves are not embedded: no viewer is asked to draw them).
+    Written by hand, so the tests need no PDF-writing library and no font file."""
+    chars = sorted({c for page in pages for line in page for c in line})
+    code = {c: i + 1 for i, c in enumerate(chars)}
+    entries = []
+    for start in range(0, len(chars), 100):  # a bfchar section holds at most 100 entries
+        chunk = chars[start : start + 100]
+        entries.append(f"{len(chunk)} beginbfchar")
+        entries += [f"<{code[c]:04X}> <{c.encode('utf-16-be').hex().upper()}>" for c in chunk]
+        entries.append("endbfchar")
+    cmap = (
+        "/CIDInit /ProcSet findresource begin 12 dict begin begincmap /CIDSystemInfo << /Registry (Adobe)"
+        " /Ordering (UCS) /Supplement 0 >> def /CMapName /Adobe-Identity-UCS def /CMapType 2 def"
+        " 1 begincodespacerange <0000> <FFFF> endcodespacerange\n"
+        + "\n".join(entries)
+        + "\nendcmap CMapName currentdict /CMap defineresource pop end end"
+    ).encode()
+    count = len(pages)
+    info = "<" + ("\ufeff" + title).encode("utf-16-be").hex() + ">" if title else "()"
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [" + b" ".join(b"%d 0 R" % (8 + i) for i in range(count)) + b"] /Count %d >>" % count,
+        b"<< /Type /Font /Subtype /Type0 /BaseFont /NotoSansCJKsc-Regular /Encoding /Identity-H"
+        b" /DescendantFonts [4 0 R] /ToUnicode 5 0 R >>",
+        b"<< /Type /Font /Subtype /CIDFontType0 /BaseFont /NotoSansCJKsc-Regular /CIDSystemInfo"
+        b" << /Registry (Adobe) /Ordering (Identity) /Supplement 0 >> /FontDescriptor 6 0 R /DW 1000 >>",
+        b"<< /Length %d >>\nstream\n" % len(cmap) + cmap + b"\nendstream",
+        b"<< /Type /FontDescriptor /FontName /NotoSansCJKsc-Regular /Flags 4 /FontBBox [0 -120 1000 880]"
+        b" /ItalicAngle 0 /Ascent 880 /Descent -120 /CapHeight 700 /StemV 80 >>",
+        b"<< /Title " + info.encode() + b" >>",
+    ]
+    streams = []
+    for index, page in enumerate(pages):
+        operators = [b"BT /F1 12 Tf 16 TL 50 800 Td"]
+        operators += [b"<" + "".join(f"{code[c]:04X}" for c in line).encode() + b"> Tj T*" for line in page]
+        packed = zlib.compress(b"\n".join([*operators, b"ET"]))
+        objects.append(
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 595 842] /Contents %d 0 R"
+            b" /Resources << /Font << /F1 3 0 R >> >> >>" % (8 + count + index)
+        )
+        streams.append(b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(packed) + packed + b"\nendstream")
+    objects += streams
+    out, offsets = io.BytesIO(), []
+    out.write(b"%PDF-1.7\n")
+    for number, body in enumerate(objects, 1):
+        offsets.append(out.tell())
+        out.write(b"%d 0 obj\n" % number + body + b"\nendobj\n")
+    xref = out.tell()
+    out.write(b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1))
+    out.write(b"".join(b"%010d 00000 n \n" % o for o in offsets))
+    out.write(b"trailer\n<< /Size %d /Root 1 0 R /Info 7 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref))
+    return out.getvalue()
+
+
+def pdf_encrypted(text: str = "Hello", *, password: str = "secret") -> bytes:
+    """A one-page PDF encrypted with a user password (pypdf writes it)."""
+    from pypdf import PdfReader, PdfWriter
+
+    writer = PdfWriter(clone_from=PdfReader(io.BytesIO(pdf_with(text))))
+    writer.encrypt(password, algorithm="AES-128")
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue()
+
+
+def docx_zip_bomb(megabytes: int = 40) -> bytes:
+    """A Word file with an extra member of `megabytes` of zeros, packed at a ratio of about 1,000
+    (the zip-bomb check refuses past 200)."""
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(docx_with("x")), "r") as plain, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as bomb:
+        for member in plain.infolist():
+            bomb.writestr(member.filename, plain.read(member))
+        bomb.writestr("word/media/zeros.bin", bytes(megabytes * 1024 * 1024))
+    return out.getvalue()
+
+
 @functools.cache
 def pdf_of_empty_shows(*, pages: int, per_page: int) -> bytes:
     """The attack: pages of nothing but empty `() Tj` operators, which pypdf's text extraction

@@ -15,8 +15,9 @@ waits on a pipe without holding the GIL, so the worker's event loop never waits 
 fresh interpreter (not a fork of a worker, whose threads and memory a fork would copy) costs
 about 0.1 s a document: the start and pypdf's or python-docx's import.
 
-It lives in the shared base, where every app may use it: attachments (chat_app) today, and the
-knowledge base's documents (docs/design.md#the-knowledge-base), far more of them, next.
+It lives in the shared base, where every app may use it: attachments (chat_app) read a
+document's flat text (document_text), the knowledge base (knowledge_app.parsing) its structure
+(document_blocks: headings, paragraphs, table rows, pages), under the same limits.
 """
 
 import json
@@ -43,6 +44,7 @@ REASONS = {
     "cpu": _("解析它需要的计算时间超过上限（{cpu} 秒），文件可能过于复杂"),
     "timeout": _("解析超时（超过 {timeout} 秒），文件可能过于复杂"),
     "busy": _("服务器正忙于解析其他文件，请稍后重试"),
+    "pages": _("页数超过上限（{max_pages} 页）"),
 }
 
 
@@ -50,12 +52,13 @@ class DocumentRefused(Exception):
     """A document whose text was not read: `reason` is a key of REASONS, `message` what the
     student is told (in the request's language)."""
 
-    def __init__(self, reason: str):
+    def __init__(self, reason: str, *, max_pages: int = 0):
         self.reason = reason
         self.message = str(REASONS[reason]).format(
             cpu=settings.DOCUMENT_PARSE_CPU_SEC,
             memory=settings.DOCUMENT_PARSE_MEMORY_MB,
             timeout=f"{settings.DOCUMENT_PARSE_TIMEOUT_SEC:g}",  # 20, not 20.0
+            max_pages=max_pages,
         )
         super().__init__(self.message)
 
@@ -64,6 +67,26 @@ class DocumentRefused(Exception):
 class Extracted:
     text: str
     cut: bool  # longer than max_chars: the text is its beginning
+
+
+@dataclass(frozen=True)
+class RawBlock:
+    """A piece of a document as the child read it (parser.py): `kind` "heading" (`level` 1–9),
+    "paragraph", "row" (a table row, cells joined by " | ") or "page" (a PDF page's whole text,
+    its headings left to the caller); `page` 1-based, None for a format without pages."""
+
+    kind: str
+    level: int
+    text: str
+    page: int | None
+
+
+@dataclass(frozen=True)
+class Structured:
+    title: str  # from the file's properties or its title element; "" when it has none
+    pages: int | None  # a PDF's page count; None for other formats
+    blocks: list[RawBlock]
+    cut: bool  # longer than max_chars: the blocks are its beginning
 
 
 _turns = threading.Condition()
@@ -103,10 +126,9 @@ def _answer(child: subprocess.Popen, out: bytes) -> dict:
     return answer
 
 
-def document_text(*, data: bytes, kind: str, max_chars: int, max_pages: int) -> Extracted:
-    """The text of a `kind` ("pdf" or "docx") document: at most `max_chars` characters (cut and
-    marked so) from at most `max_pages` pages; DocumentRefused when it cannot be read within the
-    limits. Blocking: async code calls it in a thread, where it waits on the child, not the CPU."""
+def _parsed(*, data: bytes, kind: str, max_chars: int, max_pages: int) -> dict:
+    """The child's answer for `data` read as `kind` (a KIND of parser.py); DocumentRefused when it
+    refused the document or went past a limit."""
     started = time.monotonic()
     deadline = started + settings.DOCUMENT_PARSE_TIMEOUT_SEC
     argv = [
@@ -143,13 +165,36 @@ def document_text(*, data: bytes, kind: str, max_chars: int, max_pages: int) -> 
             child.returncode,
             err[-300:].decode(errors="replace"),
         )
-        raise DocumentRefused(answer["refused"])
+        raise DocumentRefused(answer["refused"], max_pages=max_pages)
     logger.info(
         "document parsed kind={} bytes={} chars={} cut={} seconds={:.2f}",
         kind,
         len(data),
-        len(answer["text"]),
+        len(answer["text"]) if "text" in answer else sum(len(b[2]) for b in answer["blocks"]),
         answer["cut"],
         elapsed,
     )
+    return answer
+
+
+def document_text(*, data: bytes, kind: str, max_chars: int, max_pages: int) -> Extracted:
+    """The text of a `kind` ("pdf" or "docx") document: at most `max_chars` characters (cut and
+    marked so) from at most `max_pages` pages; DocumentRefused when it cannot be read within the
+    limits. Blocking: async code calls it in a thread, where it waits on the child, not the CPU."""
+    answer = _parsed(data=data, kind=kind, max_chars=max_chars, max_pages=max_pages)
     return Extracted(answer["text"], answer["cut"])
+
+
+def document_blocks(*, data: bytes, kind: str, max_chars: int, max_pages: int) -> Structured:
+    """The structure of a `kind` ("pdf", "docx" or "html") document, read in the child under the
+    same limits as document_text: its blocks in order, at most `max_chars` characters of them (cut
+    and marked so); a PDF of more than `max_pages` pages is refused (DocumentRefused("pages")),
+    not cut, since a knowledge base that silently lost its end would answer wrongly. Blocking,
+    as document_text."""
+    answer = _parsed(data=data, kind=f"{kind}-blocks", max_chars=max_chars, max_pages=max_pages)
+    return Structured(
+        title=answer["title"],
+        pages=answer["pages"],
+        blocks=[RawBlock(kind, level, text, page) for kind, level, text, page in answer["blocks"]],
+        cut=answer["cut"],
+    )
