@@ -4,17 +4,19 @@ at a time, each with its status and progress."""
 from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
+from django.db import transaction
 from django.db.models import Count
 from django.http import HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 
+from knowledge_app.indexing import indexing_start
 from knowledge_app.ingest import MSG_TOO_LARGE, DocumentRefused, document_add
 from knowledge_app.models import KnowledgeCollection, KnowledgeDocument
 
 FILES_MAX = 50  # one upload: a folder of a handbook's chapters, not an archive's worth
 MSG_TOO_MANY = f"一次最多上传 {FILES_MAX} 个文件。"
-MSG_ADDED = "《{title}》已加入“{collection}”，等待索引。"
+MSG_ADDED = "《{title}》已加入“{collection}”，正在后台索引，完成后可检索（状态见下表）。"
 MSG_ALREADY = "{name}：内容与已有的《{title}》相同，没有重复加入。"
 MSG_REFUSED = "{name}：{reason}"
 
@@ -83,6 +85,7 @@ class KnowledgeDocumentAdmin(admin.ModelAdmin):
             collection = form.cleaned_data["collection"]
             for uploaded in form.cleaned_data["files"]:
                 self._added(request, collection, uploaded)
+            transaction.on_commit(indexing_start)  # on a thread of this process (knowledge_app.indexing)
             return HttpResponseRedirect(reverse("admin:knowledge_app_knowledgedocument_changelist"))
         context = {**self.admin_site.each_context(request), "opts": self.model._meta, "form": form,
                    "title": "上传文件"}

@@ -1,9 +1,9 @@
 """Documents taken into a collection (docs/knowledge.md#adding-documents): from admin's upload of
 several files at once or `manage.py knowledge_import`.
 
-- **The kind is read from the content**, never from the name alone: PDF and DOCX by their
-  signatures (`filetype`, as the students' uploads); Markdown, HTML and plain text must be UTF-8
-  without NUL, and then the name's extension (or an HTML document's own start) tells which.
+- **The kind is read from the content**, never from the name (knowledge_app.parsing.document_kind:
+  PDF and DOCX by their signatures, as the students' uploads; text — UTF-8, GB18030 or UTF-16 —
+  as HTML, Markdown or plain text by what it holds).
 - **Caps**: KNOWLEDGE_FILE_MAX_BYTES per file; an empty file is refused. (Pages and the parsing's
   CPU and memory are capped when it is read, in a child process.)
 - **The same content once per collection**: a file whose SHA-256 is already there is not added
@@ -16,24 +16,30 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import PurePath
 
-import filetype
 from django.conf import settings
 from django.core.files.base import ContentFile
 from django.db import IntegrityError, transaction
 
 from campus_agent.base.text import label_clean
+from knowledge_app import parsing
 from knowledge_app.models import KnowledgeCollection, KnowledgeDocument
 
-PDF = "application/pdf"
-DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
-MARKDOWN, HTML, TEXT = "text/markdown", "text/html", "text/plain"
-TEXT_EXTENSIONS = {".md": MARKDOWN, ".markdown": MARKDOWN, ".html": HTML, ".htm": HTML, ".txt": TEXT}
+# The MIME type a document is stored and served with, by the kind parsing reads it as.
+CONTENT_TYPES = {
+    parsing.PDF: "application/pdf",
+    parsing.DOCX: "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+    parsing.MARKDOWN: "text/markdown",
+    parsing.HTML: "text/html",
+    parsing.TEXT: "text/plain",
+}
+EXTENSIONS = {parsing.PDF: ".pdf", parsing.DOCX: ".docx", parsing.MARKDOWN: ".md", parsing.HTML: ".html",
+              parsing.TEXT: ".txt"}
 TITLE_MAX = KnowledgeDocument._meta.get_field("title").max_length
 NAME_MAX = 100
 
 MSG_EMPTY = "文件是空的。"
 MSG_TOO_LARGE = "文件不能超过 {limit} MB。"
-MSG_KIND = "只收 PDF、Word（.docx）、Markdown（.md）、HTML（.html）和纯文本（.txt，UTF-8）文件。"
+MSG_KIND = "只收 PDF、Word（.docx）、Markdown、HTML 和纯文本文件（按内容判断，与文件名无关）。"
 
 
 class DocumentRefused(ValueError):
@@ -46,25 +52,12 @@ class Added:
     created: bool  # False: the same content was already in the collection
 
 
-def document_kind(data: bytes, name: str) -> str:
-    """The file's MIME type as read from its content (DocumentRefused when it is none we take)."""
-    sniffed = filetype.guess(data)
-    if sniffed is not None:
-        if sniffed.mime in (PDF, DOCX):
-            return sniffed.mime
+def document_kind(data: bytes) -> str:
+    """The file's kind as read from its content (DocumentRefused when it is none we take)."""
+    kind = parsing.document_kind(data)
+    if kind is None:
         raise DocumentRefused(MSG_KIND)
-    if b"\x00" in data:
-        raise DocumentRefused(MSG_KIND)
-    try:
-        head = data.decode("utf-8")[:2048]
-    except UnicodeDecodeError as exc:
-        raise DocumentRefused(MSG_KIND) from exc
-    extension = PurePath(name).suffix.lower()
-    if extension in TEXT_EXTENSIONS:
-        return TEXT_EXTENSIONS[extension]
-    if head.lstrip().lower().startswith(("<!doctype html", "<html")):
-        return HTML
-    raise DocumentRefused(MSG_KIND)
+    return kind
 
 
 def _title_of(name: str) -> str:
@@ -72,9 +65,9 @@ def _title_of(name: str) -> str:
     return (stem or "未命名文件")[:TITLE_MAX]
 
 
-def _stored_name(name: str, content_type: str) -> str:
+def _stored_name(name: str, kind: str) -> str:
     """The name the file is stored under: its own, cleaned and short, with the extension of its kind."""
-    extension = {PDF: ".pdf", DOCX: ".docx", MARKDOWN: ".md", HTML: ".html", TEXT: ".txt"}[content_type]
+    extension = EXTENSIONS[kind]
     stem = label_clean(PurePath(name).stem).replace("/", "_").replace("\\", "_").strip() or "document"
     return stem[: NAME_MAX - len(extension)] + extension
 
@@ -85,16 +78,16 @@ def document_add(*, collection: KnowledgeCollection, name: str, data: bytes, upl
         raise DocumentRefused(MSG_EMPTY)
     if len(data) > settings.KNOWLEDGE_FILE_MAX_BYTES:
         raise DocumentRefused(MSG_TOO_LARGE.format(limit=settings.KNOWLEDGE_FILE_MAX_BYTES // (1024 * 1024)))
-    content_type = document_kind(data, name)
+    kind = document_kind(data)
     content_hash = hashlib.sha256(data).hexdigest()
     existing = KnowledgeDocument.objects.filter(collection=collection, content_hash=content_hash).first()
     if existing is not None:
         return Added(existing, created=False)
     document = KnowledgeDocument(
-        collection=collection, title=_title_of(name), file_name=label_clean(name)[:255], content_type=content_type,
+        collection=collection, title=_title_of(name), file_name=label_clean(name)[:255], content_type=CONTENT_TYPES[kind],
         size=len(data), content_hash=content_hash, uploaded_by=uploaded_by,
     )
-    document.file.save(_stored_name(name, content_type), ContentFile(data), save=False)
+    document.file.save(_stored_name(name, kind), ContentFile(data), save=False)
     try:
         with transaction.atomic():
             document.save()

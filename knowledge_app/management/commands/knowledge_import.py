@@ -1,12 +1,13 @@
 """`manage.py knowledge_import PATH… --collection SLUG [--name …] [--description …]`: files (or the
-files of folders, not descending) added to a collection, made when missing; a file whose content
-is already there is skipped (docs/knowledge.md#adding-documents)."""
+files of folders, not descending) added to a collection, made when missing, and indexed; a file
+whose content is already there is skipped (docs/knowledge.md#adding-documents)."""
 
 from pathlib import Path
 
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
+from knowledge_app.indexing import documents_index_waiting
 from knowledge_app.ingest import DocumentRefused, document_add
 from knowledge_app.models import KnowledgeCollection
 
@@ -52,5 +53,11 @@ class Command(BaseCommand):
                 skipped += 1
                 self.stdout.write(f"{file}: already there as 《{result.document.title}》")
         self.stdout.write(f"{added} added, {skipped} already there, {refused} refused")
+        if added:  # indexed here, before the command ends (knowledge_app.indexing)
+            documents_index_waiting()
+            for document in target.documents.order_by("title"):
+                state = (f"{document.passage_count} passages" if document.status == document.Status.READY
+                         else f"{document.get_status_display()} {document.error}".strip())
+                self.stdout.write(f"《{document.title}》: {state}")
         if refused and not added and not skipped:
             raise CommandError("nothing imported")
