@@ -126,12 +126,14 @@ def vectors_search(collection_id: int, query_vector, limit: int) -> list[tuple[i
                 cursor.execute("SET LOCAL hnsw.iterative_scan = strict_order")
             cursor.execute(SEARCH_SQL.format(n=n), [query.tolist(), collection_id, limit])
             return [(passage_id, float(distance)) for passage_id, distance in cursor.fetchall()]
-    rows = list(PassageVector.objects.filter(collection_id=collection_id, dimensions=n)
-                .values_list("passage_id", "embedding"))
+    with connection.cursor() as cursor:  # not the ORM: a fifth less time for the rows
+        cursor.execute(f"SELECT passage_id, embedding FROM {TABLE} WHERE collection_id = %s AND dimensions = %s",
+                       [collection_id, n])
+        rows = cursor.fetchall()
     if not rows:
         return []
     ids = np.fromiter((passage_id for passage_id, _ in rows), dtype=np.int64, count=len(rows))
-    matrix = np.frombuffer(b"".join(bytes(blob) for _, blob in rows), dtype="<f4").reshape(len(rows), n)
+    matrix = np.frombuffer(b"".join(blob for _, blob in rows), dtype="<f4").reshape(len(rows), n)
     distances = 1.0 - matrix @ query.astype("<f4")
     k = min(limit, len(rows))
     nearest = np.argpartition(distances, k - 1)[:k]
