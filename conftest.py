@@ -15,6 +15,7 @@ pytest_plugins = [
     "testkit.fixtures.safety",
     "testkit.fixtures.browser",
     "testkit.fixtures.workers",
+    "testkit.fixtures.embeddings",
 ]
 
 

@@ -572,3 +572,25 @@ TRACING_EXPORTERS = tracing_exporters(os.environ)
 # Followers (GET /api/v1/runs/<id>/events) one user may hold at once, on every worker (counted in
 # the cache, like stream slots: with Redis across workers); 429 42905 past it.
 RUN_MAX_FOLLOWERS_PER_USER = env.int("RUN_MAX_FOLLOWERS_PER_USER", default=10)
+
+# --- issue 45, the knowledge base: embeddings (docs/knowledge.md#vectors-optional) -------------
+# An OpenAI-compatible `POST /v1/embeddings` (DashScope's text-embedding-v4, bge-m3 behind vLLM or
+# TEI). Off while EMBEDDINGS_BASE_URL is empty: the keyword index alone serves. Changing the model
+# or the dimensions means indexing the documents again (vectors of another size are not searched).
+EMBEDDINGS_BASE_URL = env.str("EMBEDDINGS_BASE_URL", default="").rstrip("/")  # ends in /v1
+EMBEDDINGS_API_KEY = env.str("EMBEDDINGS_API_KEY", default="")
+EMBEDDINGS_MODEL = env.str("EMBEDDINGS_MODEL", default="")
+# The length of every vector the model answers (1024 for bge-m3 and text-embedding-v4's default);
+# an answer of another length is refused. Up to 2000: pgvector's HNSW index takes no longer vector.
+EMBEDDINGS_DIMENSIONS = env.int("EMBEDDINGS_DIMENSIONS", default=1024)
+# Ask the model for EMBEDDINGS_DIMENSIONS (the `dimensions` parameter: text-embedding-v4 and other
+# Matryoshka models); a model of one size (bge-m3 on TEI or vLLM) may refuse the parameter.
+EMBEDDINGS_SEND_DIMENSIONS = env.bool("EMBEDDINGS_SEND_DIMENSIONS", default=False)
+EMBEDDINGS_TIMEOUT_SEC = env.float("EMBEDDINGS_TIMEOUT_SEC", default=30.0)  # one request, whole answer read
+EMBEDDINGS_BATCH_SIZE = env.int("EMBEDDINGS_BATCH_SIZE", default=10)  # texts per request (DashScope takes 10)
+if not 1 <= EMBEDDINGS_DIMENSIONS <= 2000:
+    raise ImproperlyConfigured(f"EMBEDDINGS_DIMENSIONS={EMBEDDINGS_DIMENSIONS}: from 1 to 2000")
+if not 1 <= EMBEDDINGS_BATCH_SIZE <= 2048:
+    raise ImproperlyConfigured(f"EMBEDDINGS_BATCH_SIZE={EMBEDDINGS_BATCH_SIZE}: from 1 to 2048")
+if EMBEDDINGS_BASE_URL and not EMBEDDINGS_MODEL:
+    raise ImproperlyConfigured("EMBEDDINGS_BASE_URL is set: EMBEDDINGS_MODEL names the embedding model")

@@ -4,6 +4,10 @@
 # Extra arguments go to pytest (e.g. scripts/test.sh -k stream -x).
 source "$(dirname "$0")/_venv.sh" requirements-dev.txt
 source scripts/_browser_deps.sh  # _venv.sh made the project root the working directory
+# The knowledge base's vector tests run the real pgvector on the local PostgreSQL.
+case "${DATABASE_URL:-}" in
+  postgres*://*@127.0.0.1[:/]*|postgres*://*@localhost[:/]*) bash scripts/_pgvector.sh ;;
+esac
 # Tests of several workers need a Redis (TEST_REDIS_URL, default redis://127.0.0.1:6379/15): a
 # throwaway one is started when none answers there (they fail, not skip, without one).
 if [ -z "${TEST_REDIS_URL:-}" ] && ! (command -v redis-cli >/dev/null && redis-cli -p 6379 ping >/dev/null 2>&1); then

@@ -1,0 +1,229 @@
+"""Embeddings from an OpenAI-compatible `POST /v1/embeddings` (docs/knowledge.md#vectors-optional):
+DashScope's text-embedding-v4, bge-m3 behind vLLM or TEI, any server of that shape.
+
+What comes back is checked before anything uses it: one vector per text, in the texts' order, each
+of EMBEDDINGS_DIMENSIONS finite numbers, not all zero; an answer late, past its byte cap, not JSON
+or of another shape is an `EmbeddingsError` whose message (in Chinese: staff read it as a
+document's failure) says which. The texts are students' questions and the documents' passages:
+nothing here logs them or puts them into an error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import time
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import httpx
+from django.conf import settings
+from loguru import logger
+
+# An answer's byte cap: the JSON of `count` vectors of `dimensions` floats (≈ 20 bytes each as
+# servers print them) with room to spare, plus the envelope (usage, model, object names).
+ANSWER_BYTES_PER_NUMBER = 32
+ANSWER_ENVELOPE_BYTES = 64 * 1024
+
+MSG_TIMEOUT = "向量模型 {seconds:g} 秒内没有答完"
+MSG_CONNECT = "无法连接向量模型"
+MSG_HTTP_ERROR = "连接向量模型出错（{name}）"
+MSG_STATUS = "向量模型回答 HTTP {status}"
+MSG_TOO_LARGE = "向量模型的回答超过 {size} KB"
+MSG_NOT_JSON = "向量模型的回答不是 JSON"
+MSG_NO_DATA = "向量模型的回答里没有 data 列表"
+MSG_COUNT = "向量模型为 {asked} 段文字答了 {answered} 个向量"
+MSG_ITEM = "向量模型回答的第 {n} 项没有 embedding 数组"
+MSG_INDEX = "向量模型回答的 index 不是 0 到 {last} 各一次"
+MSG_DIMENSIONS = "向量模型答的向量是 {got} 维，设置的是 {expected} 维（EMBEDDINGS_DIMENSIONS）"
+MSG_NUMBER = "向量模型回答的第 {n} 个向量里有不是有限数的值"
+MSG_ZERO = "向量模型回答的第 {n} 个向量全是 0"
+MSG_TEXT = "要向量化的第 {n} 段不是非空文字"
+
+
+class EmbeddingsError(Exception):
+    """The embeddings service failed or answered something unusable; the message says which."""
+
+
+@dataclass(frozen=True)
+class EmbeddingsConfig:
+    base_url: str  # ends in /v1
+    model: str
+    dimensions: int
+    api_key: str = ""
+    send_dimensions: bool = False
+    timeout_sec: float = 30.0
+    batch_size: int = 10
+
+    @property
+    def url(self) -> str:
+        return self.base_url.rstrip("/") + "/embeddings"
+
+    def answer_max_bytes(self, count: int) -> int:
+        return ANSWER_ENVELOPE_BYTES + count * self.dimensions * ANSWER_BYTES_PER_NUMBER
+
+
+def embeddings_config() -> EmbeddingsConfig | None:
+    """The configured provider (EMBEDDINGS_* settings), None when embeddings are off."""
+    if not settings.EMBEDDINGS_BASE_URL:
+        return None
+    return EmbeddingsConfig(
+        base_url=settings.EMBEDDINGS_BASE_URL, model=settings.EMBEDDINGS_MODEL,
+        dimensions=settings.EMBEDDINGS_DIMENSIONS, api_key=settings.EMBEDDINGS_API_KEY,
+        send_dimensions=settings.EMBEDDINGS_SEND_DIMENSIONS, timeout_sec=settings.EMBEDDINGS_TIMEOUT_SEC,
+        batch_size=settings.EMBEDDINGS_BATCH_SIZE,
+    )
+
+
+def embeddings_create(*, texts: Sequence[str], config: EmbeddingsConfig | None = None) -> list[list[float]]:
+    """One vector per text, in order, from the provider (`config`, else the settings'), asked
+    EMBEDDINGS_BATCH_SIZE texts at a time, each request within its timeout. For sync code (the
+    indexer's thread); raises EmbeddingsError, or ValueError when embeddings are off."""
+    config = _config_or_settings(config)
+
+    async def run() -> list[list[float]]:
+        async with _client_new() as client:
+            return await _batches_embed(client, config, texts)
+
+    return asyncio.run(run())
+
+
+async def aembeddings_create(*, texts: Sequence[str], config: EmbeddingsConfig | None = None) -> list[list[float]]:
+    """See embeddings_create(); for the event loop (a question's embedding), on a client kept
+    per loop."""
+    return await _batches_embed(_clients.get(), _config_or_settings(config), texts)
+
+
+def _config_or_settings(config: EmbeddingsConfig | None) -> EmbeddingsConfig:
+    config = config or embeddings_config()
+    if config is None:
+        raise ValueError("embeddings are off (EMBEDDINGS_BASE_URL is empty)")
+    return config
+
+
+async def _batches_embed(client: httpx.AsyncClient, config: EmbeddingsConfig, texts: Sequence[str]) -> list[list[float]]:
+    for n, text in enumerate(texts, 1):
+        if not isinstance(text, str) or not text.strip():
+            raise EmbeddingsError(MSG_TEXT.format(n=n))
+    vectors: list[list[float]] = []
+    for start in range(0, len(texts), config.batch_size):
+        batch = list(texts[start:start + config.batch_size])
+        started = time.monotonic()
+        try:
+            async with asyncio.timeout(config.timeout_sec):  # the whole request: connect, send, every read
+                body = await _ask(client, config, batch)
+            vectors.extend(vectors_read(body, count=len(batch), dimensions=config.dimensions))
+        except Exception as exc:
+            error = _error_of(exc, config)
+            # Counts and the reason only: the texts are students' questions and documents' passages.
+            logger.warning("embeddings {} failed on {} text(s) after {:.3f}s: {}", config.model, len(batch),
+                           time.monotonic() - started, error)
+            raise error from exc
+        logger.debug("embeddings {}: {} text(s) in {:.3f}s", config.model, len(batch), time.monotonic() - started)
+    return vectors
+
+
+def _error_of(exc: Exception, config: EmbeddingsConfig) -> EmbeddingsError:
+    if isinstance(exc, EmbeddingsError):
+        return exc
+    if isinstance(exc, TimeoutError):
+        return EmbeddingsError(MSG_TIMEOUT.format(seconds=config.timeout_sec))
+    if isinstance(exc, httpx.ConnectError):
+        return EmbeddingsError(MSG_CONNECT)
+    if isinstance(exc, httpx.HTTPError):
+        return EmbeddingsError(MSG_HTTP_ERROR.format(name=type(exc).__name__))
+    return EmbeddingsError(type(exc).__name__)
+
+
+async def _ask(client: httpx.AsyncClient, config: EmbeddingsConfig, batch: list[str]) -> bytes:
+    body: dict = {"model": config.model, "input": batch, "encoding_format": "float"}
+    if config.send_dimensions:
+        body["dimensions"] = config.dimensions
+    headers = {"Authorization": f"Bearer {config.api_key}"} if config.api_key else {}
+    cap = config.answer_max_bytes(len(batch))
+    async with client.stream("POST", config.url, json=body, headers=headers) as response:
+        if response.status_code != 200:
+            # Not the body: a server may quote the input in its error.
+            raise EmbeddingsError(MSG_STATUS.format(status=response.status_code))
+        received = bytearray()
+        async for piece in response.aiter_raw():
+            received += piece
+            if len(received) > cap:
+                raise EmbeddingsError(MSG_TOO_LARGE.format(size=cap // 1024))
+    return bytes(received)
+
+
+def _finite(x) -> bool:
+    try:
+        return type(x) in (float, int) and math.isfinite(x)  # not a bool, not a string
+    except OverflowError:  # an integer too large for a float
+        return False
+
+
+def _constant_refused(name: str):
+    raise ValueError(name)
+
+
+def vectors_read(body: bytes, *, count: int, dimensions: int) -> list[list[float]]:
+    """The `count` vectors of an embeddings answer, in the inputs' order (by `index` when every item
+    has one). Raises EmbeddingsError when it is not JSON, has another count, another length, a
+    value that is not a finite number (NaN, Infinity, a string, true) or a vector of zeros."""
+    try:
+        answer = json.loads(body, parse_constant=_constant_refused)
+    except ValueError:
+        raise EmbeddingsError(MSG_NOT_JSON) from None
+    data = answer.get("data") if isinstance(answer, dict) else None
+    if not isinstance(data, list):
+        raise EmbeddingsError(MSG_NO_DATA)
+    if len(data) != count:
+        raise EmbeddingsError(MSG_COUNT.format(asked=count, answered=len(data)))
+    for n, item in enumerate(data, 1):
+        if not isinstance(item, dict) or not isinstance(item.get("embedding"), list):
+            raise EmbeddingsError(MSG_ITEM.format(n=n))
+    indexes = [item.get("index") for item in data]
+    if all(type(index) is int for index in indexes):
+        if sorted(indexes) != list(range(count)):
+            raise EmbeddingsError(MSG_INDEX.format(last=count - 1))
+        data = sorted(data, key=lambda item: item["index"])
+    elif any(index is not None for index in indexes):
+        raise EmbeddingsError(MSG_INDEX.format(last=count - 1))
+    vectors = []
+    for n, item in enumerate(data, 1):
+        vector = item["embedding"]
+        if len(vector) != dimensions:
+            raise EmbeddingsError(MSG_DIMENSIONS.format(got=len(vector), expected=dimensions))
+        if not all(_finite(x) for x in vector):
+            raise EmbeddingsError(MSG_NUMBER.format(n=n))
+        if not any(vector):
+            raise EmbeddingsError(MSG_ZERO.format(n=n))
+        vectors.append([float(x) for x in vector])
+    return vectors
+
+
+# --- clients --------------------------------------------------------------------------------------
+def _client_new() -> httpx.AsyncClient:
+    # No httpx timeout: each request's own deadline covers it all. Identity: a compressed answer
+    # would be inflated past the cap before it is counted.
+    return httpx.AsyncClient(timeout=httpx.Timeout(None), follow_redirects=False,
+                             headers={"Accept-Encoding": "identity"})
+
+
+class _LoopClients:
+    """One httpx client per event loop (its pool is bound to the loop that opened its connections)."""
+
+    def __init__(self) -> None:
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def get(self) -> httpx.AsyncClient:
+        loop = asyncio.get_running_loop()
+        client = self._clients.get(loop)
+        if client is None or client.is_closed:
+            client = self._clients[loop] = _client_new()
+        return client
+
+
+_clients = _LoopClients()
