@@ -147,6 +147,7 @@ def test_the_index_is_kept_while_the_stamp_holds_and_checked_when_it_changes(han
 
 
 def test_a_renamed_document_is_found_by_its_new_title(handbook):
+    assert collection_search(handbook, "细则") == []
     KnowledgeDocument.objects.filter(title="图书馆规则").update(title="图书借阅细则")
     assert _texts(collection_search(handbook, "细则")) == [HANDBOOK["图书馆规则"][0][1]]
 
