@@ -19,6 +19,7 @@ once, while that collection's other searches wait for it.
 The dictionary (≈ 0.1 s, some MB) is loaded at a worker's first search, never when Django starts.
 """
 
+import ctypes
 import functools
 import re
 import threading
@@ -104,6 +105,46 @@ def _fingerprint(collection_id: int) -> Fingerprint:
     )
 
 
+class TermColumns:
+    """The index's vocabulary, term → its column in BM25's matrix, for the few terms of a question:
+    the terms' UTF-8 sorted in one bytes string, found by bisection (≈ 20 steps). A dict of
+    436,000 terms took ≈ 60 MB of a worker, this ≈ 8 (bench/knowledge_search.py)."""
+
+    def __init__(self, vocab: dict[str, int]):
+        items = sorted((term.encode(), column) for term, column in vocab.items())
+        self._blob = b"".join(term for term, _ in items)
+        self._ends = np.cumsum([len(term) for term, _ in items], dtype=np.int64)
+        self._columns = np.asarray([column for _, column in items], dtype=np.int32)
+
+    def __len__(self) -> int:
+        return len(self._columns)
+
+    def _term(self, i: int) -> bytes:
+        return self._blob[self._ends[i - 1] if i else 0:self._ends[i]]
+
+    def get(self, term: str) -> int | None:
+        key, low, high = term.encode(), 0, len(self._columns)
+        while low < high:
+            middle = (low + high) // 2
+            if self._term(middle) < key:
+                low = middle + 1
+            else:
+                high = middle
+        if low < len(self._columns) and self._term(low) == key:
+            return int(self._columns[low])
+        return None
+
+
+def _freed_memory_give_back() -> None:
+    # A build frees about twice what it keeps (the passages' text and terms, bm25s's working
+    # arrays), in blocks glibc's malloc keeps for the process: 100,000 passages left the worker
+    # 400 MB larger than the index itself (bench/knowledge_search.py). Give them back to the system.
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: nothing to do
+        pass
+
+
 class KeywordIndex:
     """The BM25 index of one collection's searchable passages, as read at one moment. Read-only
     once built: the searches of a worker's threads share it."""
@@ -126,12 +167,18 @@ class KeywordIndex:
             corpus.append([vocab.setdefault(word, len(vocab)) for word in words])
             ids.append(passage_id)
         self.passage_ids = np.asarray(ids, dtype=np.int64)
-        self.vocab = vocab
         self._bm25 = None
         if ids and vocab:
             # numpy's CSC, no scipy; no progress bars in a worker's log.
             self._bm25 = bm25s.BM25(k1=BM25_K1, b=BM25_B, csc_backend="numpy")
             self._bm25.index((corpus, vocab), show_progress=False)
+            # bm25s keeps the vocabulary as a dict and a set of its ids, which only its retrieve()
+            # and save() read (we score by ids): ≈ 90 MB at 100,000 passages, where TermColumns
+            # holds the same in ≈ 8.
+            self._bm25.vocab_dict = self._bm25.unique_token_ids_set = None
+        self.vocab = TermColumns(vocab)
+        del corpus, titles, vocab
+        _freed_memory_give_back()
 
     def __len__(self) -> int:
         return len(self.passage_ids)
@@ -143,7 +190,7 @@ class KeywordIndex:
             return []
         # Each query term once: search mode repeats words (「转专业」「专业」) and a term the
         # question says twice is not twice as important.
-        ids = list(dict.fromkeys(self.vocab[word] for word in terms(query) if word in self.vocab))
+        ids = list(dict.fromkeys(column for word in terms(query) if (column := self.vocab.get(word)) is not None))
         if not ids:
             return []
         scores = self._bm25.get_scores_from_ids(ids)

@@ -12,7 +12,7 @@ from django.db import connection, connections, transaction
 
 from knowledge_app import keyword_index as keyword_module
 from knowledge_app.index_stamp import KnowledgeStamp, stamp_tables
-from knowledge_app.keyword_index import KeywordIndex, keyword_index, keyword_search, terms
+from knowledge_app.keyword_index import KeywordIndex, TermColumns, keyword_index, keyword_search, terms
 from knowledge_app.models import KnowledgeCollection, KnowledgeDocument, KnowledgePassage
 from knowledge_app.search import KEYWORD, collection_search
 from testkit.processes import BASE_DIR, project_env
@@ -242,3 +242,12 @@ def test_starting_django_loads_no_dictionary(tmp_path):
     done = subprocess.run([sys.executable, "-c", code], cwd=BASE_DIR, env=project_env(tmp_path, DJANGO_SETTINGS_MODULE="campus_agent.settings"),
                           capture_output=True, text=True, timeout=60, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_the_compact_vocabulary_finds_each_term_and_no_other():
+    vocab = {term: column for column, term in enumerate(["转专业", "专业", "转", "gpa", "3.0", "奖学金", "奖学", "a1"])}
+    columns = TermColumns(vocab)
+    assert len(columns) == len(vocab)
+    assert {term: columns.get(term) for term in vocab} == vocab
+    assert [columns.get(term) for term in ("专", "转专", "奖学金额", "", "gp", "3", "zzz")] == [None] * 7
+    assert TermColumns({}).get("转") is None
