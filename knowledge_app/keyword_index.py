@@ -23,6 +23,8 @@ import ctypes
 import functools
 import re
 import threading
+import unicodedata
+from array import array
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,7 +40,7 @@ BM25_K1 = 1.5
 BM25_B = 0.75
 
 # Words that say nothing about which passage answers: particles, pronouns, the words questions are
-# made of (「什么」「怎么」「如何」), and single ASCII letters. Kept short on purpose: BM25's idf
+# made of (「什么」「怎么」「如何」), and English's commonest. Kept short on purpose: BM25's idf
 # already weighs common words down, and a longer list drops words some question needs.
 STOP_WORDS = frozenset(
     """
@@ -51,8 +53,10 @@ STOP_WORDS = frozenset(
 )
 # What a term is made of: CJK ideographs, ASCII letters and digits (a number keeps its point:
 # 「3.0」). Anything else — punctuation, spaces, symbols — is dropped.
-_TERM = re.compile(r"[0-9a-z\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
-_NUMBER = re.compile(r"^\d+(\.\d+)?$")
+_TERM_CHARS = r"0-9a-z\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_TERM = re.compile(f"[{_TERM_CHARS}]+")
+_NOT_TERM = re.compile(f"[^{_TERM_CHARS}]+")
+_NUMBER = re.compile(r"\d+\.\d+")
 
 
 @functools.cache
@@ -66,18 +70,15 @@ def _segmenter():
 
 def terms(text: str) -> list[str]:
     """The index terms of a text, in order: jieba's search-mode segmentation (a long word and the
-    shorter words inside it: 「奖学金」 gives 奖学 and 奖学金), ASCII lower-cased, punctuation, spaces
-    and stop words removed."""
+    shorter words inside it: 「奖学金」 gives 奖学 and 奖学金), full-width forms made ASCII (ＧＰＡ,
+    ３．０), ASCII lower-cased, punctuation, spaces and stop words removed."""
     cut = _segmenter()
     out = []
-    for word in cut(text.lower(), True):
-        if word in STOP_WORDS or not _TERM.match(word):
-            continue
-        if len(word) > 1 and not _TERM.fullmatch(word[-1]) and not _NUMBER.match(word):
-            word = "".join(ch for ch in word if _TERM.match(ch))  # 「GPA:」 and the like
-            if not word or word in STOP_WORDS:
-                continue
-        out.append(word)
+    for word in cut(unicodedata.normalize("NFKC", text).lower(), True):
+        if not _TERM.fullmatch(word) and not _NUMBER.fullmatch(word):
+            word = _NOT_TERM.sub("", word)  # 「gpa:」, and the spaces and punctuation themselves
+        if word and word not in STOP_WORDS:
+            out.append(word)
     return out
 
 
@@ -157,14 +158,14 @@ class KeywordIndex:
         self.token = token
         vocab: dict[str, int] = {}
         ids: list[int] = []
-        corpus: list[list[int]] = []
+        corpus: list[array] = []  # each passage's term ids: 4 bytes a term where a list takes 8
         titles: dict[str, list[str]] = {}  # a document's title is cut once, not once per passage
         for passage_id, title, heading, text in rows:
             title_terms = titles.get(title)
             if title_terms is None:
                 title_terms = titles[title] = terms(title)
             words = title_terms + terms(heading) + terms(text)
-            corpus.append([vocab.setdefault(word, len(vocab)) for word in words])
+            corpus.append(array("i", [vocab.setdefault(word, len(vocab)) for word in words]))
             ids.append(passage_id)
         self.passage_ids = np.asarray(ids, dtype=np.int64)
         self._bm25 = None

@@ -74,6 +74,7 @@ def _texts(hits):
 def test_terms_segment_chinese_and_drop_stop_words_punctuation_and_case():
     assert terms("转专业需要什么条件？") == ["转", "专业", "需要", "条件"]
     assert terms("GPA 达到 3.0 的，可以申请Python课程！") == ["gpa", "达到", "3.0", "申请", "python", "课程"]
+    assert terms("ＧＰＡ不低于３．０（含）") == terms("gpa不低于3.0(含)") == ["gpa", "低于", "3.0", "含"]
     # Search mode: the long word and the words inside it, so 「奖学金」 matches 「国家奖学金」.
     assert {"奖学", "奖学金", "国家"} <= set(terms("国家奖学金"))
 
