@@ -36,6 +36,9 @@ SMOKE = {
     "audit_volume.py": (lambda tmp: ["--smoke"], r"search by actor and date range: \d+\.\d\d ms median"),
     "catalog_stamp.py": (lambda tmp: ["-n", "20"], r"now / before +\d+\.\d\d"),
     "flamegraph.py": (lambda tmp: [_stacks(tmp), str(tmp / "profile.svg"), "--title", "smoke"], None),
+    "knowledge_search.py": (
+        lambda tmp: ["-n", "300", "--queries", "20"], r"keyword_search: p50 \d+\.\d\d ms, p99 \d+\.\d\d ms"
+    ),
     "llm_request.py": (
         lambda tmp: ["-n", "2", "--messages", "1", "--tools", "1"],
         r"^ +1 +\d+\.\d\d +\d+\.\d\d +\d+\.\d\d×$",

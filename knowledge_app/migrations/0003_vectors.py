@@ -40,7 +40,7 @@ def pgvector_column(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('knowledge_app', '0001_knowledge_base'),
+        ('knowledge_app', '0002_index_stamp'),
     ]
 
     operations = [
