@@ -1,6 +1,6 @@
 """Who sees what (docs/design.md#campus-identity-and-audit): the one selector every gateway asks.
 
-An agent, an MCP service and a sub-agent may each be limited to Django groups (`allowed_groups`;
+An agent, an MCP service, a sub-agent and a knowledge collection may each be limited to Django groups (`allowed_groups`;
 none = everyone). What a user may not use is treated as though it did not exist: not listed (the
 page, /api/v1/agents, /v1/models, the MCP server's ask_* tools, the A2A card's skills), not given
 to the model as a tool, and named directly it gets the answer an unknown name gets.
@@ -9,6 +9,7 @@ to the model as a tool, and named directly it gets the answer an unknown name ge
     agents_for(audience=audience)                 # the agents the user may use, the default first
     agent_for(audience=audience, slug="grad")     # None when unknown, disabled or not theirs
     tools_for(agent=agent, audience=audience)     # its MCP services and sub-agents the user may use
+    collections_for(agent=agent, audience=audience)   # its knowledge collections the user may read
 
 Everything is read from the worker's catalog (agents_app.catalog_cache), whose agents carry their
 items' `allowed_groups` prefetched: filtering for a user costs no query beyond their group ids,
@@ -21,7 +22,8 @@ from django.contrib.auth.models import Group
 
 from agents_app.catalog_cache import CatalogSnapshot, catalog_snapshot
 from agents_app.models import Agent, McpService
-from agents_app.selectors import agent_catalog
+from agents_app.selectors import agent_catalog, agent_collections
+from knowledge_app.models import KnowledgeCollection
 from subagents_app.models import SubAgent
 
 
@@ -32,7 +34,7 @@ class Audience:
     group_ids: frozenset[int] = frozenset()
     everything: bool = False  # a superuser, or staff's own checks (admin's tool list, the routing check)
 
-    def may_use(self, item: Agent | McpService | SubAgent) -> bool:
+    def may_use(self, item: Agent | McpService | SubAgent | KnowledgeCollection) -> bool:
         if self.everything:
             return True
         allowed = {group.pk for group in item.allowed_groups.all()}  # prefetched with the catalog
@@ -85,6 +87,11 @@ def agent_of_conversation(*, audience: Audience, agent_id: int | None,
     if agent is not None and audience.may_use(agent):
         return agent
     return next(iter(agents_for(audience=audience, catalog=catalog)), None)
+
+
+def collections_for(*, agent: Agent, audience: Audience) -> list[KnowledgeCollection]:
+    """The agent's enabled knowledge collections the audience may read (each one tool)."""
+    return [c for c in agent_collections(agent=agent) if audience.may_use(c)]
 
 
 def tools_for(*, agent: Agent, audience: Audience) -> tuple[list[McpService], list[SubAgent]]:

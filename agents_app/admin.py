@@ -156,7 +156,7 @@ class AgentAdmin(ExtensibleAdmin, ToolsButtonMixin, CatalogHistoryAdmin):
     list_filter = ("enabled", "is_default")
     search_fields = ("name", "slug", "system_prompt")
     prepopulated_fields = {"slug": ("name",)}
-    filter_horizontal = ("mcp_services", "sub_agents", "allowed_groups")
+    filter_horizontal = ("mcp_services", "sub_agents", "knowledge_collections", "allowed_groups")
     readonly_fields = ("offered_tools", "created_at", "updated_at")
     actions = ("offered_tools_list",)
     inlines = (AgentFallbackInline,)
@@ -167,7 +167,7 @@ class AgentAdmin(ExtensibleAdmin, ToolsButtonMixin, CatalogHistoryAdmin):
         (None, {"fields": ("name", "slug", "enabled", "is_default")}),
         ("模型", {"fields": ("system_prompt", "provider", "model", "thinking", "temperature", "max_tool_rounds",
                            "accepts_images")}),
-        ("工具", {"fields": ("mcp_services", "sub_agents", "offered_tools")}),
+        ("工具", {"fields": ("mcp_services", "sub_agents", "knowledge_collections", "offered_tools")}),
         ("谁能用", {"fields": ("allowed_groups",)}),
         ("时间", {"fields": ("created_at", "updated_at"), "classes": ("collapse",)}),
     )

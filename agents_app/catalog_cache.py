@@ -23,6 +23,7 @@ from django.db import connection, connections
 
 from agents_app.models import Agent, AgentFallback, CatalogStamp, McpService, Provider
 from agents_app.selectors import agent_list, catalog_prefetches
+from knowledge_app.models import KnowledgeCollection
 from subagents_app.models import SubAgent
 
 STAMP_ID = 1
@@ -35,7 +36,8 @@ def catalog_tables() -> list[str]:
     each item is limited to as well)."""
     models = [Agent, Agent.mcp_services.through, Agent.sub_agents.through, AgentFallback, Provider, McpService,
               SubAgent, Agent.allowed_groups.through, McpService.allowed_groups.through,
-              SubAgent.allowed_groups.through]
+              SubAgent.allowed_groups.through, Agent.knowledge_collections.through, KnowledgeCollection,
+              KnowledgeCollection.allowed_groups.through]
     return [model._meta.db_table for model in models]
 
 

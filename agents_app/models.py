@@ -323,11 +323,15 @@ class Agent(TimeStampedModel):
     sub_agents = models.ManyToManyField(
         SubAgent, blank=True, related_name="agents", verbose_name="子 Agent", help_text="该智能体可调用的子 Agent。"
     )
+    knowledge_collections = models.ManyToManyField(
+        "knowledge_app.KnowledgeCollection", blank=True, related_name="agents", verbose_name="知识库",
+        help_text="该智能体可检索的知识库：每个知识库是一个工具 search_<标识>，模型据知识库的说明决定何时检索。",
+    )
     allowed_groups = models.ManyToManyField(
         Group, blank=True, related_name="+", verbose_name="可用的用户组", help_text=ALLOWED_GROUPS_HELP
     )
     # The tool links are tracked too, so a rollback restores the prompt with the tools it was written for.
-    history = HistoricalRecords(m2m_fields=["mcp_services", "sub_agents", "allowed_groups"])
+    history = HistoricalRecords(m2m_fields=["mcp_services", "sub_agents", "knowledge_collections", "allowed_groups"])
 
     class Meta:
         verbose_name = "智能体"

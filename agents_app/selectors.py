@@ -3,6 +3,7 @@ sub-agents) is here; chat_app and the runtime ask through these functions."""
 from django.db.models import Prefetch, QuerySet, prefetch_related_objects
 
 from agents_app.models import Agent, AgentFallback, McpService
+from knowledge_app.models import KnowledgeCollection
 from subagents_app.models import SubAgent
 
 
@@ -17,8 +18,13 @@ def agent_default_exists() -> bool:
     return Agent.objects.filter(is_default=True).exists()
 
 
-def _enabled_tools_prefetches() -> tuple[Prefetch, Prefetch]:
+def _enabled_tools_prefetches() -> tuple[Prefetch, Prefetch, Prefetch]:
     return (
+        Prefetch(
+            "knowledge_collections",
+            queryset=KnowledgeCollection.objects.filter(enabled=True).order_by("slug").prefetch_related("allowed_groups"),
+            to_attr="enabled_knowledge_collections",
+        ),
         Prefetch(
             "mcp_services",
             queryset=McpService.objects.filter(enabled=True).order_by("name").prefetch_related("allowed_groups"),
@@ -33,8 +39,9 @@ def _enabled_tools_prefetches() -> tuple[Prefetch, Prefetch]:
 
 
 def catalog_prefetches() -> tuple[Prefetch, ...]:
-    """What a turn reads of its agent beside the row: its enabled MCP services and sub-agents
-    (`enabled_mcp_services`, `enabled_sub_agents`, so the turn's tool list needs no query of its
+    """What a turn reads of its agent beside the row: its enabled MCP services, sub-agents and
+    knowledge collections (`enabled_mcp_services`, `enabled_sub_agents`,
+    `enabled_knowledge_collections`, so the turn's tool list needs no query of its
     own), the groups each of these and the agent is limited to (`allowed_groups`, read by
     agents_app.access) and its fallback providers in order (`fallback_links`, for
     runtime.providers.provider_chain). The provider itself is joined (`select_related`) or
@@ -66,5 +73,13 @@ def agent_catalog(*, agent: Agent) -> tuple[list[McpService], list[SubAgent]]:
     reused instance never serves an old catalog)."""
     if agent_catalog_loaded(agent=agent):
         return agent.enabled_mcp_services, agent.enabled_sub_agents
-    services, sub_agents = _enabled_tools_prefetches()
+    _, services, sub_agents = _enabled_tools_prefetches()
     return list(services.queryset.filter(agents=agent)), list(sub_agents.queryset.filter(agents=agent))
+
+
+def agent_collections(*, agent: Agent) -> list[KnowledgeCollection]:
+    """The agent's enabled knowledge collections, ordered by slug (sync), as agent_catalog reads."""
+    if hasattr(agent, "enabled_knowledge_collections"):
+        return agent.enabled_knowledge_collections
+    collections, _, _ = _enabled_tools_prefetches()
+    return list(collections.queryset.filter(agents=agent))

@@ -357,6 +357,8 @@ KNOWLEDGE_MAX_PAGES = env.int("KNOWLEDGE_MAX_PAGES", default=2000)
 KNOWLEDGE_MAX_CHARS = env.int("KNOWLEDGE_MAX_CHARS", default=5_000_000)
 # A document left `indexing` this long by a process that died is indexed again (knowledge_app.indexing).
 KNOWLEDGE_INDEX_STALE_SEC = env.int("KNOWLEDGE_INDEX_STALE_SEC", default=600)
+# How many passages a knowledge collection's search gives the model (each numbered, with its source).
+KNOWLEDGE_SEARCH_PASSAGES = env.int("KNOWLEDGE_SEARCH_PASSAGES", default=5)
 # Whether the model of LLM_* (an agent with no provider of its own) reads images (image_url parts).
 LLM_ACCEPTS_IMAGES = env.bool("LLM_ACCEPTS_IMAGES", default=False)
 MAX_TOOL_ROUNDS = env.int("MAX_TOOL_ROUNDS", default=5)

@@ -16,8 +16,9 @@ from django.db import connection, transaction
 from django.utils import timezone
 from loguru import logger
 
+from knowledge_app.ingest import TITLE_MAX, title_of_name
 from knowledge_app.models import KnowledgeDocument, KnowledgePassage
-from knowledge_app.parsing import ParseFailed, document_parse
+from knowledge_app.parsing import ParseFailed, document_parse, numbered
 from knowledge_app.passages import passages_cut
 
 Status = KnowledgeDocument.Status
@@ -66,11 +67,16 @@ def document_index(document: KnowledgeDocument) -> None:
     passages = passages_cut(parsed.blocks)
     rows = [KnowledgePassage(document_id=document.pk, seq=p.seq, text=p.text, heading=p.heading[:500], page=p.page)
             for p in passages]
+    # The file's own title (its properties, <title>, its first heading) replaces the one its name
+    # gave, the first time: a title staff wrote is theirs, and a chapter (「第一章 总则」) is no title.
+    named = document.indexed_at is None and document.title == title_of_name(document.file_name)
+    own = parsed.title if parsed.title and numbered(parsed.title, True) is None else ""
+    title = own[:TITLE_MAX] if named and own else document.title
     with transaction.atomic():
         KnowledgePassage.objects.filter(document_id=document.pk).delete()
         KnowledgePassage.objects.bulk_create(rows, batch_size=BATCH)
         KnowledgeDocument.objects.filter(pk=document.pk).update(
-            status=Status.READY, progress=100, error="", pages=parsed.pages, passage_count=len(rows),
+            status=Status.READY, progress=100, error="", pages=parsed.pages, passage_count=len(rows), title=title,
             indexed_at=timezone.now(), updated_at=timezone.now(),
         )
     logger.info("knowledge document {} indexed passages={} pages={}", document.pk, len(rows), parsed.pages)

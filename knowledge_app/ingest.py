@@ -60,7 +60,8 @@ def document_kind(data: bytes) -> str:
     return kind
 
 
-def _title_of(name: str) -> str:
+def title_of_name(name: str) -> str:
+    """A document's title before it is read: its file's name without the extension, cleaned."""
     stem = label_clean(PurePath(name).stem).strip()
     return (stem or "未命名文件")[:TITLE_MAX]
 
@@ -84,7 +85,7 @@ def document_add(*, collection: KnowledgeCollection, name: str, data: bytes, upl
     if existing is not None:
         return Added(existing, created=False)
     document = KnowledgeDocument(
-        collection=collection, title=_title_of(name), file_name=label_clean(name)[:255], content_type=CONTENT_TYPES[kind],
+        collection=collection, title=title_of_name(name), file_name=label_clean(name)[:255], content_type=CONTENT_TYPES[kind],
         size=len(data), content_hash=content_hash, uploaded_by=uploaded_by,
     )
     document.file.save(_stored_name(name, kind), ContentFile(data), save=False)

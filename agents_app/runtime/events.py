@@ -139,6 +139,7 @@ class ToolResult:
     links: list[dict] | None = None  # [{uri, name}]: resource links, http(s) only
     images: list[dict] | None = None  # [{src}]: data: URLs of a trusted service's images
     label: str | None = None  # the tool's own title, when staff gave its service no display name
+    sources: list[dict] | None = None  # a knowledge collection's passages: where each comes from
     # The call was cut (the run stopped, failed or ran out of time before it answered): sent by
     # the run for every such call before its `done`, so no `tool_call` is left without a result.
     interrupted: bool = False
@@ -164,11 +165,18 @@ class ToolResult:
                 "items": {"type": "object", "properties": {"src": _STRING}, "required": ["src"]},
             },
             "label": {"type": "string", "description": "工具自己的显示名（MCP 工具的 title），服务未设显示名称时才有"},
+            "sources": {
+                "type": "array", "description": "知识库检索结果各段落的出处（n 为段落编号，url 打开文件，只对能读该知识库的人）",
+                "items": {"type": "object", "properties": {
+                    "n": {"type": "integer"}, "document_id": {"type": "integer"}, "title": _STRING,
+                    "page": {"type": "integer", "nullable": True}, "heading": _STRING, "url": _STRING},
+                    "required": ["n", "document_id", "title", "page", "heading", "url"]},
+            },
         },
     )
 
     def __post_init__(self) -> None:
-        _clean_fields(self, "content", "error", "chart", "links", "label")
+        _clean_fields(self, "content", "error", "chart", "links", "label", "sources")
 
     def frame(self) -> dict:
         payload = {"type": "tool_result", "call_id": self.call_id, "tool": self.tool, "ok": self.ok}
@@ -176,7 +184,7 @@ class ToolResult:
             payload["error"] = self.error
         if self.interrupted:
             payload["interrupted"] = True
-        for name in ("links", "images", "label"):
+        for name in ("links", "images", "label", "sources"):
             if value := getattr(self, name):
                 payload[name] = value
         return payload

@@ -68,6 +68,9 @@ class ToolOutcome:
     links: list[dict] | None = None
     images: list[dict] | None = None
     label: str | None = None
+    # Where a knowledge collection's passages come from ({n, document_id, title, page, heading,
+    # url}), for the student's footnotes (runtime/knowledge_tool.py).
+    sources: list[dict] | None = None
     # The call needs the student's authorization of a per-student service first (the page to
     # visit, agents_app/mcp/oauth.py): the turn waits for it instead of taking this as its result.
     authorization: AuthorizationNeeded | None = None

@@ -42,3 +42,8 @@ def mcp_tool_name(*, service: str, tool: str) -> str:
 def subagent_tool_name(*, sub_agent: str) -> str:
     # `call_` + a 63-character sub-agent name is 68 characters: normalising keeps it ≤ 64.
     return tool_name_normalise(SUB_AGENT_PREFIX + sub_agent.replace("-", "_"))
+
+
+def knowledge_tool_name(*, slug: str) -> str:
+    """`search_<slug>`, `-` → `_` (docs/design.md#the-knowledge-base)."""
+    return tool_name_normalise("search_" + slug.replace("-", "_"))

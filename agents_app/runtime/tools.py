@@ -12,15 +12,16 @@ import asyncio
 from asgiref.sync import sync_to_async
 from loguru import logger
 
-from agents_app.access import Audience, tools_for
+from agents_app.access import Audience, collections_for, tools_for
 from agents_app.mcp.oauth import oauth_required
 from agents_app.mcp.pool import McpUnavailable
 from agents_app.mcp.tools import mcp_circuit_key, mcp_service_tool_infos
 from agents_app.models import Agent
+from agents_app.runtime.knowledge_tool import KnowledgeTool
 from agents_app.runtime.mcp_tool import CONNECT_TOOL, McpConnectTool, McpTool
 from agents_app.runtime.subagent_tool import SubAgentTool
 from agents_app.runtime.tool import Tool
-from agents_app.runtime.tool_names import mcp_tool_name, subagent_tool_name, tool_name_unique
+from agents_app.runtime.tool_names import knowledge_tool_name, mcp_tool_name, subagent_tool_name, tool_name_unique
 from agents_app.selectors import agent_catalog_loaded
 from campus_agent.base.approval import ApprovalPolicy
 from campus_agent.base.circuit import acircuit_open_sources
@@ -29,8 +30,8 @@ from subagents_app.client import subagent_circuit_key
 
 async def tools_for_agent(agent: Agent, *, audience: Audience, pooled: bool = True, problems: list[str] | None = None,
                           user_id: int | None = None) -> list[Tool]:
-    """The agent's enabled MCP services' tools, then its enabled sub-agents — those `audience` may
-    use (agents_app.access: a service or sub-agent limited to other groups is never offered to the
+    """The agent's enabled MCP services' tools, then its enabled sub-agents, then its knowledge
+    collections (`search_<slug>`) — those `audience` may use (agents_app.access: a service or sub-agent limited to other groups is never offered to the
     model) — each named per docs/design.md#the-tool-loop and unique within the turn (a later
     collision gets `_2`, `_3` …).
 
@@ -43,9 +44,11 @@ async def tools_for_agent(agent: Agent, *, audience: Audience, pooled: bool = Tr
     session lists a per-student service's tools when no list is cached (agents_app/mcp/oauth.py).
     """
     if agent_catalog_loaded(agent=agent):  # read by the caller in this turn's admission
-        services, sub_agents = tools_for(agent=agent, audience=audience)
+        (services, sub_agents), collections = tools_for(agent=agent, audience=audience), collections_for(
+            agent=agent, audience=audience)
     else:
-        services, sub_agents = await sync_to_async(tools_for)(agent=agent, audience=audience)
+        (services, sub_agents), collections = await sync_to_async(_tools_and_collections)(agent=agent,
+                                                                                          audience=audience)
     listed = await asyncio.gather(
         *(mcp_service_tool_infos(service=s, pooled=pooled, user_id=user_id) for s in services), return_exceptions=True
     )
@@ -79,4 +82,11 @@ async def tools_for_agent(agent: Agent, *, audience: Audience, pooled: bool = Tr
             continue
         name = tool_name_unique(subagent_tool_name(sub_agent=sub_agent.name), taken)
         tools.append(SubAgentTool(sub_agent=sub_agent, name=name, unavailable=subagent_circuit_key(sub_agent) in down))
+    for collection in collections:
+        tools.append(KnowledgeTool(collection=collection,
+                                   name=tool_name_unique(knowledge_tool_name(slug=collection.slug), taken)))
     return tools
+
+
+def _tools_and_collections(*, agent: Agent, audience: Audience):
+    return tools_for(agent=agent, audience=audience), collections_for(agent=agent, audience=audience)

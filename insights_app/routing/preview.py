@@ -155,6 +155,7 @@ def preview_pairs_agent(*, edited: Agent, mcp_services=None, sub_agents=None) ->
     edited.enabled_sub_agents = (
         stored.enabled_sub_agents if sub_agents is None else _by_name(s for s in sub_agents if s.enabled)
     )
+    edited.enabled_knowledge_collections = stored.enabled_knowledge_collections  # the stored choice stands
     pair = _pair(saved=saved, edited=edited)
     return [pair] if pair else []
 

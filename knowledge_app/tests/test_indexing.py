@@ -33,6 +33,7 @@ def test_a_pdf_is_indexed_with_its_pages_and_headings(handbook):
     assert documents_index_waiting() == 1
     document.refresh_from_db()
     assert document.status == Status.READY and document.progress == 100 and document.indexed_at
+    assert document.title == "转专业管理规定（示例）"  # the file's own title, not its name
     assert document.pages and document.pages > 1 and document.passage_count == document.passages.count() > 5
     condition = next(p for p in document.passages.all() if "第四条" in p.text)
     assert condition.page == 2 and "第二章" in condition.heading

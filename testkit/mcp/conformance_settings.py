@@ -8,6 +8,7 @@ INSTALLED_APPS = [
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "campus_agent",
+    "knowledge_app",  # an agent's collections: agents_app's models link them
     "subagents_app",
     "agents_app",
 ]

@@ -2,7 +2,7 @@
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from chat_app.gateways.api import api_keys, auth, me, reports, uploads
+from chat_app.gateways.api import api_keys, auth, knowledge, me, reports, uploads
 from chat_app.gateways.api import conversations as rest
 from chat_app.gateways.api.runs import run_approvals, run_events, run_stop_view
 from chat_app.gateways.api.stream import chat_stream
@@ -37,6 +37,8 @@ urlpatterns = [
     ),
     path("messages/<uuid:message_id>/feedback", rest.AnswerFeedbackView.as_view(), name="answer-feedback"),
     path("messages/<uuid:message_id>/report", reports.AnswerReportView.as_view(), name="answer-report"),
+    path("knowledge/documents/<int:document_id>/file", knowledge.KnowledgeDocumentFileView.as_view(),
+         name="knowledge-document-file"),
     path("schema", SpectacularAPIView.as_view(), name="schema"),
     # The split view serves Swagger UI's init script at docs?script= instead of inline: the CSP
     # allows no inline script.
