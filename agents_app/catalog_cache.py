@@ -16,19 +16,13 @@ every time, as before. The kept `Agent` instances are shared by the turns of the
 be treated as read-only (nothing in a turn writes to its agent).
 """
 import threading
-import uuid
 from dataclasses import dataclass
-
-from django.db import connection, connections
 
 from agents_app.models import Agent, AgentFallback, CatalogStamp, McpService, Provider
 from agents_app.selectors import agent_list, catalog_prefetches
+from campus_agent.base.stamps import stamp_token, stamp_triggers_install, stamps_kept
 from knowledge_app.models import KnowledgeCollection
 from subagents_app.models import SubAgent
-
-STAMP_ID = 1
-_STAMP_SQL = "SELECT {token} FROM {table} WHERE {pk} = %s"
-TRIGGER_VENDORS = frozenset({"sqlite", "postgresql"})
 
 
 def catalog_tables() -> list[str]:
@@ -58,7 +52,7 @@ def catalog_snapshot() -> CatalogSnapshot:
     """The enabled agents with their catalogs as the database holds them now (sync): one query
     when this worker's copy is current, else the catalog read again and kept."""
     global _kept
-    if connection.vendor not in TRIGGER_VENDORS:
+    if not stamps_kept():
         return _catalog_read(token=None)
     token = _stamp_token()
     kept = _kept
@@ -73,21 +67,7 @@ def catalog_snapshot() -> CatalogSnapshot:
 
 
 def _stamp_token() -> str:
-    # Every admission reads it, so one statement on the cursor: the ORM's queryset, compiler and
-    # `first()`'s ORDER BY cost ≈ 5× the query itself (docs/log.md, 3 December 2026, "the catalog stamp read on the cursor").
-    with connection.cursor() as cursor:
-        cursor.execute(_stamp_sql(), [STAMP_ID])
-        row = cursor.fetchone()
-    token = row[0] if row is not None else None
-    if token is None:  # a new database, or one flushed (tests): a fresh token, never one seen before
-        token = CatalogStamp.objects.get_or_create(pk=STAMP_ID, defaults={"token": uuid.uuid4().hex})[0].token
-    return token
-
-
-def _stamp_sql() -> str:
-    quote, meta = connection.ops.quote_name, CatalogStamp._meta
-    return _STAMP_SQL.format(token=quote(meta.get_field("token").column), table=quote(meta.db_table),
-                             pk=quote(meta.pk.column))
+    return stamp_token(CatalogStamp)
 
 
 def _catalog_read(*, token: str | None) -> CatalogSnapshot:
@@ -100,39 +80,7 @@ def _catalog_read(*, token: str | None) -> CatalogSnapshot:
     )
 
 
-# --- the triggers -----------------------------------------------------------------------------
-_SQLITE_TRIGGER = (
-    'CREATE TRIGGER IF NOT EXISTS "{name}" AFTER {event} ON "{table}" '
-    'BEGIN UPDATE "{stamp}" SET token = lower(hex(randomblob(16))); END'
-)
-_POSTGRES_FUNCTION = (
-    'CREATE OR REPLACE FUNCTION catalog_stamp_touch() RETURNS trigger LANGUAGE plpgsql AS $$ '
-    "BEGIN UPDATE \"{stamp}\" SET token = replace(gen_random_uuid()::text, '-', ''); RETURN NULL; END $$"
-)
-# Per statement, TRUNCATE included: one update of the stamp however many rows a statement writes.
-_POSTGRES_TRIGGER = (
-    'CREATE OR REPLACE TRIGGER "{name}" AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON "{table}" '
-    "FOR EACH STATEMENT EXECUTE FUNCTION catalog_stamp_touch()"
-)
-
-
 def catalog_triggers_install(*, using: str = "default") -> None:
     """Creates the triggers that change the stamp's token, where they are missing (idempotent)."""
-    db = connections[using]
-    if db.vendor not in TRIGGER_VENDORS:
-        return
-    stamp = CatalogStamp._meta.db_table
-    present = set(db.introspection.table_names())
-    tables = [table for table in catalog_tables() if table in present]
-    if stamp not in present or not tables:
-        return  # migrated only part of the way: the next migrate installs them
-    with db.cursor() as cursor:
-        if db.vendor == "sqlite":
-            for table in tables:
-                for event in ("INSERT", "UPDATE", "DELETE"):
-                    cursor.execute(_SQLITE_TRIGGER.format(name=f"{table}_catalog_{event.lower()}", event=event,
-                                                          table=table, stamp=stamp))
-        else:
-            cursor.execute(_POSTGRES_FUNCTION.format(stamp=stamp))
-            for table in tables:
-                cursor.execute(_POSTGRES_TRIGGER.format(name=f"{table}_catalog_stamp", table=table))
+    stamp_triggers_install(using=using, model=CatalogStamp, tables=catalog_tables(), function="catalog_stamp_touch",
+                           sqlite_name="{table}_catalog_{event}", postgres_name="{table}_catalog_stamp")

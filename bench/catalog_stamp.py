@@ -27,9 +27,10 @@ def main() -> None:
     tmp = django_migrated(database_url=args.database_url, prefix="bench-stamp-")  # noqa: F841 (kept for the run)
     from agents_app import catalog_cache
     from agents_app.models import CatalogStamp
+    from campus_agent.base.stamps import STAMP_ID
 
     def orm() -> str | None:
-        return CatalogStamp.objects.filter(pk=catalog_cache.STAMP_ID).values_list("token", flat=True).first()
+        return CatalogStamp.objects.filter(pk=STAMP_ID).values_list("token", flat=True).first()
 
     cursor_read = catalog_cache._stamp_token
     cursor_read()  # the row exists from here on

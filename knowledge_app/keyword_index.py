@@ -31,7 +31,8 @@ from django.db import connection
 from django.db.models import Count, Max, Sum
 from django.db.models.functions import Length
 
-from knowledge_app.index_stamp import TRIGGER_VENDORS, stamp_token
+from campus_agent.base.stamps import TRIGGER_VENDORS
+from knowledge_app.index_stamp import stamp_token
 from knowledge_app.models import KnowledgeCollection, KnowledgeDocument, KnowledgePassage
 
 # BM25's usual constants (Robertson; bm25s's defaults), named so a test or a benchmark can see them.

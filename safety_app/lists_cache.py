@@ -12,17 +12,12 @@ PostgreSQL has no triggers here: it rebuilds at every check.
 """
 
 import threading
-import uuid
 from dataclasses import dataclass
 
-from django.db import connection, connections
-
+from campus_agent.base.stamps import stamp_token, stamp_triggers_install, stamps_kept
 from safety_app.matcher import Entry, Matcher
 from safety_app.model_check import ModelConfig, model_config
 from safety_app.models import STAGES, ListWord, ModerationModel, WordList, WordListStamp
-
-STAMP_ID = 1
-TRIGGER_VENDORS = frozenset({"sqlite", "postgresql"})
 
 
 @dataclass(frozen=True)
@@ -51,7 +46,7 @@ def stage_checks(stage: str) -> tuple[Matcher, ModelConfig | None]:
 def matchers_current() -> Matchers:
     """Every stage's matcher, and moderation model, as they are now (sync: one read of the stamp)."""
     global _kept
-    if connection.vendor not in TRIGGER_VENDORS:
+    if not stamps_kept():
         return _build(token=None)
     token = _stamp_token()
     kept = _kept
@@ -64,15 +59,7 @@ def matchers_current() -> Matchers:
 
 
 def _stamp_token() -> str:
-    meta, quote = WordListStamp._meta, connection.ops.quote_name
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT {quote('token')} FROM {quote(meta.db_table)} WHERE {quote(meta.pk.column)} = %s", [STAMP_ID]
-        )
-        row = cursor.fetchone()
-    if row is None:  # a new or flushed database: a fresh token, never one seen before
-        return WordListStamp.objects.get_or_create(pk=STAMP_ID, defaults={"token": uuid.uuid4().hex})[0].token
-    return row[0]
+    return stamp_token(WordListStamp)
 
 
 def _build(*, token: str | None) -> Matchers:
@@ -101,40 +88,9 @@ def _build(*, token: str | None) -> Matchers:
 
 
 # --- the triggers -----------------------------------------------------------------------------
-_SQLITE_TRIGGER = (
-    'CREATE TRIGGER IF NOT EXISTS "{name}" AFTER {event} ON "{table}" '
-    'BEGIN UPDATE "{stamp}" SET token = lower(hex(randomblob(16))); END'
-)
-_POSTGRES_FUNCTION = (
-    "CREATE OR REPLACE FUNCTION word_list_stamp_touch() RETURNS trigger LANGUAGE plpgsql AS $$ "
-    "BEGIN UPDATE \"{stamp}\" SET token = replace(gen_random_uuid()::text, '-', ''); RETURN NULL; END $$"
-)
-_POSTGRES_TRIGGER = (
-    'CREATE OR REPLACE TRIGGER "{name}" AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON "{table}" '
-    "FOR EACH STATEMENT EXECUTE FUNCTION word_list_stamp_touch()"
-)
-
-
 def word_list_triggers_install(*, using: str = "default") -> None:
     """Creates the triggers that change the stamp's token, where they are missing (idempotent)."""
-    db = connections[using]
-    if db.vendor not in TRIGGER_VENDORS:
-        return
-    stamp = WordListStamp._meta.db_table
-    present = set(db.introspection.table_names())
-    tables = [model._meta.db_table for model in (WordList, ListWord, ModerationModel) if model._meta.db_table in present]
-    if stamp not in present or not tables:
-        return
-    with db.cursor() as cursor:
-        if db.vendor == "sqlite":
-            for table in tables:
-                for event in ("INSERT", "UPDATE", "DELETE"):
-                    cursor.execute(
-                        _SQLITE_TRIGGER.format(
-                            name=f"{table}_stamp_{event.lower()}", event=event, table=table, stamp=stamp
-                        )
-                    )
-        else:
-            cursor.execute(_POSTGRES_FUNCTION.format(stamp=stamp))
-            for table in tables:
-                cursor.execute(_POSTGRES_TRIGGER.format(name=f"{table}_stamp", table=table))
+    stamp_triggers_install(using=using, model=WordListStamp,
+                           tables=[model._meta.db_table for model in (WordList, ListWord, ModerationModel)],
+                           function="word_list_stamp_touch", sqlite_name="{table}_stamp_{event}",
+                           postgres_name="{table}_stamp")
