@@ -9,14 +9,13 @@ from django.contrib.admin.utils import unquote
 from django.core.exceptions import NON_FIELD_ERRORS, PermissionDenied, ValidationError
 from django.http import Http404, HttpResponseRedirect
 from django.urls import path, reverse
-from django.utils.decorators import method_decorator
-from django.views.decorators.debug import sensitive_post_parameters
 
 from agents_app.access import STAFF_VIEW
 from agents_app.mcp.oauth import grant_revoke
 from agents_app.models import Agent, AgentFallback, McpOAuthGrant, McpService, Provider
 from campus_agent.base.admin_extensions import ExtensibleAdmin
 from campus_agent.base.admin_history import CatalogHistoryAdmin
+from campus_agent.base.admin_secrets import KEY_SET_TEXT, SecretKeyAdminMixin, SecretKeyForm, key_state
 from campus_agent.base.approval import ApprovalPolicy
 from campus_agent.base.circuit import circuit_close, circuit_status, circuit_status_text
 
@@ -49,13 +48,7 @@ MCP_NOT_OFFERED_TEXT = (
 # Where a provider's requests go and which server variable is sent as its key are superuser
 # rights (another staff member could point a stored key, or the server's SECRET_KEY, elsewhere).
 PROVIDER_SUPERUSER_ONLY_FIELDS = ("base_url", "api_key_env")
-API_KEY_SET_TEXT = "已设置"
-API_KEY_UNSET_TEXT = "未设置"
-API_KEY_UNREADABLE_TEXT = "已设置，但无法解密（SECRET_KEY 或 PROVIDER_KEY_SECRET 已更换），请重新输入"
 API_KEY_ENV_TEXT = "读取环境变量 {name}（{state}）"
-API_KEY_HELP = "当前：{state}。只写不读：已保存的密钥不会显示；留空则保持不变。加密后保存在数据库中。"
-API_KEY_NEW_HELP = "只写不读：保存后不再显示。加密后保存在数据库中；不在后台保存密钥时留空，填下面的“密钥环境变量”。"
-API_KEY_BOTH_ERROR = "填写新密钥时不要勾选“清除已保存的密钥”。"
 PROBE_OK_TEXT = "“{name}”已连通，共 {count} 个模型：{models}"
 PROBE_NONE_TEXT = "“{name}”已连通，但没有列出任何模型。"
 
@@ -316,56 +309,28 @@ class McpServiceAdmin(ExtensibleAdmin, ToolsButtonMixin, CatalogHistoryAdmin):
 
 def _api_key_state(provider: Provider) -> str:
     if provider.api_key_env:
-        state = API_KEY_SET_TEXT if os.environ.get(provider.api_key_env) else "服务器上未设置该变量"
+        state = KEY_SET_TEXT if os.environ.get(provider.api_key_env) else "服务器上未设置该变量"
         return API_KEY_ENV_TEXT.format(name=provider.api_key_env, state=state)
-    if provider.api_key_unreadable:
-        return API_KEY_UNREADABLE_TEXT
-    return API_KEY_SET_TEXT if provider.api_key_set else API_KEY_UNSET_TEXT
+    return key_state(provider)
 
 
-class ProviderForm(forms.ModelForm):
-    """The key is write-only: a password input that never shows what is stored (render_value off,
-    so not after a failed save either); blank keeps it, 清除 removes it."""
+class ProviderForm(SecretKeyForm):
+    """The key is write-only (campus_agent.base.admin_secrets), or read from a server variable."""
 
-    api_key = forms.CharField(
-        label="API 密钥", required=False, max_length=1000,
-        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
-    )
-    api_key_clear = forms.BooleanField(label="清除已保存的密钥", required=False)
+    key_help = "当前：{state}。只写不读：已保存的密钥不会显示；留空则保持不变。加密后保存在数据库中。"
+    key_new_help = "只写不读：保存后不再显示。加密后保存在数据库中；不在后台保存密钥时留空，填下面的“密钥环境变量”。"
 
     class Meta:
         model = Provider
         fields = ("name", "kind", "base_url", "api_key", "api_key_clear", "api_key_env", "default_model",
                   "timeout_sec", "accepts_images", "reasoning_back", "enabled")
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        if "api_key" in self.fields:
-            # A new provider has no key yet: nothing to say about the current one.
-            stored = self.instance.pk is not None
-            self.fields["api_key"].help_text = (API_KEY_HELP.format(state=_api_key_state(self.instance)) if stored
-                                                else API_KEY_NEW_HELP)
-
-    def clean(self):
-        data = super().clean()
-        if data.get("api_key") and data.get("api_key_clear"):
-            self.add_error("api_key_clear", API_KEY_BOTH_ERROR)
-        return data
-
-    def save(self, commit=True):
-        provider = super().save(commit=False)
-        if self.cleaned_data.get("api_key"):
-            provider.api_key_store(self.cleaned_data["api_key"])
-        elif self.cleaned_data.get("api_key_clear"):
-            provider.api_key_store(None)
-        if commit:
-            provider.save()
-            self._save_m2m()
-        return provider
+    def key_state(self) -> str:
+        return _api_key_state(self.instance)
 
 
 @admin.register(Provider)
-class ProviderAdmin(PostButtonMixin, CatalogHistoryAdmin):
+class ProviderAdmin(SecretKeyAdminMixin, PostButtonMixin, CatalogHistoryAdmin):
     """Model providers. 「测试连接」 (a POST, change permission: the button on the change page and
     the action on the list) lists each provider's models."""
 
@@ -387,34 +352,10 @@ class ProviderAdmin(PostButtonMixin, CatalogHistoryAdmin):
     class Media:
         css = {"all": ["agents_app/admin.css"]}  # the 「测试连接」 button (PostButtonMixin)
 
-    @method_decorator(sensitive_post_parameters("api_key"))  # never in an error report or debug page
-    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
-        return super().changeform_view(request, object_id, form_url, extra_context)
+    superuser_only_fields = PROVIDER_SUPERUSER_ONLY_FIELDS
 
-    @admin.display(description="API 密钥")
-    def api_key_status(self, obj: Provider) -> str:
+    def key_state(self, obj: Provider) -> str:
         return _api_key_state(obj)
-
-    def get_fieldsets(self, request, obj=None):
-        if obj is None or self.has_change_permission(request, obj):
-            fieldsets = super().get_fieldsets(request, obj)
-            if obj is not None and obj.api_key_set:
-                return fieldsets
-            # 清除 only where a key is saved (not on the add form, nor for a provider without one).
-            return tuple((title, {**options, "fields": tuple(n for n in options["fields"] if n != "api_key_clear")})
-                         for title, options in fieldsets)
-        # Read-only: the key's state, never a field that could look the key up.
-        return tuple((title, {**options, "fields": tuple(
-            "api_key_status" if name == "api_key" else name
-            for name in options["fields"] if name != "api_key_clear")}) for title, options in self.fieldsets)
-
-    def get_readonly_fields(self, request, obj=None):
-        fields = super().get_readonly_fields(request, obj)
-        if obj is not None and not self.has_change_permission(request, obj):
-            fields = (*fields, "api_key_status")
-        if request.user.is_superuser:
-            return fields
-        return (*fields, *PROVIDER_SUPERUSER_ONLY_FIELDS)  # left out of the form: a POST of them changes nothing
 
     def has_add_permission(self, request) -> bool:
         return request.user.is_superuser and super().has_add_permission(request)  # a new one needs a base URL

@@ -1,20 +1,12 @@
 from asgiref.sync import async_to_sync
-from django import forms
 from django.contrib import admin, messages
 from django.db.models import Count
-from django.utils.decorators import method_decorator
-from django.views.decorators.debug import sensitive_post_parameters
 
+from campus_agent.base.admin_secrets import SecretKeyAdminMixin, SecretKeyForm
 from safety_app.model_check import model_config, model_probe
 from safety_app.models import AnswerReport, ListWord, ModerationModel, WordList
 from safety_app.reports import report_handle
 
-API_KEY_SET_TEXT = "已设置"
-API_KEY_UNSET_TEXT = "未设置"
-API_KEY_UNREADABLE_TEXT = "已设置，但无法解密（SECRET_KEY 或 PROVIDER_KEY_SECRET 已更换），请重新输入"
-API_KEY_HELP = "当前：{state}。留空则保留当前密钥；保存后不再显示。"
-API_KEY_NEW_HELP = "审核服务要求时填写；保存后不再显示。"
-API_KEY_BOTH_ERROR = "不能同时填写新密钥并清除密钥。"
 # Where the checked texts (students' questions) go is a superuser right, as a model provider's
 # address is: another staff member could send them, and the stored key, elsewhere.
 MODERATION_SUPERUSER_ONLY_FIELDS = ("base_url",)
@@ -109,54 +101,20 @@ class AnswerReportAdmin(admin.ModelAdmin):
         )
 
 
-def _api_key_state(row: ModerationModel) -> str:
-    if row.api_key_unreadable:
-        return API_KEY_UNREADABLE_TEXT
-    return API_KEY_SET_TEXT if row.api_key_set else API_KEY_UNSET_TEXT
+class ModerationModelForm(SecretKeyForm):
+    """The key is write-only, as a model provider's (campus_agent.base.admin_secrets)."""
 
-
-class ModerationModelForm(forms.ModelForm):
-    """The key is write-only, as a model provider's: a password input that never shows what is
-    stored; blank keeps it, 清除 removes it."""
-
-    api_key = forms.CharField(
-        label="API 密钥", required=False, max_length=1000,
-        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
-    )
-    api_key_clear = forms.BooleanField(label="清除已保存的密钥", required=False)
+    key_help = "当前：{state}。留空则保留当前密钥；保存后不再显示。"
+    key_new_help = "审核服务要求时填写；保存后不再显示。"
 
     class Meta:
         model = ModerationModel
         fields = ("name", "kind", "enabled", "base_url", "model", "api_key", "api_key_clear", "prompt", "question",
                   "answer", "reasoning", "timeout_sec", "fail_mode", "controversial_flagged")
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        if "api_key" in self.fields:
-            stored = self.instance.pk is not None
-            self.fields["api_key"].help_text = (API_KEY_HELP.format(state=_api_key_state(self.instance)) if stored
-                                                else API_KEY_NEW_HELP)
-
-    def clean(self):
-        data = super().clean()
-        if data.get("api_key") and data.get("api_key_clear"):
-            self.add_error("api_key_clear", API_KEY_BOTH_ERROR)
-        return data
-
-    def save(self, commit=True):
-        row = super().save(commit=False)
-        if self.cleaned_data.get("api_key"):
-            row.api_key_store(self.cleaned_data["api_key"])
-        elif self.cleaned_data.get("api_key_clear"):
-            row.api_key_store(None)
-        if commit:
-            row.save()
-            self._save_m2m()
-        return row
-
 
 @admin.register(ModerationModel)
-class ModerationModelAdmin(admin.ModelAdmin):
+class ModerationModelAdmin(SecretKeyAdminMixin, admin.ModelAdmin):
     """The moderation model (docs/safety.md#the-moderation-model): at most one enabled."""
 
     form = ModerationModelForm
@@ -174,34 +132,7 @@ class ModerationModelAdmin(admin.ModelAdmin):
         ("时间", {"fields": ("created_at", "updated_at"), "classes": ("collapse",)}),
     )
 
-    @method_decorator(sensitive_post_parameters("api_key"))  # never in an error report or debug page
-    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
-        return super().changeform_view(request, object_id, form_url, extra_context)
-
-    @admin.display(description="API 密钥")
-    def api_key_status(self, obj: ModerationModel) -> str:
-        return _api_key_state(obj)
-
-    def get_fieldsets(self, request, obj=None):
-        if obj is None or self.has_change_permission(request, obj):
-            fieldsets = super().get_fieldsets(request, obj)
-            if obj is not None and obj.api_key_set:
-                return fieldsets
-            # 清除 only where a key is saved.
-            return tuple((title, {**options, "fields": tuple(n for n in options["fields"] if n != "api_key_clear")})
-                         for title, options in fieldsets)
-        # Read-only: the key's state, never a field that could look the key up.
-        return tuple((title, {**options, "fields": tuple(
-            "api_key_status" if name == "api_key" else name
-            for name in options["fields"] if name != "api_key_clear")}) for title, options in self.fieldsets)
-
-    def get_readonly_fields(self, request, obj=None):
-        fields = super().get_readonly_fields(request, obj)
-        if obj is not None and not self.has_change_permission(request, obj):
-            fields = (*fields, "api_key_status")
-        if request.user.is_superuser:
-            return fields
-        return (*fields, *MODERATION_SUPERUSER_ONLY_FIELDS)  # left out of the form: a POST of it changes nothing
+    superuser_only_fields = MODERATION_SUPERUSER_ONLY_FIELDS
 
     def has_add_permission(self, request) -> bool:
         return request.user.is_superuser and super().has_add_permission(request)  # a new one needs an address

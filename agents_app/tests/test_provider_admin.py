@@ -9,9 +9,11 @@ from django.test import Client
 from django.urls import reverse
 from loguru import logger
 
-from agents_app.admin import API_KEY_BOTH_ERROR, API_KEY_SET_TEXT, API_KEY_UNREADABLE_TEXT
 from agents_app.models import BASE_URL_ERROR, Provider
 from agents_app.runtime.providers import PROBE_CONNECT_TEXT
+from campus_agent.base.admin_secrets import KEY_BOTH_ERROR as API_KEY_BOTH_ERROR
+from campus_agent.base.admin_secrets import KEY_SET_TEXT as API_KEY_SET_TEXT
+from campus_agent.base.admin_secrets import KEY_UNREADABLE_TEXT as API_KEY_UNREADABLE_TEXT
 
 pytestmark = pytest.mark.django_db
 

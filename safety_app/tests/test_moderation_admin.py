@@ -8,7 +8,8 @@ from django.contrib.auth.models import Permission
 from django.db import connection
 from django.urls import reverse
 
-from safety_app.admin import API_KEY_BOTH_ERROR, API_KEY_SET_TEXT
+from campus_agent.base.admin_secrets import KEY_BOTH_ERROR as API_KEY_BOTH_ERROR
+from campus_agent.base.admin_secrets import KEY_SET_TEXT as API_KEY_SET_TEXT
 from safety_app.models import (
     MODERATION_URL_ERROR,
     ONE_ENABLED_ERROR,
