@@ -12,6 +12,20 @@ import zipfile
 import zlib
 
 
+def _pdf_written(objects: list[bytes], *, version: bytes, trailer: bytes = b"") -> bytes:
+    """A PDF file of these objects (numbered from 1, the catalog first), its cross-reference table
+    and trailer."""
+    out, offsets = io.BytesIO(), []
+    out.write(b"%%PDF-%s\n" % version)
+    for number, body in enumerate(objects, 1):
+        offsets.append(out.tell())
+        out.write(b"%d 0 obj\n" % number + body + b"\nendobj\n")
+    xref = out.tell()
+    out.write(b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1))
+    out.write(b"".join(b"%010d 00000 n \n" % o for o in offsets))
+    out.write(b"trailer\n<< /Size %d /Root 1 0 R%s >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, trailer, xref))
+    return out.getvalue()
+
 def pdf_of(contents: list[bytes], *, javascript: bool = False) -> bytes:
     """A PDF with a page per content stream (Flate-compressed), in Helvetica, written by hand."""
     pages = len(contents)
@@ -29,17 +43,7 @@ def pdf_of(contents: list[bytes], *, javascript: bool = False) -> bytes:
             b" /Resources << /Font << /F1 4 0 R >> >> >>" % (5 + pages + index)
         )
         streams.append(b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(packed) + packed + b"\nendstream")
-    objects += streams
-    out, offsets = io.BytesIO(), []
-    out.write(b"%PDF-1.4\n")
-    for number, body in enumerate(objects, 1):
-        offsets.append(out.tell())
-        out.write(b"%d 0 obj\n" % number + body + b"\nendobj\n")
-    xref = out.tell()
-    out.write(b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1))
-    out.write(b"".join(b"%010d 00000 n \n" % o for o in offsets))
-    out.write(b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref))
-    return out.getvalue()
+    return _pdf_written([*objects, *streams], version=b"1.4")
 
 
 def pdf_with(text: str, *, javascript: bool = False) -> bytes:
@@ -91,17 +95,7 @@ def pdf_of_lines(pages: list[list[str]], *, title: str = "") -> bytes:
             b" /Resources << /Font << /F1 3 0 R >> >> >>" % (8 + count + index)
         )
         streams.append(b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(packed) + packed + b"\nendstream")
-    objects += streams
-    out, offsets = io.BytesIO(), []
-    out.write(b"%PDF-1.7\n")
-    for number, body in enumerate(objects, 1):
-        offsets.append(out.tell())
-        out.write(b"%d 0 obj\n" % number + body + b"\nendobj\n")
-    xref = out.tell()
-    out.write(b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1))
-    out.write(b"".join(b"%010d 00000 n \n" % o for o in offsets))
-    out.write(b"trailer\n<< /Size %d /Root 1 0 R /Info 7 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref))
-    return out.getvalue()
+    return _pdf_written([*objects, *streams], version=b"1.7", trailer=b" /Info 7 0 R")
 
 
 def pdf_encrypted(text: str = "Hello", *, password: str = "secret") -> bytes:
