@@ -12,9 +12,7 @@ threading.Event) is set when one arrives, so a test waits on it.
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
-from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,11 +23,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from testkit.servers import ServedApp
+from testkit.scripted import UNSET, ScriptedApp, scripted_response
 
 MODEL_DIMENSIONS = 256
-GARBAGE_BODY = b"<html><body><h1>502 Bad Gateway</h1></body></html>"
-_UNSET = object()
 _model_lock = threading.Lock()
 _model = None
 
@@ -68,52 +64,22 @@ class EmbeddingsAnswer:
     count_delta: int = 0
     dimensions: int | None = None
     reverse: bool = False
-    json_value: Any = _UNSET
+    json_value: Any = UNSET
     body: bytes | None = None
     status: int = 200
     hang: bool = False
     content_type: str = "application/json"
 
 
-@dataclass
-class EmbeddingsRequest:
-    path: str
-    body: Any
-    headers: dict[str, str]
+class FakeEmbeddings(ScriptedApp):
+    answer_type = EmbeddingsAnswer
 
-
-class FakeEmbeddings(ServedApp):
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._state_init()
+        super().__init__()
         wordllama_model()  # loaded before the first request, not during a test's timeout
         self.app = Starlette(routes=[Route("/v1/embeddings", self._embeddings, methods=["POST"])])
 
-    def _state_init(self) -> None:
-        self.requests: list[EmbeddingsRequest] = []
-        self.asked = threading.Event()
-        self._script: deque[EmbeddingsAnswer] = deque()
-
-    @property
-    def url(self) -> str:
-        """The base URL, ending in /v1 (EMBEDDINGS_BASE_URL)."""
-        return f"{self.root_url}/v1"
-
-    # --- scripting ----------------------------------------------------------------------------
-    def queue(self, *answers: EmbeddingsAnswer) -> FakeEmbeddings:
-        with self._lock:
-            self._script.extend(answers)
-        return self
-
-    def hang(self) -> FakeEmbeddings:
-        return self.queue(EmbeddingsAnswer(hang=True))
-
-    def garbage(self, body: bytes = GARBAGE_BODY, content_type: str = "text/html") -> FakeEmbeddings:
-        return self.queue(EmbeddingsAnswer(body=body, content_type=content_type))
-
-    def fail(self, status: int = 500) -> FakeEmbeddings:
-        return self.queue(EmbeddingsAnswer(status=status))
-
+    # --- scripting (queue, hang, garbage, fail, raw: testkit.scripted) -------------------------
     def wrong_count(self, delta: int = -1) -> FakeEmbeddings:
         return self.queue(EmbeddingsAnswer(count_delta=delta))
 
@@ -127,37 +93,15 @@ class FakeEmbeddings(ServedApp):
         """A well-formed answer padded past any sane cap."""
         return self.queue(EmbeddingsAnswer(body=b'{"pad": "' + b"x" * size + b'", "data": []}'))
 
-    def raw(self, value: Any) -> FakeEmbeddings:
-        return self.queue(EmbeddingsAnswer(json_value=value))
-
-    @property
-    def last_request(self) -> EmbeddingsRequest:
-        return self.requests[-1]
-
     # --- the endpoint -------------------------------------------------------------------------
     async def _embeddings(self, request: Request) -> Response:
-        try:
-            body = json.loads(await request.body())
-        except ValueError:
-            body = None
-        self.requests.append(EmbeddingsRequest(path=request.url.path, body=body,
-                                               headers={k.lower(): v for k, v in request.headers.items()}))
-        self.asked.set()
-        with self._lock:
-            answer = self._script.popleft() if self._script else EmbeddingsAnswer()
-        if answer.hang:
-            await asyncio.sleep(3600)  # the client's timeout, or the reset, ends it
+        body, answer = await self._next(request)
         texts = body.get("input") if isinstance(body, dict) else None
         if isinstance(texts, str):
             texts = [texts]
-        if answer.status != 200:
-            # As some servers do: the error quotes the input (the client must not pass it on).
-            return JSONResponse({"error": {"message": f"scripted status {answer.status} for {texts!r}",
-                                           "type": "server_error"}}, status_code=answer.status)
-        if answer.body is not None:
-            return Response(answer.body, media_type=answer.content_type)
-        if answer.json_value is not _UNSET:
-            return JSONResponse(answer.json_value)
+        # As some servers do, an error quotes the input (the client must not pass it on).
+        if (scripted := scripted_response(answer, f"scripted status {answer.status} for {texts!r}")) is not None:
+            return scripted
         dimensions = body.get("dimensions") or MODEL_DIMENSIONS
         if not isinstance(texts, list) or not texts or not all(isinstance(t, str) for t in texts) \
                 or not isinstance(dimensions, int) or not 1 <= dimensions <= MODEL_DIMENSIONS:

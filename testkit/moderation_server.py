@@ -8,10 +8,6 @@ headers), and `.asked` (a threading.Event) is set when one arrives, so a test wa
 """
 from __future__ import annotations
 
-import asyncio
-import json
-import threading
-from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,10 +16,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from testkit.servers import ServedApp
+from testkit.scripted import UNSET, ScriptedApp, scripted_response
 
-_UNSET = object()
-GARBAGE_BODY = b"<html><body><h1>502 Bad Gateway</h1></body></html>"
 # Qwen3Guard-Gen's category names (its model card).
 GUARD_CATEGORIES = {"violence": "Violent", "politics": "Politically Sensitive Topics", "illicit": "Non-violent Illegal Acts"}
 
@@ -46,59 +40,29 @@ class ModerationAnswer:
     category: str = "violence"
     level: str | None = None
     guard_text: str | None = None
-    json_value: Any = _UNSET
+    json_value: Any = UNSET
     body: bytes | None = None
     status: int = 200
     hang: bool = False
     content_type: str = "application/json"
 
 
-@dataclass
-class ModerationRequest:
-    path: str
-    body: Any
-    headers: dict[str, str]
+class FakeModeration(ScriptedApp):
+    answer_type = ModerationAnswer
 
-
-class FakeModeration(ServedApp):
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._state_init()
+        super().__init__()
         self.app = Starlette(routes=[
             Route("/v1/moderations", self._moderations, methods=["POST"]),
             Route("/v1/chat/completions", self._chat, methods=["POST"]),
         ])
 
-    def _state_init(self) -> None:
-        self.requests: list[ModerationRequest] = []
-        self.asked = threading.Event()
-        self._script: deque[ModerationAnswer] = deque()
-
-    @property
-    def url(self) -> str:
-        """The base URL staff enter, ending in /v1."""
-        return f"{self.root_url}/v1"
-
-    # --- scripting ----------------------------------------------------------------------------
-    def queue(self, *answers: ModerationAnswer) -> FakeModeration:
-        with self._lock:
-            self._script.extend(answers)
-        return self
-
+    # --- scripting (queue, hang, garbage, fail, raw: testkit.scripted) -------------------------
     def flag(self, category: str = "violence") -> FakeModeration:
         return self.queue(ModerationAnswer(flagged=True, category=category))
 
     def pass_(self) -> FakeModeration:
         return self.queue(ModerationAnswer())
-
-    def hang(self) -> FakeModeration:
-        return self.queue(ModerationAnswer(hang=True))
-
-    def garbage(self, body: bytes = GARBAGE_BODY, content_type: str = "text/html") -> FakeModeration:
-        return self.queue(ModerationAnswer(body=body, content_type=content_type))
-
-    def fail(self, status: int = 500) -> FakeModeration:
-        return self.queue(ModerationAnswer(status=status))
 
     def huge(self, size: int = 200 * 1024) -> FakeModeration:
         """A well-formed answer that passes, padded past any sane cap."""
@@ -106,36 +70,14 @@ class FakeModeration(ServedApp):
                   "choices": [{"message": {"role": "assistant", "content": "Safety: Safe\n" + "x" * size}}]}
         return self.queue(ModerationAnswer(json_value=padded))
 
-    def raw(self, value: Any) -> FakeModeration:
-        return self.queue(ModerationAnswer(json_value=value))
-
     def guard(self, text: str) -> FakeModeration:
         return self.queue(ModerationAnswer(guard_text=text))
 
-    @property
-    def last_request(self) -> ModerationRequest:
-        return self.requests[-1]
-
     # --- handlers -----------------------------------------------------------------------------
     async def _answer(self, request: Request, endpoint: str) -> Response:
-        try:
-            body = json.loads(await request.body())
-        except ValueError:
-            body = None
-        self.requests.append(ModerationRequest(path=request.url.path, body=body,
-                                               headers={k.lower(): v for k, v in request.headers.items()}))
-        self.asked.set()
-        with self._lock:
-            answer = self._script.popleft() if self._script else ModerationAnswer()
-        if answer.hang:
-            await asyncio.sleep(3600)  # the client's timeout, or the reset, ends it
-        if answer.status != 200:
-            return JSONResponse({"error": {"message": f"scripted status {answer.status}", "type": "server_error"}},
-                                status_code=answer.status)
-        if answer.body is not None:
-            return Response(answer.body, media_type=answer.content_type)
-        if answer.json_value is not _UNSET:
-            return JSONResponse(answer.json_value)
+        body, answer = await self._next(request)
+        if (scripted := scripted_response(answer, f"scripted status {answer.status}")) is not None:
+            return scripted
         model = (body or {}).get("model", "") if isinstance(body, dict) else ""
         if endpoint == "moderations":
             return JSONResponse(_moderations_answer(answer, model))
