@@ -37,6 +37,9 @@ export DEMO_ENABLED="${DEMO_ENABLED:-true}"
 .venv/bin/python manage.py load_demo
 # The demo catalog's routing cases (admin → 路由用例; manage.py routing_check replays them).
 .venv/bin/python manage.py load_demo_cases
+# The demo's knowledge base (a synthetic student handbook), indexed: asked 「转专业需要满足什么条件？」
+# with no model, keyword routing answers from it with its source (docs/demo.md).
+.venv/bin/python manage.py load_demo_handbook
 # --insecure: serve /static/ (admin CSS/JS, the chat page's assets) with DEBUG off, as a local
 # run needs; production serves collectstatic's STATIC_ROOT from nginx (docs/operations.md).
 exec .venv/bin/python manage.py runserver --insecure "$HOST:$PORT"

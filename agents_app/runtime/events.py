@@ -140,6 +140,8 @@ class ToolResult:
     images: list[dict] | None = None  # [{src}]: data: URLs of a trusted service's images
     label: str | None = None  # the tool's own title, when staff gave its service no display name
     sources: list[dict] | None = None  # a knowledge collection's passages: where each comes from
+    # Not a frame: what keyword routing shows the student in place of `content` (ToolOutcome.shown).
+    shown: str | None = None
     # The call was cut (the run stopped, failed or ran out of time before it answered): sent by
     # the run for every such call before its `done`, so no `tool_call` is left without a result.
     interrupted: bool = False
@@ -176,7 +178,7 @@ class ToolResult:
     )
 
     def __post_init__(self) -> None:
-        _clean_fields(self, "content", "error", "chart", "links", "label", "sources")
+        _clean_fields(self, "content", "error", "chart", "links", "label", "sources", "shown")
 
     def frame(self) -> dict:
         payload = {"type": "tool_result", "call_id": self.call_id, "tool": self.tool, "ok": self.ok}

@@ -364,7 +364,7 @@ async def fallback_turn(*, agent: Agent, history: list[dict], ctx: RunContext, r
         yield event
     shown = "".join(streamed)
     if result.ok:
-        answer = result.content
+        answer = result.shown or result.content  # a collection's passages, as the student reads them
         # The rest of the answer the stream did not carry (a sub-agent's `done.full_text` may say
         # more than its chunks; an MCP tool streams nothing).
         tail = answer[len(shown):] if answer.startswith(shown) else ("" if shown else answer)

@@ -71,6 +71,9 @@ class ToolOutcome:
     # Where a knowledge collection's passages come from ({n, document_id, title, page, heading,
     # url}), for the student's footnotes (runtime/knowledge_tool.py).
     sources: list[dict] | None = None
+    # What the student reads when no model writes the answer (keyword routing shows it instead of
+    # `text`, which is written for the model): a knowledge collection's passages.
+    shown: str | None = None
     # The call needs the student's authorization of a per-student service first (the page to
     # visit, agents_app/mcp/oauth.py): the turn waits for it instead of taking this as its result.
     authorization: AuthorizationNeeded | None = None

@@ -110,7 +110,7 @@ async def tool_calls_run(
             yield ToolResult(call_id=request.call_id, tool=request.tool, ok=outcome.ok,
                              content=text_cap(outcome.text, max_result),
                              error=text_cap(outcome.error, MAX_NOTICE_BYTES) if outcome.error else outcome.error, chart=outcome.chart, links=outcome.links or None,
-                             images=outcome.images or None, label=outcome.label, sources=outcome.sources or None,
+                             images=outcome.images or None, label=outcome.label, sources=outcome.sources or None, shown=outcome.shown,
                              authorization=outcome.authorization, elicitation=outcome.elicitation)
             if outcome.code is not None:  # a failure with a contract code (40102, 50001, 50003)
                 yield Error(outcome.code, outcome.error or outcome.text)
