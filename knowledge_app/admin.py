@@ -6,14 +6,18 @@ from django.conf import settings
 from django.contrib import admin, messages
 from django.db import transaction
 from django.db.models import Count
-from django.http import HttpResponseRedirect
+from django.http import Http404, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
+from django.utils.html import format_html
 
 from knowledge_app.indexing import indexing_start
 from knowledge_app.ingest import MSG_TOO_LARGE, DocumentRefused, document_add
 from knowledge_app.models import KnowledgeCollection, KnowledgeDocument
+from knowledge_app.search import collection_search
 
+SEARCH_SHOWN = 20  # passages the try-out page lists
+SEARCH_QUERY_MAX = 500
 FILES_MAX = 50  # one upload: a folder of a handbook's chapters, not an archive's worth
 MSG_TOO_MANY = f"一次最多上传 {FILES_MAX} 个文件。"
 MSG_ADDED = "《{title}》已加入“{collection}”，正在后台索引，完成后可检索（状态见下表）。"
@@ -46,7 +50,7 @@ class UploadForm(forms.Form):
 
 @admin.register(KnowledgeCollection)
 class KnowledgeCollectionAdmin(admin.ModelAdmin):
-    list_display = ("slug", "name", "enabled", "document_count", "updated_at")
+    list_display = ("slug", "name", "enabled", "document_count", "search_link", "updated_at")
     list_filter = ("enabled",)
     search_fields = ("slug", "name", "description")
     filter_horizontal = ("allowed_groups",)
@@ -57,6 +61,26 @@ class KnowledgeCollectionAdmin(admin.ModelAdmin):
     @admin.display(description="文件数", ordering="_documents")
     def document_count(self, obj: KnowledgeCollection) -> int:
         return obj._documents
+
+    @admin.display(description="试检索")
+    def search_link(self, obj: KnowledgeCollection) -> str:
+        return format_html('<a href="{}">试检索</a>', reverse("admin:knowledge_app_search", args=[obj.pk]))
+
+    def get_urls(self):
+        return [path("<int:collection_id>/search/", self.admin_site.admin_view(self.search_view),
+                     name="knowledge_app_search"), *super().get_urls()]
+
+    def search_view(self, request, collection_id: int):
+        """What the model would read for a question: the ranked passages, their scores, which index
+        found them (docs/knowledge.md#measuring-search)."""
+        collection = self.get_object(request, str(collection_id))
+        if collection is None or not self.has_view_permission(request, collection):
+            raise Http404
+        query = request.GET.get("q", "").strip()[:SEARCH_QUERY_MAX]
+        hits = collection_search(collection, query, limit=SEARCH_SHOWN) if query else []
+        context = {**self.admin_site.each_context(request), "opts": self.model._meta, "collection": collection,
+                   "query": query, "hits": hits, "title": "试检索"}
+        return TemplateResponse(request, "admin/knowledge_app/search.html", context)
 
 
 @admin.register(KnowledgeDocument)

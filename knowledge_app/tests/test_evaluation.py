@@ -57,3 +57,15 @@ def test_a_threshold_fails_the_command_and_a_broken_file_is_refused(handbook, tm
         call_command("knowledge_eval", str(broken), "--collection", HANDBOOK_SLUG, stdout=StringIO())
     with pytest.raises(CommandError, match="no collection"):
         call_command("knowledge_eval", str(EVAL_CASES), "--collection", "nope", stdout=StringIO())
+
+
+def test_staff_try_a_query_and_see_the_ranked_passages_their_scores_and_index(admin_client, handbook):
+    from django.urls import reverse
+
+    url = reverse("admin:knowledge_app_search", args=[handbook.pk])
+    page = admin_client.get(url, {"q": "转专业需要满足什么条件"}).content.decode()
+    rows = page.split("<tbody>")[1].split("</tbody>")[0].split("<tr>")[1:]
+    assert len(rows) >= 3 and "转专业管理规定（示例）" in rows[0] and "keyword（1）" in rows[0]
+    assert "<script>" not in admin_client.get(url, {"q": "<script>alert(1)</script>"}).content.decode().split("<form")[1]
+    listing = admin_client.get(reverse("admin:knowledge_app_knowledgecollection_changelist")).content.decode()
+    assert url in listing
