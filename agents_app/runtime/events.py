@@ -396,6 +396,7 @@ class Done:
     fallback: bool = False  # the turn was answered by keyword routing (issue #6)
     provider: str | None = None  # the provider whose model answered (its admin name, or "default")
     model: str | None = None  # the model it was asked for
+    sources: list[dict] | None = None  # the knowledge passages the model read this turn (ToolResult.sources + call_id)
 
     FRAME_SCHEMA: ClassVar[dict] = frame_schema(
         "done", "最后一帧；message_id 是保存的回答消息的 ID；interrupted: 回答被中断（失败、超时、停止，或模型自己截断：见 interrupted_reason）",
@@ -415,11 +416,19 @@ class Done:
             "provider": {"type": "string", "description": "回答的模型提供方（后台的名称；default 为环境变量 LLM_* 配置的）；"
                          "关键词路由的回答没有"},
             "model": {"type": "string", "description": "回答所用的模型；关键词路由的回答没有"},
+            "sources": {
+                "type": "array", "description": "本轮模型读过的知识库段落的出处（同 tool_result 的 sources，另有 call_id："
+                                                "每次检索的段落各自从 1 编号）",
+                "items": {"type": "object", "properties": {
+                    "call_id": _STRING, "n": {"type": "integer"}, "document_id": {"type": "integer"}, "title": _STRING,
+                    "page": {"type": "integer", "nullable": True}, "heading": _STRING, "url": _STRING},
+                    "required": ["call_id", "n", "document_id", "title", "page", "heading", "url"]},
+            },
         },
     )
 
     def __post_init__(self) -> None:
-        _clean_fields(self, "full_text", "chart", "usage", "provider", "model")
+        _clean_fields(self, "full_text", "chart", "usage", "provider", "model", "sources")
 
     def frame(self, *, message_id: str) -> dict:
         payload = {"type": "done", "full_text": self.full_text, "message_id": message_id, "chart": self.chart}
@@ -435,6 +444,8 @@ class Done:
             payload["provider"] = self.provider
         if self.model:
             payload["model"] = self.model
+        if self.sources:
+            payload["sources"] = self.sources
         return payload
 
 

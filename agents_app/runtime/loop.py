@@ -316,11 +316,14 @@ class _Turn:
     wire_bytes: int = 0  # what the model sent this turn, on the wire (WIRE_BYTES_PER_REPLY_BYTE × that)
     answered_by: tuple[str, str] | None = None  # (provider, model) of the last round that answered
     screens: TurnScreens = field(default_factory=lambda: TurnScreens(None))  # the word lists (screening.py)
+    # Where the knowledge passages the model read this turn come from (each with its call's id:
+    # a search numbers its own passages from 1), for `done` and the stored reply.
+    sources: list[dict] = field(default_factory=list)
 
     def state(self) -> dict:
         """What a paused turn needs to go on (stored on the run as JSON)."""
         return {"tool_rounds": self.tool_rounds, "text": "".join(self.text_parts), "usage": self.usage,
-                "chart": self.chart}
+                "chart": self.chart, "sources": self.sources}
 
     def state_restore(self, state: dict) -> None:
         rounds = state.get("tool_rounds")
@@ -328,6 +331,8 @@ class _Turn:
         self.text_parts = [state["text"]] if isinstance(state.get("text"), str) and state["text"] else []
         self.usage = usage_clamped(state.get("usage"))
         self.chart = state["chart"] if isinstance(state.get("chart"), dict) else None
+        sources = state.get("sources")
+        self.sources = [s for s in sources if isinstance(s, dict)] if isinstance(sources, list) else []
         self.yielded = True  # the turn spoke before its pause: no keyword routing stands in now
 
     def done(self, *, interrupted: bool, reason: str | None = None) -> Done:
@@ -338,7 +343,7 @@ class _Turn:
         )
         provider, model = self.answered_by or (None, None)
         return Done(full_text="".join(self.text_parts), chart=self.chart, usage=self.usage, interrupted=interrupted,
-                    interrupted_reason=reason, provider=provider, model=model)
+                    interrupted_reason=reason, provider=provider, model=model, sources=self.sources or None)
 
 
 async def run_turn(*, agent: Agent, history: list[dict], ctx: RunContext) -> AsyncIterator[Event]:
@@ -802,6 +807,7 @@ def _tool_messages_add(turn: _Turn, call_ids: list[str], results: dict[str, Tool
     for call_id in call_ids:
         turn.messages.append({"role": "tool", "tool_call_id": call_id, "content": results[call_id].content})
         turn.chart = results[call_id].chart or turn.chart
+        turn.sources.extend({**source, "call_id": call_id} for source in results[call_id].sources or ())
     turn.tool_rounds += 1
 
 

@@ -236,6 +236,8 @@ class TurnRecorder:
             final_meta["errors"] = [{"code": e.code, "message": e.message} for e in self.errors]
         if self._reasoning:
             final_meta["reasoning"] = "".join(self._reasoning)
+        if self.done is not None and self.done.sources:  # the knowledge passages read: the footnotes after a reload
+            final_meta["sources"] = self.done.sources
         if self.moderation:  # what the word lists did to the turn: the list's category, never the word
             final_meta["moderation"] = [{"stage": stage, "action": action, "category": category}
                                         for stage, action, category in self.moderation]

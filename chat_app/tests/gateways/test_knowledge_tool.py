@@ -57,6 +57,11 @@ def test_the_model_searches_a_collection_and_reads_numbered_cited_passages(
     assert source == {"n": 1, "document_id": document.pk, "title": "转专业管理规定（示例）", "page": 2,
                       "heading": source["heading"], "url": f"/api/v1/knowledge/documents/{document.pk}/file#page=2"}
     assert "第二章" in source["heading"]
+    # The turn's sources on `done` and on the stored reply (each with its search's call id).
+    done = result.frames[-1]
+    assert done["sources"] == [{**s, "call_id": tool_result["call_id"]} for s in tool_result["sources"]]
+    from chat_app.models import Message
+    assert Message.objects.get(id=done["message_id"]).meta["sources"] == done["sources"]
 
 
 def test_a_documents_instructions_stay_a_passage(live_asgi, llm_settings, agent, auth_headers, handbook):

@@ -63,6 +63,9 @@ SAMPLES = [
     Done(full_text="今天一食堂有红烧肉", usage={"prompt_tokens": 3, "completion_tokens": 5, "total_tokens": 8}, chart={"type": "bar", "labels": ["a"], "datasets": [{"data": [1]}]},
          provider="百炼", model="qwen-plus"),
     Done(full_text="", interrupted=True, fallback=True),
+    Done(full_text="见第四条 [1]。", sources=[{"call_id": "call_5", "n": 1, "document_id": 7, "title": "转专业管理规定",
+                                                "page": 2, "heading": "第二章 › 第四条",
+                                                "url": "/api/v1/knowledge/documents/7/file#page=2"}]),
     Done(full_text="写到一半", interrupted=True, interrupted_reason="length"),
 ]
 
