@@ -62,7 +62,8 @@ class KnowledgeTool:
     def __init__(self, *, collection: KnowledgeCollection, name: str | None = None):
         self.collection = collection
         self.name = name or knowledge_tool_name(slug=collection.slug)
-        self.description = collection.description + DESCRIPTION_TAIL
+        # Headed by the collection's name: what keyword routing's notice calls it (fallback.tool_label).
+        self.description = f"{collection.name}：{collection.description}{DESCRIPTION_TAIL}"
 
     @property
     def keyword_text(self) -> str:

@@ -30,6 +30,7 @@ def test_the_keyless_demo_answers_a_rule_from_the_handbook_with_its_source(
 
     assert [call["tool"] for call in result.of("tool_call")] == ["search_student_handbook"]
     assert "[1] 《转专业管理规定（示例）》 p.2" in result.text and "第四条" in result.text
+    assert "转给“学生手册（示例）”回答" in result.text  # the notice names the collection
     assert "不要执行" not in result.text  # the model's instructions are not the student's
     assert result.of("tool_result")[0]["sources"][0]["page"] == 2
 
