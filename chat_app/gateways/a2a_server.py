@@ -103,6 +103,8 @@ from chat_app.runs.state import run_get
 from chat_app.runs.wait import waiting_frames
 from safety_app.labels import AIGC_KEY, aigc_label
 
+# The knowledge passages an answer read, beside its label in the artifact's metadata.
+SOURCES_KEY = "sources"
 A2A_PATH = "/a2a/"
 CARD_PATH = AGENT_CARD_WELL_KNOWN_PATH
 ANSWER_ARTIFACT_ID = "answer"
@@ -165,6 +167,7 @@ class TaskFold:
     message_id: str = ""  # the run's answer message: the ProduceID of its implicit label
     provider: str = ""  # who answered (the `done` frame's, or the stored reply's meta)
     model: str = ""
+    sources: list = field(default_factory=list)  # the knowledge passages the answer read (`done`'s, or meta's)
 
     def take(self, frame: dict) -> list:
         kind = frame.get("type")
@@ -200,6 +203,7 @@ class TaskFold:
             self.ended = True
             self.interrupted = bool(frame.get("interrupted"))
             self.provider, self.model = frame.get("provider") or "", frame.get("model") or ""
+            self.sources = frame.get("sources") or []
             events.append(self.status_update())
             return events
         return []  # session, reasoning (apart from the answer), tool_chunk
@@ -243,8 +247,10 @@ class TaskFold:
         return status
 
     def label(self) -> dict:
-        """The answer's implicit label (safety_app.labels), as A2A metadata: `{"aigc": …}`."""
-        return {AIGC_KEY: aigc_label(produce_id=self.message_id, provider=self.provider, model=self.model)}
+        """The answer's implicit label (safety_app.labels), as A2A metadata: `{"aigc": …}`; with the
+        knowledge passages it read, once known: `{"sources": […]}` (docs/clients.md)."""
+        label = {AIGC_KEY: aigc_label(produce_id=self.message_id, provider=self.provider, model=self.model)}
+        return {**label, SOURCES_KEY: self.sources} if self.sources else label
 
     def task(self) -> Task:
         task = Task(id=self.task_id, context_id=self.context_id, status=self.status())
@@ -317,6 +323,7 @@ def task_read(*, user, task_id: str) -> TaskRecord | None:
         fold.ended = True
         meta = final.meta if final is not None else {}
         fold.provider, fold.model = meta.get("provider") or "", meta.get("model") or ""
+        fold.sources = meta.get("sources") if isinstance(meta.get("sources"), list) else []
         fold.interrupted = run.status == Run.Status.INTERRUPTED or bool(meta.get("interrupted"))
         fold.errors = [(e.get("code"), e.get("message") or "") for e in meta.get("errors", []) if isinstance(e, dict)]
     elif run.status == Run.Status.WAITING:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import io
 import json
 import re
 import time
@@ -34,6 +35,7 @@ import anyio
 import mcp_types as types
 from django.conf import settings
 from django.core.cache import cache
+from django.core.handlers.asgi import ASGIRequest
 from django.http.request import split_domain_port, validate_host
 from django.utils.translation import gettext_lazy as _
 from loguru import logger
@@ -121,6 +123,7 @@ class McpRequest:
     caller: Caller
     credential: str  # SHA-256 of the bearer token: whose `notifications/cancelled` may stop whose call
     request_id: str
+    origin: str = ""  # scheme://host the client reached us at: a knowledge source's link is absolute
 
 
 @dataclass(frozen=True)
@@ -267,6 +270,7 @@ class _Outcome:
     interrupted: bool = False
     provider: str = ""  # who answered (the `done` frame's): the answer's implicit label names them
     model: str = ""
+    sources: list[dict] = field(default_factory=list)  # the knowledge passages the answer read (`done`'s)
 
     @property
     def failed(self) -> bool:
@@ -312,6 +316,7 @@ async def _turn_follow(turn: InboundTurn, progress: _Progress, labels: dict) -> 
             outcome.answer = answer.text or frame["full_text"]
             outcome.interrupted = bool(frame.get("interrupted"))
             outcome.provider, outcome.model = frame.get("provider") or "", frame.get("model") or ""
+            outcome.sources = frame.get("sources") or []
             return outcome
     outcome.answer = answer.text
     return outcome
@@ -345,10 +350,20 @@ async def _call_tool(ctx, params: types.CallToolRequestParams) -> types.CallTool
     content = [types.TextContent(text=outcome.answer)] if outcome.answer else []
     template = MSG_ASK_FAILED if outcome.failed else MSG_ASK_NOTICE
     content += [types.TextContent(text=template.format(message=message)) for message in outcome.notices]
+    # The knowledge passages the answer read, as MCP's own links to their documents (docs/clients.md).
+    content += [types.ResourceLink(uri=mcp_request.origin + source["url"], name=_source_name(source),
+                                   mime_type="application/pdf" if source["page"] else None)
+                for source in outcome.sources]
     # The answer's implicit label (safety_app.labels) in the result's `_meta`, when there is an answer.
     meta = ({AIGC_KEY: aigc_label(produce_id=turn.message_id, provider=outcome.provider, model=outcome.model)}
             if outcome.answer else None)
     return types.CallToolResult(content=content, structured_content=structured, is_error=outcome.failed, meta=meta)
+
+
+def _source_name(source: dict) -> str:
+    """`[1] 转专业管理规定 p.2 · 第二章 › 第四条`: the passage's number, document, page, heading."""
+    where = f"{source['title']} p.{source['page']}" if source.get("page") else source["title"]
+    return f"[{source['n']}] {where}" + (f" · {source['heading']}" if source.get("heading") else "")
 
 
 async def _list_tools(ctx, params) -> types.ListToolsResult:
@@ -519,7 +534,9 @@ async def mcp_app(scope, receive, send) -> None:
         await _json(send_with_id, 405, _jsonrpc_error(types.INVALID_REQUEST, MSG_NO_STREAM), [(b"allow", b"POST")])
         return
     credential = hashlib.sha256(token.encode()).hexdigest()
-    scope = {**scope, SCOPE_KEY: McpRequest(caller=caller, credential=credential, request_id=request_id)}
+    origin = ASGIRequest(scope, io.BytesIO()).build_absolute_uri("/").rstrip("/")  # the Host was checked above
+    scope = {**scope, SCOPE_KEY: McpRequest(caller=caller, credential=credential, request_id=request_id,
+                                            origin=origin)}
     # A manager per request: stateless serving keeps nothing between requests, and one scoped to
     # its request needs no start-up hook (the project runs without an ASGI lifespan) and leaves
     # nothing behind when the request ends.

@@ -208,7 +208,7 @@ async def _stream(answer: _Answer, *, include_usage: bool):
             async for piece in pieces:
                 yield PING_FRAME if piece is None else encoder.piece(*piece)
         answer.complete = True
-        yield encoder.finish(answer.translation.finish_reason, aigc=answer.label())
+        yield encoder.finish(answer.translation.finish_reason, aigc=answer.label(), sources=answer.translation.sources)
         if include_usage:
             yield encoder.usage(answer.translation.usage)
         yield wire.DONE_FRAME
@@ -229,6 +229,7 @@ async def _complete(answer: _Answer) -> JsonResponse:
         completion_id=answer.completion_id, created=answer.created, model=answer.model, content="".join(content),
         reasoning="".join(reasoning), finish_reason=answer.translation.finish_reason,
         usage=answer.translation.usage, conversation_id=answer.turn.conversation_id, aigc=answer.label(),
+        sources=answer.translation.sources,
     )
     return JsonResponse(body, json_dumps_params={"ensure_ascii": False})
 

@@ -28,6 +28,8 @@ from chat_app.runs.chat_input import AGENT_SLUG_MAX, MESSAGE_MAX
 from chat_app.runs.quota import QUOTA_EXCEEDED
 from safety_app.labels import AIGC_KEY
 
+SOURCES_KEY = "sources"  # beside `choices`: the knowledge passages an answer read (docs/clients.md)
+
 OWNED_BY = "campus-agent"
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 # Where a client may name the conversation to continue (the SDK: extra_body / metadata / a header).
@@ -334,6 +336,7 @@ class Translation:
     # Who answered (the `done` frame's): the answer's implicit label names them.
     provider: str = ""
     model: str = ""
+    sources: list = field(default_factory=list)  # the knowledge passages the answer read (`done`'s)
     # The content: a tool call or a notice ends a paragraph, the text after it starts a new one.
     answer: AnswerText = field(default_factory=AnswerText)
     _line_open: bool = False  # the reasoning_content so far ends inside a line
@@ -397,6 +400,7 @@ class Translation:
             self.usage = frame.get("usage") or None
             self.finish_reason = finish_reason_of(frame)
             self.provider, self.model = frame.get("provider") or "", frame.get("model") or ""
+            self.sources = frame.get("sources") or []
         return []  # session, ping, and frames this API has no use for
 
 
@@ -437,10 +441,12 @@ class ChunkEncoder:
         name = "content" if kind == "content" else "reasoning_content"
         return f'{self._head}{{"{name}":{_dumps(text)}}},"finish_reason":null}}]}}\n\n'
 
-    def finish(self, reason: str, *, aigc: dict) -> str:
+    def finish(self, reason: str, *, aigc: dict, sources: list) -> str:
         """The last chunk of the choice, with the answer's implicit label beside `choices` (an
-        extra field: the SDK keeps it, `chunk.model_extra["aigc"]`)."""
-        return f'{self._head}{{}},"finish_reason":"{reason}"}}],"{AIGC_KEY}":{_dumps(aigc)}}}\n\n'
+        extra field: the SDK keeps it, `chunk.model_extra["aigc"]`), and the knowledge passages it
+        read when it read any (`model_extra["sources"]`)."""
+        extra = f',"{SOURCES_KEY}":{_dumps(sources)}' if sources else ""
+        return f'{self._head}{{}},"finish_reason":"{reason}"}}],"{AIGC_KEY}":{_dumps(aigc)}{extra}}}\n\n'
 
     def usage(self, usage: dict | None) -> str:
         return f"{self._usage_head}{_dumps(usage_of(usage))}}}\n\n"
@@ -450,7 +456,8 @@ DONE_FRAME = "data: [DONE]\n\n"
 
 
 def completion_body(*, completion_id: str, created: int, model: str, content: str, reasoning: str,
-                    finish_reason: str, usage: dict | None, conversation_id: str, aigc: dict) -> dict:
+                    finish_reason: str, usage: dict | None, conversation_id: str, aigc: dict,
+                    sources: list) -> dict:
     """One `chat.completion` (non-stream)."""
     message = {"role": "assistant", "content": content}
     if reasoning:
@@ -464,4 +471,5 @@ def completion_body(*, completion_id: str, created: int, model: str, content: st
         "usage": usage_of(usage),
         "conversation_id": conversation_id,  # an extra field: the SDK keeps it (model_extra)
         AIGC_KEY: aigc,  # the answer's implicit label (safety_app.labels), likewise
+        **({SOURCES_KEY: sources} if sources else {}),  # the knowledge passages it read, likewise
     }

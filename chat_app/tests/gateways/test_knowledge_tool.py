@@ -99,3 +99,52 @@ def test_the_document_behind_a_footnote_is_served_to_its_readers_only(live_asgi,
         handbook.allowed_groups.add(Group.objects.create(name="研究生"))
         assert client.get(f"/api/v1/knowledge/documents/{pdf.pk}/file").status_code == 404  # not a reader now
     assert httpx.get(f"{live_asgi}/api/v1/knowledge/documents/{pdf.pk}/file").status_code == 401
+
+
+async def test_an_mcp_client_gets_the_passages_sources_as_resource_links(
+    live_asgi, llm_settings, agent, user_token, handbook
+):
+    from chat_app.tests.gateways.test_mcp_server import mcp_session
+
+    llm_settings.reply_tool_calls(("search_student_handbook", {"query": "转专业需要满足什么条件"}))
+    llm_settings.reply_text("需要满足第四条的条件 [1]。")
+    async with mcp_session(live_asgi, user_token) as session:
+        result = await session.call_tool("ask_xiaozhi", {"message": "转专业需要满足什么条件？", "conversation_id": None})
+    links = [c for c in result.content if c.type == "resource_link"]
+    assert links and links[0].name.startswith("[1] 转专业管理规定（示例） p.2 · 第二章")
+    assert str(links[0].uri).startswith(live_asgi) and str(links[0].uri).endswith("/file#page=2")
+    assert links[0].mime_type == "application/pdf"
+
+
+def test_an_a2a_client_gets_the_passages_sources_in_the_answers_metadata(live_asgi, llm_settings, agent, user,
+                                                                          handbook):
+    from chat_app.accounts.api_keys import api_key_create
+    from chat_app.tests.gateways.test_a2a_server import _question, _send
+
+    llm_settings.reply_tool_calls(("search_student_handbook", {"query": "转专业需要满足什么条件"}))
+    llm_settings.reply_text("需要满足第四条的条件 [1]。")
+    key = api_key_create(user=user, name="A2A 客户端")[1]
+    (event,) = _send(live_asgi, {"Authorization": f"Bearer {key}"}, _question("转专业需要满足什么条件？"))
+    (artifact,) = event.task.artifacts
+    sources = [dict(s) for s in artifact.metadata["sources"]]
+    assert sources[0]["title"] == "转专业管理规定（示例）" and sources[0]["page"] == 2
+    assert sources[0]["url"].endswith("/file#page=2")
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_v1_client_gets_the_passages_sources_beside_the_answer(live_asgi, llm_settings, agent, user, handbook,
+                                                                 stream):
+    import openai
+
+    from chat_app.accounts.api_keys import api_key_create
+
+    llm_settings.reply_tool_calls(("search_student_handbook", {"query": "转专业需要满足什么条件"}))
+    llm_settings.reply_text("需要满足第四条的条件 [1]。")
+    key = api_key_create(user=user, name="Chatbox")[1]
+    with openai.OpenAI(base_url=f"{live_asgi}/v1", api_key=key, max_retries=0, timeout=30) as sdk:
+        asked = sdk.chat.completions.create(model="xiaozhi", stream=stream,
+                                            messages=[{"role": "user", "content": "转专业需要满足什么条件？"}])
+        # A stream's chunk with the finish_reason carries them, as the whole answer does.
+        last = next(c for c in asked if c.choices and c.choices[0].finish_reason) if stream else asked
+    sources = last.model_extra["sources"]
+    assert sources[0]["title"] == "转专业管理规定（示例）" and sources[0]["page"] == 2
