@@ -16,15 +16,18 @@ from django.db import connection, transaction
 from django.utils import timezone
 from loguru import logger
 
+from knowledge_app.embeddings import EmbeddingsError, embeddings_config, embeddings_create
 from knowledge_app.ingest import TITLE_MAX, title_of_name
 from knowledge_app.models import KnowledgeDocument, KnowledgePassage
 from knowledge_app.parsing import ParseFailed, document_parse, numbered
 from knowledge_app.passages import passages_cut
+from knowledge_app.vectors import VectorsError, vectors_store
 
 Status = KnowledgeDocument.Status
 BATCH = 500
 BUSY = "busy"  # ParseFailed.reason when no parser was free in time
 MSG_UNREADABLE = "无法读取文件：{error}"
+MSG_NO_VECTORS = "可按关键词检索，但没有生成向量：{error}"
 
 _worker: "_IndexThread | None" = None
 _worker_lock = threading.Lock()
@@ -79,7 +82,22 @@ def document_index(document: KnowledgeDocument) -> None:
             status=Status.READY, progress=100, error="", pages=parsed.pages, passage_count=len(rows), title=title,
             indexed_at=timezone.now(), updated_at=timezone.now(),
         )
+    _vectors_add(document, rows)
     logger.info("knowledge document {} indexed passages={} pages={}", document.pk, len(rows), parsed.pages)
+
+
+def _vectors_add(document: KnowledgeDocument, rows: list[KnowledgePassage]) -> None:
+    """With an embeddings provider, each passage's vector (its heading path and text). A provider
+    that fails leaves the document searchable by its keywords, the reason on its page."""
+    config = embeddings_config()
+    if config is None or not rows:
+        return
+    texts = [f"{row.heading}\n{row.text}" if row.heading else row.text for row in rows]
+    try:
+        vectors_store([row.pk for row in rows], embeddings_create(texts=texts, config=config))
+    except (EmbeddingsError, VectorsError) as exc:
+        KnowledgeDocument.objects.filter(pk=document.pk).update(error=MSG_NO_VECTORS.format(error=exc)[:2000])
+        logger.warning("knowledge document {}: no vectors: {}", document.pk, exc)
 
 
 def documents_index_waiting() -> int:

@@ -9,11 +9,16 @@ what staff see is BM25's.
 
 from dataclasses import dataclass, field
 
+from loguru import logger
+
+from knowledge_app.embeddings import EmbeddingsError, embeddings_config, embeddings_create
 from knowledge_app.fusion import rrf_fuse
 from knowledge_app.keyword_index import keyword_search
 from knowledge_app.models import KnowledgeCollection, KnowledgeDocument, KnowledgePassage
+from knowledge_app.vectors import VectorsError, vectors_search
 
 KEYWORD = "keyword"
+VECTOR = "vector"
 # How many passages each index proposes for fusion: more than asked, so that a passage ranked
 # well by one index and fairly by the other can still come first.
 CANDIDATES_PER_INDEX = 50
@@ -29,8 +34,19 @@ class SearchHit:
 
 def _rankings(collection: KnowledgeCollection, query: str, limit: int) -> dict[str, list[tuple[int, float]]]:
     """Each index's ranking of the collection's passages for the query: {index: [(passage id,
-    score)]}, best first. The vector index adds its own here (same shape) when it exists."""
-    return {KEYWORD: keyword_search(collection, query, k=max(limit, CANDIDATES_PER_INDEX))}
+    score)]}, best first: the keyword index's, and, with an embeddings provider, the vectors'
+    (score: 1 − cosine distance). A provider that fails leaves the keyword ranking alone."""
+    candidates = max(limit, CANDIDATES_PER_INDEX)
+    rankings = {KEYWORD: keyword_search(collection, query, k=candidates)}
+    config = embeddings_config()
+    if config is not None:
+        try:
+            (vector,) = embeddings_create(texts=[query], config=config)
+            rankings[VECTOR] = [(pid, 1.0 - distance) for pid, distance in vectors_search(collection.pk, vector,
+                                                                                          candidates)]
+        except (EmbeddingsError, VectorsError) as exc:
+            logger.warning("knowledge search: the vectors left out of this search: {}", exc)
+    return rankings
 
 
 def collection_search(collection: KnowledgeCollection, query: str, limit: int = 5) -> list[SearchHit]:
