@@ -117,8 +117,9 @@ class Forecast(TypedDict):
 
 
 def build_server(name: str = "campus-test", *, slow_cancelled: threading.Event | None = None,
-                 elicitations: list | None = None) -> MCPServer:
-    """`slow_cancelled` (in-process servers) is set when a `slow` call is cancelled by its client;
+                 elicitations: list | None = None, slow_started: threading.Event | None = None) -> MCPServer:
+    """`slow_started` / `slow_cancelled` (in-process servers) are set when a `slow` call begins /
+    is cancelled by its client;
     `elicitations` gets what the client answered each question of enrol, confirm_twice and pay."""
     server = MCPServer(name, log_level="WARNING")
     elicitations = elicitations if elicitations is not None else []
@@ -137,6 +138,8 @@ def build_server(name: str = "campus-test", *, slow_cancelled: threading.Event |
 
     @server.tool(description="等待若干秒后返回。")
     async def slow(seconds: float = 1.0) -> str:
+        if slow_started is not None:
+            slow_started.set()
         try:
             await asyncio.sleep(seconds)
         except asyncio.CancelledError:
@@ -330,9 +333,11 @@ class HttpMcpServer(ServedApp):
     lifespan = "on"  # the streamable-http session manager runs in the app's lifespan
 
     def __init__(self, transport: str, mcp: MCPServer | None = None):
+        self.slow_started = threading.Event()  # a `slow` call reached the server and runs
         self.slow_cancelled = threading.Event()  # a `slow` call was cancelled by the gateway
         self.elicitations: list[dict] = []  # what the gateway answered enrol, confirm_twice and pay
-        mcp = mcp or build_server(slow_cancelled=self.slow_cancelled, elicitations=self.elicitations)
+        mcp = mcp or build_server(slow_cancelled=self.slow_cancelled, elicitations=self.elicitations,
+                                  slow_started=self.slow_started)
         if transport == "sse":
             inner, self.path = mcp.sse_app(), "/sse"
         elif transport == "streamable-http":

@@ -215,6 +215,9 @@ def test_stop_cancels_a_running_mcp_call_within_a_second(
                            headers=auth_headers) as response:
             blocks, _ = read_until(response, lambda f: f["type"] == "tool_call")
             run_id = blocks[0][1]["run_id"]
+            # The `tool_call` frame comes before the call reaches the server: stopped before that,
+            # the server never sees a call to cancel (CI saw it once, on a busy machine).
+            assert server.slow_started.wait(timeout=5), "the MCP server started the call"
             asked = time.monotonic()
             assert client.post(f"/api/v1/runs/{run_id}/stop", headers=auth_headers).status_code == 202
             assert server.slow_cancelled.wait(timeout=5), "the MCP server saw its call cancelled"
