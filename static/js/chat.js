@@ -229,7 +229,8 @@ function onFrame(run, frame) {
       break;
     case "done":
       run.messageId = frame.message_id || null;
-      turn.finish({ fullText: frame.full_text, chart: frame.chart, interrupted: frame.interrupted === true });
+      turn.finish({ fullText: frame.full_text, chart: frame.chart, interrupted: frame.interrupted === true,
+                    sources: frame.sources });
       return true;
     default:
       break; // frame types added later are ignored, not fatal

@@ -28,6 +28,7 @@ function turnsOf(messages) {
 function turnFill(turn, rows, onError) {
   let answerId = null;
   let interrupted = false;
+  let sources = null; // the knowledge passages the answer read (the final row's meta.sources)
   for (const row of rows) {
     const meta = row.meta || {};
     if (row.role === "assistant") {
@@ -48,6 +49,7 @@ function turnFill(turn, rows, onError) {
         turn.chart(row.chart);
       }
       if (meta.interrupted) interrupted = true;
+      if (Array.isArray(meta.sources)) sources = meta.sources;
     } else if (row.role === "tool") {
       turn.toolStored({
         callId: meta.tool_call_id, tool: meta.tool, content: row.content, ok: meta.ok,
@@ -57,7 +59,7 @@ function turnFill(turn, rows, onError) {
   }
   // A chip whose tool row is missing was cut off with the reply.
   const cut = [...turn.tools.values()].some((t) => t.details.dataset.state === "running");
-  turn.finish({ interrupted: interrupted || cut });
+  turn.finish({ interrupted: interrupted || cut, sources });
   return answerId;
 }
 

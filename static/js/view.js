@@ -19,6 +19,9 @@ const TOOL_STATE_TEXT = {
 export const ECHO_TITLE = t("结果已写在回答里");
 const TOOL_IMAGE_ALT = t("工具返回的图片");
 export const REASONING_TITLE = t("思考过程");
+// The knowledge passages an answer read (docs/knowledge.md): numbered as the answer cites them.
+export const SOURCES_TITLE = t("出处");
+const SAFE_SOURCE = /^\/api\/v1\/knowledge\/documents\/\d+\/file(#page=\d+)?$/;
 const REASONING_LIVE = t("思考中…");
 const SAFE_LINK = /^https?:\/\/[^\s]+$/i;
 const SAFE_IMAGE = /^data:image\/(png|jpeg|gif|webp);base64,[A-Za-z0-9+/]+={0,2}$/;
@@ -506,7 +509,33 @@ export class AssistantTurn {
     if (!this.body.querySelector(".msg-flag")) this.body.append(el("p", "msg-flag", INTERRUPTED_MARK));
   }
 
-  finish({ fullText, chart, interrupted } = {}) {
+  // The footnotes of an answer that read knowledge passages: `[n] 《title》 p.N · heading`, each a
+  // link to the document at its page (same origin only; the server says who may open it).
+  sourcesShow(sources) {
+    if (!Array.isArray(sources) || !sources.length || this.sourcesList) return;
+    const list = el("ol", "sources");
+    list.setAttribute("aria-label", SOURCES_TITLE);
+    for (const source of sources) {
+      if (!source || typeof source !== "object") continue;
+      const item = el("li", "source");
+      const where = `[${Number(source.n) || 0}] 《${String(source.title || "")}》`
+        + (source.page ? ` p.${Number(source.page)}` : "") + (source.heading ? ` · ${String(source.heading)}` : "");
+      if (SAFE_SOURCE.test(String(source.url || ""))) {
+        const link = el("a", null, where);
+        link.href = source.url;
+        link.target = "_blank";
+        link.rel = "noopener noreferrer";
+        item.append(link);
+      } else {
+        item.textContent = where;
+      }
+      list.append(item);
+    }
+    this.sourcesList = list;
+    this.body.insertBefore(list, this.label || this.actions || null);
+  }
+
+  finish({ fullText, chart, interrupted, sources } = {}) {
     if (this.finished) return;
     this.finished = true;
     this.thinking(false);
@@ -517,6 +546,7 @@ export class AssistantTurn {
     else this.reasoningFold();
     this.flush();
     this.chart(chart);
+    this.sourcesShow(sources);
     if (interrupted) this.markInterrupted();
     if (this.label || chart) this.labelShow(); // under the chart and the 已中断 mark too
     this.toolEchoesMark();
