@@ -11,6 +11,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
+from campus_agent.base.admin_history import CatalogHistoryAdmin
 from knowledge_app.indexing import indexing_start
 from knowledge_app.ingest import MSG_TOO_LARGE, DocumentRefused, document_add
 from knowledge_app.models import KnowledgeCollection, KnowledgeDocument
@@ -49,7 +50,7 @@ class UploadForm(forms.Form):
 
 
 @admin.register(KnowledgeCollection)
-class KnowledgeCollectionAdmin(admin.ModelAdmin):
+class KnowledgeCollectionAdmin(CatalogHistoryAdmin):
     list_display = ("slug", "name", "enabled", "document_count", "search_link", "updated_at")
     list_filter = ("enabled",)
     search_fields = ("slug", "name", "description")

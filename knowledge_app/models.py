@@ -8,6 +8,7 @@ Who may read a collection is decided by its groups, as for agents, MCP services 
 from django.conf import settings
 from django.core.validators import RegexValidator
 from django.db import models
+from simple_history.models import HistoricalRecords
 
 from campus_agent.base.models import TimeStampedModel
 
@@ -29,6 +30,8 @@ class KnowledgeCollection(TimeStampedModel):
     allowed_groups = models.ManyToManyField(
         "auth.Group", blank=True, related_name="+", verbose_name="可用的组", help_text="不选：所有人可用。"
     )
+    # As the rest of the catalog: every change kept, shown as a diff and rolled back from admin.
+    history = HistoricalRecords(m2m_fields=["allowed_groups"])
 
     class Meta:
         verbose_name = verbose_name_plural = "知识库"
