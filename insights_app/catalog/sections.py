@@ -31,6 +31,7 @@ from agents_app.models import Agent, McpService
 from insights_app.catalog.secrets import config_changes, config_for_file, config_resolve
 from insights_app.forms import TOOL_NAME
 from insights_app.models import ANY_TOOL, RoutingArgExpectation, RoutingCase
+from knowledge_app.models import KnowledgeCollection
 from subagents_app.models import SubAgent
 
 _TYPE_WORDS = {str: "字符串", int: "整数", float: "数字", bool: "true 或 false", list: "列表", dict: "映射",
@@ -454,6 +455,26 @@ class SubAgentSection(Section):
         return [("base_url", values["base_url"])]
 
 
+class KnowledgeCollectionSection(Section):
+    # The collection's definition; its documents are files, moved with `knowledge_import`.
+    key = "knowledge_collections"
+    noun = "知识库"
+    model = KnowledgeCollection
+    natural_key = ("slug",)
+    fields = (
+        Field("slug", required=True),
+        Field("name", required=True),
+        Field("description", required=True),
+        Field("enabled", (bool,)),
+        GROUPS,
+    )
+
+    def exported_warnings(self, row):
+        if not row.documents.exists():
+            return []
+        return [f"知识库 {row.slug} 的文件不在目录文件里：请在目标实例用 manage.py knowledge_import 导入"]
+
+
 class AgentSection(Section):
     key = "agents"
     noun = "智能体"
@@ -472,6 +493,7 @@ class AgentSection(Section):
         Field("is_default", (bool,)),
         Refs("mcp_services", section="mcp_services", noun="MCP 服务"),
         Refs("sub_agents", section="sub_agents", noun="子 Agent"),
+        Refs("knowledge_collections", section="knowledge_collections", noun="知识库"),
         GROUPS,
     )
 
@@ -516,5 +538,6 @@ class RoutingCaseSection(Section):
         return f"{agent} · {flat if len(flat) <= 30 else flat[:30] + '…'}"
 
 
-SECTIONS: tuple[Section, ...] = (McpServiceSection(), SubAgentSection(), AgentSection(), RoutingCaseSection())
+SECTIONS: tuple[Section, ...] = (McpServiceSection(), SubAgentSection(), KnowledgeCollectionSection(), AgentSection(),
+                                 RoutingCaseSection())
 SECTION_BY_KEY = {section.key: section for section in SECTIONS}

@@ -528,9 +528,7 @@ def test_an_agent_with_a_model_provider_is_exported_with_a_warning_and_its_provi
 # What the file leaves out on purpose: per instance (who, from which message), or a section not
 # written yet (model providers).
 LEFT_OUT = {
-    # knowledge_collections: a collection is its documents, files that move with knowledge_import,
-    # not with the catalog's YAML (docs/knowledge.md).
-    "agents": {"provider", "knowledge_collections"},
+    "agents": {"provider"},
     "routing_cases": {"source_message", "created_by"},
 }
 
@@ -565,3 +563,28 @@ def test_the_groups_an_item_is_limited_to_move_with_the_catalog(demo_catalog, tm
     service = McpService.objects.get(name=data["mcp_services"][0]["name"])
     assert [g.name for g in service.allowed_groups.all()] == ["教职工"]
     assert [line for change in report.updated for line in change.lines] == ["allowed_groups: [] → [教职工]"]
+
+
+def test_knowledge_collections_and_their_links_move_with_the_catalog_but_not_their_files(demo_catalog, settings,
+                                                                                         tmp_path):
+    """Issue 45: a collection's definition and the agents it is linked to are in the file; its
+    documents are files, moved with knowledge_import, and the export says so."""
+    from knowledge_app.ingest import document_add
+    from knowledge_app.models import KnowledgeCollection
+
+    settings.MEDIA_ROOT = tmp_path
+    handbook = KnowledgeCollection.objects.create(slug="handbook", name="学生手册", description="学生手册、转专业")
+    document_add(collection=handbook, name="宿舍.md", data="# 宿舍\n\n23:00 关门。".encode())
+    Agent.objects.get(slug="xiaozhi").knowledge_collections.add(handbook)
+    exported = catalog_export()
+    data = yaml.safe_load(exported.text)
+    assert data["knowledge_collections"] == [{"slug": "handbook", "name": "学生手册", "description": "学生手册、转专业",
+                                              "enabled": True, "allowed_groups": []}]
+    assert data["agents"][0]["knowledge_collections"] == ["handbook"]
+    assert any("knowledge_import" in line for line in exported.warnings)
+
+    handbook.delete()
+    report = catalog_import(text=exported.text)
+    assert report.changed
+    restored = KnowledgeCollection.objects.get(slug="handbook")
+    assert list(Agent.objects.get(slug="xiaozhi").knowledge_collections.all()) == [restored]
