@@ -11,6 +11,7 @@ from django.db import models
 from simple_history.models import HistoricalRecords
 
 from campus_agent.base.models import TimeStampedModel
+from knowledge_app.synonyms import SYNONYMS_MAX_CHARS
 
 # `search_<slug>` is the collection's tool name (`-` → `_`): the slug keeps it a valid tool name.
 SLUG_PATTERN = r"^[a-z][a-z0-9-]{1,40}$"
@@ -27,6 +28,11 @@ class KnowledgeCollection(TimeStampedModel):
         "说明", help_text="模型据此决定何时检索这个知识库：写清它收了哪些文件、能回答哪类问题（如“学生手册、转专业、请假”）。"
     )
     enabled = models.BooleanField("启用", default=True)
+    synonyms = models.TextField(
+        "同义词", blank=True, default="", max_length=SYNONYMS_MAX_CHARS,
+        help_text="学生的说法和文件的说法，每行一组，用空格或逗号分隔，如“宿舍 寝室 宿舍楼”“不及格 挂科 挂了”。"
+                  "问题里出现一组中的某个词时，也按同组的其他词检索（关键词检索）。",
+    )
     allowed_groups = models.ManyToManyField(
         "auth.Group", blank=True, related_name="+", verbose_name="可用的组", help_text="不选：所有人可用。"
     )

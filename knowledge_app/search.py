@@ -15,6 +15,7 @@ from knowledge_app.embeddings import EmbeddingsError, embeddings_config, embeddi
 from knowledge_app.fusion import rrf_fuse
 from knowledge_app.keyword_index import keyword_search
 from knowledge_app.models import KnowledgeCollection, KnowledgeDocument, KnowledgePassage
+from knowledge_app.synonyms import query_expanded
 from knowledge_app.vectors import VectorsError, vectors_search
 
 KEYWORD = "keyword"
@@ -37,7 +38,8 @@ def _rankings(collection: KnowledgeCollection, query: str, limit: int) -> dict[s
     score)]}, best first: the keyword index's, and, with an embeddings provider, the vectors'
     (score: 1 − cosine distance). A provider that fails leaves the keyword ranking alone."""
     candidates = max(limit, CANDIDATES_PER_INDEX)
-    rankings = {KEYWORD: keyword_search(collection, query, k=candidates)}
+    # The keywords read the question with the collection's synonyms (knowledge_app.synonyms).
+    rankings = {KEYWORD: keyword_search(collection, query_expanded(query, collection.synonyms), k=candidates)}
     config = embeddings_config()
     if config is not None:
         try:

@@ -466,6 +466,7 @@ class KnowledgeCollectionSection(Section):
         Field("name", required=True),
         Field("description", required=True),
         Field("enabled", (bool,)),
+        Field("synonyms"),
         GROUPS,
     )
 

@@ -579,7 +579,7 @@ def test_knowledge_collections_and_their_links_move_with_the_catalog_but_not_the
     exported = catalog_export()
     data = yaml.safe_load(exported.text)
     assert data["knowledge_collections"] == [{"slug": "handbook", "name": "学生手册", "description": "学生手册、转专业",
-                                              "enabled": True, "allowed_groups": []}]
+                                              "enabled": True, "synonyms": "", "allowed_groups": []}]
     assert data["agents"][0]["knowledge_collections"] == ["handbook"]
     assert any("knowledge_import" in line for line in exported.warnings)
 
