@@ -9,6 +9,7 @@ from pathlib import Path
 
 KNOWLEDGE_DIR = Path(__file__).resolve().parent
 EVAL_CASES = KNOWLEDGE_DIR / "eval_cases.yaml"
+EVAL_CASES_2 = KNOWLEDGE_DIR / "eval_cases_2.yaml"  # a second set, written without reading the first
 
 
 @dataclass(frozen=True)

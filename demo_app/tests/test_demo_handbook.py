@@ -12,11 +12,13 @@ import pytest
 import yaml
 from docx.text.paragraph import Paragraph
 
-from demo_app.knowledge import DEMO_DOCUMENTS, EVAL_CASES
+from demo_app.knowledge import DEMO_DOCUMENTS, EVAL_CASES, EVAL_CASES_2
 from demo_app.knowledge.build import is_table, parse
 
 DOCUMENTS = {document.title: document for document in DEMO_DOCUMENTS}
-CASES = yaml.safe_load(EVAL_CASES.read_text(encoding="utf-8"))["cases"]
+CASE_FILES = {path.name: yaml.safe_load(path.read_text(encoding="utf-8"))["cases"] for path in (EVAL_CASES, EVAL_CASES_2)}
+CASES = CASE_FILES[EVAL_CASES.name]
+ALL_CASES = [(name, case) for name, cases in CASE_FILES.items() for case in cases]
 ARTICLE_START = re.compile(r"^(第[一二三四五六七八九十百]+条)\u3000", re.MULTILINE)
 PAGE_NUMBER = re.compile(r"^- \d+ -$", re.MULTILINE)
 
@@ -96,11 +98,20 @@ def test_each_markdown_document_names_itself_as_the_manifest_does():
         assert document.path.is_file()
 
 
-def test_there_are_enough_cases_each_question_once_and_every_document_asked_about():
-    questions = [case["question"] for case in CASES]
+@pytest.mark.parametrize("cases", CASE_FILES.values(), ids=CASE_FILES.keys())
+def test_there_are_enough_cases_each_question_once_and_every_document_asked_about(cases):
+    questions = [case["question"] for case in cases]
     assert len(questions) >= 40
     assert len(set(questions)) == len(questions)
-    assert {case["document"] for case in CASES} == set(DOCUMENTS)
+    assert {case["document"] for case in cases} == set(DOCUMENTS)
+
+
+def test_the_second_set_asks_none_of_the_first_sets_questions():
+    """eval_cases_2.yaml was written without reading eval_cases.yaml: a question in both would be
+    one copied, and would count twice in any comparison of the two."""
+    first, second = ({case["question"] for case in cases} for cases in CASE_FILES.values())
+    shared = first & second  # only these are shown on failure, not the first set's other questions
+    assert not shared
 
 
 def test_the_headline_question_is_answered_by_one_article_on_one_page():
@@ -111,8 +122,8 @@ def test_the_headline_question_is_answered_by_one_article_on_one_page():
     assert "须同时满足下列条件" in article and "平均学分绩点" in article
 
 
-@pytest.mark.parametrize("case", CASES, ids=[case["question"] for case in CASES])
-def test_each_case_points_at_a_place_that_exists(case):
+@pytest.mark.parametrize(("file", "case"), ALL_CASES, ids=[f"{name}:{case['question']}" for name, case in ALL_CASES])
+def test_each_case_points_at_a_place_that_exists(file, case):
     assert set(case) <= {"question", "document", "page", "heading", "article"}
     assert case["document"] in DOCUMENTS, "no such document"
     title = case["document"]
