@@ -8,7 +8,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from demo_app.handbook import HANDBOOK_SLUG, demo_handbook_load
-from demo_app.knowledge import EVAL_CASES
+from demo_app.knowledge import EVAL_CASES, EVAL_CASES_2
 from knowledge_app.evaluation import Case, collection_evaluate
 from knowledge_app.models import KnowledgeCollection
 
@@ -22,13 +22,14 @@ def handbook(settings, tmp_path):
     return KnowledgeCollection.objects.get(slug=HANDBOOK_SLUG)
 
 
-def test_the_demo_cases_are_measured_and_reported(handbook, tmp_path, capsys):
+@pytest.mark.parametrize("cases", [EVAL_CASES, EVAL_CASES_2], ids=lambda path: path.name)
+def test_the_demo_cases_are_measured_and_reported(handbook, tmp_path, capsys, cases):
     junit = tmp_path / "eval.xml"
-    call_command("knowledge_eval", str(EVAL_CASES), "--collection", HANDBOOK_SLUG, "--junit", str(junit))
+    call_command("knowledge_eval", str(cases), "--collection", HANDBOOK_SLUG, "--junit", str(junit))
     out = capsys.readouterr().out
     summary = out.strip().splitlines()[-1]
     with capsys.disabled():  # the figure, as CI's log shows it (docs/benchmarks.md)
-        print(f"\nknowledge_eval demo handbook: {summary}")  # noqa: T201
+        print(f"\nknowledge_eval demo handbook, {cases.name}: {summary}")  # noqa: T201
     recall = float(summary.split("recall@5 ")[1].split(",")[0])
     suite = ElementTree.parse(junit).getroot()
     assert int(suite.get("tests")) >= 40
