@@ -378,4 +378,5 @@ async def fallback_turn(*, agent: Agent, history: list[dict], ctx: RunContext, r
         tail = ("\n\n" if shown else "") + (result.error or result.content)
     if tail:
         yield Chunk(tail, fallback=True)
-    yield Done(full_text=notice + shown + tail, chart=result.chart, fallback=True)
+    sources = [{**source, "call_id": call_id} for source in result.sources or ()]  # a collection's, as the loop's
+    yield Done(full_text=notice + shown + tail, chart=result.chart, fallback=True, sources=sources or None)

@@ -33,6 +33,7 @@ def test_the_keyless_demo_answers_a_rule_from_the_handbook_with_its_source(
     assert "转给“学生手册（示例）”回答" in result.text  # the notice names the collection
     assert "不要执行" not in result.text  # the model's instructions are not the student's
     assert result.of("tool_result")[0]["sources"][0]["page"] == 2
+    assert result.frames[-1]["sources"][0]["page"] == 2  # the page's footnotes, as for a model's answer
 
     again = StringIO()
     call_command("load_demo_handbook", stdout=again)  # run again: nothing changes
