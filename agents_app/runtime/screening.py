@@ -67,18 +67,18 @@ class TurnScreens:
     def active(self) -> bool:
         return self.matchers is not None and any(m.size for m in self.matchers.by_stage.values())
 
-    def text(self, stage: str, piece: str, *, fallback: bool = False) -> list[Event]:
+    def text(self, stage: str, piece: str) -> list[Event]:
         """A piece of the model's answer or reasoning: the events to show now (maybe none)."""
         if not self.active:
-            return [_text_event(stage, piece, fallback)]
-        return self._shown(stage, self._stage(stage).feed(piece), fallback=fallback)
+            return [_text_event(stage, piece)]
+        return self._shown(stage, self._stage(stage).feed(piece))
 
-    def text_end(self, stage: str, *, fallback: bool = False) -> list[Event]:
+    def text_end(self, stage: str) -> list[Event]:
         """The end of the stage's text in this round (the model's stream ended): what was held."""
         screen = self._stages.pop(stage, None)
         if screen is None:
             return []
-        return self._shown(stage, screen.end(), fallback=fallback)
+        return self._shown(stage, screen.end())
 
     def tool_event(self, event: Event) -> list[Event]:
         """A tool's `ToolChunk` or `ToolResult` as the student may see it (other events as they are)."""
@@ -115,7 +115,7 @@ class TurnScreens:
                 raise ScreenBlocked(Moderation(stage=stage, action="block", category=verdict.category or MODEL_CATEGORY,
                                                held=gate.pending_all(segment)))
             gate.context = segment[-SEGMENT_CONTEXT_CHARS:]
-            passed.append(_text_event(stage, segment, False))
+            passed.append(_text_event(stage, segment))
         if final:
             self._gates.pop(stage, None)
         return passed
@@ -144,7 +144,7 @@ class TurnScreens:
             screen = self._stages[stage] = StreamScreen(self.matchers.by_stage[stage])
         return screen
 
-    def _shown(self, stage: str, screened: Screened, *, fallback: bool) -> list[Event]:
+    def _shown(self, stage: str, screened: Screened) -> list[Event]:
         if screened.blocked is not None:
             logger.warning("moderation: {} blocked category={}", stage, screened.blocked.category)
             held = self._stages[stage].held if stage in self._stages else ""
@@ -152,7 +152,7 @@ class TurnScreens:
                                            held=held))
         events = self._masks_told(stage, screened)
         if screened.shown:
-            events.append(_text_event(stage, screened.shown, fallback))
+            events.append(_text_event(stage, screened.shown))
         return events
 
     def _tool_shown(self, event: ToolChunk | ToolResult, screened: Screened) -> list[Event]:
@@ -220,8 +220,8 @@ def _strings_masked(value, matcher):
     return value
 
 
-def _text_event(stage: str, text: str, fallback: bool) -> Event:
-    return Reasoning(content=text) if stage == REASONING else Chunk(content=text, fallback=fallback)
+def _text_event(stage: str, text: str) -> Event:
+    return Reasoning(content=text) if stage == REASONING else Chunk(content=text)
 
 
 async def turn_screens() -> TurnScreens:
