@@ -359,6 +359,9 @@ KNOWLEDGE_MAX_CHARS = env.int("KNOWLEDGE_MAX_CHARS", default=5_000_000)
 KNOWLEDGE_INDEX_STALE_SEC = env.int("KNOWLEDGE_INDEX_STALE_SEC", default=600)
 # How many passages a knowledge collection's search gives the model (each numbered, with its source).
 KNOWLEDGE_SEARCH_PASSAGES = env.int("KNOWLEDGE_SEARCH_PASSAGES", default=5)
+# Read every collection's questions with the campus synonym list too (国奖 → 国家奖学金, 查卷 →
+# 成绩复核; knowledge_app/data/campus_synonyms.txt) beside the collection's own synonyms.
+KNOWLEDGE_CAMPUS_SYNONYMS = env.bool("KNOWLEDGE_CAMPUS_SYNONYMS", default=True)
 # Whether the model of LLM_* (an agent with no provider of its own) reads images (image_url parts).
 LLM_ACCEPTS_IMAGES = env.bool("LLM_ACCEPTS_IMAGES", default=False)
 MAX_TOOL_ROUNDS = env.int("MAX_TOOL_ROUNDS", default=5)
