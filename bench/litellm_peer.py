@@ -199,13 +199,19 @@ async def _api_key(stack: Stack) -> str:
 
 async def measure(stack: Stack, proxy: LiteLlmProxy | None, *, rounds: int, runs: int, concurrency: int) -> dict:
     """{(width, side): [(ttfc, total), …]}, {(width, side, "cpu_ms"): per request}, RSS figures."""
+    import httpx2  # the openai SDK's HTTP client
     import openai
 
     sdk = {"direct": (f"http://127.0.0.1:{stack.llm_port}/v1", "sk-bench", MODEL),
            "ours": (f"http://127.0.0.1:{stack.gw_port}/v1", await _api_key(stack), OURS_MODEL)}
     if proxy:
         sdk["theirs"] = (f"http://127.0.0.1:{proxy.port}/v1", MASTER_KEY, MODEL)
-    clients = {side: openai.AsyncOpenAI(base_url=url, api_key=key, max_retries=0, timeout=120)
+    # An idle connection is dropped by the client after 2 s, before uvicorn's keep-alive of 5 s
+    # closes it (the servers' default): a side idles while the others run their blocks, and a
+    # request on a connection the server is closing fails (no retries: a retry would be timed).
+    clients = {side: openai.AsyncOpenAI(base_url=url, api_key=key, max_retries=0, timeout=120,
+                                        http_client=httpx2.AsyncClient(limits=httpx2.Limits(
+                                            max_connections=None, keepalive_expiry=2.0), timeout=120))
                for side, (url, key, _) in sdk.items()}
     servers = {"ours": stack.cpu_sec, **({"theirs": proxy.cpu_sec} if proxy else {})}
     rss = {"ours": lambda: sum(_rss_kb(pid) for pid in stack.gateway_pids()),
@@ -226,7 +232,10 @@ async def measure(stack: Stack, proxy: LiteLlmProxy | None, *, rounds: int, runs
 
                     async def one(i: int, side=side, semaphore=semaphore, samples=samples):
                         async with semaphore:
-                            samples.append(await sdk_stream(clients[side], sdk[side][2], f"问题{r}-{i}"))
+                            try:
+                                samples.append(await sdk_stream(clients[side], sdk[side][2], f"问题{r}-{i}"))
+                            except Exception as exc:
+                                raise RuntimeError(f"{side}, {width} at once: {exc!r}") from exc
 
                     before = servers[side]() if side in servers else 0.0
                     await asyncio.gather(*(one(i) for i in range(per_block)))
