@@ -197,6 +197,20 @@ async def _api_key(stack: Stack) -> str:
         return made.json()["key"]
 
 
+async def _block(client, model: str, *, side: str, width: int, count: int, tag: str) -> list[tuple[float, float]]:
+    """`count` streams, `width` at a time."""
+    semaphore = asyncio.Semaphore(width)
+
+    async def one(i: int) -> tuple[float, float]:
+        async with semaphore:
+            try:
+                return await sdk_stream(client, model, f"{tag}-{i}")
+            except Exception as exc:
+                raise RuntimeError(f"{side}, {width} at once: {exc!r}") from exc
+
+    return list(await asyncio.gather(*(one(i) for i in range(count))))
+
+
 async def measure(stack: Stack, proxy: LiteLlmProxy | None, *, rounds: int, runs: int, concurrency: int) -> dict:
     """{(width, side): [(ttfc, total), …]}, {(width, side, "cpu_ms"): per request}, RSS figures."""
     import httpx2  # the openai SDK's HTTP client
@@ -227,18 +241,10 @@ async def measure(stack: Stack, proxy: LiteLlmProxy | None, *, rounds: int, runs
             for r in range(rounds):
                 order = sides[r % len(sides):] + sides[:r % len(sides)]
                 for side in order:
-                    semaphore = asyncio.Semaphore(width)
                     samples = out.setdefault((width, side), [])
-
-                    async def one(i: int, side=side, semaphore=semaphore, samples=samples):
-                        async with semaphore:
-                            try:
-                                samples.append(await sdk_stream(clients[side], sdk[side][2], f"问题{r}-{i}"))
-                            except Exception as exc:
-                                raise RuntimeError(f"{side}, {width} at once: {exc!r}") from exc
-
                     before = servers[side]() if side in servers else 0.0
-                    await asyncio.gather(*(one(i) for i in range(per_block)))
+                    samples += await _block(clients[side], sdk[side][2], side=side, width=width, count=per_block,
+                                            tag=f"问题{r}")
                     if side in servers:
                         out.setdefault((width, side, "cpu_sec"), 0.0)
                         out[(width, side, "cpu_sec")] += servers[side]() - before
