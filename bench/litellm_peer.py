@@ -47,14 +47,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from stream_overhead import Stack, _cpu_sec, _free_port, _pct, _process_tree, _rss_kb  # noqa: E402
 
-LITELLM_VERSION = "1.108.7"  # the version measured before issue 46; 1.107.x was withdrawn (compromised)
+LITELLM_VERSION = "1.108.7"  # the version measured before issue 46 (1.107.x is absent from the registry)
 MASTER_KEY = "sk-bench-master"
 MODEL = "fake-model"  # the scripted model's name, and LiteLLM's name for it
 OURS_MODEL = "bench"  # the agent stream_overhead's Stack seeds
 SIDES = ("direct", "ours", "theirs")
 # Variables LiteLLM's proxy reads that would give it a database or a cache, or make it fetch:
 # the child gets a clean environment instead of ours (Stack's DATABASE_URL is a SQLite URL).
-PASSED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "SSL_CERT_FILE", "PIP_INDEX_URL", "PIP_FIND_LINKS")
+PASSED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "SSL_CERT_FILE")
 
 
 # --- LiteLLM: its virtualenv, its configuration, its process ------------------------------------
