@@ -45,6 +45,10 @@ SMOKE = {
                      "--pace", "0.001"],
         r"^ours +2 +\d+\.\d +-?\d+\.\d .* +\d+\.\d$",
     ),
+    "llm_read.py": (
+        lambda tmp: ["--chunks", "2", "--pace", "0.001", "--concurrency", "1,2", "--streams", "2", "--rounds", "1"],
+        r"^ +2 +\d+\.\d\d +\d+\.\d\d +\d+\.\d\d×$",
+    ),
     "llm_request.py": (
         lambda tmp: ["-n", "2", "--messages", "1", "--tools", "1"],
         r"^ +1 +\d+\.\d\d +\d+\.\d\d +\d+\.\d\d×$",
