@@ -7,6 +7,7 @@ from django.db import models
 from django.db.models import Q
 from django.db.models.signals import post_delete
 from django.dispatch import receiver
+from django.utils import timezone
 
 from agents_app.models import Agent
 from campus_agent.base.models import TimeStampedModel
@@ -56,7 +57,9 @@ class Message(models.Model):
     chart = models.JSONField("图表", null=True, blank=True)
     agent_name = models.CharField("智能体", max_length=100, blank=True, default="")
     request_id = models.CharField("请求 ID", max_length=64, blank=True, default="", db_index=True)
-    created_at = models.DateTimeField("创建时间", auto_now_add=True, db_index=True)
+    # A default, not auto_now_add (which stamps each row of a batch with its own instant): the
+    # rows of a turn are written with the one instant they share (chat_app.runs.recording.turn_store).
+    created_at = models.DateTimeField("创建时间", default=timezone.now, editable=False, db_index=True)
     # Rows stored in one batch share a timestamp; seq keeps them in the order they were appended.
     seq = models.PositiveIntegerField("序号", default=0)
     # Regenerate / edit-and-resend set the last turn aside (its question and answer rows) before

@@ -355,6 +355,7 @@ def turn_store(
             agent_name=agent_name if spec.role == Message.Role.ASSISTANT else "",
             request_id=request_id,
             seq=position,
+            created_at=now,
             **usage_columns(spec.meta.get("usage")),
         )
         for position, spec in enumerate(rows, start=1)
@@ -369,7 +370,5 @@ def turn_store(
         for message, spec in zip(messages, rows, strict=True):
             if spec.is_final:
                 turn_usage_record(conversation=conversation, final=message)
-        Message.objects.bulk_create(messages)
-        # auto_now_add stamps each row separately; one batch, one instant.
-        Message.objects.filter(id__in=[m.id for m in messages]).update(created_at=now)
+        Message.objects.bulk_create(messages)  # one batch, one instant (created_at=now)
         Conversation.objects.filter(id=conversation_id).update(updated_at=now)

@@ -57,13 +57,13 @@ def test_a_next_question_adds_the_conversation_and_its_history(warm, user, djang
 
 
 
-def test_the_finish_is_one_transaction_of_five_statements(warm, user, django_assert_num_queries):
+def test_the_finish_is_one_transaction_of_four_statements(warm, user, django_assert_num_queries):
     # In one transaction (a savepoint inside the test's, none nested): the run moved, the
-    # conversation read (deleted meanwhile: nothing stored), the rows, their one instant, the
-    # conversation touched.
+    # conversation read (deleted meanwhile: nothing stored), the rows (with their one instant),
+    # the conversation touched.
     reply = RowSpec(role="assistant", content="答", meta={"usage": {"prompt_tokens": 3, "completion_tokens": 2}},
                     is_final=True)
-    with django_assert_num_queries(7) as captured:
+    with django_assert_num_queries(6) as captured:
         assert run_finish(run=warm.run, rows=[reply], interrupted=False)
     assert sum("SAVEPOINT" in query["sql"] for query in captured) == 2, _statements(captured)
     stored = Message.objects.get(id=warm.run.message_id)
