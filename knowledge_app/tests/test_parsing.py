@@ -13,7 +13,7 @@ from docx.oxml.ns import qn
 
 from knowledge_app.parsing import ParseFailed, document_kind, document_parse
 from knowledge_app.passages import passages_cut
-from testkit.documents import docx_zip_bomb, pdf_encrypted, pdf_of, pdf_of_lines
+from testkit.documents import docx_zip_bomb, pdf_encrypted, pdf_of, pdf_of_huge_content, pdf_of_lines
 
 HANDBOOK_LINES = [
     [
@@ -239,6 +239,18 @@ def test_an_encrypted_pdf_is_refused():
     with pytest.raises(ParseFailed) as refused:
         document_parse(data=pdf_encrypted())
     assert (refused.value.reason, refused.value.message) == ("encrypted", "文件已加密")
+
+
+def test_a_pdf_whose_content_unpacks_past_the_memory_limit_is_refused_for_its_memory(settings):
+    # PDFium (C++) cannot raise MemoryError: it aborts, and the abort is read as the memory's.
+    settings.DOCUMENT_PARSE_MEMORY_MB, settings.DOCUMENT_PARSE_TIMEOUT_SEC = 100, 60
+    data = pdf_of_huge_content(100)
+    assert len(data) < 1024 * 1024  # a small file
+    with pytest.raises(ParseFailed) as refused:
+        document_parse(data=data)
+    assert (refused.value.reason, refused.value.message) == (
+        "memory", "解析它需要的内存超过上限（100 MB），文件可能过于复杂"
+    )
 
 
 def test_a_pdf_past_the_page_cap_is_refused_not_cut(settings):
