@@ -16,6 +16,7 @@ pytest_plugins = [
     "testkit.fixtures.browser",
     "testkit.fixtures.workers",
     "testkit.fixtures.embeddings",
+    "testkit.fixtures.rerank",
 ]
 
 

@@ -359,6 +359,9 @@ KNOWLEDGE_MAX_CHARS = env.int("KNOWLEDGE_MAX_CHARS", default=5_000_000)
 KNOWLEDGE_INDEX_STALE_SEC = env.int("KNOWLEDGE_INDEX_STALE_SEC", default=600)
 # How many passages a knowledge collection's search gives the model (each numbered, with its source).
 KNOWLEDGE_SEARCH_PASSAGES = env.int("KNOWLEDGE_SEARCH_PASSAGES", default=5)
+# Read every collection's questions with the campus synonym list too (国奖 → 国家奖学金, 查卷 →
+# 成绩复核; knowledge_app/data/campus_synonyms.txt) beside the collection's own synonyms.
+KNOWLEDGE_CAMPUS_SYNONYMS = env.bool("KNOWLEDGE_CAMPUS_SYNONYMS", default=True)
 # Whether the model of LLM_* (an agent with no provider of its own) reads images (image_url parts).
 LLM_ACCEPTS_IMAGES = env.bool("LLM_ACCEPTS_IMAGES", default=False)
 MAX_TOOL_ROUNDS = env.int("MAX_TOOL_ROUNDS", default=5)
@@ -596,3 +599,21 @@ if not 1 <= EMBEDDINGS_BATCH_SIZE <= 2048:
     raise ImproperlyConfigured(f"EMBEDDINGS_BATCH_SIZE={EMBEDDINGS_BATCH_SIZE}: from 1 to 2048")
 if EMBEDDINGS_BASE_URL and not EMBEDDINGS_MODEL:
     raise ImproperlyConfigured("EMBEDDINGS_BASE_URL is set: EMBEDDINGS_MODEL names the embedding model")
+
+# --- issue 45, the knowledge base: a reranker (docs/knowledge.md#reranker-optional) ------------
+# The Jina/Cohere rerank API (vLLM's /v1/rerank, DashScope's compatible-mode …/reranks): the
+# passages the indexes found are scored again against the question. Off while RERANK_BASE_URL is
+# empty; a reranker that fails leaves the indexes' order (the search goes on without it).
+RERANK_BASE_URL = env.str("RERANK_BASE_URL", default="").rstrip("/")  # ends in /v1, or the endpoint itself
+RERANK_API_KEY = env.str("RERANK_API_KEY", default="")
+RERANK_MODEL = env.str("RERANK_MODEL", default="")
+RERANK_TIMEOUT_SEC = env.float("RERANK_TIMEOUT_SEC", default=10.0)  # one request, whole answer read
+# How many of the fused passages the reranker scores (at least the passages asked for): more finds
+# an answer the indexes ranked low, each costs the reranker's time. One request sends them all.
+RERANK_CANDIDATES = env.int("RERANK_CANDIDATES", default=20)
+if not 1 <= RERANK_CANDIDATES <= 100:
+    raise ImproperlyConfigured(f"RERANK_CANDIDATES={RERANK_CANDIDATES}: from 1 to 100")
+if not 0 < RERANK_TIMEOUT_SEC <= 300:
+    raise ImproperlyConfigured(f"RERANK_TIMEOUT_SEC={RERANK_TIMEOUT_SEC}: more than 0, at most 300")
+if RERANK_BASE_URL and not RERANK_MODEL:
+    raise ImproperlyConfigured("RERANK_BASE_URL is set: RERANK_MODEL names the rerank model")

@@ -11,16 +11,24 @@ nothing here logs them or puts them into an error.
 from __future__ import annotations
 
 import asyncio
-import json
-import math
 import time
-import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import httpx
 from django.conf import settings
 from loguru import logger
+
+from knowledge_app.provider_http import (
+    ProviderError,
+    ProviderWords,
+    answer_post,
+    client_new,
+    error_of,
+    finite,
+    json_read,
+    loop_clients,
+)
 
 # An answer's byte cap: the JSON of `count` vectors of `dimensions` floats (≈ 20 bytes each as
 # servers print them) with room to spare, plus the envelope (usage, model, object names).
@@ -43,8 +51,12 @@ MSG_ZERO = "向量模型回答的第 {n} 个向量全是 0"
 MSG_TEXT = "要向量化的第 {n} 段不是非空文字"
 
 
-class EmbeddingsError(Exception):
+class EmbeddingsError(ProviderError):
     """The embeddings service failed or answered something unusable; the message says which."""
+
+
+WORDS = ProviderWords(error=EmbeddingsError, timeout=MSG_TIMEOUT, connect=MSG_CONNECT, http_error=MSG_HTTP_ERROR,
+                      status=MSG_STATUS, too_large=MSG_TOO_LARGE, not_json=MSG_NOT_JSON)
 
 
 @dataclass(frozen=True)
@@ -84,7 +96,7 @@ def embeddings_create(*, texts: Sequence[str], config: EmbeddingsConfig | None =
     config = _config_or_settings(config)
 
     async def run() -> list[list[float]]:
-        async with _client_new() as client:
+        async with client_new() as client:
             return await _batches_embed(client, config, texts)
 
     return asyncio.run(run())
@@ -93,7 +105,7 @@ def embeddings_create(*, texts: Sequence[str], config: EmbeddingsConfig | None =
 async def aembeddings_create(*, texts: Sequence[str], config: EmbeddingsConfig | None = None) -> list[list[float]]:
     """See embeddings_create(); for the event loop (a question's embedding), on a client kept
     per loop."""
-    return await _batches_embed(_clients.get(), _config_or_settings(config), texts)
+    return await _batches_embed(loop_clients.get(), _config_or_settings(config), texts)
 
 
 def _config_or_settings(config: EmbeddingsConfig | None) -> EmbeddingsConfig:
@@ -116,7 +128,7 @@ async def _batches_embed(client: httpx.AsyncClient, config: EmbeddingsConfig, te
                 body = await _ask(client, config, batch)
             vectors.extend(vectors_read(body, count=len(batch), dimensions=config.dimensions))
         except Exception as exc:
-            error = _error_of(exc, config)
+            error = error_of(exc, words=WORDS, timeout_sec=config.timeout_sec)
             # Counts and the reason only: the texts are students' questions and documents' passages.
             logger.warning("embeddings {} failed on {} text(s) after {:.3f}s: {}", config.model, len(batch),
                            time.monotonic() - started, error)
@@ -125,55 +137,19 @@ async def _batches_embed(client: httpx.AsyncClient, config: EmbeddingsConfig, te
     return vectors
 
 
-def _error_of(exc: Exception, config: EmbeddingsConfig) -> EmbeddingsError:
-    if isinstance(exc, EmbeddingsError):
-        return exc
-    if isinstance(exc, TimeoutError):
-        return EmbeddingsError(MSG_TIMEOUT.format(seconds=config.timeout_sec))
-    if isinstance(exc, httpx.ConnectError):
-        return EmbeddingsError(MSG_CONNECT)
-    if isinstance(exc, httpx.HTTPError):
-        return EmbeddingsError(MSG_HTTP_ERROR.format(name=type(exc).__name__))
-    return EmbeddingsError(type(exc).__name__)
-
-
 async def _ask(client: httpx.AsyncClient, config: EmbeddingsConfig, batch: list[str]) -> bytes:
     body: dict = {"model": config.model, "input": batch, "encoding_format": "float"}
     if config.send_dimensions:
         body["dimensions"] = config.dimensions
-    headers = {"Authorization": f"Bearer {config.api_key}"} if config.api_key else {}
-    cap = config.answer_max_bytes(len(batch))
-    async with client.stream("POST", config.url, json=body, headers=headers) as response:
-        if response.status_code != 200:
-            # Not the body: a server may quote the input in its error.
-            raise EmbeddingsError(MSG_STATUS.format(status=response.status_code))
-        received = bytearray()
-        async for piece in response.aiter_raw():
-            received += piece
-            if len(received) > cap:
-                raise EmbeddingsError(MSG_TOO_LARGE.format(size=cap // 1024))
-    return bytes(received)
-
-
-def _finite(x) -> bool:
-    try:
-        return type(x) in (float, int) and math.isfinite(x)  # not a bool, not a string
-    except OverflowError:  # an integer too large for a float
-        return False
-
-
-def _constant_refused(name: str):
-    raise ValueError(name)
+    return await answer_post(client, url=config.url, body=body, api_key=config.api_key,
+                             cap=config.answer_max_bytes(len(batch)), words=WORDS)
 
 
 def vectors_read(body: bytes, *, count: int, dimensions: int) -> list[list[float]]:
     """The `count` vectors of an embeddings answer, in the inputs' order (by `index` when every item
     has one). Raises EmbeddingsError when it is not JSON, has another count, another length, a
     value that is not a finite number (NaN, Infinity, a string, true) or a vector of zeros."""
-    try:
-        answer = json.loads(body, parse_constant=_constant_refused)
-    except ValueError:
-        raise EmbeddingsError(MSG_NOT_JSON) from None
+    answer = json_read(body, words=WORDS)
     data = answer.get("data") if isinstance(answer, dict) else None
     if not isinstance(data, list):
         raise EmbeddingsError(MSG_NO_DATA)
@@ -194,36 +170,9 @@ def vectors_read(body: bytes, *, count: int, dimensions: int) -> list[list[float
         vector = item["embedding"]
         if len(vector) != dimensions:
             raise EmbeddingsError(MSG_DIMENSIONS.format(got=len(vector), expected=dimensions))
-        if not all(_finite(x) for x in vector):
+        if not all(finite(x) for x in vector):
             raise EmbeddingsError(MSG_NUMBER.format(n=n))
         if not any(vector):
             raise EmbeddingsError(MSG_ZERO.format(n=n))
         vectors.append([float(x) for x in vector])
     return vectors
-
-
-# --- clients --------------------------------------------------------------------------------------
-def _client_new() -> httpx.AsyncClient:
-    # No httpx timeout: each request's own deadline covers it all. Identity: a compressed answer
-    # would be inflated past the cap before it is counted.
-    return httpx.AsyncClient(timeout=httpx.Timeout(None), follow_redirects=False,
-                             headers={"Accept-Encoding": "identity"})
-
-
-class _LoopClients:
-    """One httpx client per event loop (its pool is bound to the loop that opened its connections)."""
-
-    def __init__(self) -> None:
-        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
-            weakref.WeakKeyDictionary()
-        )
-
-    def get(self) -> httpx.AsyncClient:
-        loop = asyncio.get_running_loop()
-        client = self._clients.get(loop)
-        if client is None or client.is_closed:
-            client = self._clients[loop] = _client_new()
-        return client
-
-
-_clients = _LoopClients()

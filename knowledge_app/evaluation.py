@@ -87,10 +87,13 @@ def _in_place(hit, case: Case, *, strict: bool) -> bool:
     return True
 
 
-def collection_evaluate(*, collection: KnowledgeCollection, cases: list[Case], k: int = 5) -> Evaluation:
+def collection_evaluate(*, collection: KnowledgeCollection, cases: list[Case], k: int = 5,
+                        reranked: bool = True) -> Evaluation:
+    """Each case asked of the collection's search as the model would ask it (with the reranker when
+    one is configured; `reranked=False`: the indexes' fused order, to compare)."""
     results = []
     for case in cases:
-        hits = collection_search(collection, case.question, limit=k)
+        hits = collection_search(collection, case.question, limit=k, reranked=reranked)
         rank = next((n for n, hit in enumerate(hits, start=1) if _in_place(hit, case, strict=False)), None)
         strict = next((n for n, hit in enumerate(hits, start=1) if _in_place(hit, case, strict=True)), None)
         top = tuple(f"{hit.passage.document.title} p.{hit.passage.page} {hit.passage.heading}".strip()

@@ -16,9 +16,8 @@ from agents_app.runtime.context import RunContext
 from agents_app.runtime.tool import Emit, ToolOutcome
 from agents_app.runtime.tool_names import knowledge_tool_name
 from campus_agent.base.approval import ApprovalPolicy
-from campus_agent.base.asyncdb import db_call
 from knowledge_app.models import KnowledgeCollection
-from knowledge_app.search import SearchHit, collection_search, query_vector
+from knowledge_app.search import SearchHit, acollection_search
 
 QUERY_PARAMETERS = {
     "type": "object",
@@ -77,11 +76,9 @@ class KnowledgeTool:
         if not isinstance(query, str) or not query.strip():
             return ToolOutcome(text=str(MISSING_QUERY_TEXT), ok=False, error=str(MISSING_QUERY_TEXT))
         query = query.strip()[:QUERY_MAX_CHARS]
-        # The question's vector first, here: a slow embeddings provider holds this turn, never one
-        # of the few database threads every stream shares (campus_agent/base/asyncdb.py).
-        vector = await query_vector(query)
-        hits = await db_call(collection_search, self.collection, query, limit=settings.KNOWLEDGE_SEARCH_PASSAGES,
-                             vector=vector)
+        # The embeddings provider and the reranker are asked on this turn's loop: a slow one holds
+        # this turn, never one of the few database threads every stream shares.
+        hits = await acollection_search(self.collection, query, limit=settings.KNOWLEDGE_SEARCH_PASSAGES)
         if not hits:
             return ToolOutcome(text=NOTHING_FOUND_TEXT.format(name=self.collection.name, query=query))
         passages = "\n\n".join(passage_line(n, hit) for n, hit in enumerate(hits, start=1))

@@ -23,7 +23,7 @@ import httpx_sse
 import openai
 from django.conf import settings
 
-from agents_app.runtime.model_transport import model_http_client
+from agents_app.runtime.model_transport import model_http_client, model_http_client_retire
 from agents_app.runtime.reasoning import delta_reasoning
 from campus_agent.base.request_id import HEADER
 
@@ -85,8 +85,10 @@ def llm_client(provider: LlmProvider | None = None) -> openai.AsyncOpenAI:
     cached = per_loop.get(provider.slot)
     if cached is not None and cached[0] == key:
         return cached[1]
-    # A changed provider gets a new client; the old one is dropped, not closed: a stream still
-    # reading through it keeps it alive until it ends.
+    # A changed provider gets a new client; the old one is closed later, when no stream can still
+    # be reading through it.
+    if cached is not None:
+        model_http_client_retire(cached[1])
     client = openai.AsyncOpenAI(
         base_url=key[0],
         api_key=key[1] or "not-set",

@@ -1,129 +1,114 @@
-"""The model client's connections, kept in several small pools instead of one large one.
+"""The model client's HTTP: the openai SDK's own aiohttp client (`openai[aiohttp]`,
+`openai.DefaultAioHttpClient`), so that a model's stream is read by aiohttp's C parser and
+connection pool instead of five pure-Python layers (httpx2 → httpcore2 → h11 → anyio).
 
-httpcore's connection pool looks at every connection it holds, and at every request in flight,
-each time a request starts and each time a response is closed (`_assign_requests_to_connections`):
-a few microseconds per connection, so with 1,000 streams open a turn paid milliseconds of CPU in
-that scan to open its model request and again to close it, the cost growing with the square of
-a burst (docs/log.md, 3 December 2026, "the model's connections in shards"). Here the connections of one
-client are spread over shards of at most SHARD_STREAMS each; a request goes to the first shard
-with room, so a quiet worker uses the first shard only, as one pool would, and reuses its
-kept-alive connections. At most 32 pools of 32 connections: the SDK's own limit of 1,000, near
-enough (1,024).
+Why (docs/runtime.md#the-models-http-client): reading the model's stream was a fifth of a burst's
+CPU. Opening and reading a 32-chunk stream costs this process 0.68× the CPU it did through
+httpx2's own transport at one stream and 0.51× at 32 at once (bench/llm_read.py). The SDK still
+builds and sends every request and maps every status and transport error to its own exceptions
+(agents_app/tests/test_llm_contract.py); aiohttp's pool keeps its idle connections per host and
+finds one without scanning every connection it holds (why the pools used to be sharded by hand).
 
-Each shard is httpx's own transport: the SDK builds, sends and maps the errors of every request
-as before (agents_app/tests/test_llm_contract.py); only the choice of pool is made here.
+One correction: the SDK's adapter maps aiohttp's errors to httpx's by class, and its table makes
+every `aiohttp.ClientConnectionError` a `ConnectTimeout` — a refused connection, or a server that
+hung up, would read as a timeout ("the model is slow" where it is down). `_ErrorsNamed` names
+them as httpx's own transport does: a timeout only when aiohttp's error was one.
 """
 from __future__ import annotations
 
+import asyncio
 import functools
-import math
 import ssl
+from collections.abc import AsyncIterator
 
+import aiohttp
 import httpx2
 import openai
+from django.conf import settings
 
-SHARD_STREAMS = 32
-MAX_CONNECTIONS = 1000  # the openai SDK's DEFAULT_CONNECTION_LIMITS
-KEEPALIVE_EXPIRY_SEC = 5.0  # httpx's default
+from campus_agent.base.tasks import background
 
-
-class ShardedTransport(httpx2.AsyncBaseTransport):
-    """An httpx transport over up to ceil(max_connections / shard_streams) connection pools.
-    A request takes the first pool with fewer than `shard_streams` requests in flight (sent,
-    response not yet closed); when all are full, the least busy one, where it waits for a
-    connection as it would have in one full pool. A pool may keep all its connections alive, as
-    one pool of the SDK's keeps up to 100; the first pool stays, a pool above it is made when
-    needed and closed, with its idle connections, when its last request ends, so that what a
-    burst opened does not outlive it."""
-
-    def __init__(self, *, shard_streams: int = SHARD_STREAMS, max_connections: int = MAX_CONNECTIONS,
-                 ssl_context: ssl.SSLContext | None = None) -> None:
-        self._shard_streams = shard_streams
-        self._max_shards = max(1, math.ceil(max_connections / shard_streams))
-        self._limits = httpx2.Limits(max_connections=shard_streams, max_keepalive_connections=shard_streams,
-                                     keepalive_expiry=KEEPALIVE_EXPIRY_SEC)
-        # One context for all pools: building one loads the CA bundle (milliseconds, and memory).
-        self._ssl_context = ssl_context or _ssl_context()
-        self._shards: list[httpx2.AsyncHTTPTransport | None] = []
-        self._in_flight: list[int] = []
-
-    @property
-    def in_flight(self) -> tuple[int, ...]:
-        """Requests in flight per pool (the tests)."""
-        return tuple(self._in_flight)
-
-    @property
-    def pools_open(self) -> int:
-        return sum(shard is not None for shard in self._shards)
-
-    def _pool(self) -> httpx2.AsyncHTTPTransport:
-        return httpx2.AsyncHTTPTransport(verify=self._ssl_context, limits=self._limits)
-
-    def _shard_pick(self) -> int:
-        for index, busy in enumerate(self._in_flight):
-            if busy < self._shard_streams:
-                if self._shards[index] is None:
-                    self._shards[index] = self._pool()
-                return index
-        if len(self._shards) < self._max_shards:
-            self._shards.append(self._pool())
-            self._in_flight.append(0)
-            return len(self._shards) - 1
-        return min(range(len(self._in_flight)), key=self._in_flight.__getitem__)
-
-    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        index = self._shard_pick()
-        self._in_flight[index] += 1
-        try:
-            response = await self._shards[index].handle_async_request(request)
-        except BaseException:
-            await self._release(index)
-            raise
-        response.stream = _Released(response.stream, self, index)
-        return response
-
-    async def _release(self, index: int) -> None:
-        self._in_flight[index] -= 1
-        shard = self._shards[index]
-        if index and not self._in_flight[index] and shard is not None:
-            self._shards[index] = None  # the next request past the first pool makes a new one
-            try:
-                await shard.aclose()  # only idle connections are left in it
-            except Exception:  # noqa: BLE001 - closing idle sockets must not fail the answer that ended
-                pass
-
-    async def aclose(self) -> None:
-        for shard in self._shards:
-            if shard is not None:
-                await shard.aclose()
+# After a provider's settings change, its old client is closed this long after the last turn
+# could have started reading through it (the turn's budget), so no stream is cut.
+CLOSE_AFTER_BUDGET_SEC = 60.0
 
 
-def model_http_client(*, timeout: float) -> openai.DefaultAsyncHttpxClient:
-    """The http client of one model client: the SDK's own defaults over sharded pools."""
-    return openai.DefaultAsyncHttpxClient(transport=ShardedTransport(), timeout=timeout)
+def model_http_client(*, timeout: float) -> openai.DefaultAioHttpClient:
+    """The http client of one model client: the SDK's aiohttp client and defaults (1,000
+    connections, as its httpx client), one TLS context for all of them."""
+    return _ModelHttpClient(timeout=timeout, verify=_ssl_context())
+
+
+def model_http_client_retire(client: openai.AsyncOpenAI) -> None:
+    """Closes a model client that a provider's change replaced, once no turn can be reading
+    through it any more (dropped unclosed, aiohttp would log its open session as an error)."""
+    delay = settings.TURN_BUDGET_SEC + CLOSE_AFTER_BUDGET_SEC
+    asyncio.get_running_loop().call_later(delay, lambda: background(client.close()))
 
 
 @functools.cache
 def _ssl_context() -> ssl.SSLContext:
+    # Building one loads the CA bundle (milliseconds, and memory): once per process.
     return httpx2.create_ssl_context()
 
 
-class _Released(httpx2.AsyncByteStream):
-    """A response body that gives its shard's place back when it is closed. Reading goes straight
-    to the shard's own stream (no extra layer per read)."""
+class _ModelHttpClient(openai.DefaultAioHttpClient):
+    # httpx's extension points, the ones the SDK's own adapter overrides to put aiohttp in.
+    def _init_transport(self, *args, **kwargs) -> httpx2.AsyncBaseTransport:
+        return _ErrorsNamed(super()._init_transport(*args, **kwargs))
 
-    def __init__(self, stream: httpx2.AsyncByteStream, transport: ShardedTransport, index: int) -> None:
-        self._stream = stream
-        self._transport: ShardedTransport | None = transport
-        self._index = index
+    def _init_proxy_transport(self, *args, **kwargs) -> httpx2.AsyncBaseTransport:
+        return _ErrorsNamed(super()._init_proxy_transport(*args, **kwargs))
 
-    def __aiter__(self):
-        return self._stream.__aiter__()
+
+def _named(exc: httpx2.TransportError, *, request: httpx2.Request | None = None) -> httpx2.TransportError:
+    """httpx's name for what aiohttp raised (`exc.__cause__`): the error itself when it is right.
+    `request`: while sending (a failure to connect); None while reading the body."""
+    cause = exc.__cause__
+    if not isinstance(exc, httpx2.TimeoutException) or cause is None or isinstance(cause, TimeoutError):
+        return exc
+    message = str(cause) or type(cause).__name__
+    if isinstance(cause, aiohttp.ServerDisconnectedError):
+        return httpx2.RemoteProtocolError(message, request=request)
+    if request is None:
+        return httpx2.ReadError(message)
+    return httpx2.ConnectError(message, request=request)
+
+
+class _ErrorsNamed(httpx2.AsyncBaseTransport):
+    """The SDK's aiohttp transport, its misnamed timeouts named for what they were."""
+
+    def __init__(self, transport: httpx2.AsyncBaseTransport) -> None:
+        self._transport = transport
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        try:
+            response = await self._transport.handle_async_request(request)
+        except httpx2.TransportError as exc:
+            named = _named(exc, request=request)
+            if named is exc:
+                raise
+            raise named from exc.__cause__
+        response.stream = _BodyErrorsNamed(response.stream)
+        return response
 
     async def aclose(self) -> None:
+        await self._transport.aclose()
+
+
+class _BodyErrorsNamed(httpx2.AsyncByteStream):
+    def __init__(self, stream: httpx2.AsyncByteStream) -> None:
+        self._stream = stream
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
         try:
-            await self._stream.aclose()
-        finally:
-            transport, self._transport = self._transport, None
-            if transport is not None:
-                await transport._release(self._index)
+            async for piece in self._stream:
+                yield piece
+        except httpx2.TransportError as exc:
+            named = _named(exc)
+            if named is exc:
+                raise
+            raise named from exc.__cause__
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()

@@ -1,5 +1,6 @@
 """The LLM client: URL normalisation, one reused client per endpoint, the stream read as dicts."""
 import json
+import threading
 
 import openai
 import pytest
@@ -160,14 +161,16 @@ async def test_http_status_errors_are_still_mapped_by_the_sdk(llm_settings):
 
 
 async def test_connection_is_reused_after_done_and_released_on_early_close(llm_settings):
+    release = threading.Event()  # the second answer stops after its first chunk until released
     llm_settings.reply_text("一")
-    llm_settings.reply_text("二二二二二二二二", chunk_size=1)
+    llm_settings.queue(Reply(text="二二二二二二二二", chunk_size=1, hold_after_chunks=1, release=release))
     llm_settings.reply_text("三")
     await _read_all()
     stream = await llm_stream(model="fake-model", messages=[{"role": "user", "content": "hi"}], tools=None,
                               temperature=0.3, request_id="0123456789abcdef")
     await stream.__anext__()
     await stream.close()  # left mid-answer: that connection is closed, not reused
+    release.set()
     await _read_all()
     first, cut, third = (r.peer for r in llm_settings.requests)
     assert cut == first  # the body was read past [DONE], so the pooled connection served again

@@ -5,11 +5,18 @@ itself, as plain dicts. Each case below is scripted on the fake model twice: onc
 `llm_stream`, once through the plain SDK (`AsyncOpenAI(...).chat.completions.create(stream=True)`),
 and both must end the same way: the same chunks, then the same exception (class, status, message,
 body) or none. Where the reader deliberately differs, the case says how and why.
+
+The reader sends through aiohttp (the SDK's own aiohttp client, agents_app/runtime/model_transport.py),
+the plain SDK through its default httpx client: a transport error's cause is compared by its
+kind (a timeout, or another transport failure), not by the class each transport names it with
+(h11 says RemoteProtocolError where aiohttp's payload error is a ReadError).
 """
 import json
+import socket
 from dataclasses import dataclass
 from typing import Any
 
+import httpx2
 import openai
 import pytest
 from starlette.applications import Starlette
@@ -39,10 +46,18 @@ class Outcome:
     cause: type[BaseException] | None = None
 
 
+def _cause_kind(cause: BaseException | None) -> type[BaseException] | None:
+    if isinstance(cause, httpx2.TimeoutException):
+        return httpx2.TimeoutException
+    if isinstance(cause, httpx2.TransportError):
+        return httpx2.TransportError
+    return type(cause) if cause is not None else None
+
+
 def _ended(texts: list[str], exc: BaseException | None) -> Outcome:
     if exc is None:
         return Outcome(tuple(texts))
-    cause = type(exc.__cause__) if exc.__cause__ is not None else None
+    cause = _cause_kind(exc.__cause__)
     return Outcome(tuple(texts), type(exc), getattr(exc, "status_code", None), getattr(exc, "message", None),
                    getattr(exc, "body", None), cause)
 
@@ -147,6 +162,18 @@ async def test_a_200_answer_that_is_not_a_stream_is_an_error_not_an_empty_answer
     ours, sdk = await both(model, Reply(text=TEXT, error_as_json=True))
     assert sdk == Outcome(texts=())
     assert ours.error is openai.APIError and ours.texts == () and "event stream" in ours.message
+
+
+async def test_a_model_nobody_listens_for_is_a_connection_error_not_a_timeout(settings):
+    # The SDK's aiohttp adapter names a refused connection a ConnectTimeout ("Request timed
+    # out"); the reader's transport names it as httpx does, so staff read "cannot connect".
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        base_url = f"http://127.0.0.1:{probe.getsockname()[1]}/v1"
+    settings.LLM_BASE_URL, settings.LLM_TIMEOUT = base_url, READ_TIMEOUT
+    ours, sdk = await read_with_llm_stream(), await read_with_the_sdk(base_url)
+    assert ours == sdk
+    assert sdk.error is openai.APIConnectionError and sdk.cause is httpx2.TransportError
 
 
 # --- bodies the fake model does not script, sent as raw bytes ---------------------------------

@@ -1,22 +1,18 @@
-"""The model client's sharded connection pools (agents_app/runtime/model_transport.py), against
-the scripted model over real sockets."""
+"""The model client's HTTP (agents_app/runtime/model_transport.py): the SDK's aiohttp client,
+its connections and its errors, against the scripted model over real sockets. How each failure
+reaches the turn is test_llm_contract.py's."""
 import asyncio
 import socket
 import threading
 
 import httpx2
+import openai
 import pytest
 
 from agents_app.runtime import model_transport
 from agents_app.runtime.llm import llm_client, llm_stream
-from agents_app.runtime.model_transport import ShardedTransport
+from agents_app.runtime.model_transport import model_http_client
 from testkit.model.fake_llm import Reply
-
-
-def _transport() -> ShardedTransport:
-    transport = llm_client()._client._transport  # the SDK's http client, httpx's attribute
-    assert isinstance(transport, ShardedTransport)
-    return transport
 
 
 async def _open(**kwargs):
@@ -24,31 +20,40 @@ async def _open(**kwargs):
                             temperature=0.3, request_id="0123456789abcdef", **kwargs)
 
 
-async def test_streams_beyond_a_shard_go_to_the_next_and_give_their_place_back(llm_settings):
-    """40 streams open at once: the first 32 in the first pool, 8 in a second; each gives its place
-    back when it is closed, read to the end or not, and the next request reuses a kept connection."""
+def _text(chunks: list[dict]) -> str:
+    return "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c.get("choices"))
+
+
+async def test_the_model_is_read_through_the_sdks_aiohttp_client(llm_settings):
+    llm_settings.reply_text("一食堂今天有红烧肉")
+    assert isinstance(llm_client()._client, openai.DefaultAioHttpClient)
+    stream = await _open()
+    try:
+        assert _text([chunk async for chunk in stream]) == "一食堂今天有红烧肉"
+    finally:
+        await stream.close()
+
+
+async def test_forty_streams_at_once_each_read_whole_then_their_connections_serve_again(llm_settings):
+    """40 streams held open at once, each on its own connection with its own answer; closed (read
+    to the end, or the last one mid-answer), their connections are kept for the next request."""
     release = threading.Event()
-    count = model_transport.SHARD_STREAMS + 8
+    count = 40
     llm_settings.queue(*[Reply(text=f"第{i}个回答", hold_after_chunks=1, release=release) for i in range(count)])
     streams = await asyncio.gather(*(_open() for _ in range(count)))
-    transport = _transport()
     try:
-        assert transport.in_flight == (model_transport.SHARD_STREAMS, 8)
+        assert len({request.peer for request in llm_settings.requests}) == count
         release.set()
         texts = []
         for stream in streams[:-1]:
-            chunks = [chunk async for chunk in stream]
-            texts.append("".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c.get("choices")))
+            texts.append(_text([chunk async for chunk in stream]))
         # each stream its own whole answer (the server took the requests in the order they came)
         assert len(set(texts)) == count - 1 and set(texts) <= {f"第{i}个回答" for i in range(count)}
     finally:
         release.set()
         for stream in streams:
-            await stream.close()  # the last one left unread: closed mid-answer
-    assert transport.in_flight == (0, 0)
-    assert transport.pools_open == 1  # the second pool closed with its last stream
+            await stream.close()  # the last one left unread
     peers = {request.peer for request in llm_settings.requests}
-    assert len(peers) == count
 
     llm_settings.reply_text("再问一次")
     stream = await _open()
@@ -57,12 +62,10 @@ async def test_streams_beyond_a_shard_go_to_the_next_and_give_their_place_back(l
     finally:
         await stream.close()
     assert llm_settings.last_request.peer in peers  # a kept-alive connection served it
-    assert transport.in_flight == (0, 0)
 
 
 async def test_a_quiet_workers_connections_are_all_kept_alive(llm_settings):
-    """Ten streams at once, then ten more: the second ten reuse the first ten's connections, as
-    one pool of the SDK's would (it keeps up to 100 alive)."""
+    """Ten streams at once, then ten more: the second ten reuse the first ten's connections."""
     rounds = []
     for round_ in range(2):
         llm_settings.queue(*[Reply(text=f"第{round_}轮{i}") for i in range(10)])
@@ -74,41 +77,44 @@ async def test_a_quiet_workers_connections_are_all_kept_alive(llm_settings):
                 await stream.close()
         rounds.append({request.peer for request in llm_settings.requests[-10:]})
     assert len(rounds[0]) == 10 and rounds[1] == rounds[0]
-    assert _transport().in_flight == (0,)
 
 
-async def test_a_request_that_fails_gives_its_place_back(llm_settings):
-    with socket.socket() as probe:  # a port nobody listens on
+async def test_a_refused_connection_is_a_connect_error_and_a_slow_one_a_timeout(llm_settings):
+    """What the SDK's adapter calls a ConnectTimeout for any aiohttp connection error is named
+    as httpx names it: refused is ConnectError; a model that does not answer in time stays a timeout."""
+    with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    transport = ShardedTransport(shard_streams=2, max_connections=4)
-    async with httpx2.AsyncClient(transport=transport) as client:
-        with pytest.raises(httpx2.ConnectError):
-            await client.get(f"http://127.0.0.1:{port}/v1/models")
-    assert transport.in_flight == (0,)
+        refused = f"http://127.0.0.1:{probe.getsockname()[1]}/v1/models"
+    async with model_http_client(timeout=5.0) as client:
+        with pytest.raises(httpx2.ConnectError) as raised:
+            await client.get(refused)
+        assert not isinstance(raised.value, httpx2.TimeoutException)
+
+        llm_settings.queue(Reply(text="迟到的回答", stall_sec=2.0))
+        body = {"model": "fake-model", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+        with pytest.raises(httpx2.TimeoutException):
+            await client.post(f"{llm_settings.url}/chat/completions", json=body, timeout=0.3)
 
 
-async def test_when_every_shard_is_full_a_request_waits_in_the_least_busy_one(llm_settings):
-    """Two shards of two: the fifth request queues for a connection in a full pool, as it would
-    in one pool at the SDK's limit, and is served as soon as a stream there ends."""
-    release = threading.Event()
-    llm_settings.queue(*[Reply(text=f"答{i}", hold_after_chunks=1, release=release) for i in range(5)])
-    transport = ShardedTransport(shard_streams=2, max_connections=4)
-    url = f"{llm_settings.url}/chat/completions"
+async def test_a_server_that_hangs_up_mid_answer_is_a_read_failure_not_a_timeout(llm_settings):
+    llm_settings.queue(Reply(text="一食堂今天有红烧肉", chunk_size=3, drop_after_chunks=2))
     body = {"model": "fake-model", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
-    async with httpx2.AsyncClient(transport=transport, timeout=10) as client:
-        responses = [await client.send(client.build_request("POST", url, json=body), stream=True)
-                     for _ in range(4)]
-        assert transport.in_flight == (2, 2)
-        fifth = asyncio.ensure_future(client.send(client.build_request("POST", url, json=body), stream=True))
-        await asyncio.sleep(0.2)
-        assert not fifth.done() and len(llm_settings.requests) == 4 and transport.in_flight == (3, 2)
-        release.set()
-        await responses[0].aread()
-        await responses[0].aclose()
-        served = await asyncio.wait_for(fifth, 10)
-        assert served.status_code == 200 and "答4" in (await served.aread()).decode()
-        for response in [*responses[1:], served]:
-            await response.aread()
-            await response.aclose()
-        assert transport.in_flight == (0, 0) and transport.pools_open == 1
+    async with model_http_client(timeout=5.0) as client:
+        async with client.stream("POST", f"{llm_settings.url}/chat/completions", json=body) as response:
+            with pytest.raises(httpx2.TransportError) as raised:
+                async for _ in response.aiter_bytes():
+                    pass
+    assert not isinstance(raised.value, httpx2.TimeoutException)
+
+
+async def test_a_changed_providers_old_client_is_closed_after_the_turn_budget(llm_settings, settings, monkeypatch):
+    settings.TURN_BUDGET_SEC = 0.05
+    monkeypatch.setattr(model_transport, "CLOSE_AFTER_BUDGET_SEC", 0.0)
+    old = llm_client()
+    settings.LLM_TIMEOUT = 6.0  # another key: a new client replaces the old one
+    new = llm_client()
+    assert new is not old and not old.is_closed()
+    async with asyncio.timeout(10):
+        while not old.is_closed():  # closed by the loop's timer, a budget after the change
+            await asyncio.sleep(0.01)
+    assert not new.is_closed()

@@ -43,6 +43,16 @@ SMOKE = {
     "knowledge_search.py": (
         lambda tmp: ["-n", "300", "--queries", "20"], r"keyword_search: p50 \d+\.\d\d ms, p99 \d+\.\d\d ms"
     ),
+    # Without LiteLLM (no install in the suite): our side against the floor, the same table.
+    "litellm_peer.py": (
+        lambda tmp: ["--ours-only", "--rounds", "1", "--runs", "1", "--concurrency", "2", "--chunks", "2",
+                     "--pace", "0.001"],
+        r"^ours +2 +\d+\.\d +-?\d+\.\d .* +\d+\.\d$",
+    ),
+    "llm_read.py": (
+        lambda tmp: ["--chunks", "2", "--pace", "0.001", "--concurrency", "1,2", "--streams", "2", "--rounds", "1"],
+        r"^ +2 +\d+\.\d\d +\d+\.\d\d +\d+\.\d\d×$",
+    ),
     "llm_request.py": (
         lambda tmp: ["-n", "2", "--messages", "1", "--tools", "1"],
         r"^ +1 +\d+\.\d\d +\d+\.\d\d +\d+\.\d\d×$",

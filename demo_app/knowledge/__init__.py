@@ -10,6 +10,7 @@ from pathlib import Path
 KNOWLEDGE_DIR = Path(__file__).resolve().parent
 EVAL_CASES = KNOWLEDGE_DIR / "eval_cases.yaml"
 EVAL_CASES_2 = KNOWLEDGE_DIR / "eval_cases_2.yaml"  # a second set, written without reading the first
+EVAL_CASES_3 = KNOWLEDGE_DIR / "eval_cases_3.yaml"  # a third set, written blind to both others and the synonyms
 
 
 @dataclass(frozen=True)

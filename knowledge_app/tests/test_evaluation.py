@@ -8,7 +8,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from demo_app.handbook import HANDBOOK_SLUG, demo_handbook_load
-from demo_app.knowledge import EVAL_CASES, EVAL_CASES_2
+from demo_app.knowledge import EVAL_CASES, EVAL_CASES_2, EVAL_CASES_3
 from knowledge_app.evaluation import Case, collection_evaluate
 from knowledge_app.models import KnowledgeCollection
 
@@ -22,7 +22,7 @@ def handbook(settings, tmp_path):
     return KnowledgeCollection.objects.get(slug=HANDBOOK_SLUG)
 
 
-@pytest.mark.parametrize("cases", [EVAL_CASES, EVAL_CASES_2], ids=lambda path: path.name)
+@pytest.mark.parametrize("cases", [EVAL_CASES, EVAL_CASES_2, EVAL_CASES_3], ids=lambda path: path.name)
 def test_the_demo_cases_are_measured_and_reported(handbook, tmp_path, capsys, cases):
     junit = tmp_path / "eval.xml"
     call_command("knowledge_eval", str(cases), "--collection", HANDBOOK_SLUG, "--junit", str(junit))

@@ -1,4 +1,4 @@
-"""`manage.py knowledge_eval CASES.yaml --collection SLUG [--k 5] [--junit FILE] [--min-recall R]`:
+"""`manage.py knowledge_eval CASES.yaml --collection SLUG [--k 5] [--junit FILE] [--min-recall R] [--no-rerank]`:
 recall@k and MRR of a collection's search over questions whose answer is known
 (knowledge_app/evaluation.py, docs/knowledge.md#measuring-search)."""
 
@@ -8,6 +8,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from knowledge_app.evaluation import CasesInvalid, cases_read, collection_evaluate, junit_xml
 from knowledge_app.models import KnowledgeCollection
+from knowledge_app.rerank import rerank_config
 
 
 class Command(BaseCommand):
@@ -19,9 +20,11 @@ class Command(BaseCommand):
         parser.add_argument("--k", type=int, default=5)
         parser.add_argument("--junit", type=Path, help="write a JUnit XML report here")
         parser.add_argument("--min-recall", type=float, help="fail when recall@k is below this")
+        parser.add_argument("--no-rerank", action="store_true",
+                            help="the indexes' fused order, without the configured reranker (to compare)")
 
     def handle(self, *args, cases: Path, collection: str, k: int, junit: Path | None, min_recall: float | None,
-               **options):
+               no_rerank: bool = False, **options):
         target = KnowledgeCollection.objects.filter(slug=collection).first()
         if target is None:
             raise CommandError(f"no collection {collection!r}")
@@ -29,13 +32,15 @@ class Command(BaseCommand):
             read = cases_read(cases.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, CasesInvalid) as exc:
             raise CommandError(f"{cases}: {exc}") from exc
-        evaluation = collection_evaluate(collection=target, cases=read, k=max(k, 1))
+        evaluation = collection_evaluate(collection=target, cases=read, k=max(k, 1), reranked=not no_rerank)
         for result in evaluation.results:
             if result.rank is None:
                 self.stdout.write(f"  missed: {result.case.question} → {result.case.document} "
                                   f"{result.case.page or ''} {result.case.heading or ''}".rstrip()
                                   + f"; found: {' | '.join(result.top) or 'nothing'}")
-        self.stdout.write(f"{len(read)} cases: recall@{evaluation.k} {evaluation.recall():.3f}, "
+        reranker = rerank_config()
+        order = f"reranked by {reranker.model}" if reranker and not no_rerank else "fused order, no reranker"
+        self.stdout.write(f"{len(read)} cases ({order}): recall@{evaluation.k} {evaluation.recall():.3f}, "
                           f"MRR {evaluation.mrr():.3f}; with the article: recall@{evaluation.k} "
                           f"{evaluation.recall(strict=True):.3f}, MRR {evaluation.mrr(strict=True):.3f}")
         if junit is not None:
