@@ -7,7 +7,7 @@ headings above it and the page it is on.
   Chinese files are, no NUL), then HTML when it opens with markup, Markdown when it has `#`
   headings or a `|---|` table, plain text otherwise.
 - **Untrusted bytes are parsed in the child** under its CPU, memory and time limits
-  (campus_agent.base.documents.document_blocks): PDF (pypdf), DOCX (python-docx, after the
+  (campus_agent.base.documents.document_blocks): PDF (PDFium), DOCX (python-docx, after the
   zip-bomb check), HTML (the standard library's parser). Markdown and plain text are only decoded
   here and read line by line with anchored patterns, in time linear in their length, under the
   same character cap.

@@ -1,8 +1,9 @@
 """Files built for the tests of attachments and document parsing, with the libraries that read
-them (pypdf reads what is written here by hand, python-docx writes the Word files): ordinary
-ones, and the hostile ones of issue 42 — a DOCX whose `document.xml` is tens of megabytes under
-the zip-bomb ratio, a PDF of empty `() Tj` operators, images whose header declares 20,000 ×
-20,000 pixels."""
+them (pypdf and PDFium read what is written here by hand, python-docx writes the Word files):
+ordinary ones, and the hostile ones of issue 42 — a DOCX whose `document.xml` is tens of
+megabytes under the zip-bomb ratio, a PDF of empty `() Tj` operators, images whose header
+declares 20,000 × 20,000 pixels — and of issue 45, a PDF whose content unpacks to more memory
+than the parser may have."""
 
 import functools
 import io
@@ -125,6 +126,14 @@ def pdf_of_empty_shows(*, pages: int, per_page: int) -> bytes:
     """The attack: pages of nothing but empty `() Tj` operators, which pypdf's text extraction
     walks one by one (30 pages × 300,000 took a worker 68 s)."""
     return pdf_of([b"BT /F1 12 Tf " + b"() Tj " * per_page + b"ET"] * pages)
+
+
+@functools.cache
+def pdf_of_huge_content(megabytes: int) -> bytes:
+    """The attack on a parser written in C++ (PDFium): a page whose content stream, a few hundred
+    KB packed, unpacks to `megabytes` of text operators, which the parser holds in memory whole."""
+    show = b"(abcdefgh) Tj "
+    return pdf_of([b"BT /F1 12 Tf " + show * (megabytes * 1024 * 1024 // len(show)) + b"ET"])
 
 
 def docx_with(*paragraphs: str) -> bytes:

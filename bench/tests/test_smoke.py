@@ -36,6 +36,10 @@ SMOKE = {
     "audit_volume.py": (lambda tmp: ["--smoke"], r"search by actor and date range: \d+\.\d\d ms median"),
     "catalog_stamp.py": (lambda tmp: ["-n", "20"], r"now / before +\d+\.\d\d"),
     "flamegraph.py": (lambda tmp: [_stacks(tmp), str(tmp / "profile.svg"), "--title", "smoke"], None),
+    "knowledge_indexing.py": (
+        lambda tmp: ["--pages", "12", "--idle", "1", "--rate", "2", "--rounds", "1"],
+        r"indexing pages/s +\d+ +\d+ +goal",
+    ),
     "knowledge_search.py": (
         lambda tmp: ["-n", "300", "--queries", "20"], r"keyword_search: p50 \d+\.\d\d ms, p99 \d+\.\d\d ms"
     ),

@@ -1,6 +1,7 @@
 """A document's text, read in a child process under limits (docs/security.md#documents-parsed-under-limits).
 
-A PDF or DOCX is parsed by pypdf or python-docx, whose cost a file chooses: a 45 MB
+A PDF or DOCX is parsed by pypdf (an attachment's PDF), PDFium (pypdfium2: a knowledge-base
+PDF, docs/knowledge.md#how-documents-are-read-and-cut) or python-docx, whose cost a file chooses: a 45 MB
 `document.xml` packed under the zip-bomb ratio took a worker 22 s and 575 MB, an 85 KB PDF of
 empty `() Tj` operators 68 s. So no worker parses one itself: each document goes to a fresh
 interpreter (`parser.py`, which imports nothing of the project and gets no environment) with
@@ -13,7 +14,7 @@ interpreter (`parser.py`, which imports nothing of the project and gets no envir
 and a document over any of them is refused with the reason (DocumentRefused). The caller's thread
 waits on a pipe without holding the GIL, so the worker's event loop never waits on a parse. A
 fresh interpreter (not a fork of a worker, whose threads and memory a fork would copy) costs
-about 0.1 s a document: the start and pypdf's or python-docx's import.
+about 0.1 s a document: the start and the parsing library's import.
 
 It lives in the shared base, where every app may use it: attachments (chat_app) read a
 document's flat text (document_text), the knowledge base (knowledge_app.parsing) its structure
@@ -117,6 +118,10 @@ def _answer(child: subprocess.Popen, out: bytes) -> dict:
     # Past the soft CPU limit, or the hard one a second later (a SIGKILL of ours is the timeout's).
     if child.returncode in (-signal.SIGXCPU, -signal.SIGKILL):
         return {"refused": "cpu"}
+    # PDFium (a knowledge-base PDF) ends its process with abort() when an allocation fails past
+    # RLIMIT_AS (its FX_OutOfMemoryTerminate); its other checks trap (SIGILL/SIGTRAP): "broken".
+    if child.returncode == -signal.SIGABRT:
+        return {"refused": "memory"}
     try:
         answer = json.loads(out)
     except ValueError:

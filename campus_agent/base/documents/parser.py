@@ -14,6 +14,9 @@ Python raises as MemoryError), then writes one JSON object on stdout:
 
 or `{"refused": "encrypted" | "zip" | "broken" | "memory" | "pages"}` for a document it will not read.
 
+A flat PDF (an attachment) is read by pypdf, a structured one (the knowledge base) by PDFium
+(PdfiumPages), for the reasons docs/knowledge.md#how-documents-are-read-and-cut gives.
+
 It imports nothing of the project and no Django: `-I` gives it no project path, no PYTHON*
 variables, no user site, and the parent gives it an empty environment.
 """
@@ -67,6 +70,8 @@ def capped(text: str, max_chars: int, cut: bool = False) -> dict:
 
 
 def pdf_text(data: bytes, max_chars: int, max_pages: int) -> dict:
+    """An attachment's text, read by pypdf (pure Python) for the reason docs/knowledge.md gives:
+    any student can send one, so the parser they reach is memory-safe; an attachment is small."""
     from pypdf import PdfReader
 
     reader = PdfReader(io.BytesIO(data))
@@ -80,6 +85,45 @@ def pdf_text(data: bytes, max_chars: int, max_pages: int) -> dict:
         parts.append(piece)
         total += len(piece)
     return capped("\n".join(parts), max_chars)
+
+
+class PdfiumPages:
+    """A PDF opened by PDFium (pypdfium2; Chromium's PDF library, built without JavaScript or XFA:
+    a file's scripts cannot run) for its pages' text: 6-8× pypdf's speed on a long Chinese PDF
+    with the same lines, headings and characters (bench/knowledge_indexing.py), which is what
+    lets a 1,000-page document be read far inside DOCUMENT_PARSE_CPU_SEC. PDFium is C++: an
+    allocation past RLIMIT_AS aborts it (SIGABRT), which the parent reports as "memory"."""
+
+    def __init__(self, data: bytes):
+        import pypdfium2
+        import pypdfium2.raw
+
+        try:
+            self.document = pypdfium2.PdfDocument(data)
+        except pypdfium2.PdfiumError as exc:
+            # PDFium tries the empty password itself, as pypdf's decrypt("") does.
+            raise Refused("encrypted" if exc.err_code == pypdfium2.raw.FPDF_ERR_PASSWORD else "broken") from exc
+
+    def __len__(self) -> int:
+        return len(self.document)
+
+    def texts(self):
+        """Each page's text in order, its lines ended by "\n" as pypdf ends them (PDFium: "\r\n")."""
+        for index in range(len(self.document)):
+            page = self.document[index]
+            textpage = page.get_textpage()
+            try:
+                text = textpage.get_text_range()
+            finally:
+                textpage.close()
+                page.close()
+            yield text.replace("\r\n", "\n").replace("\r", "\n")
+
+    def title(self) -> str:
+        return self.document.get_metadata_value("Title") or ""
+
+    def close(self) -> None:
+        self.document.close()
 
 
 def docx_text(data: bytes, max_chars: int) -> dict:
@@ -136,24 +180,25 @@ class Blocks:
 
 
 def pdf_blocks(data: bytes, max_chars: int, max_pages: int) -> dict:
-    from pypdf import PdfReader
-
-    reader = PdfReader(io.BytesIO(data))
-    if reader.is_encrypted and not reader.decrypt(""):
-        raise Refused("encrypted")
-    pages = len(reader.pages)
-    if pages > max_pages:
-        raise Refused("pages")
-    blocks = Blocks(max_chars)
-    for number, page in enumerate(reader.pages, 1):  # a PDF's scripts are never run: only its text is read
-        if not blocks.add(PAGE, 0, (page.extract_text() or "").replace("\x00", ""), number):
-            break
-    title = ""
+    """A knowledge-base PDF's pages, read by PDFium (PdfiumPages: staff upload these, and a long
+    one must be read well inside the CPU limit)."""
+    reader = PdfiumPages(data)
     try:
-        title = str((reader.metadata or {}).get("/Title") or "")
-    except Exception:  # noqa: BLE001 - a broken info dictionary leaves the title to the caller
-        pass
-    return blocks.answer(text_clean(title), pages)
+        pages = len(reader)
+        if pages > max_pages:
+            raise Refused("pages")
+        blocks = Blocks(max_chars)
+        for number, text in enumerate(reader.texts(), 1):
+            if not blocks.add(PAGE, 0, text.replace("\x00", ""), number):
+                break
+        title = ""
+        try:
+            title = reader.title()
+        except Exception:  # noqa: BLE001 - a broken info dictionary leaves the title to the caller
+            pass
+        return blocks.answer(text_clean(title), pages)
+    finally:
+        reader.close()
 
 
 def zip_check(data: bytes) -> None:
