@@ -241,10 +241,11 @@ def test_an_encrypted_pdf_is_refused():
     assert (refused.value.reason, refused.value.message) == ("encrypted", "文件已加密")
 
 
-def test_a_pdf_of_a_thousand_chinese_pages_is_read_well_inside_the_cpu_limit(settings):
-    # Issue 45: pypdf needed ≈ 5 s of CPU for this file, half the default limit (10 s), so a
-    # longer one was refused; PDFium ≈ 0.5 s. At 2 s it is read with room for a slow machine.
-    settings.DOCUMENT_PARSE_CPU_SEC, settings.DOCUMENT_PARSE_TIMEOUT_SEC = 2, 60
+def test_a_pdf_of_a_thousand_chinese_pages_is_read_under_the_shipped_cpu_limit(settings):
+    # Issue 45: a 1,000-page handbook is read whole under the default CPU limit (pypdf needed half
+    # of it for this file, PDFium a twentieth: bench/knowledge_indexing.py measures it). The wall
+    # clock's limit is raised only so that a loaded test machine cannot cut it.
+    settings.DOCUMENT_PARSE_TIMEOUT_SEC = 60
     article = "为尊重学生的学习兴趣和特长，促进学生个性发展，规范本科生转专业工作，根据有关规定，制定本规定。"
     lines = [article[i % 20 : i % 20 + 30] for i in range(34)]
     data = pdf_of_lines([[f"第{page}章 总则", f"第{page}条 {article}", *lines] for page in range(1, 1001)])
