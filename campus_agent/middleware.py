@@ -20,6 +20,8 @@ their dotted names, and without them skips the checks that depend on them. Their
 (`Inline…` below) serve the stream paths only, whose handler builds its chain with them
 (campus_agent/stream_handler.py).
 """
+import re
+
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
 from csp.middleware import CSPMiddleware as _CSPMiddleware
 from django.conf import settings
@@ -135,6 +137,17 @@ class ApiErrorShapeMiddleware(InlineHooks, MiddlewareMixin):
         return shaped
 
 
+# The requests that start a turn: POST /api/v1/chat and POST /v1/chat/completions (under any
+# script prefix). Their turn writes the one INFO line (chat_app.runs.turn_log); their `→` is at
+# DEBUG, and so is their `←` when a turn was admitted (a status below 400). A refusal has no turn
+# line: its `←` stays at INFO.
+TURN_PATH = re.compile(r"(?:^|/)(?:api/v1/chat|v1/chat/completions)$")
+
+
+def is_turn_request(request) -> bool:
+    return request.method == "POST" and TURN_PATH.search(request.path) is not None
+
+
 class RequestIdMiddleware:
     """Reads or makes the request id, logs the request's start and end, echoes the header.
 
@@ -151,11 +164,13 @@ class RequestIdMiddleware:
 
     def _start(self, request) -> float:
         request.request_id = request_id_from_header(request.META.get(META_KEY))
-        return request_begun(request.request_id, request.method, request.path)
+        level = "DEBUG" if is_turn_request(request) else "INFO"
+        return request_begun(request.request_id, request.method, request.path, level=level)
 
     def _finish(self, request, response, started: float):
         response[HEADER] = request.request_id
-        request_ended(request.method, request.path, response.status_code, started)
+        level = "DEBUG" if response.status_code < 400 and is_turn_request(request) else "INFO"
+        request_ended(request.method, request.path, response.status_code, started, level=level)
         return response
 
     def __call__(self, request):

@@ -38,13 +38,14 @@ def request_id_from_header(raw: str | None) -> str:
     return value if _CLIENT_ID.fullmatch(value) else request_id_new()
 
 
-def request_begun(rid: str, method: str, path: str) -> float:
-    """Sets the request's id and logs its start; returns its start time (for `request_ended`)."""
+def request_begun(rid: str, method: str, path: str, *, level: str = "INFO") -> float:
+    """Sets the request's id and logs its start; returns its start time (for `request_ended`).
+    A request that starts a turn logs its lines at DEBUG: its turn's line says it (chat_app.runs.turn_log)."""
     request_id_set(rid)
-    logger.info("→ {} {}", method, path)
+    logger.log(level, "→ {} {}", method, path)
     return time.perf_counter()
 
 
-def request_ended(method: str, path: str, status: int, started: float) -> None:
+def request_ended(method: str, path: str, status: int, started: float, *, level: str = "INFO") -> None:
     cost_ms = (time.perf_counter() - started) * 1000
-    logger.info("← {} {} status={} cost_ms={:.1f}", method, path, status, cost_ms)
+    logger.log(level, "← {} {} status={} cost_ms={:.1f}", method, path, status, cost_ms)
