@@ -367,6 +367,8 @@ class RunTask:
         else:
             if paused is not None and await self._pause(paused):
                 return
+        if recorder.interrupted and self._cut is None and asyncio.get_running_loop().time() >= deadline:
+            self._cut = "budget"  # the runtime cut its own step at the deadline (its error says so too)
         await self._finish()
         logger.debug(
             "run end tools={} interrupted={} chars={} cost_ms={:.0f}",

@@ -19,7 +19,9 @@ from campus_agent.base.redaction import clip_text
 # How a turn ended (`outcome`); `reason` says more where there is more to say.
 OK = "ok"  # answered to its end
 FALLBACK = "fallback"  # the model failed, keyword routing answered (docs/design.md#keyword-routing)
-INTERRUPTED = "interrupted"  # cut short: the model's length / content_filter, the budget, the reply's storing
+# Cut short: reason length / content_filter (the model's own cut), budget (TURN_BUDGET_SEC), failed /
+# frame_failed (a bug: its traceback is beside it), store_failed (the reply stored alone or not at all).
+INTERRUPTED = "interrupted"
 ERROR = "error"  # a failure cut the answer: reason is the code the student was told (50003 …)
 BLOCKED = "blocked"  # moderation: reason is `<stage>:<category>`
 STOPPED = "stopped"  # stopped: reason says by whom (stop, client_gone, cancelled, deleted)

@@ -11,6 +11,7 @@ from loguru import logger
 from campus_agent.base.logging import LOG_FORMAT
 from chat_app.accounts.api_keys import api_key_create
 from chat_app.runs.turn_log import OUTCOMES
+from safety_app.models import ListWord, WordList
 from testkit.model.fake_llm import Reply
 from testkit.web.sse import chat, parse_events
 
@@ -209,3 +210,30 @@ def test_a_refused_turn_keeps_its_request_line(live_asgi, llm_settings, agent, a
     infos = records.of(response.headers["x-request-id"], "INFO")
     assert [r["message"] for r in infos] == ["← POST /api/v1/chat status=400 cost_ms=" + infos[0]["message"].split(
         "cost_ms=")[1]]
+
+
+def test_a_turn_cut_by_its_budget_writes_one_info_line(live_asgi, llm_settings, agent, auth_headers, settings,
+                                                       records):
+    settings.KEYWORD_FALLBACK_ENABLED = False
+    settings.TURN_BUDGET_SEC = 1.0
+    llm_settings.queue(Reply(text="第一段。第二段。第三段。第四段。", chunk_size=4, hang_after_chunks=2))
+    result = chat(live_asgi, {"message": "讲讲"}, headers=auth_headers)
+    assert result.frames[-1]["interrupted"] is True
+
+    request_id = result.headers["x-request-id"]
+    line = _one_info_line(records, request_id)
+    assert (line["outcome"], line["reason"], line["errors"]) == ("interrupted", "budget", [50003])
+    assert line["total_ms"] >= 1000
+
+
+def test_a_blocked_question_writes_one_info_line_without_the_word(live_asgi, llm_settings, agent, auth_headers,
+                                                                  records):
+    politics = WordList.objects.create(name="涉政", category="涉政", action="block", answer=False)
+    ListWord.objects.create(word_list=politics, word="法轮")
+    result = chat(live_asgi, {"message": "法轮今天开吗"}, headers=auth_headers)
+    assert result.types[1] == "moderation"
+
+    line = _one_info_line(records, result.headers["x-request-id"])
+    assert (line["outcome"], line["reason"]) == ("blocked", "question:涉政")
+    assert line["moderation"] == ["question:block:涉政"] and line["question"] == "<blocked: 涉政>"
+    assert "法轮" not in line["question"]
