@@ -45,13 +45,16 @@ class Records:
         return [r for r in self.records if r["extra"].get("request_id") == request_id
                 and (level is None or r["level"].name == level)]
 
-    def turn_line(self, request_id: str) -> dict:
-        """The request's turn line, once written (waited for: a run goes on after its client left)."""
+    def turn_lines(self, request_id: str, count: int = 1) -> list[dict]:
+        """The request's first `count` turn lines, once written (waited for: a run goes on after its
+        client left)."""
         def written():
-            return [r for r in self.of(request_id) if "outcome" in r["extra"]]
+            lines = [r for r in self.of(request_id) if "outcome" in r["extra"]]
+            return lines if len(lines) >= count else None
         with self._turn_lines:
-            assert self._turn_lines.wait_for(written, timeout=LINE_WAIT_SEC), f"no turn line for {request_id}"
-        return written()[0]
+            lines = self._turn_lines.wait_for(written, timeout=LINE_WAIT_SEC)
+        assert lines, f"no {count} turn line(s) for {request_id}"
+        return lines[:count]
 
 
 @pytest.fixture
@@ -66,7 +69,7 @@ def records():
 
 def _one_info_line(records: Records, request_id: str) -> dict:
     """The turn's line, after checking it is the request's only INFO line."""
-    line = records.turn_line(request_id)
+    [line] = records.turn_lines(request_id)
     infos = records.of(request_id, "INFO")
     assert [r["message"] for r in infos] == [line["message"]]
     extra = line["extra"]
@@ -237,3 +240,57 @@ def test_a_blocked_question_writes_one_info_line_without_the_word(live_asgi, llm
     assert (line["outcome"], line["reason"]) == ("blocked", "question:涉政")
     assert line["moderation"] == ["question:block:涉政"] and line["question"] == "<blocked: 涉政>"
     assert "法轮" not in line["question"]
+
+
+def test_a_turn_that_waits_for_a_person_writes_a_line_at_its_pause_and_at_its_end(
+    live_asgi, llm_settings, agent, sub_agent, auth_headers, subagent_server, records
+):
+    """Its run is two runs of the engine (the pause stored, then resumed by the answer): each writes
+    its line, under the turn's request id; the answer's own request logs as any request does."""
+    sub_agent.approval_policy = "ask"
+    sub_agent.save()
+    llm_settings.reply_tool_calls(("call_canteen", {"message": "帮我订一份午饭"}))
+    llm_settings.reply_text("已经为你订好了。")
+    with httpx.Client(base_url=live_asgi, timeout=15) as client:
+        with client.stream("POST", "/api/v1/chat", json={"message": "订午饭"}, headers=auth_headers) as response:
+            request_id = response.headers["x-request-id"]
+            raw = ""
+            for text in response.iter_text():
+                raw += text
+                frames = parse_events(raw[: raw.rfind("\n\n") + 2])[0]
+                if frames and frames[-1]["type"] == "approval_required":
+                    break
+        paused = _one_info_line(records, request_id)
+        assert (paused["outcome"], paused["reason"], paused["tools"]) == ("paused", "call_canteen", ["call_canteen"])
+
+        asked = frames[-1]
+        answer = client.post(f"/api/v1/runs/{frames[0]['run_id']}/approvals", headers=auth_headers,
+                             json={"call_id": asked["call_id"], "decision": "approve"})
+        assert answer.status_code == 200
+    records.turn_lines(request_id, 2)
+    assert [r["message"] for r in records.of(request_id, "INFO")] == [r["message"] for r in records.turn_lines(request_id, 2)]
+    resumed = records.turn_lines(request_id, 2)[1]["extra"]
+    assert (resumed["outcome"], resumed["resumed"], resumed["tools"]) == ("ok", True, ["call_canteen"])
+    assert resumed["admit_ms"] is None and resumed["chars"] == len("已经为你订好了。")
+
+
+def test_a_run_cancelled_by_a_shutdown_writes_its_line(live_asgi_session, live_asgi, llm_settings, agent,
+                                                       auth_headers, records):
+    """A worker that stops cancels its runs (as the test server's reset does): each stores its partial
+    reply and writes its line on the way out."""
+    release = threading.Event()
+    llm_settings.queue(Reply(text="第一段。第二段。第三段。第四段。", chunk_size=4, hold_after_chunks=2, release=release))
+    try:
+        with httpx.Client(base_url=live_asgi, timeout=10) as client:
+            with client.stream("POST", "/api/v1/chat", json={"message": "讲个故事"}, headers=auth_headers) as response:
+                request_id = response.headers["x-request-id"]
+                raw = ""
+                for text in response.iter_text():
+                    raw += text
+                    if "chunk" in [f["type"] for f in parse_events(raw[: raw.rfind("\n\n") + 2])[0]]:
+                        break
+        live_asgi_session.tasks_cancel(everything=True)
+    finally:
+        release.set()
+    line = _one_info_line(records, request_id)
+    assert (line["outcome"], line["reason"]) == ("cancelled", "shutdown")
