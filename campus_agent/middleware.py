@@ -20,8 +20,6 @@ their dotted names, and without them skips the checks that depend on them. Their
 (`Inline…` below) serve the stream paths only, whose handler builds its chain with them
 (campus_agent/stream_handler.py).
 """
-import re
-
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
 from csp.middleware import CSPMiddleware as _CSPMiddleware
 from django.conf import settings
@@ -36,7 +34,14 @@ from django.middleware.security import SecurityMiddleware as _SecurityMiddleware
 from django.utils import translation
 from django.utils.deprecation import MiddlewareMixin
 
-from campus_agent.base.request_id import HEADER, META_KEY, request_begun, request_ended, request_id_from_header
+from campus_agent.base.request_id import (
+    HEADER,
+    META_KEY,
+    is_turn_request,
+    request_begun,
+    request_ended,
+    request_id_from_header,
+)
 from campus_agent.refusals import api_family, refusal_response, status_error
 
 
@@ -137,17 +142,6 @@ class ApiErrorShapeMiddleware(InlineHooks, MiddlewareMixin):
         return shaped
 
 
-# The requests that start a turn: POST /api/v1/chat and POST /v1/chat/completions (under any
-# script prefix). Their turn writes the one INFO line (chat_app.runs.turn_log); their `→` is at
-# DEBUG, and so is their `←` when a turn was admitted (a status below 400). A refusal has no turn
-# line: its `←` stays at INFO.
-TURN_PATH = re.compile(r"(?:^|/)(?:api/v1/chat|v1/chat/completions)$")
-
-
-def is_turn_request(request) -> bool:
-    return request.method == "POST" and TURN_PATH.search(request.path) is not None
-
-
 class RequestIdMiddleware:
     """Reads or makes the request id, logs the request's start and end, echoes the header.
 
@@ -164,12 +158,12 @@ class RequestIdMiddleware:
 
     def _start(self, request) -> float:
         request.request_id = request_id_from_header(request.META.get(META_KEY))
-        level = "DEBUG" if is_turn_request(request) else "INFO"
+        level = "DEBUG" if is_turn_request(request.method, request.path) else "INFO"
         return request_begun(request.request_id, request.method, request.path, level=level)
 
     def _finish(self, request, response, started: float):
         response[HEADER] = request.request_id
-        level = "DEBUG" if response.status_code < 400 and is_turn_request(request) else "INFO"
+        level = "DEBUG" if response.status_code < 400 and is_turn_request(request.method, request.path) else "INFO"
         request_ended(request.method, request.path, response.status_code, started, level=level)
         return response
 

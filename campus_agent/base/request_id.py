@@ -16,6 +16,12 @@ META_KEY = "HTTP_X_REQUEST_ID"
 # UUIDs. Nothing else is trusted into log lines, downstream headers and the 64-character column.
 _CLIENT_ID = re.compile(r"[A-Za-z0-9-]{8,64}")
 
+# The requests that start a turn: POST /api/v1/chat and POST /v1/chat/completions (under any
+# script prefix). Their turn writes their one INFO line (chat_app.runs.turn_log): their `→`, and
+# their `←` when a turn was admitted (a status below 400), are at DEBUG; a refusal has no turn
+# line, so its `←` stays at INFO (docs/operations.md#logs).
+TURN_PATH = re.compile(r"(?:^|/)(?:api/v1/chat|v1/chat/completions)$")
+
 NO_REQUEST_ID = "-"  # what the ContextVar holds outside a request (a log line shows it)
 _request_id: ContextVar[str] = ContextVar("request_id", default=NO_REQUEST_ID)
 
@@ -36,6 +42,10 @@ def request_id_from_header(raw: str | None) -> str:
     """The client's id, as sent, when it is 8–64 characters of `[A-Za-z0-9-]`; else a fresh one."""
     value = (raw or "").strip()
     return value if _CLIENT_ID.fullmatch(value) else request_id_new()
+
+
+def is_turn_request(method: str, path: str) -> bool:
+    return method == "POST" and TURN_PATH.search(path) is not None
 
 
 def request_begun(rid: str, method: str, path: str, *, level: str = "INFO") -> float:

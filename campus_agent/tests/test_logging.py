@@ -94,3 +94,34 @@ def test_lines_outside_a_request_say_dash(log_lines):
 def test_noisy_http_client_loggers_stay_at_warning(log_lines):
     logging.getLogger("httpx").info("HTTP Request: GET https://example.edu.cn/?token=x")
     assert not any("HTTP Request" in line for line in log_lines)
+
+
+async def _answer_by_path(scope, receive, send):
+    """An ASGI app answering 400 to a query string that says so, else 200."""
+    if scope["type"] != "http":
+        return
+    status = 400 if scope["query_string"] == b"refuse" else 200
+    await send({"type": "http.response.start", "status": status, "headers": [(b"content-length", b"0")]})
+    await send({"type": "http.response.body", "body": b""})
+
+
+@pytest.mark.parametrize("level", ["INFO", "DEBUG"])
+def test_uvicorns_access_line_of_a_turn_is_left_to_the_turn(log_lines, monkeypatch, level):
+    """uvicorn (a real one, its access log on) writes a line per request beside ours; a request that
+    started a turn is left out of it at INFO: its turn writes its line (docs/operations.md#the-turn-line)."""
+    import httpx
+
+    from campus_agent.base.logging import TurnAccessFilter
+    from testkit.servers import ThreadedAsgiServer
+
+    [turns] = [f for f in logging.getLogger("uvicorn.access").filters if isinstance(f, TurnAccessFilter)]
+    monkeypatch.setattr(turns, "keep_turns", level == "DEBUG")
+    with ThreadedAsgiServer(_answer_by_path, access_log=True) as server, httpx.Client(base_url=server.url) as client:
+        for method, path in [("POST", "/api/v1/chat"), ("POST", "/v1/chat/completions?stream=1"),
+                             ("POST", "/api/v1/chat?refuse"), ("GET", "/api/v1/chat"),
+                             ("POST", "/api/v1/conversations")]:
+            client.request(method, path)
+    access = sorted(" ".join(m.groups()) for m in map(re.compile(r'"(\w+ \S+) HTTP/1\.1" (\d+)').search, log_lines) if m)
+    kept = ["GET /api/v1/chat 200", "POST /api/v1/chat?refuse 400", "POST /api/v1/conversations 200"]
+    turns_seen = ["POST /api/v1/chat 200", "POST /v1/chat/completions?stream=1 200"]
+    assert access == sorted(kept + (turns_seen if level == "DEBUG" else []))
