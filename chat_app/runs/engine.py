@@ -261,7 +261,10 @@ class RunTask:
         finally:
             ACTIVE_RUNS.dec()
             run_counted(agent=self.plan.agent.slug, outcome=self._outcome())
-            turn_end_log(self._turn_end())
+            try:
+                turn_end_log(self._turn_end())
+            except Exception:  # a bug in the line must not cut the run's end (its announcement follows)
+                logger.exception("the turn's log line could not be written")
 
     def _turn_ended(self) -> tuple[str, str | None]:
         """The turn's outcome and its reason, for its log line (chat_app.runs.turn_log)."""
