@@ -199,4 +199,12 @@ def logging_configure(*, level: str = "INFO", log_dir: Path | None = None) -> No
         logging.getLogger(noisy).setLevel(logging.WARNING)
     for name, messages in CLIENT_MISTAKES.items():
         logging.getLogger(name).addFilter(ClientMistakeFilter(messages))
-    logging.getLogger("uvicorn.access").addFilter(TurnAccessFilter(keep_turns=logger.level(level.upper()).no <= logging.DEBUG))
+    turn_access_filter_install(level)
+
+
+def turn_access_filter_install(level: str) -> None:
+    """uvicorn's access logger (configured by uvicorn before it imports the application) leaves
+    out a turn's line below DEBUG (TurnAccessFilter); installed once."""
+    access = logging.getLogger("uvicorn.access")
+    access.filters = [kept for kept in access.filters if not isinstance(kept, TurnAccessFilter)]
+    access.addFilter(TurnAccessFilter(keep_turns=logger.level(level.upper()).no <= logging.DEBUG))

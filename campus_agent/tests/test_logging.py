@@ -105,23 +105,36 @@ async def _answer_by_path(scope, receive, send):
     await send({"type": "http.response.body", "body": b""})
 
 
+class _Lines(logging.Handler):
+    def __init__(self):
+        super().__init__()
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
 @pytest.mark.parametrize("level", ["INFO", "DEBUG"])
-def test_uvicorns_access_line_of_a_turn_is_left_to_the_turn(log_lines, monkeypatch, level):
-    """uvicorn (a real one, its access log on) writes a line per request beside ours; a request that
-    started a turn is left out of it at INFO: its turn writes its line (docs/operations.md#the-turn-line)."""
+def test_uvicorns_access_line_of_a_turn_is_left_to_the_turn(monkeypatch, level):
+    """uvicorn (a real one, its access log on) writes a line per request with its own handler, beside
+    ours; a request that started a turn is left out of it below DEBUG: its turn writes its line
+    (docs/operations.md#the-turn-line). The access logger is set as uvicorn leaves it (its own
+    handler, not propagating), then as campus_agent.base.logging.logging_configure sets it."""
     import httpx
 
-    from campus_agent.base.logging import TurnAccessFilter
+    from campus_agent.base.logging import turn_access_filter_install
     from testkit.servers import ThreadedAsgiServer
 
-    [turns] = [f for f in logging.getLogger("uvicorn.access").filters if isinstance(f, TurnAccessFilter)]
-    monkeypatch.setattr(turns, "keep_turns", level == "DEBUG")
+    access, written = logging.getLogger("uvicorn.access"), _Lines()
+    for name, value in (("handlers", [written]), ("filters", []), ("propagate", False), ("level", logging.INFO)):
+        monkeypatch.setattr(access, name, value)
+    turn_access_filter_install(level)
     with ThreadedAsgiServer(_answer_by_path, access_log=True) as server, httpx.Client(base_url=server.url) as client:
         for method, path in [("POST", "/api/v1/chat"), ("POST", "/v1/chat/completions?stream=1"),
                              ("POST", "/api/v1/chat?refuse"), ("GET", "/api/v1/chat"),
                              ("POST", "/api/v1/conversations")]:
             client.request(method, path)
-    access = sorted(" ".join(m.groups()) for m in map(re.compile(r'"(\w+ \S+) HTTP/1\.1" (\d+)').search, log_lines) if m)
+    seen = sorted(" ".join(m.groups()) for m in map(re.compile(r'"(\w+ \S+) HTTP/1\.1" (\d+)').search, written.lines))
     kept = ["GET /api/v1/chat 200", "POST /api/v1/chat?refuse 400", "POST /api/v1/conversations 200"]
-    turns_seen = ["POST /api/v1/chat 200", "POST /v1/chat/completions?stream=1 200"]
-    assert access == sorted(kept + (turns_seen if level == "DEBUG" else []))
+    turns = ["POST /api/v1/chat 200", "POST /v1/chat/completions?stream=1 200"]
+    assert seen == sorted(kept + (turns if level == "DEBUG" else []))
