@@ -39,7 +39,14 @@ class Records:
             self._turn_lines.notify_all()
 
     def write_json(self, message) -> None:
-        self.json_lines.append(json.loads(message))
+        with self._turn_lines:
+            self.json_lines.append(json.loads(message))
+            self._turn_lines.notify_all()
+
+    def json_of(self, request_id: str) -> list[dict]:
+        """The `extra` of the request's INFO lines as the JSON sink wrote them."""
+        return [j["record"]["extra"] for j in self.json_lines
+                if j["record"]["extra"].get("request_id") == request_id and j["record"]["level"]["name"] == "INFO"]
 
     def of(self, request_id: str, level: str | None = None) -> list[dict]:
         return [r for r in self.records if r["extra"].get("request_id") == request_id
@@ -48,9 +55,10 @@ class Records:
     def turn_lines(self, request_id: str, count: int = 1) -> list[dict]:
         """The request's first `count` turn lines, once written (waited for: a run goes on after its
         client left)."""
-        def written():
+        def written():  # by both sinks (the server's thread calls one after the other)
             lines = [r for r in self.of(request_id) if "outcome" in r["extra"]]
-            return lines if len(lines) >= count else None
+            as_json = [extra for extra in self.json_of(request_id) if "outcome" in extra]
+            return lines if len(lines) >= count and len(as_json) >= count else None
         with self._turn_lines:
             lines = self._turn_lines.wait_for(written, timeout=LINE_WAIT_SEC)
         assert lines, f"no {count} turn line(s) for {request_id}"
@@ -76,8 +84,7 @@ def _one_info_line(records: Records, request_id: str) -> dict:
     assert FIELDS <= set(extra) and extra["outcome"] in OUTCOMES
     assert line["message"].startswith(f"turn end outcome={extra['outcome']} ")
     # A JSON sink has the fields as keys (loguru's `serialize`), beside the request id.
-    as_json = [j["record"]["extra"] for j in records.json_lines
-               if j["record"]["extra"].get("request_id") == request_id and j["record"]["level"]["name"] == "INFO"]
+    as_json = records.json_of(request_id)
     assert len(as_json) == 1 and FIELDS <= set(as_json[0])
     return extra
 
