@@ -212,14 +212,16 @@ def test_an_openai_client_that_hangs_up_stops_its_run(live_asgi, llm_settings, a
     assert (line["outcome"], line["reason"]) == ("stopped", "client_gone")
 
 
-def test_a_refused_turn_keeps_its_request_line(live_asgi, llm_settings, agent, auth_headers, records):
-    """No turn ran, so no turn line: the request's `←` with its status stays at INFO."""
+@pytest.mark.parametrize("who", ["signed in", "nobody"])
+def test_a_refused_turn_keeps_its_request_line(live_asgi, llm_settings, agent, auth_headers, records, who):
+    """No turn ran, so no turn line: the request's `←` with its status stays at INFO, whether the view
+    refused it (an empty question) or the intake did before reading its body (no caller)."""
+    headers, status = (auth_headers, 400) if who == "signed in" else ({}, 401)
     with httpx.Client(base_url=live_asgi, timeout=10) as client:
-        response = client.post("/api/v1/chat", json={"message": ""}, headers=auth_headers)
-    assert response.status_code == 400
-    infos = records.of(response.headers["x-request-id"], "INFO")
-    assert [r["message"] for r in infos] == ["← POST /api/v1/chat status=400 cost_ms=" + infos[0]["message"].split(
-        "cost_ms=")[1]]
+        response = client.post("/api/v1/chat", json={"message": ""}, headers=headers)
+    assert response.status_code == status
+    infos = [r["message"] for r in records.of(response.headers["x-request-id"], "INFO")]
+    assert len(infos) == 1 and infos[0].startswith(f"← POST /api/v1/chat status={status} cost_ms=")
 
 
 def test_a_turn_cut_by_its_budget_writes_one_info_line(live_asgi, llm_settings, agent, auth_headers, settings,
