@@ -38,7 +38,13 @@ from loguru import logger
 
 from campus_agent.base import errors
 from campus_agent.base.json_body import too_large
-from campus_agent.base.request_id import HEADER, request_begun, request_ended, request_id_from_header
+from campus_agent.base.request_id import (
+    HEADER,
+    is_turn_request,
+    request_begun,
+    request_ended,
+    request_id_from_header,
+)
 from campus_agent.refusals import MSG_HOST_NOT_ALLOWED, api_family, refusal_response
 from chat_app.accounts.authentication import CALLER_SCOPE_KEY, acaller_known
 from chat_app.conversations.uploads import upload_request_max, upload_too_large_message
@@ -183,7 +189,9 @@ async def _refuse(request, send, error: Callable[[], errors.ApiError]) -> None:
     request's language (chosen here: the middleware that sets it has not run), with its request
     id; logged as the middleware logs a request."""
     request_id = request_id_from_header(request.META.get("HTTP_X_REQUEST_ID"))
-    started = request_begun(request_id, request.method, request.path)
+    # As the middleware logs it: a turn's request's `→` at DEBUG, its refusal's `←` at INFO.
+    arrived = "DEBUG" if is_turn_request(request.method, request.path) else "INFO"
+    started = request_begun(request_id, request.method, request.path, level=arrived)
     with translation.override(_language(request)):
         response = refusal_response(request, error())
     response[HEADER] = request_id

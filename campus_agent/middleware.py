@@ -34,7 +34,14 @@ from django.middleware.security import SecurityMiddleware as _SecurityMiddleware
 from django.utils import translation
 from django.utils.deprecation import MiddlewareMixin
 
-from campus_agent.base.request_id import HEADER, META_KEY, request_begun, request_ended, request_id_from_header
+from campus_agent.base.request_id import (
+    HEADER,
+    META_KEY,
+    is_turn_request,
+    request_begun,
+    request_ended,
+    request_id_from_header,
+)
 from campus_agent.refusals import api_family, refusal_response, status_error
 
 
@@ -151,11 +158,13 @@ class RequestIdMiddleware:
 
     def _start(self, request) -> float:
         request.request_id = request_id_from_header(request.META.get(META_KEY))
-        return request_begun(request.request_id, request.method, request.path)
+        level = "DEBUG" if is_turn_request(request.method, request.path) else "INFO"
+        return request_begun(request.request_id, request.method, request.path, level=level)
 
     def _finish(self, request, response, started: float):
         response[HEADER] = request.request_id
-        request_ended(request.method, request.path, response.status_code, started)
+        level = "DEBUG" if response.status_code < 400 and is_turn_request(request.method, request.path) else "INFO"
+        request_ended(request.method, request.path, response.status_code, started, level=level)
         return response
 
     def __call__(self, request):

@@ -105,7 +105,7 @@ async def config_verdict(config: ModelConfig, *, stage: str, text: str) -> Verdi
         # The exception's class only: a message may quote what the model answered.
         logger.warning("moderation model {} failed on the {}: {}", config.name, stage, type(failure).__name__)
     metrics.moderation_model_counted(stage=stage, outcome=verdict.outcome, seconds=seconds)
-    logger.info("moderation model {} {}: {} ({:.3f}s){}", config.name, stage, verdict.outcome, seconds,
+    logger.debug("moderation model {} {}: {} ({:.3f}s){}", config.name, stage, verdict.outcome, seconds,
                 " → blocked" if verdict.flagged else "")
     return verdict
 

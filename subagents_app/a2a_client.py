@@ -291,9 +291,9 @@ async def _cancel_remote(client: Client, task_id: str, headers: dict[str, str], 
         async with asyncio.timeout(CANCEL_TIMEOUT_SEC):
             await client.cancel_task(CancelTaskRequest(id=task_id),
                                      context=ClientCallContext(service_parameters=headers))
-        logger.info("A2A task cancelled name={} task={}", name, task_id)
+        logger.debug("A2A task cancelled name={} task={}", name, task_id)
     except Exception as exc:  # noqa: BLE001 - best effort: the task may have just ended
-        logger.info("A2A task cancel failed name={} task={}: {}", name, task_id, exc)
+        logger.debug("A2A task cancel failed name={} task={}: {}", name, task_id, exc)
 
 
 def _cancel_soon(client: Client | None, task: _Task, headers: dict[str, str], name: str) -> None:
@@ -320,7 +320,7 @@ async def a2a_task_cancel(*, sub_agent: SubAgent, task_id: str, request_id: str,
                                   campus_token=campus_token) if info.bearer else plain
             await _cancel_remote(_sdk_client(info), task_id, headers, sub_agent.name)
     except Exception as exc:  # noqa: BLE001 - best effort: the agent may be gone, the task ended
-        logger.info("A2A task cancel failed name={} task={}: {}", sub_agent.name, task_id, exc)
+        logger.debug("A2A task cancel failed name={} task={}: {}", sub_agent.name, task_id, exc)
 
 
 async def a2a_call(
@@ -337,7 +337,7 @@ async def a2a_call(
     module's docstring). No retry, as for the seed contract. `goes_on` ({"task_id",
     "context_id"} of a reply's `asks`): the message is the student's answer, continuing that task."""
     started = time.perf_counter()
-    logger.info("A2A call name={} message={} token={}", sub_agent.name, clip_text(message), mask_token(campus_token))
+    logger.debug("A2A call name={} message={} token={}", sub_agent.name, clip_text(message), mask_token(campus_token))
     plain = a2a_headers(request_id=request_id, conversation_id=conversation_id)
     headers = plain
     client: Client | None = None
@@ -365,7 +365,8 @@ async def a2a_call(
         reply = await task.cut_reply(cut) if cut is not None else _failure(exc)
     if reply.notice:
         reply = replace(reply, notice=reply.notice.format(label=subagent_label(sub_agent)))
-    logger.info(
+    logger.log(  # as the seed contract's: a failure's reason is a warning, the rest DEBUG
+        "DEBUG" if reply.ok else "WARNING",
         "A2A done name={} ok={} code={} task={} cost_ms={:.0f}{}",
         sub_agent.name, reply.ok, reply.code, task.task_id or "-", (time.perf_counter() - started) * 1000,
         "" if reply.ok else f" failure={clip_text(reply.text, 200)}",

@@ -195,7 +195,7 @@ async def subagent_call(
     a retried stream would show the user two half answers.
     """
     started = time.perf_counter()
-    logger.info(
+    logger.debug(
         "sub-agent call name={} message={} token={}", sub_agent.name, clip_text(message), mask_token(campus_token)
     )
     try:
@@ -214,8 +214,10 @@ async def subagent_call(
                               notice=CONNECT_FAILED_NOTICE)
     if reply.notice:
         reply = replace(reply, notice=reply.notice.format(label=subagent_label(sub_agent)))
-    logger.info(
-        "sub-agent done name={} ok={} code={} cost_ms={:.0f}{}",
+    # One INFO line per turn (chat_app.runs.turn_log names the failed tools); the reason of a
+    # failure is a warning, as an MCP call's is.
+    logger.log(
+        "DEBUG" if reply.ok else "WARNING", "sub-agent done name={} ok={} code={} cost_ms={:.0f}{}",
         sub_agent.name, reply.ok, reply.code, (time.perf_counter() - started) * 1000,
         "" if reply.ok else f" failure={clip_text(reply.text, 200)}",  # the reason the student is not shown
     )

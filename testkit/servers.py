@@ -23,11 +23,12 @@ class ThreadedAsgiServer:
     """`with ThreadedAsgiServer(app) as server:` serves `app` at `server.url` until the block ends
     (or call start() / stop())."""
 
-    def __init__(self, app, *, host: str = "127.0.0.1", port: int = 0, lifespan: str = "off"):
+    def __init__(self, app, *, host: str = "127.0.0.1", port: int = 0, lifespan: str = "off",
+                 access_log: bool = False):
         self.app = app
         self.config = uvicorn.Config(
             self._guarded, interface="asgi3", host=host, port=port, lifespan=lifespan, log_config=None,
-            access_log=False, timeout_graceful_shutdown=1,
+            access_log=access_log, timeout_graceful_shutdown=1,
         )
         self.server = uvicorn.Server(self.config)
         self._thread = threading.Thread(target=self._run, name="asgi-test-server", daemon=True)

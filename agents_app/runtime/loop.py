@@ -141,7 +141,7 @@ def _system_prompt(agent: Agent, ctx: RunContext, domains: set[str]) -> str:
     language = LANGUAGE_TEXT.get(ctx.language or "")
     if not hint or not isinstance(hint, str) or hint not in domains:
         if hint:
-            logger.info("hint_domain not in the agent's catalog, left out of the prompt")
+            logger.debug("hint_domain not in the agent's catalog, left out of the prompt")
         return "\n\n".join(filter(None, [agent.system_prompt, language]))
     quoted = json.dumps(hint, ensure_ascii=False)
     return "\n\n".join(filter(None, [agent.system_prompt, DOMAIN_HINT_TEXT.format(domain=quoted), language]))
@@ -336,7 +336,7 @@ class _Turn:
         self.yielded = True  # the turn spoke before its pause: no keyword routing stands in now
 
     def done(self, *, interrupted: bool, reason: str | None = None) -> Done:
-        logger.info(
+        logger.debug(
             "turn done agent={} tools={} interrupted={} usage={} cost_ms={:.0f}",
             self.agent.slug, len(self.tools_by_name), interrupted, self.usage,
             (time.perf_counter() - self.started) * 1000,
@@ -421,7 +421,7 @@ async def _steps(turn: _Turn, step: NextStep) -> AsyncIterator[Event | Paused]:
         if step is None:
             raise RuntimeError(f"{events.__name__} ended without naming the next step")
     if isinstance(step, AwaitApproval):
-        logger.info("turn paused for approval calls={}", [w.tool for w in step.paused.waiting])
+        logger.debug("turn paused for approval calls={}", [w.tool for w in step.paused.waiting])
         yield step.paused
         return
     if isinstance(step, Interrupted):
@@ -668,7 +668,7 @@ async def _tool_round(turn: _Turn, step: RunTools) -> AsyncIterator[Event | Next
     message and one `tool` message per call (call order); then AskModel, or Interrupted when
     the turn budget ran out first (the tools still running are cancelled)."""
     calls = step.calls
-    logger.info("round={} tool calls={}", turn.tool_rounds + 1, [c.name for c in calls])
+    logger.debug("round={} tool calls={}", turn.tool_rounds + 1, [c.name for c in calls])
     for call in calls:
         turn.yielded = True
         yield ToolCall(call_id=call.id, tool=call.name, args=call.arguments)

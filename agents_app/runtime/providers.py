@@ -309,7 +309,7 @@ async def provider_stream_open(*, agent: Agent, messages: list[dict], tools: lis
                     break
                 await asyncio.sleep(wait)
                 continue
-            logger.info("model attempt answered provider={!r} model={!r} attempt={} cost_ms={:.0f}",
+            logger.debug("model attempt answered provider={!r} model={!r} attempt={} cost_ms={:.0f}",
                         name, link.model, attempt, (loop.time() - started) * 1000)
             model_attempt_traced(provider=name, model=link.model, base_url=base_url, attempt=attempt,
                                  outcome="ok", answered=True)

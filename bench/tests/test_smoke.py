@@ -66,6 +66,7 @@ SMOKE = {
         r"ratio openai / chat: \d+\.\d\d",
     ),
     "profile_shares.py": (lambda tmp: [_stacks(tmp)], r"^ +\d+\.\d %  admission on the database threads$"),
+    "turn_log_cost.py": (lambda tmp: ["-n", "20"], r"now / before +\d+\.\d\d"),
     "stream_overhead.py": (
         lambda tmp: ["--runs", "2", "--concurrency", "2", "--chunks", "2", "--pace", "0.001", "--hold", "0"],
         r"gateway CPU per stream: \d+\.\d ms sequential",

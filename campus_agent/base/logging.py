@@ -20,7 +20,7 @@ from pathlib import Path
 from loguru import logger
 
 from campus_agent.base.redaction import personal_numbers_mask
-from campus_agent.base.request_id import request_id_get
+from campus_agent.base.request_id import is_turn_request, request_id_get
 
 LOG_FORMAT = (
     "{time:YYYY-MM-DD HH:mm:ss.SSS} | {level: <8} | request_id={extra[request_id]} | "
@@ -79,6 +79,25 @@ class ClientMistakeFilter(logging.Filter):
             record.levelno, record.levelname = logging.INFO, "INFO"
             record.exc_info, record.exc_text = None, None
         return True
+
+
+class TurnAccessFilter(logging.Filter):
+    """Leaves out uvicorn's access line of a request that started a turn (a POST of TURN_PATH
+    answered below 400) unless the level is DEBUG: the turn writes its own line
+    (chat_app.runs.turn_log). uvicorn writes its access lines with its own handler, beside loguru;
+    the others are kept as they were."""
+
+    def __init__(self, *, keep_turns: bool):
+        super().__init__()
+        self.keep_turns = keep_turns
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if self.keep_turns or not isinstance(args, tuple) or len(args) != 5:
+            return True
+        _client, method, path, _version, status = args  # uvicorn's '%s - "%s %s HTTP/%s" %d'
+        return not (isinstance(status, int) and status < 400 and isinstance(path, str)
+                    and is_turn_request(method, path.partition("?")[0]))
 
 
 def _escape(match: re.Match) -> str:
@@ -180,3 +199,12 @@ def logging_configure(*, level: str = "INFO", log_dir: Path | None = None) -> No
         logging.getLogger(noisy).setLevel(logging.WARNING)
     for name, messages in CLIENT_MISTAKES.items():
         logging.getLogger(name).addFilter(ClientMistakeFilter(messages))
+    turn_access_filter_install(level)
+
+
+def turn_access_filter_install(level: str) -> None:
+    """uvicorn's access logger (configured by uvicorn before it imports the application) leaves
+    out a turn's line below DEBUG (TurnAccessFilter); installed once."""
+    access = logging.getLogger("uvicorn.access")
+    access.filters = [kept for kept in access.filters if not isinstance(kept, TurnAccessFilter)]
+    access.addFilter(TurnAccessFilter(keep_turns=logger.level(level.upper()).no <= logging.DEBUG))

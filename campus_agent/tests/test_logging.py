@@ -94,3 +94,47 @@ def test_lines_outside_a_request_say_dash(log_lines):
 def test_noisy_http_client_loggers_stay_at_warning(log_lines):
     logging.getLogger("httpx").info("HTTP Request: GET https://example.edu.cn/?token=x")
     assert not any("HTTP Request" in line for line in log_lines)
+
+
+async def _answer_by_path(scope, receive, send):
+    """An ASGI app answering 400 to a query string that says so, else 200."""
+    if scope["type"] != "http":
+        return
+    status = 400 if scope["query_string"] == b"refuse" else 200
+    await send({"type": "http.response.start", "status": status, "headers": [(b"content-length", b"0")]})
+    await send({"type": "http.response.body", "body": b""})
+
+
+class _Lines(logging.Handler):
+    def __init__(self):
+        super().__init__()
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+@pytest.mark.parametrize("level", ["INFO", "DEBUG"])
+def test_uvicorns_access_line_of_a_turn_is_left_to_the_turn(monkeypatch, level):
+    """uvicorn (a real one, its access log on) writes a line per request with its own handler, beside
+    ours; a request that started a turn is left out of it below DEBUG: its turn writes its line
+    (docs/operations.md#the-turn-line). The access logger is set as uvicorn leaves it (its own
+    handler, not propagating), then as campus_agent.base.logging.logging_configure sets it."""
+    import httpx
+
+    from campus_agent.base.logging import turn_access_filter_install
+    from testkit.servers import ThreadedAsgiServer
+
+    access, written = logging.getLogger("uvicorn.access"), _Lines()
+    for name, value in (("handlers", [written]), ("filters", []), ("propagate", False), ("level", logging.INFO)):
+        monkeypatch.setattr(access, name, value)
+    turn_access_filter_install(level)
+    with ThreadedAsgiServer(_answer_by_path, access_log=True) as server, httpx.Client(base_url=server.url) as client:
+        for method, path in [("POST", "/api/v1/chat"), ("POST", "/v1/chat/completions?stream=1"),
+                             ("POST", "/api/v1/chat?refuse"), ("GET", "/api/v1/chat"),
+                             ("POST", "/api/v1/conversations")]:
+            client.request(method, path)
+    seen = sorted(" ".join(m.groups()) for m in map(re.compile(r'"(\w+ \S+) HTTP/1\.1" (\d+)').search, written.lines))
+    kept = ["GET /api/v1/chat 200", "POST /api/v1/chat?refuse 400", "POST /api/v1/conversations 200"]
+    turns = ["POST /api/v1/chat 200", "POST /v1/chat/completions?stream=1 200"]
+    assert seen == sorted(kept + (turns if level == "DEBUG" else []))

@@ -525,7 +525,7 @@ class CampusRequestHandler(RequestHandler):
         if not record.run.active:
             raise TaskNotCancelableError(str(MSG_TASK_ENDED))
         turn = InboundTurn(run=record.run)
-        outcome = await turn.stop()
+        outcome = await turn.stop("cancelled")
         if outcome == StopOutcome.UNREACHABLE:
             raise TaskNotCancelableError(str(MSG_UNREACHABLE))
         try:  # until its end is stored (the reply so far, interrupted)

@@ -74,9 +74,10 @@ class InboundTurn:
             for payload in frames_decoded(block, pings=pings):
                 yield payload
 
-    async def stop(self) -> StopOutcome:
-        """Stops the run wherever it runs; the reply so far is stored as interrupted."""
-        return await run_stop(run=self.run)
+    async def stop(self, reason: str = "stop") -> StopOutcome:
+        """Stops the run wherever it runs; the reply so far is stored as interrupted. `reason`:
+        for the turn's log line (client_gone, cancelled …)."""
+        return await run_stop(run=self.run, reason=reason)
 
 
 async def inbound_turn_start(*, caller: Caller, chat: ChatInput, request_id: str) -> InboundTurn:

@@ -341,7 +341,7 @@ async def _call_tool(ctx, params: types.CallToolRequestParams) -> types.CallTool
         # Cancelled (notifications/cancelled reached this connection, the response stream closed,
         # the client left): nobody can come back for this answer over MCP, so the run stops.
         with anyio.CancelScope(shield=True):
-            await turn.stop()
+            await turn.stop("client_gone")
         raise
     finally:
         with anyio.CancelScope(shield=True):
@@ -385,8 +385,8 @@ async def _stop_cancelled(mcp_request: McpRequest, jsonrpc_id) -> None:
     key = _cancel_key(mcp_request.credential, jsonrpc_id)
     run = await db_call(_cancelled_run, key, mcp_request.caller.user)
     if run is not None:
-        logger.info("MCP: notifications/cancelled for {} stops run {}", jsonrpc_id, run.id)
-        await InboundTurn(run=run).stop()
+        logger.debug("MCP: notifications/cancelled for {} stops run {}", jsonrpc_id, run.id)
+        await InboundTurn(run=run).stop("cancelled")
 
 
 class _CancelledElsewhere:

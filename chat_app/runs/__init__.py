@@ -11,5 +11,5 @@
 Around them: `chat_input` (the question as a client sends it), `quota` (tokens per day),
 `recording` (the events as rows, and storing them), `bus` with `frames` and `redis_bus` (how a
 run's frames and its stop reach whoever follows or stops it, on any worker), `follow` (what a
-client reads of a run).
+client reads of a run), `turn_log` (the one INFO line a turn writes when its run ends).
 """

@@ -72,6 +72,18 @@ from chat_app.runs.state import (
     run_store_failed_mark,
     runs_reap,
 )
+from chat_app.runs.turn_log import (
+    BLOCKED,
+    CANCELLED,
+    ERROR,
+    FALLBACK,
+    INTERRUPTED,
+    OK,
+    PAUSED,
+    STOPPED,
+    TurnEnd,
+    turn_end_log,
+)
 from chat_app.runs.wait import (
     Decision,
     Resumption,
@@ -122,6 +134,7 @@ class RunPlan:
     events: Callable[..., AsyncIterator[Event | Paused]] = turn_stream
     # A run resumed after a wait: the calls that waited (their results come first).
     resumed: tuple[ToolCall, ...] = ()
+    question: str = ""  # as the log may keep it (QuestionCheck.logged_question): for the turn's line
 
 
 # A run's opening, run inside its lease: (the plan to run, or None when nothing runs; what
@@ -149,7 +162,13 @@ class RunTask:
         self._flush_timer: asyncio.TimerHandle | None = None
         self._last_chunk_at = float("-inf")
         self._started = time.perf_counter()
+        self._first_chunk_ms: int | None = None
+        self._admit_ms: int | None = None
+        self._waiting: list[str] = []  # the tools a pause waits on
+        self._cut: str | None = None  # why the engine itself cut the run (budget, failure, storing)
+        self._shutdown = False
         self.stopping = False
+        self.stop_reason = "stop"
         self._finishing = False
         self._announce: Callable[[], Awaitable[None]] | None = None  # set once the end is stored
         self.writer = None
@@ -163,12 +182,14 @@ class RunTask:
     def active(self) -> bool:
         return self.writer is not None and not self.log.ended and not self.paused
 
-    def stop(self) -> bool:
+    def stop(self, reason: str = "stop") -> bool:
         """Cancels the run; False when it has ended, or is storing its end (a cancel then would
-        cut the end after it was stored): `settled()` waits for that."""
+        cut the end after it was stored): `settled()` waits for that. `reason` (who stopped it:
+        stop, client_gone, cancelled, deleted) is for the turn's log line."""
         if self.task.done() or self.writer is None or self.log.ended or self._finishing:
             return False
         self.stopping = True
+        self.stop_reason = reason
         self.task.cancel()
         return True
 
@@ -220,6 +241,8 @@ class RunTask:
             self.writer = run_bus().open(self.run.id, base=self.run.frames_seq)
             if plan.resumed:
                 self.recorder.resume_round(list(plan.resumed))
+            else:
+                self._admit_ms = round((time.perf_counter() - self._started) * 1000)
             local_runs[self.run.id] = self
         if not self.opened.done():  # cancelled only by a bug: the openers await it shielded
             self.opened.set_result(outcome)
@@ -238,6 +261,52 @@ class RunTask:
         finally:
             ACTIVE_RUNS.dec()
             run_counted(agent=self.plan.agent.slug, outcome=self._outcome())
+            try:
+                turn_end_log(self._turn_end())
+            except Exception:  # a bug in the line must not cut the run's end (its announcement follows)
+                logger.exception("the turn's log line could not be written")
+
+    def _turn_ended(self) -> tuple[str, str | None]:
+        """The turn's outcome and its reason, for its log line (chat_app.runs.turn_log)."""
+        recorder = self.recorder
+        if self.paused:
+            return PAUSED, ",".join(self._waiting)
+        if self._shutdown:
+            return CANCELLED, "shutdown"
+        if self.stopping:
+            return STOPPED, self.stop_reason
+        # A blocked question is answered with a fixed message; a blocked answer ends there
+        # (interrupted); a tool's blocked text only leaves that text out: the turn goes on.
+        blocks = [(stage, category) for stage, action, category in recorder.moderation if action == "block"]
+        if blocks and (recorder.interrupted or any(stage == "question" for stage, _ in blocks)):
+            return BLOCKED, ":".join(blocks[0])
+        if self._cut is not None:
+            return INTERRUPTED, self._cut
+        done = recorder.done
+        if done is not None and done.interrupted_reason:
+            return INTERRUPTED, done.interrupted_reason
+        if recorder.interrupted:  # a failure cut the answer; one the turn went on after (a tool's) is in `errors`
+            return (ERROR, str(recorder.errors[0].code)) if recorder.errors else (INTERRUPTED, None)
+        if done is not None and done.fallback:
+            return FALLBACK, None
+        return OK, None
+
+    def _turn_end(self) -> TurnEnd:
+        recorder, plan = self.recorder, self.plan
+        outcome, reason = self._turn_ended()
+        tools, failed = recorder.tools_called()
+        done = recorder.done
+        usage = done.usage if done is not None and isinstance(done.usage, dict) else {}
+        return TurnEnd(
+            outcome=outcome, reason=reason, user=plan.ctx.user_id, agent=plan.agent.slug, run=str(self.run.id),
+            conversation=str(self.run.conversation_id), tools=tools, tools_failed=failed,
+            prompt_tokens=usage.get("prompt_tokens"), completion_tokens=usage.get("completion_tokens"),
+            provider=done.provider if done is not None else None, model=done.model if done is not None else None,
+            first_chunk_ms=self._first_chunk_ms, total_ms=round((time.perf_counter() - self._started) * 1000),
+            admit_ms=self._admit_ms, chars=len(recorder.reply_text), history=len(plan.history),
+            resumed=bool(plan.resumed), question=plan.question, errors=[error.code for error in recorder.errors],
+            moderation=[":".join(hit) for hit in recorder.moderation],
+        )
 
     async def _announce_cut(self) -> None:
         if self.log.ended:
@@ -275,29 +344,36 @@ class RunTask:
         except TimeoutError:
             if budget.expired():
                 logger.warning("run cut by the {}s budget", settings.TURN_BUDGET_SEC)
+                self._cut = "budget"
                 self._fail(Error(DOWNSTREAM, TURN_BUDGET_MESSAGE))
             else:  # some timeout inside the runtime that it did not turn into an event
                 logger.exception("run failed")
+                self._cut = "failed"
                 self._fail(Error(GENERAL, TURN_FAILED_MESSAGE))
         except FrameFailed:
             logger.exception("a frame could not be built; ending the run")
+            self._cut = "frame_failed"
             self._fail(Error(GENERAL, FRAME_FAILED_MESSAGE))
         except asyncio.CancelledError:
             recorder.interrupt()
             if not self.stopping:  # the worker is shutting down: store what there is, then go
-                logger.info("run cancelled by shutdown; storing the partial reply")
+                logger.debug("run cancelled by shutdown; storing the partial reply")
+                self._shutdown = True
                 await self._finish()
                 raise
             asyncio.current_task().uncancel()  # a stop ends the run here, normally
-            logger.info("run stopped; storing the partial reply")
+            logger.debug("run stopped ({}); storing the partial reply", self.stop_reason)
         except Exception:
             logger.exception("run failed")
+            self._cut = "failed"
             self._fail(Error(GENERAL, TURN_FAILED_MESSAGE))
         else:
             if paused is not None and await self._pause(paused):
                 return
+        if recorder.interrupted and self._cut is None and asyncio.get_running_loop().time() >= deadline:
+            self._cut = "budget"  # the runtime cut its own step at the deadline (its error says so too)
         await self._finish()
-        logger.info(
+        logger.debug(
             "run end tools={} interrupted={} chars={} cost_ms={:.0f}",
             recorder.tool_call_count, recorder.interrupted, len(recorder.reply_text),
             (time.perf_counter() - started) * 1000,
@@ -342,7 +418,9 @@ class RunTask:
         loop = asyncio.get_running_loop()
         now = loop.time()
         if self._last_chunk_at == float("-inf"):  # the first text (or reasoning) the student sees
-            FIRST_CHUNK.observe(time.perf_counter() - self._started)
+            first = time.perf_counter() - self._started
+            FIRST_CHUNK.observe(first)
+            self._first_chunk_ms = round(first * 1000)
         if not self._held and now - self._last_chunk_at >= CHUNK_COALESCE_SEC:
             self._last_chunk_at = now
             self._emit(chunk)
@@ -426,12 +504,13 @@ class RunTask:
             self.recorder.interrupt()
             return False
         self.paused = True
+        self._waiting = [w.tool for w in paused.waiting]
 
         async def announce() -> None:
             for waiting in paused.waiting:
                 self._emit(waiting)
             await self.writer.pause()
-            logger.info("run paused for a person calls={}", [w.tool for w in paused.waiting])
+            logger.debug("run paused for a person calls={}", self._waiting)
 
         self._announce = announce
         return True
@@ -479,6 +558,7 @@ class RunTask:
                 await db_call(run_store_failed_mark, run=self.run, text=recorder.unsaved_text)
             partial = Error(GENERAL, STORE_FAILED_MESSAGE)
         recorder.interrupt()
+        self._cut = "store_failed"
         with suppress(FrameFailed):
             self._emit(partial)
 
@@ -516,7 +596,8 @@ def _turn_plan(start: TurnStart, *, caller: Caller, chat: ChatInput, request_id:
         events = blocked_answer(notices)
     else:
         events = notices_first(notices, turn_stream) if notices else turn_stream
-    return RunPlan(run=start.run, agent=start.agent, history=start.history, ctx=ctx, events=events)
+    return RunPlan(run=start.run, agent=start.agent, history=start.history, ctx=ctx, events=events,
+                   question=start.moderation.logged_question)
 
 
 def run_start(*, caller: Caller, chat: ChatInput, request_id: str) -> RunTask:
@@ -525,7 +606,7 @@ def run_start(*, caller: Caller, chat: ChatInput, request_id: str) -> RunTask:
 
     async def opening(lease: RunLease) -> tuple[RunPlan, Run]:
         start = await turn_open(lease, caller=caller, chat=chat, request_id=request_id)
-        logger.info(
+        logger.debug(
             "chat turn start user={} conversation={} run={} agent={} history={} message={!r}",
             caller.user.pk, start.conversation_id, start.run.id, start.agent.slug, len(start.history),
             clip_text(start.moderation.logged_question),
@@ -606,11 +687,12 @@ async def runs_reap_stale() -> list[Run]:
     return reaped
 
 
-async def run_stop(*, run: Run) -> StopOutcome:
-    """Stops the run, whatever its state and wherever it runs (docs/design.md#runs)."""
+async def run_stop(*, run: Run, reason: str = "stop") -> StopOutcome:
+    """Stops the run, whatever its state and wherever it runs (docs/design.md#runs). `reason`
+    reaches the turn's log line when this worker runs it (over the bus, another's says `stop`)."""
     local = local_runs.get(run.id)
     if local is not None:
-        if local.stop():
+        if local.stop(reason):
             return StopOutcome.STOPPING
         await local.settled()  # storing its end or its pause: look again once it has
     run = await db_call(run_refresh, run_id=run.id) or run
@@ -619,7 +701,7 @@ async def run_stop(*, run: Run) -> StopOutcome:
             return StopOutcome.STOPPING
         run = await db_call(run_refresh, run_id=run.id) or run  # resumed meanwhile (perhaps here)
         local = local_runs.get(run.id)
-        if local is not None and local.stop():
+        if local is not None and local.stop(reason):
             return StopOutcome.STOPPING
     if not run.active:
         return StopOutcome.FINISHED
@@ -645,7 +727,7 @@ async def runs_end_before_delete(*, user_id: int, conversation_id=None) -> None:
     conversation that is gone until its budget ran out, holding the student's stream slot, and
     nobody could stop it any more: its row goes with the conversation."""
     for run in await db_call(_active_runs, user_id, conversation_id):
-        if await run_stop(run=run) is StopOutcome.UNREACHABLE:
+        if await run_stop(run=run, reason="deleted") is StopOutcome.UNREACHABLE:
             logger.warning("run {} of a deleted conversation runs on a worker this one cannot reach", run.id)
         if (local := local_runs.get(run.id)) is not None:
             await local.settled()

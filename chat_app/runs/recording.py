@@ -162,6 +162,13 @@ class TurnRecorder:
     def tool_call_count(self) -> int:
         return sum(1 for _ in self._all_calls())
 
+    def tools_called(self) -> tuple[list[str], list[str]]:
+        """The names of the calls the turn made, in their order, and of those that failed (a
+        result not ok, or none: the run ended without it)."""
+        calls = list(self._all_calls())
+        return ([record.call.tool for record in calls],
+                [record.call.tool for record in calls if record.result is None or not record.result.ok])
+
     def calls_cut(self) -> list[ToolCall]:
         """The calls that started and have no result (the run ends without them)."""
         return [record.call for record in self._all_calls() if record.result is None]

@@ -40,8 +40,8 @@ from safety_app.labels import aigc_label
 
 
 async def _stop(turn: InboundTurn, why: str) -> None:
-    logger.info("openai client {}: stopping run={}", why, turn.run_id)
-    await turn.stop()
+    logger.debug("openai client {}: stopping run={}", why, turn.run_id)
+    await turn.stop("client_gone")
 
 
 def _method_not_allowed(allowed: str) -> JsonResponse:
