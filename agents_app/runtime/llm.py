@@ -13,7 +13,7 @@ import json
 import ssl
 import weakref
 from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack
+from contextlib import AsyncExitStack, suppress
 from dataclasses import dataclass, field
 
 import anyio
@@ -23,7 +23,7 @@ import httpx_sse
 import openai
 from django.conf import settings
 
-from agents_app.runtime.model_transport import model_http_client, model_http_client_retire
+from agents_app.runtime.model_transport import BODY_COMPLETE, model_http_client, model_http_client_retire
 from agents_app.runtime.reasoning import delta_reasoning
 from campus_agent.base.request_id import HEADER
 
@@ -223,8 +223,8 @@ def _carries_output(chunk: dict) -> bool:
 
 class _PacedBody:
     """The response as httpx-sse reads it (`headers`, `aiter_text`). Once `pacing` is on, a piece
-    that had to wait for the network is followed by a pause until READ_GAP_SEC after it arrived;
-    pieces already buffered (several HTTP chunks come in one socket read) follow without one, so
+    that had to wait for the network is followed by a pause until READ_GAP_SEC after it arrived,
+    or until the whole body is there, whichever comes first; pieces already buffered (several HTTP chunks come in one socket read) follow without one, so
     the reader never falls behind the model.
 
     With `max_bytes`, a body longer than that raises ReplyTooLong as soon as it is read past it:
@@ -242,6 +242,18 @@ class _PacedBody:
     def headers(self):
         return self._http.headers
 
+    async def _pause(self, seconds: float) -> None:
+        """Waits `seconds`, or less when the whole body arrives meanwhile: the answer's end
+        (its last text, the finish, usage, [DONE]) is read as soon as it is all there, not a
+        pause later (model_transport.BODY_COMPLETE)."""
+        complete = self._http.extensions.get(BODY_COMPLETE)
+        if complete is None:
+            await asyncio.sleep(seconds)
+            return
+        with suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                await complete()
+
     async def aiter_text(self) -> AsyncIterator[str]:
         loop = asyncio.get_running_loop()
         asked = loop.time()
@@ -256,7 +268,7 @@ class _PacedBody:
             if waited and self.pacing and self._gap > 0:
                 pause = received + self._gap - loop.time()
                 if pause > 0:
-                    await asyncio.sleep(pause)
+                    await self._pause(pause)
             asked = loop.time()
 
 

@@ -9,6 +9,10 @@ builds and sends every request and maps every status and transport error to its 
 (agents_app/tests/test_llm_contract.py); aiohttp's pool keeps its idle connections per host and
 finds one without scanning every connection it holds (why the pools used to be sharded by hand).
 
+The body's end is announced: `response.extensions[BODY_COMPLETE]` waits until the whole body has
+arrived (aiohttp's payload at its end), so the reader, pausing between reads to take several
+chunks a pass (llm.READ_GAP_SEC), reads a finished answer at once instead of a pause later.
+
 One correction: the SDK's adapter maps aiohttp's errors to httpx's by class, and its table makes
 every `aiohttp.ClientConnectionError` a `ConnectTimeout` — a refused connection, or a server that
 hung up, would read as a timeout ("the model is slow" where it is down). `_ErrorsNamed` names
@@ -28,6 +32,8 @@ from django.conf import settings
 
 from campus_agent.base.tasks import background
 
+# The response extension holding `async () -> None`, returning once the body has wholly arrived.
+BODY_COMPLETE = "campus_agent.body_complete"
 # After a provider's settings change, its old client is closed this long after the last turn
 # could have started reading through it (the turn's budget), so no stream is cut.
 CLOSE_AFTER_BUDGET_SEC = 60.0
@@ -89,6 +95,12 @@ class _ErrorsNamed(httpx2.AsyncBaseTransport):
             if named is exc:
                 raise
             raise named from exc.__cause__
+        # The SDK's adapter keeps aiohttp's response on its body stream (`_aiohttp_response`); a
+        # later adapter without it leaves the extension out, and the reader pauses as before
+        # (agents_app/tests/test_model_transport.py fails then).
+        aiohttp_response = getattr(response.stream, "_aiohttp_response", None)
+        if aiohttp_response is not None:
+            response.extensions[BODY_COMPLETE] = aiohttp_response.content.wait_eof
         response.stream = _BodyErrorsNamed(response.stream)
         return response
 

@@ -1,4 +1,5 @@
 """The LLM client: URL normalisation, one reused client per endpoint, the stream read as dicts."""
+import asyncio
 import json
 import threading
 
@@ -213,3 +214,29 @@ async def test_pacing_stops_once_the_answer_finishes(llm_settings):
     assert any(content and pacing for content, _, pacing in seen)  # paced while the text flowed
     finished = next(i for i, (_, finish, _) in enumerate(seen) if finish)
     assert all(not pacing for _, _, pacing in seen[finished:])  # and not from the finish on
+
+
+async def test_a_paused_reader_reads_the_answers_end_as_soon_as_it_has_all_arrived(llm_settings, monkeypatch):
+    """The pause between reads (READ_GAP_SEC) ends when the body is complete: the last text, the
+    finish, the usage and [DONE] that came meanwhile are read at once, not a pause later (the
+    answer's end was ≈ 20 ms late: issue 46). A pause of a minute here: the test ends only if
+    the body's end cuts it short."""
+    from agents_app.runtime import llm
+
+    monkeypatch.setattr(llm, "READ_GAP_SEC", 60.0)
+    release = threading.Event()
+    # The role, then 一 after a wait for the network (pacing starts), then the rest once released.
+    llm_settings.queue(Reply(text="一二三四", chunk_size=1, chunk_delay=0.05, hold_after_chunks=2, release=release))
+    stream = await llm_stream(model="fake-model", messages=[{"role": "user", "content": "hi"}], tools=None,
+                              temperature=0.3, request_id="0123456789abcdef")
+    texts = []
+    try:
+        async with asyncio.timeout(20):
+            async for chunk in stream:
+                texts += [c["delta"]["content"] for c in chunk.get("choices") or [] if c["delta"].get("content")]
+                if texts:  # text flows: the reader pauses after this piece, and the rest arrives meanwhile
+                    release.set()
+    finally:
+        await stream.close()
+    assert "".join(texts) == "一二三四"
+    assert stream._body.reads == 1  # one wait for the network; the rest, there when the pause ended, read at once
