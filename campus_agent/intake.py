@@ -197,6 +197,8 @@ async def _refuse(request, send, error: Callable[[], errors.ApiError]) -> None:
     response[HEADER] = request_id
     response["Content-Length"] = str(len(response.content))
     headers = [(name.encode("latin-1"), value.encode("latin-1")) for name, value in response.items()]
+    # Logged before it is sent, as the middleware logs a response it returns: whoever reads the
+    # answer finds its line already written.
+    request_ended(request.method, request.path, response.status_code, started)
     await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
     await send({"type": "http.response.body", "body": response.content})
-    request_ended(request.method, request.path, response.status_code, started)
