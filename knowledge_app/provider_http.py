@@ -9,14 +9,14 @@ documents' passages.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import math
-import weakref
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
+
+from campus_agent.base.loop_clients import LoopClients, capped_client_new
 
 
 class ProviderError(Exception):
@@ -87,27 +87,5 @@ def finite(x) -> bool:
 
 
 # --- clients --------------------------------------------------------------------------------------
-def client_new() -> httpx.AsyncClient:
-    # No httpx timeout: each request's own deadline covers it all. Identity: a compressed answer
-    # would be inflated past the cap before it is counted.
-    return httpx.AsyncClient(timeout=httpx.Timeout(None), follow_redirects=False,
-                             headers={"Accept-Encoding": "identity"})
-
-
-class _LoopClients:
-    """One httpx client per event loop (its pool is bound to the loop that opened its connections)."""
-
-    def __init__(self) -> None:
-        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
-            weakref.WeakKeyDictionary()
-        )
-
-    def get(self) -> httpx.AsyncClient:
-        loop = asyncio.get_running_loop()
-        client = self._clients.get(loop)
-        if client is None or client.is_closed:
-            client = self._clients[loop] = client_new()
-        return client
-
-
-loop_clients = _LoopClients()
+client_new = capped_client_new
+loop_clients = LoopClients()

@@ -21,7 +21,6 @@ import asyncio
 import json
 import re
 import time
-import weakref
 from dataclasses import dataclass
 
 import httpx
@@ -29,6 +28,7 @@ from loguru import logger
 
 from campus_agent.base import metrics
 from campus_agent.base.asyncdb import db_call
+from campus_agent.base.loop_clients import LoopClients
 from campus_agent.base.text import label_clean
 from safety_app.models import PROMPT_PLACEHOLDER, STAGES, ModerationModel
 
@@ -153,27 +153,7 @@ async def _checked(config: ModelConfig, text: str) -> tuple[Verdict, Exception |
 
 
 # --- the request ----------------------------------------------------------------------------------
-class _LoopClients:
-    """One httpx client per event loop (its pool is bound to the loop that opened its connections);
-    no httpx timeout: each call's own deadline covers it all."""
-
-    def __init__(self) -> None:
-        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
-            weakref.WeakKeyDictionary()
-        )
-
-    def get(self) -> httpx.AsyncClient:
-        loop = asyncio.get_running_loop()
-        client = self._clients.get(loop)
-        if client is None or client.is_closed:
-            # identity: a compressed answer would be inflated past the cap before it is counted
-            client = httpx.AsyncClient(timeout=httpx.Timeout(None), follow_redirects=False,
-                                       headers={"Accept-Encoding": "identity"})
-            self._clients[loop] = client
-        return client
-
-
-_clients = _LoopClients()
+_clients = LoopClients()  # one client per event loop
 
 
 async def _ask(config: ModelConfig, text: str):
