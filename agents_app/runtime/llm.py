@@ -13,7 +13,7 @@ import json
 import ssl
 import weakref
 from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, suppress
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 
 import anyio
@@ -250,9 +250,13 @@ class _PacedBody:
         if complete is None:
             await asyncio.sleep(seconds)
             return
-        with suppress(TimeoutError):
+        try:
             async with asyncio.timeout(seconds):
                 await complete()
+        except TimeoutError:
+            pass
+        except Exception:  # noqa: BLE001 - the body broke off: the next read raises it, as the transport names it
+            pass
 
     async def aiter_text(self) -> AsyncIterator[str]:
         loop = asyncio.get_running_loop()

@@ -240,3 +240,27 @@ async def test_a_paused_reader_reads_the_answers_end_as_soon_as_it_has_all_arriv
         await stream.close()
     assert "".join(texts) == "一二三四"
     assert stream._body.reads == 1  # one wait for the network; the rest, there when the pause ended, read at once
+
+
+async def test_a_body_that_breaks_off_during_the_pause_fails_as_a_connection_error(llm_settings, monkeypatch):
+    """The model drops the connection while the reader pauses: the pause ends, and the next read
+    raises the SDK's APIConnectionError as any cut stream does (aiohttp's own payload error
+    escaped from the pause once: CI)."""
+    import openai
+
+    from agents_app.runtime import llm
+
+    monkeypatch.setattr(llm, "READ_GAP_SEC", 60.0)
+    # The role, then 一 after a wait for the network (pacing starts), then the connection is cut.
+    llm_settings.queue(Reply(text="一二三四", chunk_size=1, chunk_delay=0.05, drop_after_chunks=2))
+    stream = await llm_stream(model="fake-model", messages=[{"role": "user", "content": "hi"}], tools=None,
+                              temperature=0.3, request_id="0123456789abcdef")
+    texts = []
+    try:
+        with pytest.raises(openai.APIConnectionError):
+            async with asyncio.timeout(20):
+                async for chunk in stream:
+                    texts += [c["delta"]["content"] for c in chunk.get("choices") or [] if c["delta"].get("content")]
+    finally:
+        await stream.close()
+    assert texts == ["一"]
