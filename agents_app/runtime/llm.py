@@ -224,8 +224,8 @@ def _carries_output(chunk: dict) -> bool:
 class _PacedBody:
     """The response as httpx-sse reads it (`headers`, `aiter_text`). Once `pacing` is on, a piece
     that had to wait for the network is followed by a pause until READ_GAP_SEC after it arrived,
-    or until the whole body is there, whichever comes first; pieces already buffered (several HTTP chunks come in one socket read) follow without one, so
-    the reader never falls behind the model.
+    or until the whole body is there, whichever comes first; pieces already buffered (several HTTP
+    chunks come in one socket read) follow without one, so the reader never falls behind the model.
 
     With `max_bytes`, a body longer than that raises ReplyTooLong as soon as it is read past it:
     no line, event or text longer than the cap is ever held (httpx-sse buffers a line whole)."""

@@ -3,8 +3,8 @@
 connection pool instead of five pure-Python layers (httpx2 → httpcore2 → h11 → anyio).
 
 Why (docs/runtime.md#the-models-http-client): reading the model's stream was a fifth of a burst's
-CPU. Opening and reading a 32-chunk stream costs this process 0.68× the CPU it did through
-httpx2's own transport at one stream and 0.51× at 32 at once (bench/llm_read.py). The SDK still
+CPU. Opening and reading a 32-chunk stream costs this process 0.71× the CPU it does through the
+SDK's default (httpx2) client at one stream and 0.76× at 32 at once (bench/llm_read.py). The SDK still
 builds and sends every request and maps every status and transport error to its own exceptions
 (agents_app/tests/test_llm_contract.py); aiohttp's pool keeps its idle connections per host and
 finds one without scanning every connection it holds (why the pools used to be sharded by hand).
