@@ -120,8 +120,11 @@ def serve(path: str) -> None:
     """Imports PRELOAD, then forks a child for every start asked of `path` (see above)."""
     _preload()
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    server.bind(path)
+    # Bound under another name and renamed once listening: the starter waits for `path` to exist,
+    # and a connection between bind and listen is refused (CI's loaded run met that once).
+    server.bind(path + ".binding")
     server.listen(64)
+    os.rename(path + ".binding", path)
     selector = selectors.DefaultSelector()
     selector.register(server, selectors.EVENT_READ)
     waiting: dict[int, tuple[int, socket.socket]] = {}  # pidfd → (pid, the starter's connection)
