@@ -37,7 +37,7 @@ SMOKE = {
     "catalog_stamp.py": (lambda tmp: ["-n", "20"], r"now / before +\d+\.\d\d"),
     "flamegraph.py": (lambda tmp: [_stacks(tmp), str(tmp / "profile.svg"), "--title", "smoke"], None),
     "knowledge_indexing.py": (
-        lambda tmp: ["--pages", "12", "--idle", "1", "--rate", "2", "--rounds", "1"],
+        lambda tmp: ["--pages", "4", "--idle", "0.5", "--rate", "2", "--rounds", "1", "--ways", "worker"],
         r"indexing pages/s +\d+ +\d+ +goal",
     ),
     "knowledge_search.py": (
