@@ -188,7 +188,9 @@ async def test_a_hanging_service_costs_one_timeout_then_is_skipped_at_once(make_
         started = time.perf_counter()
         assert await tools_for_agent(agent, audience=EVERYONE, problems=problems) == []
         second = time.perf_counter() - started
-    assert 0.9 < first < 1 + 1 and second < 0.2
+    # The second listing does not wait for the service again: well under its 1 s timeout (a
+    # loaded CI machine took 0.28 s to skip it, so the bound is the timeout's half, not 0.2 s).
+    assert 0.9 < first < 1 + 1 and second < 0.5
     assert "连接超时" in problems[0] and "秒后重试连接" in problems[1]
 
 

@@ -7,10 +7,14 @@ server's terminal at every stop, reads like a failure (docs/demo.md)."""
 import os
 import sys
 
+import anyio
+
 from demo_app.mcp.server import server
 
-# How the other end of the pipes, or the terminal, ends the server: not errors.
-STOPPED = (BrokenPipeError, ConnectionResetError, EOFError, KeyboardInterrupt)
+# How the other end of the pipes, or the terminal, ends the server: not errors. anyio's broken
+# or closed stream: stdin's reader handing on a line after the session ended on the Ctrl-C.
+STOPPED = (BrokenPipeError, ConnectionResetError, EOFError, KeyboardInterrupt, anyio.BrokenResourceError,
+           anyio.ClosedResourceError)
 
 
 def _stopped(exc: BaseException) -> bool:
