@@ -34,7 +34,6 @@ import asyncio
 import os
 import re
 import resource
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -155,13 +154,18 @@ def one_core(data: bytes, pages: int) -> None:
 
 # --- live ---------------------------------------------------------------------------------------
 
-_STAFF = """
-from django.contrib.auth import get_user_model
-from knowledge_app.models import KnowledgeCollection
-get_user_model().objects.create_superuser("staff", "staff@example.edu", "bench-staff-password")
-for i in range(int(__import__("os").environ["BENCH_ROUNDS"])):
-    KnowledgeCollection.objects.create(slug=f"bench-{i}", name=f"汇编 {i}")
-"""
+def _staff_and_collections(rounds: int) -> None:
+    """The admin's superuser and a collection per round, written from this process (Django is set
+    up on the stack's database): no third Django start-up."""
+    from django.contrib.auth import get_user_model
+    from django.db import connections
+
+    from knowledge_app.models import KnowledgeCollection
+
+    get_user_model().objects.create_superuser("staff", "staff@example.edu", "bench-staff-password")
+    for i in range(rounds):
+        KnowledgeCollection.objects.create(slug=f"bench-{i}", name=f"汇编 {i}")
+    connections.close_all()
 
 
 class IndexingStack(so.Stack):
@@ -395,8 +399,7 @@ def main() -> None:
     data = handbook_pdf(args.pages)
     print(f"the PDF: {args.pages:,} pages, {len(data) / 1e6:.1f} MB ({time.perf_counter() - started:.1f} s to build or read)")
 
-    stack = IndexingStack(pace=args.pace, chunks=args.chunks, database_url=args.database_url,
-                          extra_env={"BENCH_ROUNDS": str(args.rounds)})
+    stack = IndexingStack(pace=args.pace, chunks=args.chunks, database_url=args.database_url)
     # stream_overhead's launcher times the worker's garbage collections (its --gc-log)
     stack.env["BENCH_GC_LOG"] = f"{stack.tmp.name}/gc.json"
     stack.env["MEDIA_ROOT"] = f"{stack.tmp.name}/media"  # the uploads: not the source tree's media/
@@ -416,8 +419,7 @@ def main() -> None:
         return
     stack.start()
     try:
-        subprocess.run([PY, "manage.py", "shell", "-c", _STAFF], cwd=ROOT, env=stack.env, check=True,
-                       stdout=subprocess.DEVNULL)
+        _staff_and_collections(args.rounds)
         asyncio.run(live(stack, data, args.pages, rate=args.rate, idle=args.idle, rounds=args.rounds,
                          ways=args.ways.split(",")))
     finally:

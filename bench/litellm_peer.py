@@ -47,6 +47,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from stream_overhead import Stack, _cpu_sec, _free_port, _pct, _process_tree, _rss_kb  # noqa: E402
 
+from bench._django_setup import bench_cache  # noqa: E402 - stream_overhead put the root on the path
+
 LITELLM_VERSION = "1.108.7"  # the version measured before issue 46 (1.107.x is absent from the registry)
 MASTER_KEY = "sk-bench-master"
 MODEL = "fake-model"  # the scripted model's name, and LiteLLM's name for it
@@ -59,9 +61,7 @@ PASSED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "SSL_CERT_FILE")
 
 # --- LiteLLM: its virtualenv, its configuration, its process ------------------------------------
 def litellm_home(version: str, environ: dict | None = None) -> Path:
-    environ = os.environ if environ is None else environ
-    cache = Path(environ.get("XDG_CACHE_HOME") or Path(environ.get("HOME", "~")).expanduser() / ".cache")
-    return cache / "campus-agent-bench" / f"litellm-{version}"
+    return bench_cache(environ) / f"litellm-{version}"
 
 
 def litellm_install(version: str) -> Path:

@@ -97,6 +97,9 @@ def main() -> None:
         rounds = " ".join(f"{c:.1f}" for c in cpu[side])
         print(f"  {side:>6}: CPU per turn median {statistics.median(cpu[side]):5.1f} ms, mean "
               f"{statistics.mean(cpu[side]):5.1f} ms (rounds: {rounds}); TTFC p50 {ttfc:.1f} ms, total p50 {total:.1f} ms")
+    if not all(cpu["chat"]):  # the CPU clock ticks every 10 ms: a round of a few turns may see none
+        print("  ratio openai / chat: n/a (a round's CPU read 0 ticks: more --turns)")
+        return
     ratio = statistics.median(cpu["openai"]) / statistics.median(cpu["chat"])
     pairs = [o / c for o, c in zip(cpu["openai"], cpu["chat"], strict=True)]
     print(f"  ratio openai / chat: {ratio:.2f} (median of rounds; per round {' '.join(f'{p:.2f}' for p in pairs)}); "

@@ -48,6 +48,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # bench._django_setup, when run as a script
 PY = sys.executable
 # Issue 11's TTFC goals and issue 24's: the end of the answer (`done`) at most 10 ms after the
 # floor's at one stream, the first chunk of N at once at most 3× the floor's.
@@ -146,7 +147,10 @@ class Stack:
         self.pace, self.chunks = pace, chunks
 
     def _database_fresh(self) -> None:
-        if not self.database_url.startswith("postgres"):
+        if self.database_url.startswith("sqlite:///"):  # the cached migrated file (bench/_django_setup.py)
+            from bench._django_setup import sqlite_migrated
+
+            sqlite_migrated(self.database_url.removeprefix("sqlite:///"), root=self.root)
             return
         import psycopg
 
@@ -180,7 +184,7 @@ class Stack:
             import redis
 
             redis.Redis.from_url(self.env["REDIS_URL"]).flushdb()
-        seeded = subprocess.run(  # migrates, then seeds: one Django start-up instead of two
+        seeded = subprocess.run(  # migrates (what a copied file lacks), then seeds: one Django start-up
             [PY, "manage.py", "shell", "-c", _SEED], cwd=self.root, env={**self.env, "BENCH_USERS": str(self.users)},
             check=True, stdout=subprocess.PIPE, text=True,  # a failure's traceback on stderr, shown
         ).stdout.strip().splitlines()
