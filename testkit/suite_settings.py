@@ -23,6 +23,7 @@ def pytest_configure(config) -> None:
         database.setdefault("TEST", {})["NAME"] = name
     if database["ENGINE"] == "django.db.backends.postgresql":
         _postgres_flush_by_delete()
+        _postgres_sessions_named()
     if database["ENGINE"] == "django.db.backends.sqlite3":
         _sqlite_flush_keeps()
     _flush_without_post_migrate()
@@ -58,6 +59,23 @@ def _postgres_flush_by_delete() -> None:
         return [style.SQL_KEYWORD("SET CONSTRAINTS ALL DEFERRED;"), *deletes]
 
     DatabaseOperations.sql_flush = sql_flush
+
+
+def _postgres_sessions_named() -> None:
+    """Each session the suite opens on PostgreSQL names its process and thread (application_name,
+    set when Django takes the connection): a session left open at the end of a pass is then
+    named by the root conftest's check, not only counted by DROP DATABASE's refusal."""
+    import threading
+
+    from django.db.backends.signals import connection_created
+
+    def name_session(sender, connection, **kwargs) -> None:
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT set_config('application_name', %s, false)",
+                               [f"pytest pid {os.getpid()} {threading.current_thread().name}"[:63]])
+
+    connection_created.connect(name_session, weak=False, dispatch_uid="suite_sessions_named")
 
 
 def _sqlite_flush_keeps() -> None:
