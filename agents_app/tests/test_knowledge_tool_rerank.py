@@ -11,7 +11,7 @@ import pytest
 from agents_app.runtime.context import RunContext
 from agents_app.runtime.knowledge_tool import KnowledgeTool
 from campus_agent.base.asyncdb import DB_THREADS, db_call
-from testkit.fixtures.rerank import REORDER_PASSAGES, REORDER_QUESTION
+from testkit.fixtures.rerank import REORDER_PASSAGES, REORDER_QUESTION, RERANK_FAILURES
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -55,16 +55,7 @@ async def test_without_a_reranker_the_tool_reads_the_keyword_order(settings, rer
     assert rerank_server.requests == []
 
 
-FAILURES = {
-    "hanging": lambda s: s.hang(),
-    "an HTML page": lambda s: s.garbage(),
-    "500": lambda s: s.fail(500),
-    "past the byte cap": lambda s: s.huge(),
-    "an index out of range": lambda s: s.index_out_of_range(),
-}
-
-
-@pytest.mark.parametrize("script", list(FAILURES.values()), ids=list(FAILURES))
+@pytest.mark.parametrize("script", list(RERANK_FAILURES.values()), ids=list(RERANK_FAILURES))
 async def test_a_failing_reranker_leaves_the_keyword_order(rerank_settings, rerank_server, passages3,
                                                            reorder_collection, script):
     rerank_settings.RERANK_TIMEOUT_SEC = 0.3

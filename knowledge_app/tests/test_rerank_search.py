@@ -13,7 +13,7 @@ from loguru import logger
 
 from knowledge_app.evaluation import Case, collection_evaluate
 from knowledge_app.search import KEYWORD, RERANK, collection_search, passage_document
-from testkit.fixtures.rerank import REORDER_QUESTION
+from testkit.fixtures.rerank import REORDER_QUESTION, RERANK_FAILURES
 from testkit.rerank_server import relevance
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -57,16 +57,7 @@ def test_without_a_reranker_nothing_changes_and_nothing_is_asked(settings, reran
     assert rerank_server.requests == []
 
 
-FAILURES = {
-    "hanging": lambda s: s.hang(),
-    "an HTML page": lambda s: s.garbage(),
-    "500": lambda s: s.fail(500),
-    "past the byte cap": lambda s: s.huge(),
-    "an index out of range": lambda s: s.index_out_of_range(),
-}
-
-
-@pytest.mark.parametrize("script", list(FAILURES.values()), ids=list(FAILURES))
+@pytest.mark.parametrize("script", list(RERANK_FAILURES.values()), ids=list(RERANK_FAILURES))
 def test_a_failing_reranker_leaves_the_fused_order(rerank_settings, rerank_server, reorder_collection, script):
     rerank_settings.RERANK_TIMEOUT_SEC = 0.3
     script(rerank_server)

@@ -75,6 +75,21 @@ def records():
         logger.remove(sink)
 
 
+def _held_story_left_after_its_first_chunk(base_url: str, llm_settings, auth_headers: dict,
+                                           release: threading.Event) -> str:
+    """A turn whose model holds after two chunks until `release` is set, its client gone after the
+    first chunk frame: returns the turn's request id."""
+    llm_settings.queue(Reply(text="第一段。第二段。第三段。第四段。", chunk_size=4, hold_after_chunks=2, release=release))
+    with httpx.Client(base_url=base_url, timeout=10) as client:
+        with client.stream("POST", "/api/v1/chat", json={"message": "讲个故事"}, headers=auth_headers) as response:
+            raw = ""
+            for text in response.iter_text():
+                raw += text
+                if "chunk" in [f["type"] for f in parse_events(raw[: raw.rfind("\n\n") + 2])[0]]:
+                    break
+            return response.headers["x-request-id"]
+
+
 def _one_info_line(records: Records, request_id: str) -> dict:
     """The turn's line, after checking it is the request's only INFO line."""
     [line] = records.turn_lines(request_id)
@@ -177,15 +192,7 @@ def test_a_client_gone_mid_stream_leaves_the_turn_to_write_its_line(
     """The response is a follower, not the run (docs/design.md#runs): the run finishes after its
     client left, and writes its one line then, not at the hang-up."""
     release = threading.Event()
-    llm_settings.queue(Reply(text="第一段。第二段。第三段。第四段。", chunk_size=4, hold_after_chunks=2, release=release))
-    with httpx.Client(base_url=live_asgi, timeout=10) as client:
-        with client.stream("POST", "/api/v1/chat", json={"message": "讲个故事"}, headers=auth_headers) as response:
-            request_id = response.headers["x-request-id"]
-            raw = ""
-            for text in response.iter_text():
-                raw += text
-                if "chunk" in [f["type"] for f in parse_events(raw[: raw.rfind("\n\n") + 2])[0]]:
-                    break
+    request_id = _held_story_left_after_its_first_chunk(live_asgi, llm_settings, auth_headers, release)
     assert not records.of(request_id, "INFO")  # the hang-up wrote none
     release.set()
 
@@ -288,16 +295,8 @@ def test_a_run_cancelled_by_a_shutdown_writes_its_line(live_asgi_session, live_a
     """A worker that stops cancels its runs (as the test server's reset does): each stores its partial
     reply and writes its line on the way out."""
     release = threading.Event()
-    llm_settings.queue(Reply(text="第一段。第二段。第三段。第四段。", chunk_size=4, hold_after_chunks=2, release=release))
     try:
-        with httpx.Client(base_url=live_asgi, timeout=10) as client:
-            with client.stream("POST", "/api/v1/chat", json={"message": "讲个故事"}, headers=auth_headers) as response:
-                request_id = response.headers["x-request-id"]
-                raw = ""
-                for text in response.iter_text():
-                    raw += text
-                    if "chunk" in [f["type"] for f in parse_events(raw[: raw.rfind("\n\n") + 2])[0]]:
-                        break
+        request_id = _held_story_left_after_its_first_chunk(live_asgi, llm_settings, auth_headers, release)
         live_asgi_session.tasks_cancel(everything=True)
     finally:
         release.set()
