@@ -1,6 +1,7 @@
 """Root conftest: registers testkit's fixture modules, marks the tests that use no database, runs a
 `timing` test alone, and clears the cache around every test."""
 import fcntl
+import gc
 import os
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -99,6 +100,12 @@ def _stream_db_connections_closed(django_db_setup, django_db_blocker):
         for connection in connections.all(initialized_only=True):
             if hasattr(connection, "close_pool"):  # the PostgreSQL backend's
                 connection.close_pool()
+        # A connection its thread dropped without closing it (a thread that ended) is closed by
+        # its finalizer, which waits for a collection when the connection sits in a reference
+        # cycle; importing campus_agent.asgi froze this process's heap (never collected) and made
+        # full collections rare, so the heap is unfrozen and collected here, at the pass's end.
+        gc.unfreeze()
+        gc.collect()
         if connections["default"].vendor == "postgresql":
             _others_gone(connections["default"].settings_dict)
 
