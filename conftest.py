@@ -1,5 +1,6 @@
 """Root conftest: registers testkit's fixture modules, marks the tests that use no database, runs a
-`timing` test alone, and clears the cache around every test."""
+`timing` test alone, clears the cache around every test, and at a pass's end closes the
+connections it kept and checks that no session is left on the test database."""
 import fcntl
 import gc
 import os
@@ -116,9 +117,10 @@ OTHERS_GONE_SEC = 10
 def _others_gone(settings_dict: dict) -> None:
     """Waits until no other session is on the test database, then returns; fails, naming each
     one, if some stay. A process a test stopped (a worker, a manage.py command) leaves its server
-    session behind for as long as PostgreSQL takes to see its socket close: DROP DATABASE in that
-    moment was refused (once in a CI run). A session that stays is a connection left open, and
-    the failure says what it last ran."""
+    session behind for as long as PostgreSQL takes to see its socket close. pytest-django's DROP
+    DATABASE was refused twice on 5 December 2026 ("1 other session", idle since early in the
+    pass): a session that stays is a connection left open, and the failure names its process and
+    thread (testkit/suite_settings.py) and what it last ran."""
     import time
 
     import psycopg
