@@ -19,11 +19,11 @@ import httpx
 from django.conf import settings
 from loguru import logger
 
+from campus_agent.base.loop_clients import capped_client_new
 from knowledge_app.provider_http import (
     ProviderError,
     ProviderWords,
     answer_post,
-    client_new,
     error_of,
     finite,
     json_read,
@@ -96,7 +96,7 @@ def embeddings_create(*, texts: Sequence[str], config: EmbeddingsConfig | None =
     config = _config_or_settings(config)
 
     async def run() -> list[list[float]]:
-        async with client_new() as client:
+        async with capped_client_new() as client:
             return await _batches_embed(client, config, texts)
 
     return asyncio.run(run())

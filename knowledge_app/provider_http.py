@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 
-from campus_agent.base.loop_clients import LoopClients, capped_client_new
+from campus_agent.base.loop_clients import LoopClients
 
 
 class ProviderError(Exception):
@@ -87,5 +87,4 @@ def finite(x) -> bool:
 
 
 # --- clients --------------------------------------------------------------------------------------
-client_new = capped_client_new
-loop_clients = LoopClients()
+loop_clients = LoopClients()  # the embeddings' and the reranker's, one per event loop

@@ -23,11 +23,11 @@ import httpx
 from django.conf import settings
 from loguru import logger
 
+from campus_agent.base.loop_clients import capped_client_new
 from knowledge_app.provider_http import (
     ProviderError,
     ProviderWords,
     answer_post,
-    client_new,
     error_of,
     finite,
     json_read,
@@ -100,7 +100,7 @@ def rerank_create(*, query: str, documents: Sequence[str], top_n: int,
     config = _config_or_settings(config)
 
     async def run() -> list[Ranked]:
-        async with client_new() as client:
+        async with capped_client_new() as client:
             return await _rerank(client, config, query, documents, top_n)
 
     return asyncio.run(run())

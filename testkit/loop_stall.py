@@ -11,8 +11,6 @@ in a blocking call, or waited for the GIL: a held loop (docs/testing.md#markers)
 Where the kernel does not say (another system, schedstats compiled out), the wait reads as 0
 and a gap is the wall time, as before.
 """
-from __future__ import annotations
-
 import asyncio
 import os
 import threading
