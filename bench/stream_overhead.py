@@ -241,6 +241,7 @@ if os.environ.get("BENCH_TRACEMALLOC"):
     tracemalloc.start(8)
     taken = []
     def snapshot(signum, frame):
+        gc.collect()  # what is held, not the cyclic garbage a collection has not reached yet
         path = f"{os.environ['BENCH_TRACEMALLOC']}/snapshot-{len(taken)}.pickle"
         tracemalloc.take_snapshot().dump(path)
         taken.append(path)
@@ -390,12 +391,39 @@ async def _snapshot(stack: Stack, number: int) -> None:
     await asyncio.sleep(2.0)  # the dump finishes writing
 
 
+# A held stream's allocations by owner: the nearest frame (from the allocation outwards) whose
+# file holds one of these marks names it (docs/benchmarks.md, issue 46's step 1).
+TRACE_OWNERS = (
+    ("the model request and its stream", ("httpx2", "httpcore", "aiohttp", "openai/", "httpx_sse", "multidict",
+                                          "yarl", "runtime/llm", "runtime/model_transport", "runtime/providers")),
+    ("Django's request and response, the middleware", ("django/", "asgiref/", "csp/", "campus_agent/")),
+    ("the run and the turn", ("chat_app/", "agents_app/")),
+    ("uvicorn's connection", ("uvicorn/", "h11/")),
+    ("imports (once per worker)", ("importlib",)),
+)
+
+
+def _trace_owner(traceback) -> str:
+    for frame in reversed(traceback):  # the allocation's own frame first
+        for owner, marks in TRACE_OWNERS:
+            if any(mark in frame.filename for mark in marks):
+                return owner
+    return "the rest"
+
+
 def tracemalloc_report(directory: str, streams: int) -> None:
     """What the held streams allocated: snapshot 1 (holding) minus snapshot 0 (idle)."""
     import tracemalloc
 
     before = tracemalloc.Snapshot.load(f"{directory}/snapshot-0.pickle")
     holding = tracemalloc.Snapshot.load(f"{directory}/snapshot-1.pickle")
+    owners: dict[str, int] = {}
+    for stat in holding.compare_to(before, "traceback"):
+        owner = _trace_owner(stat.traceback)
+        owners[owner] = owners.get(owner, 0) + stat.size_diff
+    print(f"\ntracemalloc, by owner: {sum(owners.values()) / 1024 / streams:.1f} KiB traced per held stream")
+    for owner, size in sorted(owners.items(), key=lambda item: -item[1]):
+        print(f"  {size / 1024 / streams:6.1f} KiB/stream  {owner}")
     for key in ("filename", "lineno"):
         diff = holding.compare_to(before, key)
         total = sum(d.size_diff for d in diff)

@@ -103,41 +103,46 @@ class Intake:
         self.app = app
 
     async def __call__(self, scope, receive, send):
+        passed = await self._passed(scope, receive, send)
+        if passed is not None:  # this frame holds nothing of the decision while a stream lasts
+            await self.app(*passed, send)
+
+    async def _passed(self, scope, receive, send):
+        """What `app` is called with (`scope`, `receive`), or None when the request was refused
+        (answered here) or its client went away."""
         request = ASGIRequest(scope, io.BytesIO())  # the head only: the body is still on the wire
         try:
             request.get_host()
         except DisallowedHost:
             logger.warning("refused: Host {!r} is not in ALLOWED_HOSTS", request.META.get("HTTP_HOST", "")[:100])
             await _refuse(request, send, lambda: errors.invalid_body(MSG_HOST_NOT_ALLOWED))
-            return
+            return None
         declared = _header(scope, b"content-length")
         chunked = declared is None and _header(scope, b"transfer-encoding") is not None
         if declared in (None, b"0") and not chunked:
-            await self.app(scope, receive, send)  # no body: nothing to decide
-            return
+            return scope, receive  # no body: nothing to decide
         rule = body_rule(request.path_info)
         if rule.caller_first:
             try:
                 caller = await acaller_known(request)
             except errors.ApiError as refused:  # fixed words (token_missing …): no language to choose
                 await _refuse(request, send, lambda refused=refused: refused)
-                return
+                return None
             if caller is not None:  # the views take it from here instead of looking it up again
                 scope = {**scope, CALLER_SCOPE_KEY: caller}
         cap = rule.cap()
         if declared is not None:
             if int(declared) > cap:  # the server parsed it: digits
                 await _refuse(request, send, lambda: _too_large(request, rule, cap))
-                return
-            await self.app(scope, receive, send)  # the server delivers no more than it declared
-            return
+                return None
+            return scope, receive  # the server delivers no more than it declared
         body = await _body_up_to(receive, cap)
         if body is None:
-            return  # the client went away
+            return None  # the client went away
         if len(body) > cap:
             await _refuse(request, send, lambda: _too_large(request, rule, cap))
-            return
-        await self.app(scope, _replay(body, receive), send)
+            return None
+        return scope, _replay(body, receive)
 
 
 async def _body_up_to(receive, cap: int) -> bytes | None:

@@ -1,13 +1,16 @@
 """The streaming endpoints run without a thread per request (campus_agent/stream_handler.py):
 held streams do not each park a thread, and everything else still goes through Django's handler."""
 import asyncio
+import gc
 import threading
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
 from asgiref.sync import SyncToAsync
 from django.core.handlers.asgi import ASGIHandler
+from django.http import HttpRequest
 from django.middleware.csrf import CsrfViewMiddleware
 
 from campus_agent import stream_handler
@@ -59,6 +62,31 @@ def test_held_streams_park_no_thread_each(live_asgi, llm_settings, agent, user, 
             client.close()
     # Django's handler started a thread per request that idled as long as its stream (+5 here).
     assert holding - before <= 1
+
+
+def _requests_alive(request_id: str) -> int:
+    """The requests this process still holds that came with `request_id` (other tests' may linger)."""
+    gc.collect()
+    # type(), not isinstance(): a lazy object (the CSP nonce) would be evaluated by isinstance
+    return sum(1 for held in gc.get_objects()
+               if issubclass(type(held), HttpRequest) and held.META.get("HTTP_X_REQUEST_ID") == request_id)
+
+
+def test_a_held_stream_keeps_nothing_of_djangos_request(live_asgi, llm_settings, agent, user):
+    """Once the view has answered, the stream holds no request: not Django's (nor the intake's
+    reading of the head). Under Django's own handler each held stream kept two (issue #46)."""
+    llm_settings.queue(Reply(text="慢慢地说。" * 8, chunk_size=5, chunk_delay=0.1))
+    token = auth_session_create(user=user, via="password", roles=["student"]).access_token
+    request_id = uuid.uuid4().hex
+    headers = {"Authorization": f"Bearer {token}", "X-Request-ID": request_id}
+    with httpx.Client(base_url=live_asgi, timeout=20) as client, client.stream(
+            "POST", "/api/v1/chat", json={"message": "慢慢说"}, headers=headers) as response:
+        read_until(response, lambda f: f["type"] == "chunk")
+        held = _requests_alive(request_id)
+        rest = read_rest(response)
+    assert response.headers["x-request-id"] == request_id  # the id is the one counted
+    assert held == 0
+    assert '"type":"done"' in rest  # and the stream went on to its end
 
 
 def test_a_stream_answer_carries_the_security_headers_and_the_policy(live_asgi, llm_settings, agent, user):
