@@ -48,6 +48,7 @@ from agents_app.runtime.tracing import run_span
 from agents_app.runtime.turn import turn_resume_stream, turn_stream
 from campus_agent.base.asyncdb import db_call, turn_sync_executor
 from campus_agent.base.errors import DOWNSTREAM, GENERAL
+from campus_agent.base.group_commit import GroupCommit
 from campus_agent.base.metrics import ACTIVE_RUNS, FIRST_CHUNK, run_counted
 from campus_agent.base.redaction import clip_text
 from campus_agent.base.request_id import request_id_set
@@ -62,6 +63,7 @@ from chat_app.runs.lease import RunLease
 from chat_app.runs.moderation import blocked_answer, moderation_audit, notices_first
 from chat_app.runs.recording import TOOL_CUT_MESSAGE, TurnRecorder
 from chat_app.runs.state import (
+    Finish,
     local_runs,
     run_ended_announce,
     run_finish,
@@ -70,6 +72,7 @@ from chat_app.runs.state import (
     run_refresh,
     run_rows_store,
     run_store_failed_mark,
+    runs_finish,
     runs_reap,
 )
 from chat_app.runs.turn_log import (
@@ -106,6 +109,9 @@ FRAME_FAILED_MESSAGE = _("回答中有无法发送的内容，已中断。")
 BUDGET_BACKSTOP_SEC = 1.0
 CHUNK_COALESCE_SEC = 0.025
 SETTLE_WAIT_SEC = 5.0  # how long a stop waits for a run that is storing its end
+# The ends of runs that come together (a burst's answers end in step) are stored together: one
+# crossing and one transaction for the group, each run its own outcome (campus_agent.base.group_commit).
+FINISHES: GroupCommit[Finish, bool] = GroupCommit(many=runs_finish, one=lambda finish: runs_finish([finish])[0])
 _checkpoint_locks: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock]" = weakref.WeakKeyDictionary()
 
 
@@ -527,7 +533,7 @@ class RunTask:
         recorder = self.recorder
         self._chunks_flush_quietly()
         try:
-            await db_call(run_finish, run=self.run, rows=recorder.rows(), interrupted=recorder.interrupted)
+            await FINISHES(Finish(run=self.run, rows=recorder.rows(), interrupted=recorder.interrupted))
         except Exception:
             logger.exception("storing the run failed; storing the reply text alone")
             await self._finish_reply_only()

@@ -339,43 +339,73 @@ def _tool_row(record: _Call) -> RowSpec:
 # --- turn_store ------------------------------------------------------------
 # The rows writer: what a run produced, stored in one transaction (docs/design.md#data-model, #the-chat-stream).
 
+@dataclass(frozen=True)
+class TurnRows:
+    """What one run produced, to store: its rows, the conversation they go to, the final row's id."""
+
+    conversation_id: uuid.UUID
+    final_message_id: uuid.UUID
+    rows: list[RowSpec]
+    agent_name: str
+    request_id: str
+
+
 def turn_store(
     *, conversation_id: uuid.UUID, final_message_id: uuid.UUID, rows: list[RowSpec], agent_name: str, request_id: str
 ) -> None:
-    """Stores what a run produced in one transaction and touches the conversation.
+    """Stores what a run produced in one transaction and touches the conversation (`turns_store`)."""
+    turns_store([TurnRows(conversation_id=conversation_id, final_message_id=final_message_id, rows=rows,
+                          agent_name=agent_name, request_id=request_id)])
 
-    The rows share one timestamp and get increasing `seq`, so their order survives any clock.
-    The final assistant row takes `final_message_id`, the id the stream announced up front.
-    Their text is made valid here too (`text_clean`; the runtime's events already are): the
-    model's and the sub-agents' output is not ours to refuse, and one lone surrogate or NUL
-    that the database cannot hold would lose the whole reply.
-    """
-    now = timezone.now()
-    messages = [
+
+def _messages(turn: TurnRows, now) -> list[Message]:
+    return [
         Message(
-            id=final_message_id if spec.is_final else uuid.uuid4(),
-            conversation_id=conversation_id,
+            id=turn.final_message_id if spec.is_final else uuid.uuid4(),
+            conversation_id=turn.conversation_id,
             role=spec.role,
             content=text_clean(spec.content),
             meta=text_clean(spec.meta),
             chart=text_clean(spec.chart),
-            agent_name=agent_name if spec.role == Message.Role.ASSISTANT else "",
-            request_id=request_id,
+            agent_name=turn.agent_name if spec.role == Message.Role.ASSISTANT else "",
+            request_id=turn.request_id,
             seq=position,
             created_at=now,
             **usage_columns(spec.meta.get("usage")),
         )
-        for position, spec in enumerate(rows, start=1)
+        for position, spec in enumerate(turn.rows, start=1)
     ]
+
+
+def turns_store(turns: list[TurnRows]) -> None:
+    """Stores what several runs produced in one transaction, with one statement per kind (the
+    conversations read, the rows inserted, the conversations touched) whatever their number.
+
+    The rows share one timestamp and get increasing `seq` within their turn, so their order
+    survives any clock. A turn's final assistant row takes its `final_message_id`, the id the
+    stream announced up front. Their text is made valid here too (`text_clean`; the runtime's
+    events already are): the model's and the sub-agents' output is not ours to refuse, and one
+    lone surrogate or NUL that the database cannot hold would lose the whole reply. A turn whose
+    conversation its owner deleted while the answer streamed has nothing to attach to: skipped.
+    """
+    now = timezone.now()
+    built = [(turn, _messages(turn, now)) for turn in turns]
     # No savepoint when the caller's transaction is open (run_finish, run_rows_store): nothing
     # between them catches a failure, so it undoes the whole transaction either way, and a
     # savepoint is two more statements per store.
     with transaction.atomic(savepoint=False):
-        conversation = Conversation.objects.select_related("agent").filter(id=conversation_id).first()
-        if conversation is None:
-            return  # deleted by its owner while the answer streamed: nothing to attach the reply to
-        for message, spec in zip(messages, rows, strict=True):
-            if spec.is_final:
-                turn_usage_record(conversation=conversation, final=message)
-        Message.objects.bulk_create(messages)  # one batch, one instant (created_at=now)
-        Conversation.objects.filter(id=conversation_id).update(updated_at=now)
+        conversations = {conversation.id: conversation for conversation in Conversation.objects.select_related("agent")
+                         .filter(id__in={turn.conversation_id for turn in turns})}
+        stored: list[Message] = []
+        for turn, messages in built:
+            conversation = conversations.get(turn.conversation_id)
+            if conversation is None:
+                continue
+            for message, spec in zip(messages, turn.rows, strict=True):
+                if spec.is_final:
+                    turn_usage_record(conversation=conversation, final=message)
+            stored += messages
+        if not conversations:
+            return
+        Message.objects.bulk_create(stored)  # one batch, one instant (created_at=now)
+        Conversation.objects.filter(id__in=list(conversations)).update(updated_at=now)

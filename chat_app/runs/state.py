@@ -18,6 +18,7 @@ ends a run no task holds).
 import os
 import socket
 import uuid
+from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
@@ -31,7 +32,7 @@ from campus_agent.base.asyncdb import db_call
 from campus_agent.base.errors import GENERAL
 from chat_app.models import Message, Run
 from chat_app.runs.bus import run_bus
-from chat_app.runs.recording import RowSpec, turn_store
+from chat_app.runs.recording import RowSpec, TurnRows, turn_store, turns_store
 
 State = Run.Status
 
@@ -153,15 +154,38 @@ def run_rows_store(*, run: Run, rows: list[RowSpec], unsaved_text: str | None = 
             Run.objects.filter(id=run.id).update(partial_text=unsaved_text)
 
 
+@dataclass(frozen=True)
+class Finish:
+    """A run's end to store: what is left of its reply, and whether it was cut."""
+
+    run: Run
+    rows: list[RowSpec]
+    interrupted: bool
+
+
 def run_finish(*, run: Run, rows: list[RowSpec], interrupted: bool) -> bool:
     """RUNNING → FINISHED (or INTERRUPTED), storing what is left of its reply, in one transaction.
     False when the reaper had ended it already (it took the worker for dead): nothing is written."""
+    return runs_finish([Finish(run=run, rows=rows, interrupted=interrupted)])[0]
+
+
+def runs_finish(finishes: list[Finish]) -> list[bool]:
+    """`run_finish` for several runs in one transaction (chat_app.runs.engine groups the ends that
+    come together: `FINISHES`): each run moved on its own (a reaped one is not, and stores
+    nothing), then the rows of all that moved written together (`turns_store`). One outcome per
+    finish, in order; an error undoes them all (the group's caller then stores each alone)."""
     with transaction.atomic():
-        target = State.INTERRUPTED if interrupted else State.FINISHED
-        if not _move(run.id, source=(State.RUNNING,), target=target, partial_text="", slot_key=""):
-            return False
-        run_rows_store(run=run, rows=rows)
-    return True
+        moved = [
+            _move(finish.run.id, source=(State.RUNNING,),
+                  target=State.INTERRUPTED if finish.interrupted else State.FINISHED, partial_text="", slot_key="")
+            for finish in finishes
+        ]
+        turns_store([
+            TurnRows(conversation_id=finish.run.conversation_id, final_message_id=finish.run.message_id,
+                     rows=finish.rows, agent_name=finish.run.agent_name, request_id=finish.run.request_id)
+            for finish, ended in zip(finishes, moved, strict=True) if ended
+        ])
+    return moved
 
 
 def run_pause(*, run: Run, rows: list[RowSpec], state: dict, frames_seq: int) -> bool:

@@ -5,51 +5,20 @@ large to convert to SQLite INTEGER") and PostgreSQL (integer ends at 2**31 - 1):
 was stored and the run stayed `running` for minutes. Scripted model (FakeLlm `usage=`), live server,
 both databases; a refusal of the database is a real one (a trigger), not a patched function.
 """
-from contextlib import contextmanager
-
 import pytest
 from django.conf import settings
-from django.db import connection
 
 from chat_app.models import Message, Run
 from chat_app.runs.engine import STORE_FAILED_MESSAGE, STORE_PARTIAL_MESSAGE
 from chat_app.runs.recording import USAGE_COUNT_MAX, usage_clean, usage_columns
 from chat_app.runs.state import STORE_FAILED_REAP_MESSAGE, WORKER_LOST_MESSAGE, runs_reap
 from testkit.polling import wait_for
+from testkit.refused_rows import rows_refused
 from testkit.web.sse import chat
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.embedded]
 
 HUGE = 10**20
-
-
-@contextmanager
-def rows_refused(condition: str):
-    """The database itself refuses Message rows matching `condition` (SQL on NEW) while the block runs."""
-    with connection.cursor() as cursor:
-        if connection.vendor == "sqlite":
-            cursor.execute(
-                "CREATE TRIGGER test_refuse BEFORE INSERT ON chat_app_message "
-                f"WHEN {condition} BEGIN SELECT RAISE(ABORT, 'refused by the test'); END"
-            )
-        else:
-            cursor.execute(
-                "CREATE OR REPLACE FUNCTION test_refuse() RETURNS trigger AS $$ "
-                "BEGIN RAISE EXCEPTION 'refused by the test'; END $$ LANGUAGE plpgsql"
-            )
-            cursor.execute(
-                "CREATE TRIGGER test_refuse BEFORE INSERT ON chat_app_message FOR EACH ROW "
-                f"WHEN ({condition}) EXECUTE FUNCTION test_refuse()"
-            )
-    try:
-        yield
-    finally:
-        with connection.cursor() as cursor:
-            if connection.vendor == "sqlite":
-                cursor.execute("DROP TRIGGER IF EXISTS test_refuse")
-            else:
-                cursor.execute("DROP TRIGGER IF EXISTS test_refuse ON chat_app_message")
-                cursor.execute("DROP FUNCTION IF EXISTS test_refuse()")
 
 
 def _reply(conversation_id) -> Message:
