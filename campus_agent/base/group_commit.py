@@ -1,21 +1,24 @@
 """Group commit: writes that arrive together cross to the database threads together.
 
-A burst's runs end together (1,000 students' answers stream in step, docs/benchmarks.md), and
-each end stored alone was a crossing to a database thread and back, a transaction and its
-statements. A `GroupCommit` collects the calls that arrive in the same turn of the event loop,
-and those that arrive while the group before them is being written, and writes each group with
-one call of `many` (one crossing, one transaction, bulk statements) on the database threads.
+A burst's questions arrive together and its answers end together (1,000 students at once,
+docs/benchmarks.md), and each admission or end written alone was a crossing to a database
+thread and back, a transaction and its statements, queued behind everyone else's. A
+`GroupCommit` collects the calls that arrive in the same turn of the event loop, and those that
+arrive while the group before them is being written, and writes each group with one call of
+`many` (one crossing, one transaction; bulk statements where the writes allow) on the database
+threads. A lone call is written by `one`, as it would be without a group.
 
-Each caller still gets its own outcome. `many` returns one per item, in order; when it raises
-(one item's rows refused undoes the whole transaction), every item of the group is written
-alone with `one`, so the others are stored as if they had come alone and the failing one raises
-its own error to its own caller (chat_app/tests/runs/test_finish_group.py fails a group).
+Each caller still gets its own outcome. `many` returns one per item, in order, an exception
+being that item's own refusal (the others kept); when `many` raises (one item's row refused
+undoes the whole transaction), every item of the group is written alone with `one`, so the
+others are stored as if they had come alone and the failing one raises its own error to its own
+caller (chat_app/tests/runs/test_finish_group.py and test_admission_group.py fail a group).
 
 A caller that is cancelled while its group is written stops waiting, not the write (as with
 `db_call`: a call on a thread cannot be stopped half-way). One group is written at a time per
-event loop: the next one gathers meanwhile. A group holds at most GROUP_MAX calls: its
-transaction holds SQLite's write lock (and PostgreSQL's row locks) while it lasts, and every
-other writer waits for it (the heartbeat, the admissions).
+event loop (four at once were slower on PostgreSQL, docs/benchmarks.md): the next one gathers
+meanwhile. A group holds at most GROUP_MAX calls: its transaction holds SQLite's write lock (and
+PostgreSQL's row locks) while it lasts, and every other writer waits for it.
 """
 import asyncio
 import weakref
@@ -25,7 +28,7 @@ from typing import Generic, TypeVar
 from campus_agent.base.asyncdb import db_call
 from campus_agent.base.tasks import background
 
-GROUP_MAX = 100  # ≈ 0.1 s of a transaction on this machine (1.1 ms per run's end on SQLite)
+GROUP_MAX = 100  # ≈ 0.1–0.3 s of a transaction here (a run's end 1.1 ms on SQLite, an admission 1–3 ms)
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -71,12 +74,16 @@ class GroupCommit(Generic[T, R]):
             gathering.writing = False
 
     async def _group_write(self, group: list[tuple[T, asyncio.Future]]) -> None:
+        if len(group) == 1:  # alone: written as it would be without a group
+            item, future = group[0]
+            try:
+                _settle(future, outcome=await db_call(self._one, item))
+            except Exception as error:
+                _settle(future, error=error)
+            return
         try:
             outcomes = await db_call(self._many, [item for item, _ in group])
-        except Exception as error:
-            if len(group) == 1:  # alone already: its error is its own
-                _settle(group[0][1], error=error)
-                return
+        except Exception:
             for item, future in group:
                 try:
                     outcome = await db_call(self._one, item)
@@ -86,7 +93,10 @@ class GroupCommit(Generic[T, R]):
                     _settle(future, outcome=outcome)
             return
         for (_, future), outcome in zip(group, outcomes, strict=True):
-            _settle(future, outcome=outcome)
+            if isinstance(outcome, Exception):  # refused on its own, the group's transaction kept
+                _settle(future, error=outcome)
+            else:
+                _settle(future, outcome=outcome)
 
 
 def _settle(future: asyncio.Future, *, outcome=None, error: BaseException | None = None) -> None:

@@ -6,7 +6,8 @@ once the caller is known) → 429 (a stream slot, the message rate: the run's le
 chat_app.runs.lease; the daily tokens) → 404/400 (the conversation, the agent, the hint, the
 attachments) → 409 (the conversation's run has not ended) → the question stored. The caller and the body are the gateway's (accounts,
 chat_input); the rest is `turn_open`, which the run's task runs inside its lease
-(chat_app.runs.engine), crossing into the database once for the quota and the writes. When staff
+(chat_app.runs.engine), crossing into the database once for the quota and the writes — together
+with the other turns that arrive at the same moment (`ADMISSIONS`, a group commit). When staff
 enabled a moderation model for questions, it is asked once everything else has admitted the turn
 and the word lists have not blocked the question — between two crossings, a network call of at
 most its timeout that holds no database thread — and the question is stored with its verdict.
@@ -24,6 +25,7 @@ from agents_app.models import Agent
 from campus_agent.base import errors
 from campus_agent.base.asyncdb import db_call
 from campus_agent.base.errors import GENERAL
+from campus_agent.base.group_commit import GroupCommit
 from campus_agent.base.text import label_clean, text_clean
 from chat_app.accounts.authentication import Caller
 from chat_app.conversations.history import history_build
@@ -279,6 +281,38 @@ def turn_admit(*, caller: Caller, chat: ChatInput, request_id: str, lease: RunLe
     return draft if draft.check.model is not None else turn_store(draft)
 
 
+@dataclass(frozen=True)
+class Admission:
+    caller: Caller
+    chat: ChatInput
+    request_id: str
+    lease: RunLease
+
+
+def _admitted_alone(admission: Admission) -> TurnStart | TurnDraft:
+    return turn_admit(caller=admission.caller, chat=admission.chat, request_id=admission.request_id,
+                      lease=admission.lease)
+
+
+def turns_admit(admissions: list[Admission]) -> list[TurnStart | TurnDraft | Exception]:
+    """`turn_admit` for several turns in one transaction: each turn's writes in their own savepoint
+    (`_turn_store`'s), so one refused (409, 404, 429 …) is refused alone and the others stored.
+    One outcome per admission, in order, an exception being its refusal."""
+    outcomes: list[TurnStart | TurnDraft | Exception] = []
+    with transaction.atomic():
+        for admission in admissions:
+            try:
+                outcomes.append(_admitted_alone(admission))
+            except errors.ApiError as refused:
+                outcomes.append(refused)
+    return outcomes
+
+
+# The admissions that come together (a burst's questions) are written together
+# (campus_agent.base.group_commit): one crossing and one transaction, each turn its own outcome.
+ADMISSIONS: GroupCommit[Admission, TurnStart | TurnDraft] = GroupCommit(many=turns_admit, one=_admitted_alone)
+
+
 async def turn_open(lease: RunLease, *, caller: Caller, chat: ChatInput, request_id: str) -> TurnStart:
     """A new turn's opening, inside its run's lease: 429 without a slot (no database), then
     `turn_admit`; when a moderation model checks questions (and the lists did not block this
@@ -286,7 +320,7 @@ async def turn_open(lease: RunLease, *, caller: Caller, chat: ChatInput, request
     database thread — and the question stored with its verdict. Raises ApiError; nothing is
     stored when it does."""
     lease.refuse_without_slot()
-    admitted = await db_call(turn_admit, caller=caller, chat=chat, request_id=request_id, lease=lease)
+    admitted = await ADMISSIONS(Admission(caller=caller, chat=chat, request_id=request_id, lease=lease))
     if isinstance(admitted, TurnStart):
         return admitted
     check = await question_model_checked(admitted.check)

@@ -34,12 +34,17 @@ def _finish(run: Run, text: str) -> Finish:
 
 
 def _watched(groups: list[int]) -> GroupCommit:
-    """FINISHES' own functions, with the size of every group `many` is called with noted."""
+    """FINISHES' own functions, with the size of every group noted (a group of one is written by
+    `one`, as a lone end always was)."""
     def many(finishes):
         groups.append(len(finishes))
         return runs_finish(finishes)
 
-    return GroupCommit(many=many, one=FINISHES._one)
+    def one(finish):
+        groups.append(1)
+        return FINISHES._one(finish)
+
+    return GroupCommit(many=many, one=one)
 
 
 def _all_at_once(commit: GroupCommit, finishes: list[Finish]) -> list:
@@ -74,7 +79,7 @@ def test_a_group_whose_transaction_fails_is_stored_run_by_run(user, agent):
     with rows_refused(f"NEW.content = '{REFUSED}'"):
         outcomes = _all_at_once(_watched(groups), [_finish(runs[0], "第一"), _finish(runs[1], REFUSED),
                                                     _finish(runs[2], "第三")])
-    assert groups == [3]  # the group failed as a whole …
+    assert groups == [3, 1, 1, 1]  # the group failed as a whole, then each alone …
     assert outcomes[0] is True and outcomes[2] is True  # … the others stored as if alone
     assert "refused by the test" in str(outcomes[1])  # the refused one's error is its own
     statuses = {run.id: status for run, status in
