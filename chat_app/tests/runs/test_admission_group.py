@@ -5,7 +5,6 @@ are admitted; a group whose transaction fails (the database itself refuses one q
 a trigger) is admitted turn by turn, the refused one's error its own.
 
 Real database threads; the groups are watched by wrapping ADMISSIONS' own functions."""
-import asyncio
 import uuid
 
 import pytest
@@ -14,10 +13,11 @@ from campus_agent.base import errors
 from campus_agent.base.group_commit import GroupCommit
 from chat_app.accounts.authentication import Caller
 from chat_app.models import Conversation, Message, Run
-from chat_app.runs.admission import ADMISSIONS, CONVERSATION_BUSY, Admission, TurnStart, turns_admit
+from chat_app.runs.admission import ADMISSIONS, CONVERSATION_BUSY, Admission, TurnStart
 from chat_app.runs.chat_input import ChatInput
 from chat_app.runs.lease import RunLease
 from chat_app.runs.state import run_create
+from testkit.group_commit import all_at_once, group_commit_watched
 from testkit.refused_rows import rows_refused
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.embedded]
@@ -32,22 +32,7 @@ def _admission(user, message: str, *, conversation_id=None, slot: int = 0) -> Ad
 
 
 def _watched(groups: list[int]) -> GroupCommit:
-    def many(admissions):
-        groups.append(len(admissions))
-        return turns_admit(admissions)
-
-    def one(admission):
-        groups.append(1)
-        return ADMISSIONS._one(admission)
-
-    return GroupCommit(many=many, one=one)
-
-
-def _all_at_once(commit: GroupCommit, admissions: list[Admission]) -> list:
-    async def together():
-        return await asyncio.gather(*(commit(admission) for admission in admissions), return_exceptions=True)
-
-    return asyncio.run(together())
+    return group_commit_watched(ADMISSIONS, groups)
 
 
 def _questions() -> list[str]:
@@ -59,7 +44,7 @@ def test_admissions_that_come_together_are_one_group_and_a_refused_one_is_refuse
     busy = Conversation.objects.create(user=user, agent=agent, title="还在回答")
     run_create(conversation=busy, user=user, request_id="0" * 16, agent_name="小智", slot_key="")
     groups: list[int] = []
-    outcomes = _all_at_once(_watched(groups), [
+    outcomes = all_at_once(_watched(groups), [
         _admission(user, "第一问", slot=0),
         _admission(user, "不是我的对话", conversation_id=theirs.id, slot=1),
         _admission(user, "上一轮没完", conversation_id=busy.id, slot=2),
@@ -76,7 +61,7 @@ def test_admissions_that_come_together_are_one_group_and_a_refused_one_is_refuse
 def test_a_group_whose_transaction_fails_is_admitted_turn_by_turn(user, other_user, agent):
     groups: list[int] = []
     with rows_refused(f"NEW.content = '{REFUSED}'"):
-        outcomes = _all_at_once(_watched(groups), [
+        outcomes = all_at_once(_watched(groups), [
             _admission(user, "第一问"), _admission(other_user, REFUSED), _admission(user, "第三问", slot=1),
         ])
     assert groups == [3, 1, 1, 1]  # the group failed as a whole, then each alone
@@ -88,5 +73,5 @@ def test_a_group_whose_transaction_fails_is_admitted_turn_by_turn(user, other_us
 
 def test_a_lone_admission_is_written_as_without_a_group(user, agent):
     groups: list[int] = []
-    (outcome,) = _all_at_once(_watched(groups), [_admission(user, "一个人")])
+    (outcome,) = all_at_once(_watched(groups), [_admission(user, "一个人")])
     assert groups == [1] and isinstance(outcome, TurnStart)

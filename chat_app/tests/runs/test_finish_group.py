@@ -14,7 +14,8 @@ from campus_agent.base.group_commit import GroupCommit
 from chat_app.models import Conversation, Message, Run
 from chat_app.runs.engine import FINISHES
 from chat_app.runs.recording import RowSpec
-from chat_app.runs.state import Finish, State, run_create, runs_finish
+from chat_app.runs.state import Finish, State, run_create
+from testkit.group_commit import all_at_once, group_commit_watched
 from testkit.refused_rows import rows_refused
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.embedded]
@@ -34,24 +35,7 @@ def _finish(run: Run, text: str) -> Finish:
 
 
 def _watched(groups: list[int]) -> GroupCommit:
-    """FINISHES' own functions, with the size of every group noted (a group of one is written by
-    `one`, as a lone end always was)."""
-    def many(finishes):
-        groups.append(len(finishes))
-        return runs_finish(finishes)
-
-    def one(finish):
-        groups.append(1)
-        return FINISHES._one(finish)
-
-    return GroupCommit(many=many, one=one)
-
-
-def _all_at_once(commit: GroupCommit, finishes: list[Finish]) -> list:
-    async def together():
-        return await asyncio.gather(*(commit(finish) for finish in finishes), return_exceptions=True)
-
-    return asyncio.run(together())
+    return group_commit_watched(FINISHES, groups)
 
 
 def _reply(run: Run) -> Message | None:
@@ -62,7 +46,7 @@ def test_ends_that_come_together_are_one_group_each_with_its_own_outcome(user, a
     runs = _runs(user, agent, 5)
     Run.objects.filter(id=runs[2].id).update(status=State.INTERRUPTED)  # the reaper got there first
     groups: list[int] = []
-    outcomes = _all_at_once(_watched(groups), [_finish(run, f"回答{i}") for i, run in enumerate(runs)])
+    outcomes = all_at_once(_watched(groups), [_finish(run, f"回答{i}") for i, run in enumerate(runs)])
     assert groups == [5]  # one crossing, one transaction
     assert outcomes == [True, True, False, True, True]
     for i, run in enumerate(runs):
@@ -77,7 +61,7 @@ def test_a_group_whose_transaction_fails_is_stored_run_by_run(user, agent):
     runs = _runs(user, agent, 3)
     groups: list[int] = []
     with rows_refused(f"NEW.content = '{REFUSED}'"):
-        outcomes = _all_at_once(_watched(groups), [_finish(runs[0], "第一"), _finish(runs[1], REFUSED),
+        outcomes = all_at_once(_watched(groups), [_finish(runs[0], "第一"), _finish(runs[1], REFUSED),
                                                     _finish(runs[2], "第三")])
     assert groups == [3, 1, 1, 1]  # the group failed as a whole, then each alone …
     assert outcomes[0] is True and outcomes[2] is True  # … the others stored as if alone
@@ -124,5 +108,5 @@ def test_a_group_holds_at_most_group_max_ends(user, agent, monkeypatch):
     monkeypatch.setattr(group_commit, "GROUP_MAX", 2)  # its transaction holds the write lock: kept short
     runs = _runs(user, agent, 5)
     groups: list[int] = []
-    assert _all_at_once(_watched(groups), [_finish(run, "答") for run in runs]) == [True] * 5
+    assert all_at_once(_watched(groups), [_finish(run, "答") for run in runs]) == [True] * 5
     assert groups == [2, 2, 1]
