@@ -6,7 +6,7 @@ tool arguments), else by the server's `default_mode`:
 
     normal     session, several chunks (paced by `chunk_delay`), tool_call/tool_result, done + chart
     timeout    sleeps `stall_sec` before answering anything (longer than any test timeout)
-    trickle    a chunk at once, then one every 0.2 s, forever (only a whole-stream deadline ends it)
+    trickle    a chunk every 0.2 s, forever (only a whole-stream deadline ends it)
     http500    HTTP 500 (any `http<status>`, e.g. `http404`, `http429`, answers that status)
     error      an `error` event (50001, ERROR_MESSAGE), then `done`
     expired    an `error` event 40102 (campus token expired), then `done`
@@ -191,9 +191,9 @@ class ContractAgent(ServedApp):
 
     async def _mode_trickle(self, body: dict):
         yield _frame({"type": "session", "session_id": "sub-1"})
-        while True:  # the first at once: a test waiting for the trickle waits on no clock
-            yield _frame({"type": "chunk", "content": "…"})
+        while True:
             await asyncio.sleep(0.2)
+            yield _frame({"type": "chunk", "content": "…"})
 
     async def _mode_error(self, body: dict):
         yield _frame({"type": "session", "session_id": "sub-1"})
