@@ -74,27 +74,23 @@ class GroupCommit(Generic[T, R]):
             gathering.writing = False
 
     async def _group_write(self, group: list[tuple[T, asyncio.Future]]) -> None:
-        if len(group) == 1:  # alone: written as it would be without a group
-            item, future = group[0]
+        if len(group) > 1:
             try:
-                _settle(future, outcome=await db_call(self._one, item))
+                outcomes = await db_call(self._many, [item for item, _ in group])
+            except Exception:
+                pass  # the group's transaction failed as a whole: each item is written alone below
+            else:
+                for (_, future), outcome in zip(group, outcomes, strict=True):
+                    if isinstance(outcome, Exception):  # refused on its own, the group's transaction kept
+                        _settle(future, error=outcome)
+                    else:
+                        _settle(future, outcome=outcome)
+                return
+        for item, future in group:  # a lone call is written as it would be without a group
+            try:
+                outcome = await db_call(self._one, item)
             except Exception as error:
                 _settle(future, error=error)
-            return
-        try:
-            outcomes = await db_call(self._many, [item for item, _ in group])
-        except Exception:
-            for item, future in group:
-                try:
-                    outcome = await db_call(self._one, item)
-                except Exception as alone:
-                    _settle(future, error=alone)
-                else:
-                    _settle(future, outcome=outcome)
-            return
-        for (_, future), outcome in zip(group, outcomes, strict=True):
-            if isinstance(outcome, Exception):  # refused on its own, the group's transaction kept
-                _settle(future, error=outcome)
             else:
                 _settle(future, outcome=outcome)
 
