@@ -36,13 +36,6 @@ def stage_matcher(stage: str) -> Matcher:
     return matchers_current().by_stage[stage]
 
 
-def stage_checks(stage: str) -> tuple[Matcher, ModelConfig | None]:
-    """The matcher of a stage and the moderation model that checks it (None: none does), as they
-    are now (sync: one read of the stamp)."""
-    kept = matchers_current()
-    return kept.by_stage[stage], kept.models[stage]
-
-
 def matchers_current() -> Matchers:
     """Every stage's matcher, and moderation model, as they are now (sync: one read of the stamp)."""
     global _kept

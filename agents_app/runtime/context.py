@@ -1,6 +1,10 @@
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from agents_app.access import EVERYONE, Audience
+
+if TYPE_CHECKING:
+    from safety_app.lists_cache import Matchers
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,6 +25,10 @@ class RunContext:
     # Within one tool call (tool_runs.py): the student's answers to what the call's MCP server
     # asked when the call ran before the turn waited for them (elicitations), in the order asked.
     elicitation_answers: tuple[dict, ...] = ()
+    # The moderation word lists as the turn's admission read them to check its question: the
+    # turn's screens start from them (agents_app.runtime.screening.turn_screens), not from a
+    # second read of their stamp on the way to the model. None: read when the turn starts.
+    matchers: "Matchers | None" = None
 
     def __repr__(self) -> str:  # never print the campus token, whoever logs the context
         return f"RunContext(request_id={self.request_id!r}, conversation_id={self.conversation_id!r})"

@@ -349,7 +349,7 @@ async def fallback_turn(*, agent: Agent, history: list[dict], ctx: RunContext, r
     result: ToolResult | None = None
     streamed: list[str] = []
     told_error = False
-    screens = await turn_screens()
+    screens = await turn_screens(ctx)
     async for event in _relay(tool=tool, args=args, ctx=ctx, call_id=call_id, deadline=deadline, screens=screens):
         if isinstance(event, ToolChunk):
             # Without a model the tool's own text is the answer: streamed as answer text while it

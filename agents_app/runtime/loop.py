@@ -444,7 +444,7 @@ async def _turn_start(*, agent: Agent, history: list[dict], ctx: RunContext) -> 
     started = time.perf_counter()
     deadline = turn_deadline(ctx)
     tools = await tools_for_agent(agent, audience=ctx.audience, user_id=ctx.user_id)
-    screens = await turn_screens()
+    screens = await turn_screens(ctx)
     prompt = _system_prompt(agent, ctx, _tool_domains(tools))
     messages = [{"role": "system", "content": prompt}] if prompt else []
     return _Turn(

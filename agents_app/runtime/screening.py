@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from django.utils.translation import gettext_lazy as _
 from loguru import logger
 
+from agents_app.runtime.context import RunContext
 from agents_app.runtime.events import Chunk, Event, Moderation, Reasoning, ToolChunk, ToolResult
 from campus_agent.base.asyncdb import db_call
 from safety_app.lists_cache import Matchers, matchers_current
@@ -224,6 +225,8 @@ def _text_event(stage: str, text: str) -> Event:
     return Reasoning(content=text) if stage == REASONING else Chunk(content=text)
 
 
-async def turn_screens() -> TurnScreens:
-    """The screens of a turn starting now (one read of the lists' stamp)."""
-    return TurnScreens(await db_call(matchers_current))
+async def turn_screens(ctx: RunContext) -> TurnScreens:
+    """The screens of a turn: with the word lists its admission checked the question against
+    (`ctx.matchers`: a change saved in between applies from the next turn, as one saved during a
+    turn does), else as they are now (one read of the lists' stamp)."""
+    return TurnScreens(ctx.matchers if ctx.matchers is not None else await db_call(matchers_current))

@@ -596,6 +596,7 @@ def _turn_plan(start: TurnStart, *, caller: Caller, chat: ChatInput, request_id:
         campus_token=caller.campus_token,
         hint_domain=start.hint_domain,
         language=chat.language,
+        matchers=start.moderation.matchers,
     )
     notices = start.moderation.notices()
     if start.moderation.blocked is not None:

@@ -13,7 +13,7 @@ from django.utils.translation import gettext_lazy as _
 from agents_app.runtime.events import Chunk, Done, Event, Moderation
 from audit_app.chain import Event as AuditEvent
 from audit_app.chain import Outcome, audit_record
-from safety_app.lists_cache import stage_checks
+from safety_app.lists_cache import Matchers, matchers_current
 from safety_app.matcher import first_block, masked
 from safety_app.model_check import ModelConfig, config_verdict
 
@@ -30,6 +30,9 @@ class QuestionCheck:
     masked: tuple[str, ...]  # the categories of the masked words, each once
     asked: tuple[str, ...] = ()  # the texts as the student wrote them
     model: ModelConfig | None = None  # the moderation model still to ask (`question_model_checked`)
+    # The word lists the texts were checked against: the turn's own screens start from them
+    # (RunContext.matchers), so its way to the model reads their stamp once, here.
+    matchers: Matchers | None = None
 
     @property
     def logged_question(self) -> str:
@@ -48,16 +51,17 @@ def question_check(*texts: str) -> QuestionCheck:
     checked against the word lists in one pass each; when no list blocks them, `model` is the
     moderation model that checks questions, still to ask (`question_model_checked`). Sync: reads
     the lists' stamp (safety_app.lists_cache keeps the model with the lists)."""
-    matcher, model = stage_checks(STAGE)
+    lists = matchers_current()
+    matcher, model = lists.by_stage[STAGE], lists.models[STAGE]
     checked, masked_categories = [], {}
     for text in texts:
         hits = matcher.hits(text)
         if block := first_block(hits):
-            return QuestionCheck(texts=texts, blocked=block.category, masked=(), asked=texts)
+            return QuestionCheck(texts=texts, blocked=block.category, masked=(), asked=texts, matchers=lists)
         checked.append(masked(text, hits))
         masked_categories.update(dict.fromkeys(hit.category for hit in hits))
     return QuestionCheck(texts=tuple(checked), blocked=None, masked=tuple(masked_categories), asked=texts,
-                         model=model if any(texts) else None)
+                         model=model if any(texts) else None, matchers=lists)
 
 
 async def question_model_checked(check: QuestionCheck) -> QuestionCheck:
@@ -70,7 +74,8 @@ async def question_model_checked(check: QuestionCheck) -> QuestionCheck:
     text = "\n\n".join(reversed([text for text in check.asked if text]))
     verdict = await config_verdict(check.model, stage=STAGE, text=text)
     if verdict.flagged:
-        return QuestionCheck(texts=check.asked, blocked=verdict.category, masked=(), asked=check.asked)
+        return QuestionCheck(texts=check.asked, blocked=verdict.category, masked=(), asked=check.asked,
+                             matchers=check.matchers)
     return replace(check, model=None)
 
 

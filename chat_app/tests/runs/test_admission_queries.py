@@ -1,14 +1,19 @@
 """Issue 24: what a turn's admission costs the database, counted (a burst makes 1,000 of them at
 once). The catalog is this worker's (agents_app.catalog_cache): one query for its stamp."""
 import pytest
+from asgiref.sync import async_to_sync
 
+from agents_app.runtime.screening import turn_screens
 from chat_app.accounts.authentication import Caller
 from chat_app.models import Message
 from chat_app.runs.admission import turn_admit
 from chat_app.runs.chat_input import ChatInput
+from chat_app.runs.engine import _turn_plan
 from chat_app.runs.lease import RunLease
 from chat_app.runs.recording import RowSpec
 from chat_app.runs.state import run_finish
+from safety_app.lists_cache import matchers_current
+from safety_app.models import WordList
 
 pytestmark = pytest.mark.embedded
 
@@ -55,6 +60,20 @@ def test_a_next_question_adds_the_conversation_and_its_history(warm, user, djang
     assert [m["content"] for m in start.history] == ["第一问", "答", "再问"]
 
 
+def test_the_turn_screens_its_answer_with_the_lists_its_admission_read(warm, user):
+    # Issue 46: the word lists' stamp is read once per turn, by the admission; the turn's way to
+    # the model makes no crossing to the database for it. A list saved in between applies from
+    # the next turn (as one saved while the turn streams).
+    start = _admit(user)
+    chat = ChatInput(message="你好", conversation_id=None, agent=None, hint_domain=None)
+    plan = _turn_plan(start, caller=Caller(user=user, auth_session=None), chat=chat, request_id="0123456789abcdef")
+    admitted = plan.ctx.matchers
+    assert admitted is start.moderation.matchers and admitted.by_stage["answer"].size == 0
+
+    WordList.objects.create(name="涉政", category="涉政", action="block").words.create(word="甲乙丙")
+    assert matchers_current().by_stage["answer"].size == 1  # what a read now would give
+    screens = async_to_sync(turn_screens)(plan.ctx)
+    assert screens.matchers is admitted
 
 
 def test_the_finish_is_one_transaction_of_four_statements(warm, user, django_assert_num_queries):
