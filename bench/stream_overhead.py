@@ -160,7 +160,7 @@ class Stack:
             conn.execute(f'CREATE DATABASE "{name}"')
 
     def _gateway_cmd(self, port: int, first: bool) -> list[str]:
-        launched = self.env.get("BENCH_TRACEMALLOC") or self.env.get("BENCH_GC_LOG")
+        launched = self.env.get("BENCH_TRACEMALLOC") or self.env.get("BENCH_GC_LOG") or self.env.get("BENCH_TIMELINE")
         if self.server_args[:1] == ("granian",):  # --servers 'g=granian --loop asyncio': granian, not uvicorn
             cmd = [PY, "-m", "granian", "--interface", "asginl", "campus_agent.asgi:application",
                    "--host", "127.0.0.1", "--port", str(port), "--no-ws", "--log-level", "warning",
@@ -231,9 +231,10 @@ class Stack:
         self.tmp.cleanup()
 
 
-# The worker under a launcher (--tracemalloc, --gc-log): BENCH_TRACEMALLOC=dir traces allocations
-# and writes a snapshot to the next numbered file on SIGUSR1; BENCH_GC_LOG=path times every
-# garbage collection and on SIGUSR2 writes those so far (generation, ms) as JSON, then forgets them.
+# The worker under a launcher (--tracemalloc, --gc-log, bench/turn_timeline.py): BENCH_TRACEMALLOC=dir
+# traces allocations and writes a snapshot to the next numbered file on SIGUSR1; BENCH_GC_LOG=path
+# times every garbage collection and on SIGUSR2 writes those so far (generation, ms) as JSON, then
+# forgets them; BENCH_TIMELINE=path notes where each turn's time goes (bench/_timeline.py).
 _LAUNCHER = """
 import json, os, signal, sys, time, gc
 if os.environ.get("BENCH_TRACEMALLOC"):
@@ -260,6 +261,8 @@ if os.environ.get("BENCH_GC_LOG"):
         os.rename(os.environ["BENCH_GC_LOG"] + ".part", os.environ["BENCH_GC_LOG"])
         pauses.clear()
     signal.signal(signal.SIGUSR2, write)
+if os.environ.get("BENCH_TIMELINE"):
+    import bench._timeline
 sys.argv = ["uvicorn", *sys.argv[1:]]
 from uvicorn.main import main
 main()

@@ -78,6 +78,10 @@ SMOKE = {
         r"CPU per turn words30:embedded / nowords:embedded: \d+\.\d+×",
     ),
     "tracing_overhead.py": (lambda tmp: ["-n", "50"], r"tracing on \d+\.\d\d µs"),
+    # Every mark reached (a wrapped function renamed would leave its mark out).
+    "turn_timeline.py": (
+        lambda tmp: ["--runs", "2", "--chunks", "2", "--pace", "0.001"], r"^marks not reached in every turn: none$",
+    ),
 }
 SCRIPTS = sorted(path.name for path in BENCH.glob("*.py") if not path.name.startswith("_"))
 RUNS = sorted(SMOKE)
