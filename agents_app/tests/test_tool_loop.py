@@ -35,7 +35,6 @@ from subagents_app.client import (
     ERROR_EVENT_TEXT,
     HTTP_ERROR_NOTICE,
     HTTP_ERROR_TEXT,
-    TIMEOUT_TEXT,
     TOKEN_EXPIRED_NOTICE,
     subagent_client_close,
 )
@@ -101,30 +100,40 @@ async def test_sub_agent_call_streams_live_and_the_result_goes_back_to_the_model
 
 
 async def test_several_calls_run_concurrently_and_tool_messages_keep_call_order(
-    llm_settings, agent_factory, sub_agent_factory
+    llm_settings, agent_factory, sub_agent_factory, subagent_server
 ):
     slow = await sync_to_async(sub_agent_factory)(name="notice", description="通知公告")
     fast = await sync_to_async(sub_agent_factory)(name="canteen")
     agent = await sync_to_async(agent_factory)(sub_agents=[slow, fast])
     llm_settings.queue(Reply(interleave=True, tool_calls=[
-        ScriptedCall("call_notice", {"message": "[[mode:trickle]]"}, id="a"),
+        ScriptedCall("call_notice", {"message": "[[mode:held]] 通知"}, id="a"),
         ScriptedCall("call_canteen", {"message": "吃啥"}, id="b"),
     ]))
     llm_settings.reply_text("好的")
-    await sync_to_async(type(slow).objects.filter(pk=slow.pk).update)(timeout_sec=1)
-    started = time.perf_counter()
-    events = await collect(agent)
-    took = time.perf_counter() - started
+    # The notice sub-agent holds its answer after its first chunk until released: released only
+    # once canteen's result and that first chunk have both come, each on its own (events, not time).
+    events, released_while_held = [], False
+    try:
+        async for event in run_turn(agent=agent, history=HISTORY, ctx=CTX):
+            events.append(event)
+            results = [e for e in events if isinstance(e, ToolResult)]
+            if not subagent_server.release.is_set() and results and any(
+                    isinstance(e, ToolChunk) and e.call_id != results[0].call_id for e in events):
+                held = [e for e in events if isinstance(e, ToolCall) and e.tool == "call_notice"]
+                released_while_held = not any(r.call_id == held[0].call_id for r in results)
+                subagent_server.release.set()
+    finally:
+        subagent_server.release.set()
+    assert released_while_held  # canteen's result and the held call's first chunk came while it was held
     results = [e for e in events if isinstance(e, ToolResult)]
-    # canteen finished while notice was still trickling: concurrent, and reported as each ends.
+    # canteen finished while notice was still answering: concurrent, and reported as each ends.
     assert [r.tool for r in results] == ["call_canteen", "call_notice"]
-    assert results[1].content == TIMEOUT_TEXT and not results[1].ok
+    assert results[1].ok and results[1].content == "".join(answer_chunks("通知"))
     # Events carry our own call ids, not the model's (issue 20).
     assert all(re.fullmatch(r"call_[0-9a-f]{16}", r.call_id) for r in results)
-    # The trickle was forwarded live, while that tool was still running.
-    trickle = [i for i, e in enumerate(events) if isinstance(e, ToolChunk) and e.call_id == results[1].call_id]
-    assert trickle and events.index(results[0]) < trickle[0] < trickle[-1] < events.index(results[1])
-    assert took < 1 + 1.5
+    # The held call's text was forwarded live, while that tool was still running (above), in order.
+    streamed = [e.content for e in events if isinstance(e, ToolChunk) and e.call_id == results[1].call_id]
+    assert streamed == answer_chunks("通知")
     # The model reads its calls back under our ids (call order), each tool message paired with its call.
     notice_id, canteen_id = results[1].call_id, results[0].call_id
     tool_messages = [m for m in llm_settings.requests[1].messages if m["role"] == "tool"]
