@@ -157,13 +157,12 @@ class StreamHandler(ASGIHandler):
             response = await self._response_unless_gone(request, leaving)
         finally:
             body_file.close()
-        if response is not None:
-            _request_closed_now(request, response)
-        del request, body_file
         if response is None:  # the client left before the view answered: the view was cancelled
             await signals.request_finished.asend(sender=self.__class__)
             _left_cleanly(leaving)
             return
+        _request_closed_now(request, response)
+        del request, body_file  # nothing of the request is held while the response streams
         try:
             await self._send_unless_gone(response, send, leaving)
         finally:
