@@ -15,10 +15,11 @@ from flamegraph import stacks
 KINDS = (
     ("start-up imports", ("import_from_string", "_find_and_load")),
     ("uvicorn (HTTP parsing in, writes out)", ("uvicorn/protocols",)),
-    ("admission on the database threads", ("turn_admit", "turn_begin", "auth_session_get_valid", "chat_caller_resolve",
-                                           "user_token_quota_check", "wait_decide", "wait_claim")),
-    ("storing (reply, checkpoints, usage)", ("run_finish", "run_rows_store", "turn_store", "checkpoint", "usage_turn_add",
-                                             "runs_heartbeat")),
+    # The group commits' functions too (turns_admit, runs_finish, turns_store: chat_app.runs).
+    ("admission on the database threads", ("turn_admit", "turns_admit", "turn_begin", "auth_session_get_valid",
+                                           "chat_caller_resolve", "user_token_quota_check", "wait_decide", "wait_claim")),
+    ("storing (reply, checkpoints, usage)", ("run_finish", "runs_finish", "run_rows_store", "turn_store", "turns_store",
+                                             "checkpoint", "usage_turn_add", "runs_heartbeat")),
     ("opening the model request (the SDK, httpx2's send)", ("AsyncCompletions.create", "_base_client.py",
                                                             "model_transport", "_send_single_request")),
     ("reading the model's stream", ("runtime/llm.py", "httpx_sse", "httpcore2", "h11/_connection.py", "h11/_readers.py",
