@@ -162,8 +162,10 @@ if _db["ENGINE"] == "django.db.backends.sqlite3":
             "transaction_mode": "IMMEDIATE",
             # WAL lets readers run beside the writer, and synchronous=NORMAL drops the fsync per
             # commit (a crash may lose the last commits, never corrupt the file): storing a
-            # chat message costs far less than with the rollback journal.
-            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            # chat message costs far less than with the rollback journal. The log is copied back
+            # by each worker's run supervisor; 10,000 pages is only the backstop
+            # (campus_agent.base.sqlite_wal.AUTOCHECKPOINT_PAGES).
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA wal_autocheckpoint=10000;",
         }
     )
 # Read whatever the engine (so SETTINGS_ENV_NAMES holds them), used with PostgreSQL.

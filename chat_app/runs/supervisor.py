@@ -8,7 +8,8 @@ the runs whose worker stopped heart-beating for RUN_STALE_SEC (a killed worker: 
 ≤2 s of text are what is lost), and ends their log so that followers end; and it resumes the
 waiting runs that can go on (their calls waited for approval past APPROVAL_TIMEOUT_SEC: rejected
 by time). It listens on the run bus for stops and stops the runs it owns when asked. The moves
-themselves are chat_app.runs.engine's.
+themselves are chat_app.runs.engine's. On SQLite each beat also copies the write-ahead log back
+into the database file (campus_agent/base/sqlite_wal.py), so no turn's commit has to.
 
 It is started by the first run or follower on a loop, and by the ASGI application on the first
 request after a start (campus_agent.asgi), so a restarted worker recovers the runs its
@@ -24,6 +25,7 @@ from django.utils import timezone
 from loguru import logger
 
 from campus_agent.base.asyncdb import beat_db_call, db_call
+from campus_agent.base.sqlite_wal import wal_checkpoint
 from chat_app.models import Run
 from chat_app.runs.bus import run_bus
 from chat_app.runs.engine import checkpoint_lock, runs_reap_stale, runs_resume_ready, stop_apply
@@ -79,6 +81,9 @@ async def _beat() -> None:
             task = local_runs.get(run_id)
             if task is not None:
                 task.checkpointed = text
+    # SQLite's log copied back here, not in the commit of whichever turn makes it long
+    # (campus_agent/base/sqlite_wal.py): on the beat's thread, waiting for nobody.
+    await beat_db_call(wal_checkpoint)
 
 
 async def _supervise() -> None:
