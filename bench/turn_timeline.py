@@ -82,6 +82,18 @@ def main() -> None:
         print(f"{name:<32} {at:8.2f} {at - before:7.2f}")
         before = at
     print("marks not reached in every turn: " + (", ".join(name for name in MARKS if name not in medians) or "none"))
+    # The slowest first chunks, each with the step that took longest past its median: a periodic
+    # stall shows as the same step every few turns.
+    order = sorted(medians, key=medians.get)
+    steps = {name: (before, name) for before, name in zip(order, order[1:], strict=False)}
+    median_step = {name: medians[name] - medians[before] for name, (before, _) in steps.items()}
+    slowest = sorted(range(len(turns)), key=lambda i: -turns[i]["first text frame sent"])[:4]
+    print("slowest first text frames (turn: ms; the step furthest past its median, ms over it):")
+    for i in slowest:
+        turn = turns[i]
+        late = max(steps, key=lambda name: turn[name] - turn[steps[name][0]] - median_step[name])
+        over = turn[late] - turn[steps[late][0]] - median_step[late]
+        print(f"  #{i}: {turn['first text frame sent']:.1f}; {steps[late][0]} → {late} +{over:.1f}")
     for label, index in (("first chunk", 0), ("end (done)", 1)):
         ours, theirs = (statistics.median(t[index] for t in times) for times in (gateway, direct))
         print(f"client's {label}: gateway {ours:.1f} ms, direct {theirs:.1f} ms, added {ours - theirs:.1f} ms (p50)")
