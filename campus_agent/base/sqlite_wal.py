@@ -3,7 +3,7 @@
 
 In WAL mode SQLite copies the log back into the database file (a checkpoint) in the commit that
 makes the log longer than `wal_autocheckpoint` pages: that commit waits for the copy and its
-fsyncs. With the default of 1,000 pages that was every 30th turn, whose admission took 8–11 ms
+fsyncs. With the default of 1,000 pages that was every 30th turn, whose admission took 8–12 ms
 longer (bench/turn_timeline.py, turns one at a time): the one stall left in a first chunk.
 
 So a serving worker checkpoints on its own, every beat of the run supervisor, on the beat's

@@ -16,7 +16,7 @@ def _pragma(name: str) -> int:
 
 
 @pytest.mark.django_db
-def test_a_commit_copies_the_log_back_only_past_the_backstop():
+def test_a_connection_copies_the_log_back_itself_only_past_the_backstop():
     assert _pragma("journal_mode") == "wal" and _pragma("wal_autocheckpoint") == AUTOCHECKPOINT_PAGES
 
 
