@@ -17,10 +17,15 @@ from django.db import connection
 AUTOCHECKPOINT_PAGES = 10_000  # ≈ 40 MB of 4 KiB pages (SQLite's default: 1,000)
 
 
+def in_use() -> bool:
+    """Whether the database is SQLite (read from the connection's class: no query, any thread)."""
+    return connection.vendor == "sqlite"
+
+
 def wal_checkpoint() -> tuple[int, int] | None:
     """A passive checkpoint of this thread's connection: (frames in the log, frames copied into
     the database file); None on a database other than SQLite, or one not in WAL mode."""
-    if connection.vendor != "sqlite":
+    if not in_use():
         return None
     with connection.cursor() as cursor:
         cursor.execute("PRAGMA wal_checkpoint(PASSIVE)")

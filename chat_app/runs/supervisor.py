@@ -24,8 +24,8 @@ from django.conf import settings
 from django.utils import timezone
 from loguru import logger
 
+from campus_agent.base import sqlite_wal
 from campus_agent.base.asyncdb import beat_db_call, db_call
-from campus_agent.base.sqlite_wal import wal_checkpoint
 from chat_app.models import Run
 from chat_app.runs.bus import run_bus
 from chat_app.runs.engine import checkpoint_lock, runs_reap_stale, runs_resume_ready, stop_apply
@@ -83,7 +83,8 @@ async def _beat() -> None:
                 task.checkpointed = text
     # SQLite's log copied back here, not in the commit of whichever turn makes it long
     # (campus_agent/base/sqlite_wal.py): on the beat's thread, waiting for nobody.
-    await beat_db_call(wal_checkpoint)
+    if sqlite_wal.in_use():
+        await beat_db_call(sqlite_wal.wal_checkpoint)
 
 
 async def _supervise() -> None:
